@@ -1,0 +1,694 @@
+//! `ckpt`: the command-line front end of the `ckpt` library.
+//!
+//! This crate only parses arguments, calls the library and prints results
+//! (text for people, `--json` for programs; see `render`). Exit codes are
+//! those of [`ckpt::Error::exit_code`], documented in README.md.
+
+mod render;
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use ckpt::checkpoint::{self, SaveOptions, SaveOutcome};
+use ckpt::diff::{self, ContentDiff, PathFilter, TreeSource};
+use ckpt::restore::{self, RestoreOptions};
+use ckpt::tree::Node;
+use ckpt::workspace::Workspace;
+use ckpt::{Error, Result};
+use clap::{Parser, Subcommand};
+use serde_json::{json, Value};
+
+use render::SCHEMA;
+
+/// Instant checkpoint, diff and restore for a working directory.
+#[derive(Parser)]
+#[command(name = "ckpt", version, about, long_about = None)]
+struct Cli {
+    /// Run as if started in DIR.
+    #[arg(short = 'C', global = true, value_name = "DIR")]
+    dir: Option<PathBuf>,
+    /// Seconds to wait for another ckpt process to finish.
+    #[arg(long, global = true, default_value_t = 60, value_name = "SECS")]
+    lock_timeout: u64,
+    /// Print less.
+    #[arg(short, long, global = true)]
+    quiet: bool,
+    /// Print more (timings, what was read).
+    #[arg(short, long, global = true)]
+    verbose: bool,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Make a directory (default: the current one) a workspace.
+    Init {
+        /// The directory.
+        dir: Option<PathBuf>,
+        /// Where to keep the store (default: see README, "Where the store lives").
+        #[arg(long, value_name = "DIR")]
+        store: Option<PathBuf>,
+    },
+    /// Record a checkpoint of the whole workspace.
+    Save {
+        /// Message.
+        #[arg(short, long, default_value = "")]
+        message: String,
+        /// Tag KEY=VALUE (repeatable).
+        #[arg(long = "tag", value_name = "KEY=VALUE")]
+        tags: Vec<String>,
+        /// Record a checkpoint even if nothing changed.
+        #[arg(long)]
+        allow_empty: bool,
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List checkpoints, newest first.
+    Log {
+        /// Show at most N.
+        #[arg(short = 'n', long)]
+        limit: Option<usize>,
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one checkpoint and what it changed.
+    Show {
+        /// Checkpoint id (v12, a hash prefix, HEAD, HEAD~1, latest).
+        id: String,
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// What changed since the last checkpoint.
+    Status {
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+        /// Limit to paths.
+        #[arg(last = true)]
+        paths: Vec<PathBuf>,
+    },
+    /// Compare two checkpoints, or a checkpoint and the working directory.
+    Diff {
+        /// From (default: HEAD).
+        a: Option<String>,
+        /// To (default: the working directory).
+        b: Option<String>,
+        /// Only the name-status summary, no content diffs.
+        #[arg(long)]
+        name_status: bool,
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+        /// Limit to paths.
+        #[arg(last = true)]
+        paths: Vec<PathBuf>,
+    },
+    /// Bring the workspace (or some paths, or another directory) back to a checkpoint.
+    Restore {
+        /// Checkpoint id.
+        id: String,
+        /// Materialise into this new or empty directory instead.
+        #[arg(long, value_name = "DIR")]
+        to: Option<PathBuf>,
+        /// Only show what would change.
+        #[arg(long)]
+        dry_run: bool,
+        /// Do not save the current state first.
+        #[arg(long)]
+        no_save: bool,
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+        /// Restore only these paths.
+        #[arg(last = true)]
+        paths: Vec<PathBuf>,
+    },
+    /// Delete a checkpoint record (its data goes at the next gc).
+    Delete {
+        /// Checkpoint id.
+        id: String,
+    },
+    /// Remove stored data that no checkpoint references.
+    Gc {
+        /// Only report what would be removed.
+        #[arg(long)]
+        dry_run: bool,
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(&cli) {
+        Ok(code) => code,
+        Err(e) => {
+            let _ = std::io::stdout().flush();
+            eprintln!("ckpt: error: {e}");
+            ExitCode::from(e.exit_code() as u8)
+        }
+    }
+}
+
+struct Ctx {
+    cwd: PathBuf,
+    lock_timeout: Duration,
+    quiet: bool,
+    verbose: bool,
+}
+
+impl Ctx {
+    fn workspace(&self) -> Result<Workspace> {
+        Workspace::discover(&self.cwd)
+    }
+
+    /// Converts user paths (relative to the current directory) into
+    /// workspace-relative byte paths, lexically.
+    fn rel_paths(&self, ws: &Workspace, paths: &[PathBuf]) -> Result<Vec<Vec<u8>>> {
+        paths
+            .iter()
+            .map(|p| {
+                let abs = normalize(&self.cwd.join(p));
+                let rel = abs.strip_prefix(&ws.root).map_err(|_| {
+                    Error::Usage(format!("{} is outside the workspace {}", p.display(), ws.root.display()))
+                })?;
+                Ok(rel.as_os_str().as_bytes().to_vec())
+            })
+            .collect()
+    }
+}
+
+fn normalize(p: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn print_json(v: &Value) {
+    println!("{}", serde_json::to_string_pretty(v).expect("json"));
+}
+
+fn parse_tags(tags: &[String]) -> Result<BTreeMap<String, String>> {
+    tags.iter()
+        .map(|t| match t.split_once('=') {
+            Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
+            _ => Err(Error::Usage(format!("--tag {t:?}: expected KEY=VALUE"))),
+        })
+        .collect()
+}
+
+fn run(cli: &Cli) -> Result<ExitCode> {
+    let cwd = match &cli.dir {
+        Some(d) => std::env::current_dir().map(|c| c.join(d)).unwrap_or_else(|_| d.clone()),
+        None => std::env::current_dir().map_err(|e| Error::io("getcwd", ".", e))?,
+    };
+    let ctx = Ctx {
+        cwd,
+        lock_timeout: Duration::from_secs(cli.lock_timeout),
+        quiet: cli.quiet,
+        verbose: cli.verbose,
+    };
+    match &cli.cmd {
+        Cmd::Init { dir, store } => cmd_init(&ctx, dir.as_deref(), store.as_deref()),
+        Cmd::Save {
+            message,
+            tags,
+            allow_empty,
+            json,
+        } => cmd_save(&ctx, message, tags, *allow_empty, *json),
+        Cmd::Log { limit, json } => cmd_log(&ctx, *limit, *json),
+        Cmd::Show { id, json } => cmd_show(&ctx, id, *json),
+        Cmd::Status { json, paths } => cmd_status(&ctx, paths, *json),
+        Cmd::Diff {
+            a,
+            b,
+            name_status,
+            json,
+            paths,
+        } => cmd_diff(&ctx, a.as_deref(), b.as_deref(), paths, *name_status, *json),
+        Cmd::Restore {
+            id,
+            to,
+            dry_run,
+            no_save,
+            json,
+            paths,
+        } => cmd_restore(&ctx, id, to.as_deref(), *dry_run, *no_save, paths, *json),
+        Cmd::Delete { id } => cmd_delete(&ctx, id),
+        Cmd::Gc { dry_run, json } => cmd_gc(&ctx, *dry_run, *json),
+    }?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn cmd_init(ctx: &Ctx, dir: Option<&Path>, store: Option<&Path>) -> Result<()> {
+    let dir = dir.map_or_else(|| ctx.cwd.clone(), |d| ctx.cwd.join(d));
+    let store = store.map(|s| ctx.cwd.join(s));
+    let ws = Workspace::init(&dir, store.as_deref())?;
+    if !ctx.quiet {
+        let s = ws.open_store(ctx.lock_timeout)?;
+        println!("initialised workspace {}", ws.root.display());
+        println!("store: {} (copy strategy: {:?})", ws.store_path.display(), s.caps.preferred());
+    }
+    Ok(())
+}
+
+fn cmd_save(ctx: &Ctx, message: &str, tags: &[String], allow_empty: bool, json: bool) -> Result<()> {
+    let t0 = Instant::now();
+    let ws = ctx.workspace()?;
+    let store = ws.open_store(ctx.lock_timeout)?;
+    let opts = SaveOptions {
+        message: message.to_string(),
+        tags: parse_tags(tags)?,
+        allow_empty,
+    };
+    let captured = checkpoint::capture(&ws, &store, &opts, true)?;
+    let elapsed = t0.elapsed();
+    match &captured.outcome {
+        SaveOutcome::Saved(cp) => {
+            if json {
+                let mut v = render::checkpoint_json(cp, Some(cp.seq));
+                v["schema"] = json!(SCHEMA);
+                v["saved"] = json!(true);
+                v["elapsed_ms"] = json!(elapsed.as_secs_f64() * 1e3);
+                print_json(&v);
+            } else if ctx.quiet {
+                println!("{}", cp.id());
+            } else {
+                let s = &cp.stats;
+                println!(
+                    "saved {}  +{} ~{} -{} files, {} new in store  ({})",
+                    cp.id(),
+                    s.files_added,
+                    s.files_modified,
+                    s.files_deleted,
+                    render::bytes(s.new_bytes),
+                    render::ms(elapsed)
+                );
+                for sk in &cp.skipped {
+                    eprintln!("skipped {} ({})", render::quote(&sk.path), sk.kind);
+                }
+            }
+        }
+        SaveOutcome::Unchanged(head) => {
+            if json {
+                print_json(&json!({
+                    "schema": SCHEMA,
+                    "saved": false,
+                    "id": head.as_ref().map(|h| h.id()),
+                    "elapsed_ms": elapsed.as_secs_f64() * 1e3,
+                }));
+            } else if !ctx.quiet {
+                match head {
+                    Some(h) => println!("nothing changed since {} ({})", h.id(), render::ms(elapsed)),
+                    None => println!("nothing to save: the workspace is empty ({})", render::ms(elapsed)),
+                }
+            }
+        }
+    }
+    if ctx.verbose {
+        eprintln!(
+            "scanned {} entries, read {} files, {} new objects ({})",
+            captured.scan.entries,
+            captured.files_read,
+            captured.scan.new_objects,
+            render::bytes(captured.scan.new_bytes)
+        );
+    }
+    Ok(())
+}
+
+fn cmd_log(ctx: &Ctx, limit: Option<usize>, json: bool) -> Result<()> {
+    let ws = ctx.workspace()?;
+    let store = ws.open_store(ctx.lock_timeout)?;
+    let r = store.catalog.reader()?;
+    let head = r.head()?;
+    let mut cps = r.checkpoints()?;
+    cps.reverse();
+    cps.truncate(limit.unwrap_or(usize::MAX));
+    if json {
+        print_json(&json!({
+            "schema": SCHEMA,
+            "head": head.map(|h| format!("v{h}")),
+            "checkpoints": cps.iter().map(|c| render::checkpoint_json(c, head)).collect::<Vec<_>>(),
+        }));
+    } else {
+        if cps.is_empty() && !ctx.quiet {
+            println!("no checkpoints yet: run `ckpt save`");
+        }
+        for c in &cps {
+            println!("{}", render::checkpoint_line(c, head));
+        }
+    }
+    Ok(())
+}
+
+fn cmd_show(ctx: &Ctx, id: &str, json: bool) -> Result<()> {
+    let ws = ctx.workspace()?;
+    let store = ws.open_store(ctx.lock_timeout)?;
+    let r = store.catalog.reader()?;
+    let cp = r.resolve(id)?;
+    let head = r.head()?;
+    let parent_root = match cp.parent {
+        Some(p) => r.checkpoint(p)?.map(|c| c.root),
+        None => None,
+    };
+    let src = TreeSource {
+        fresh: None,
+        catalog: &r,
+    };
+    let changes = diff::diff_trees(&src, parent_root, Some(cp.root), &PathFilter::default())?;
+    let shown: Vec<_> = changes.iter().filter(|c| c.is_interesting()).collect();
+    if json {
+        let mut v = render::checkpoint_json(&cp, head);
+        v["schema"] = json!(SCHEMA);
+        v["changes"] = Value::Array(shown.iter().map(|c| render::change_json(c)).collect());
+        print_json(&v);
+        return Ok(());
+    }
+    println!("checkpoint {}{}", cp.id(), if head == Some(cp.seq) { " (HEAD)" } else { "" });
+    println!("hash:     {}", cp.hash);
+    println!("parent:   {}", cp.parent.map_or("none".into(), |p| format!("v{p}")));
+    println!("time:     {}", render::time(cp.time_ns));
+    println!("message:  {}", cp.message);
+    for (k, v) in &cp.tags {
+        println!("tag:      {k}={v}");
+    }
+    let s = &cp.stats;
+    println!(
+        "changes:  +{} ~{} -{} files (+{} ~{} -{}), {} new in store, saved in {:.1} ms",
+        s.files_added,
+        s.files_modified,
+        s.files_deleted,
+        render::bytes(s.bytes_added),
+        render::bytes(s.bytes_modified),
+        render::bytes(s.bytes_deleted),
+        render::bytes(s.new_bytes),
+        cp.duration_us as f64 / 1e3
+    );
+    for sk in &cp.skipped {
+        println!("skipped:  {} ({})", render::quote(&sk.path), sk.kind);
+    }
+    println!();
+    for c in shown {
+        println!("{}", render::change_line(c));
+    }
+    Ok(())
+}
+
+fn cmd_status(ctx: &Ctx, paths: &[PathBuf], json: bool) -> Result<()> {
+    let t0 = Instant::now();
+    let ws = ctx.workspace()?;
+    let store = ws.open_store(ctx.lock_timeout)?;
+    let filter = PathFilter::new(ctx.rel_paths(&ws, paths)?);
+    let st = checkpoint::status(&ws, &store, &filter)?;
+    let shown: Vec<_> = st.changes.iter().filter(|c| c.is_interesting()).collect();
+    if json {
+        print_json(&json!({
+            "schema": SCHEMA,
+            "head": st.head.as_ref().map(|h| h.id()),
+            "clean": st.changes.is_empty(),
+            "changes": shown.iter().map(|c| render::change_json(c)).collect::<Vec<_>>(),
+            "interrupted_restore": st.journal.as_ref().map(|j| format!("v{}", j.target)),
+        }));
+        return Ok(());
+    }
+    if let Some(j) = &st.journal {
+        println!("warning: a restore to v{} was interrupted; run `ckpt restore v{}` to finish it", j.target, j.target);
+    }
+    match &st.head {
+        Some(h) => println!("on {}{}", h.id(), if h.message.is_empty() { String::new() } else { format!(": {}", h.message) }),
+        None => println!("no checkpoint yet"),
+    }
+    if st.changes.is_empty() {
+        println!("nothing changed");
+    }
+    for c in &shown {
+        println!("{}", render::change_line(c));
+    }
+    for sk in &st.skipped {
+        println!("skipped {} ({})", render::quote(&sk.path), sk.kind);
+    }
+    if ctx.verbose {
+        eprintln!("status in {}", render::ms(t0.elapsed()));
+    }
+    Ok(())
+}
+
+fn cmd_diff(ctx: &Ctx, a: Option<&str>, b: Option<&str>, paths: &[PathBuf], name_status: bool, json: bool) -> Result<()> {
+    let ws = ctx.workspace()?;
+    let store = ws.open_store(ctx.lock_timeout)?;
+    let filter = PathFilter::new(ctx.rel_paths(&ws, paths)?);
+    // Scan first when the working directory is one side (it needs no read txn).
+    let scan = if b.is_none() {
+        Some(checkpoint::scan_workspace(&ws, &store, false)?)
+    } else {
+        None
+    };
+    let r = store.catalog.reader()?;
+    let from = r.resolve(a.unwrap_or("HEAD"))?;
+    let to = b.map(|b| r.resolve(b)).transpose()?;
+    let to_root = match (&to, &scan) {
+        (Some(cp), _) => cp.root,
+        (None, Some(s)) => s.root,
+        _ => unreachable!(),
+    };
+    let src = TreeSource {
+        fresh: scan.as_ref().map(|s| &s.new_trees),
+        catalog: &r,
+    };
+    let changes = diff::diff_trees(&src, Some(from.root), Some(to_root), &filter)?;
+    let shown: Vec<_> = changes.iter().filter(|c| c.is_interesting()).collect();
+    let to_label = to.as_ref().map_or("workdir".to_string(), |c| c.id());
+    let content = |c: &diff::Change| -> Result<Option<ContentDiff>> {
+        let file = |e: &Option<ckpt::tree::Entry>| match e.as_ref().map(|e| &e.node) {
+            Some(Node::File { hash, .. }) => Some(*hash),
+            _ => None,
+        };
+        let (old, new) = (file(&c.old), file(&c.new));
+        if old.is_none() && new.is_none() {
+            return Ok(None);
+        }
+        let read_obj = |h: Option<ckpt::Hash>, from_workdir: bool| -> Result<Vec<u8>> {
+            match h {
+                None => Ok(Vec::new()),
+                Some(h) if store.objects.contains(&h) => {
+                    let p = store.objects.object_path(&h);
+                    std::fs::read(&p).map_err(|e| Error::io("read", p, e))
+                }
+                Some(_) if from_workdir => {
+                    let p = ws.root.join(ckpt::platform::fs::as_path(&c.path));
+                    std::fs::read(&p).map_err(|e| Error::io("read", p, e))
+                }
+                Some(h) => Err(Error::Corrupt(format!("object {h} is missing"))),
+            }
+        };
+        let old_bytes = read_obj(old, false)?;
+        let new_bytes = read_obj(new, to.is_none())?;
+        let label = String::from_utf8_lossy(&c.path);
+        Ok(Some(diff::unified(
+            &old_bytes,
+            &new_bytes,
+            &format!("{}/{label}", from.id()),
+            &format!("{to_label}/{label}"),
+        )))
+    };
+    if json {
+        let mut list = Vec::new();
+        for c in &shown {
+            let mut v = render::change_json(c);
+            if !name_status {
+                match content(c)? {
+                    Some(ContentDiff::Text(t)) => v["diff"] = json!(t),
+                    Some(ContentDiff::Binary { old_size, new_size }) => {
+                        v["binary"] = json!(true);
+                        v["old_size"] = json!(old_size);
+                        v["new_size"] = json!(new_size);
+                    }
+                    None => {}
+                }
+            }
+            list.push(v);
+        }
+        print_json(&json!({"schema": SCHEMA, "from": from.id(), "to": to_label, "changes": list}));
+        return Ok(());
+    }
+    let mut out = std::io::stdout().lock();
+    for c in &shown {
+        let _ = writeln!(out, "{}", render::change_line(c));
+    }
+    if !name_status {
+        for c in &shown {
+            if !matches!(c.kind, diff::ChangeKind::Added | diff::ChangeKind::Deleted | diff::ChangeKind::Modified | diff::ChangeKind::TypeChanged) {
+                continue;
+            }
+            match content(c)? {
+                Some(ContentDiff::Text(t)) if !t.is_empty() => {
+                    let _ = write!(out, "\n{t}");
+                }
+                Some(ContentDiff::Binary { old_size, new_size }) => {
+                    let _ = writeln!(
+                        out,
+                        "\nbinary file {} differs ({} → {})",
+                        render::quote(&c.path),
+                        render::bytes(old_size),
+                        render::bytes(new_size)
+                    );
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn cmd_restore(
+    ctx: &Ctx,
+    id: &str,
+    to: Option<&Path>,
+    dry_run: bool,
+    no_save: bool,
+    paths: &[PathBuf],
+    json: bool,
+) -> Result<()> {
+    let t0 = Instant::now();
+    let ws = ctx.workspace()?;
+    let store = ws.open_store(ctx.lock_timeout)?;
+    let rel = ctx.rel_paths(&ws, paths)?;
+    if let Some(dest) = to {
+        let dest = ctx.cwd.join(dest);
+        if normalize(&dest).starts_with(&ws.root) {
+            return Err(Error::Usage(format!(
+                "--to {} is inside the workspace; choose a directory outside it (nothing was changed)",
+                dest.display()
+            )));
+        }
+        let rep = restore::restore_to(&store, id, &dest, &rel)?;
+        if json {
+            print_json(&json!({
+                "schema": SCHEMA, "restored": rep.target.id(), "to": dest.display().to_string(),
+                "files": rep.files, "dirs": rep.dirs, "bytes": rep.bytes,
+                "elapsed_ms": t0.elapsed().as_secs_f64() * 1e3,
+            }));
+        } else if !ctx.quiet {
+            println!(
+                "materialised {} into {}: {} files, {} directories, {} ({})",
+                rep.target.id(),
+                dest.display(),
+                rep.files,
+                rep.dirs,
+                render::bytes(rep.bytes),
+                render::ms(t0.elapsed())
+            );
+        }
+        return Ok(());
+    }
+    let opts = RestoreOptions {
+        paths: rel,
+        dry_run,
+        no_save,
+    };
+    let rep = restore::restore(&ws, &store, id, &opts)?;
+    let shown: Vec<_> = rep.changes.iter().filter(|c| c.is_interesting()).collect();
+    let stats = diff::stats(&rep.changes);
+    if json {
+        print_json(&json!({
+            "schema": SCHEMA,
+            "restored": rep.target.id(),
+            "dry_run": dry_run,
+            "resumed": rep.resumed,
+            "undo": rep.undo.map(|u| format!("v{u}")),
+            "pre_save": rep.pre_save.as_ref().map(|c| c.id()),
+            "changes": shown.iter().map(|c| render::change_json(c)).collect::<Vec<_>>(),
+            "elapsed_ms": t0.elapsed().as_secs_f64() * 1e3,
+        }));
+        return Ok(());
+    }
+    if dry_run {
+        for c in &shown {
+            println!("{}", render::change_line(c));
+        }
+        println!(
+            "dry run: restoring {} would add {}, modify {}, delete {} files",
+            rep.target.id(),
+            stats.files_added,
+            stats.files_modified,
+            stats.files_deleted
+        );
+        return Ok(());
+    }
+    if ctx.verbose {
+        for c in &shown {
+            println!("{}", render::change_line(c));
+        }
+    }
+    if !ctx.quiet {
+        if let Some(p) = &rep.pre_save {
+            println!("saved the current state as {}", p.id());
+        }
+        println!(
+            "{} {}: {} files written, {} removed ({}){}",
+            if rep.resumed { "finished restoring" } else { "restored" },
+            rep.target.id(),
+            rep.written,
+            rep.removed,
+            render::ms(t0.elapsed()),
+            rep.undo.map_or(String::new(), |u| format!("; undo with `ckpt restore v{u}`"))
+        );
+    }
+    Ok(())
+}
+
+fn cmd_delete(ctx: &Ctx, id: &str) -> Result<()> {
+    let ws = ctx.workspace()?;
+    let store = ws.open_store(ctx.lock_timeout)?;
+    let cp = store.catalog.reader()?.resolve(id)?;
+    store.catalog.delete_checkpoint(&cp)?;
+    if !ctx.quiet {
+        println!("deleted {}; run `ckpt gc` to free its data", cp.id());
+    }
+    Ok(())
+}
+
+fn cmd_gc(ctx: &Ctx, dry_run: bool, json: bool) -> Result<()> {
+    let ws = ctx.workspace()?;
+    let store = ws.open_store(ctx.lock_timeout)?;
+    let rep = ckpt::gc::gc(&store, dry_run)?;
+    if json {
+        let mut v = serde_json::to_value(&rep).expect("json");
+        v["schema"] = json!(SCHEMA);
+        v["dry_run"] = json!(dry_run);
+        print_json(&v);
+    } else if !ctx.quiet {
+        println!(
+            "{} {} objects ({}) and {} trees; {} objects live in {} checkpoints",
+            if dry_run { "would remove" } else { "removed" },
+            rep.objects_removed,
+            render::bytes(rep.bytes_freed),
+            rep.trees_removed,
+            rep.objects_live,
+            rep.checkpoints
+        );
+        for s in &rep.strays {
+            println!("warning: unexpected file in the object store: {s}");
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,188 @@
+//! Turning model values into text for people and JSON for programs.
+//!
+//! JSON output is versioned: every top-level object carries `"schema": 1`.
+//! Paths are bytes; in JSON they appear as `"path"` (UTF-8, lossy) plus
+//! `"path_hex"` when the bytes are not valid UTF-8, so no name is lost.
+
+use std::fmt::Write as _;
+
+use ckpt::catalog::{Checkpoint, Skipped};
+use ckpt::diff::Change;
+use ckpt::tree::{Entry, Node};
+use serde_json::{json, Value};
+
+/// JSON schema version of all `--json` output.
+pub const SCHEMA: u32 = 1;
+
+/// Quotes a path for humans: as-is when it is printable UTF-8, else in
+/// double quotes with C-style escapes (like git).
+pub fn quote(path: &[u8]) -> String {
+    match std::str::from_utf8(path) {
+        Ok(s) if !s.chars().any(|c| c.is_control() || c == '"') => s.to_string(),
+        _ => {
+            let mut out = String::from("\"");
+            for chunk in path.utf8_chunks() {
+                for c in chunk.valid().chars() {
+                    match c {
+                        '\n' => out.push_str("\\n"),
+                        '\t' => out.push_str("\\t"),
+                        '"' => out.push_str("\\\""),
+                        '\\' => out.push_str("\\\\"),
+                        c if c.is_control() => {
+                            let _ = write!(out, "\\x{:02x}", c as u32);
+                        }
+                        c => out.push(c),
+                    }
+                }
+                for b in chunk.invalid() {
+                    let _ = write!(out, "\\x{b:02x}");
+                }
+            }
+            out.push('"');
+            out
+        }
+    }
+}
+
+/// Adds `path` (and `path_hex` when needed) to a JSON object.
+pub fn path_fields(obj: &mut serde_json::Map<String, Value>, key: &str, path: &[u8]) {
+    obj.insert(key.into(), Value::String(String::from_utf8_lossy(path).into_owned()));
+    if std::str::from_utf8(path).is_err() {
+        let hex: String = path.iter().map(|b| format!("{b:02x}")).collect();
+        obj.insert(format!("{key}_hex"), Value::String(hex));
+    }
+}
+
+/// Human-readable byte count.
+pub fn bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u < UNITS.len() - 1 {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+/// RFC 3339 time (UTC, seconds).
+pub fn time(ns: i64) -> String {
+    let t = std::time::UNIX_EPOCH + std::time::Duration::from_nanos(ns.max(0) as u64);
+    humantime::format_rfc3339_seconds(t).to_string()
+}
+
+/// Milliseconds with one decimal.
+pub fn ms(d: std::time::Duration) -> String {
+    format!("{:.1} ms", d.as_secs_f64() * 1e3)
+}
+
+fn entry_json(e: &Entry) -> Value {
+    let mut o = json!({
+        "kind": e.node.kind().as_str(),
+        "mode": format!("{:o}", e.mode),
+        "mtime_ns": e.mtime_ns,
+    });
+    let m = o.as_object_mut().unwrap();
+    match &e.node {
+        Node::File { size, hash } => {
+            m.insert("size".into(), json!(size));
+            m.insert("hash".into(), json!(hash.to_hex()));
+        }
+        Node::Dir { tree } => {
+            m.insert("tree".into(), json!(tree.to_hex()));
+        }
+        Node::Symlink { target } => path_fields(m, "target", target),
+    }
+    o
+}
+
+/// One change as JSON.
+pub fn change_json(c: &Change) -> Value {
+    let mut m = serde_json::Map::new();
+    path_fields(&mut m, "path", &c.path);
+    m.insert("status".into(), serde_json::to_value(c.kind).unwrap());
+    m.insert("old".into(), c.old.as_ref().map_or(Value::Null, entry_json));
+    m.insert("new".into(), c.new.as_ref().map_or(Value::Null, entry_json));
+    Value::Object(m)
+}
+
+/// One change as a name-status line.
+pub fn change_line(c: &Change) -> String {
+    let is_dir = c
+        .new
+        .as_ref()
+        .or(c.old.as_ref())
+        .is_some_and(|e| matches!(e.node, Node::Dir { .. }));
+    let mut line = format!("{} {}", c.kind.letter(), quote(&c.path));
+    if is_dir {
+        line.push('/');
+    }
+    if let (ckpt::diff::ChangeKind::ModeChanged, Some(o), Some(n)) = (c.kind, &c.old, &c.new) {
+        let _ = write!(line, " ({:o} → {:o})", o.mode, n.mode);
+    }
+    line
+}
+
+fn skipped_json(s: &Skipped) -> Value {
+    let mut m = serde_json::Map::new();
+    path_fields(&mut m, "path", &s.path);
+    m.insert("kind".into(), json!(s.kind));
+    Value::Object(m)
+}
+
+/// A checkpoint record as JSON.
+pub fn checkpoint_json(cp: &Checkpoint, head: Option<u64>) -> Value {
+    json!({
+        "id": cp.id(),
+        "seq": cp.seq,
+        "hash": cp.hash.to_hex(),
+        "parent": cp.parent.map(|p| format!("v{p}")),
+        "time": time(cp.time_ns),
+        "time_ns": cp.time_ns,
+        "message": cp.message,
+        "tags": cp.tags,
+        "root": cp.root.to_hex(),
+        "stats": cp.stats,
+        "skipped": cp.skipped.iter().map(skipped_json).collect::<Vec<_>>(),
+        "duration_ms": cp.duration_us as f64 / 1e3,
+        "head": head == Some(cp.seq),
+    })
+}
+
+/// One `ckpt log` line.
+pub fn checkpoint_line(cp: &Checkpoint, head: Option<u64>) -> String {
+    let s = &cp.stats;
+    let mut line = format!(
+        "{}{:<5} {}  +{} ~{} -{}  {:>10} new  {}",
+        if head == Some(cp.seq) { "* " } else { "  " },
+        cp.id(),
+        time(cp.time_ns),
+        s.files_added,
+        s.files_modified,
+        s.files_deleted,
+        bytes(s.new_bytes),
+        if cp.message.is_empty() { "(no message)" } else { &cp.message },
+    );
+    if !cp.tags.is_empty() {
+        let tags: Vec<String> = cp.tags.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let _ = write!(line, "  [{}]", tags.join(" "));
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quoting() {
+        assert_eq!(quote(b"a/b.txt"), "a/b.txt");
+        assert_eq!(quote(b"a\nb"), "\"a\\nb\"");
+        assert_eq!(quote(b"x\xffy"), "\"x\\xffy\"");
+        assert_eq!(bytes(1536), "1.5 KiB");
+    }
+}

@@ -1,0 +1,195 @@
+//! Saving a checkpoint, and the read-only views of the workspace state
+//! (status) built on the same scan.
+//!
+//! Save, in order (each step's durability is what makes the next safe):
+//! 1. scan the workspace against the stat index, storing the content of
+//!    changed files as pending objects ([`crate::scan`]);
+//! 2. if the root tree equals the head's, stop: nothing changed;
+//! 3. make the pending objects durable under their final names
+//!    ([`crate::objects::Objects::commit`]);
+//! 4. commit trees + checkpoint record + head in one redb transaction;
+//! 5. replace the stat index (a cache; see [`crate::index`]).
+//!
+//! A crash before 4 leaves unreferenced objects (removed by gc) and no
+//! checkpoint; after 4 the checkpoint is complete.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use crate::catalog::{Checkpoint, ChangeStats};
+use crate::diff::{self, Change, PathFilter, TreeSource};
+use crate::error::IoContext;
+use crate::platform::fs;
+use crate::scan::{self, Mode, ScanInput, ScanResult};
+use crate::store::Store;
+use crate::workspace::Workspace;
+use crate::Result;
+
+/// Tag key ckpt sets on checkpoints it makes itself (e.g. before a restore).
+pub const REASON_TAG: &str = "ckpt.reason";
+
+/// What to record.
+#[derive(Clone, Debug, Default)]
+pub struct SaveOptions {
+    /// Message.
+    pub message: String,
+    /// Tags.
+    pub tags: BTreeMap<String, String>,
+    /// Record a checkpoint even if nothing changed.
+    pub allow_empty: bool,
+}
+
+/// What a save did.
+#[derive(Debug)]
+pub enum SaveOutcome {
+    /// A new checkpoint.
+    Saved(Checkpoint),
+    /// Nothing changed since the head (which may not exist).
+    Unchanged(Option<Checkpoint>),
+}
+
+/// A save with the scan behind it (restore reuses the scan).
+pub struct Captured {
+    /// What happened.
+    pub outcome: SaveOutcome,
+    /// The scan.
+    pub scan: ScanResult,
+    /// Files read during the scan, for `--verbose`.
+    pub files_read: u64,
+}
+
+/// Scans the workspace in the given mode.
+pub fn scan_workspace(ws: &Workspace, store: &Store, capture: bool) -> Result<ScanResult> {
+    let index = store.load_index()?;
+    let ignore = ws.ignore()?;
+    let exclude = ws.excluded();
+    let mode = if capture { Mode::Capture(&store.objects) } else { Mode::HashOnly };
+    let result = scan::scan(&ScanInput {
+        root: &ws.root,
+        index: &index,
+        ignore: &ignore,
+        exclude: &exclude,
+        mode,
+    });
+    if result.is_err() {
+        store.objects.abort();
+    }
+    result
+}
+
+/// Records a checkpoint of the workspace.
+pub fn save(ws: &Workspace, store: &Store, opts: &SaveOptions) -> Result<SaveOutcome> {
+    Ok(capture(ws, store, opts, true)?.outcome)
+}
+
+/// Scans, stores and (if anything changed, or `allow_empty`) commits a
+/// checkpoint. With `commit_checkpoint == false` objects are stored and the
+/// index refreshed but no checkpoint is recorded (`restore --no-save`).
+pub fn capture(ws: &Workspace, store: &Store, opts: &SaveOptions, commit_checkpoint: bool) -> Result<Captured> {
+    let t0 = Instant::now();
+    let reader = store.catalog.reader()?;
+    let head = match reader.head()? {
+        Some(s) => reader.checkpoint(s)?,
+        None => None,
+    };
+    let scan = scan_workspace(ws, store, true)?;
+    remove_temp_files(ws, &scan.temp_files)?;
+    let files_read = scan.files_read;
+    let changed = head.as_ref().map(|h| h.root) != Some(scan.root);
+    if !commit_checkpoint || (!changed && !opts.allow_empty) {
+        store.objects.commit()?;
+        scan.index.save(&store.index_path())?;
+        return Ok(Captured {
+            outcome: SaveOutcome::Unchanged(head),
+            scan,
+            files_read,
+        });
+    }
+    let changes = {
+        let src = TreeSource {
+            fresh: Some(&scan.new_trees),
+            catalog: &reader,
+        };
+        diff::diff_trees(&src, head.as_ref().map(|h| h.root), Some(scan.root), &PathFilter::default())?
+    };
+    let stats = ChangeStats {
+        new_objects: scan.new_objects,
+        new_bytes: scan.new_bytes,
+        ..diff::stats(&changes)
+    };
+    drop(reader);
+    store.objects.commit()?;
+    let record = Checkpoint {
+        seq: 0,
+        hash: Default::default(),
+        parent: head.as_ref().map(|h| h.seq),
+        time_ns: fs::now_ns(),
+        message: opts.message.clone(),
+        tags: opts.tags.clone(),
+        root: scan.root,
+        stats,
+        skipped: scan.skipped.clone(),
+        duration_us: t0.elapsed().as_micros() as u64,
+    };
+    let trees: Vec<_> = scan.new_trees.iter().map(|(h, b)| (*h, b.clone())).collect();
+    let cp = store.catalog.commit_checkpoint(&trees, record)?;
+    scan.index.save(&store.index_path())?;
+    Ok(Captured {
+        outcome: SaveOutcome::Saved(cp),
+        scan,
+        files_read,
+    })
+}
+
+/// Removes ckpt temporary files left in the workspace by an interrupted
+/// restore (the caller holds the store lock, so none is in use).
+pub fn remove_temp_files(ws: &Workspace, temps: &[Vec<u8>]) -> Result<()> {
+    use std::os::fd::AsFd;
+    if temps.is_empty() {
+        return Ok(());
+    }
+    let root = fs::open_dir_path(&ws.root).ctx("open", &ws.root)?;
+    for t in temps {
+        let (dir, name) = match t.iter().rposition(|&b| b == b'/') {
+            Some(i) => (&t[..i], &t[i + 1..]),
+            None => (&t[..0], &t[..]),
+        };
+        let shown = fs::display_path(&ws.root, t);
+        let d = fs::open_dir_beneath(root.as_fd(), dir).ctx("open", &shown)?;
+        fs::remove_all_at(d.as_fd(), name).ctx("remove stale temporary file", &shown)?;
+    }
+    Ok(())
+}
+
+/// What changed in the workspace since the head checkpoint.
+pub struct Status {
+    /// The head (None before the first save).
+    pub head: Option<Checkpoint>,
+    /// Every difference from the head to the working directory.
+    pub changes: Vec<Change>,
+    /// Entries that would be skipped.
+    pub skipped: Vec<crate::catalog::Skipped>,
+    /// An interrupted restore, if any.
+    pub journal: Option<crate::catalog::Journal>,
+}
+
+/// Computes [`Status`] without writing anything.
+pub fn status(ws: &Workspace, store: &Store, filter: &PathFilter) -> Result<Status> {
+    let reader = store.catalog.reader()?;
+    let head = match reader.head()? {
+        Some(s) => reader.checkpoint(s)?,
+        None => None,
+    };
+    let scan = scan_workspace(ws, store, false)?;
+    let src = TreeSource {
+        fresh: Some(&scan.new_trees),
+        catalog: &reader,
+    };
+    let changes = diff::diff_trees(&src, head.as_ref().map(|h| h.root), Some(scan.root), filter)?;
+    Ok(Status {
+        head,
+        changes,
+        skipped: scan.skipped,
+        journal: reader.journal()?,
+    })
+}

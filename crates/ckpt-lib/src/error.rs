@@ -1,0 +1,100 @@
+//! Errors a user can act on.
+//!
+//! Every error names the path or object it concerns and what went wrong.
+//! [`Error::exit_code`] maps each kind to the stable exit codes documented in
+//! README.md, so scripts can tell "no such checkpoint" from "store corrupt".
+
+use std::path::PathBuf;
+
+/// Result alias used throughout the crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in ckpt.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A system call on a path failed.
+    #[error("{path}: {op}: {source}")]
+    Io {
+        /// What we were doing ("open", "read", "rename", ...).
+        op: &'static str,
+        /// The path concerned, as the user would recognise it.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// No workspace found walking up from a directory.
+    #[error("not a ckpt workspace (or any parent up to /): {0}\n  run `ckpt init` to make it one")]
+    NotAWorkspace(PathBuf),
+    /// `ckpt init` on a directory that already is one.
+    #[error("{0} is already a ckpt workspace")]
+    AlreadyAWorkspace(PathBuf),
+    /// A checkpoint id that names nothing, or more than one thing.
+    #[error("{0}")]
+    BadRevision(String),
+    /// The store lock could not be taken in time.
+    #[error("another ckpt process holds the lock on {path} (waited {waited_secs} s); nothing was changed\n  retry, or raise --lock-timeout")]
+    LockTimeout {
+        /// The lock file.
+        path: PathBuf,
+        /// How long we waited.
+        waited_secs: u64,
+    },
+    /// Stored data failed its integrity check.
+    #[error("store corrupt: {0}")]
+    Corrupt(String),
+    /// A file kept changing while we tried to capture it.
+    #[error("{0}: file kept changing while it was being captured; nothing was saved\n  retry when writers are quiet")]
+    Unstable(PathBuf),
+    /// Invalid user input (bad flag combination, bad tag, ...).
+    #[error("{0}")]
+    Usage(String),
+    /// The embedded database reported an error.
+    #[error("catalog {path}: {message}")]
+    Catalog {
+        /// The catalog file.
+        path: PathBuf,
+        /// redb's description.
+        message: String,
+    },
+}
+
+impl Error {
+    /// Wraps an OS error with the operation and path it concerns.
+    pub fn io(op: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io {
+            op,
+            path: path.into(),
+            source,
+        }
+    }
+
+    /// The process exit code for this error (documented in README.md).
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            Error::Usage(_) | Error::BadRevision(_) => 2,
+            Error::NotAWorkspace(_) | Error::AlreadyAWorkspace(_) => 3,
+            Error::LockTimeout { .. } => 4,
+            Error::Corrupt(_) => 5,
+            Error::Io { .. } | Error::Unstable(_) | Error::Catalog { .. } => 1,
+        }
+    }
+}
+
+/// Adds path context to `std::io::Result`s.
+pub trait IoContext<T> {
+    /// Attaches the operation and path to an OS error.
+    fn ctx(self, op: &'static str, path: impl Into<PathBuf>) -> Result<T>;
+}
+
+impl<T> IoContext<T> for std::io::Result<T> {
+    fn ctx(self, op: &'static str, path: impl Into<PathBuf>) -> Result<T> {
+        self.map_err(|e| Error::io(op, path, e))
+    }
+}
+
+impl<T> IoContext<T> for rustix::io::Result<T> {
+    fn ctx(self, op: &'static str, path: impl Into<PathBuf>) -> Result<T> {
+        self.map_err(|e| Error::io(op, path, e.into()))
+    }
+}

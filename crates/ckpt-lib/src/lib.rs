@@ -1,0 +1,44 @@
+//! # ckpt — instant checkpoints for a working directory
+//!
+//! This crate owns the model; the `ckpt` binary (crate `ckpt-cli`) is a thin
+//! layer of argument parsing and printing on top of it.
+//!
+//! How the pieces fit (see `docs/ARCHITECTURE.md` for the picture):
+//!
+//! - [`workspace`] finds a workspace (the `.ckpt` marker, walking up like git)
+//!   and its [`store`](store::Store): where checkpoints live, outside the
+//!   workspace so they survive its deletion.
+//! - [`scan`] walks the workspace in parallel and compares every entry with
+//!   the stat [`index`]; only entries whose stat changed are read. It produces
+//!   the directory [`tree`]s of the current state, reusing unchanged subtrees
+//!   by hash.
+//! - [`objects`] holds file contents as plain, read-only files named by their
+//!   BLAKE3 hash, written with the [`copy`](platform::copy) engine (reflink →
+//!   `copy_file_range` → userspace).
+//! - [`catalog`] is the embedded ACID database (redb) holding trees,
+//!   checkpoint records and refs.
+//! - [`checkpoint`] (save), [`restore`], [`diff`] and [`gc`] are the
+//!   operations users run.
+//!
+//! Every public operation takes the store [`lock`] first, so two `ckpt`
+//! processes on one workspace serialise instead of corrupting each other.
+
+pub mod catalog;
+pub mod checkpoint;
+pub mod diff;
+pub mod error;
+pub mod gc;
+pub mod hash;
+pub mod ignore;
+pub mod index;
+pub mod lock;
+pub mod objects;
+pub mod platform;
+pub mod restore;
+pub mod scan;
+pub mod store;
+pub mod tree;
+pub mod workspace;
+
+pub use error::{Error, Result};
+pub use hash::Hash;

@@ -1,0 +1,393 @@
+//! The object store: file contents as plain, read-only files named by their
+//! BLAKE3-256 hash, `objects/ab/cdef…` (first byte as a shard directory).
+//!
+//! Contents are plain files so restore can clone them back with a reflink.
+//!
+//! ## Writing an object (crash safety)
+//! An object is first written under a unique name in `tmp/`. Before any
+//! object is renamed to its final name its data is durable: the first few
+//! objects of an operation are `fsync`ed one by one (cheap for small saves);
+//! beyond that one `syncfs` covers them all. Then every pending object is
+//! renamed into `objects/` with `RENAME_NOREPLACE`, and the shard directories
+//! are synced. Only after [`Objects::commit`] returns may a checkpoint that
+//! references them be committed to the catalog. So an object under its final
+//! name always holds exactly the bytes its name promises, and a crash leaves
+//! at most stray files in `tmp/`, removed when the store is next opened.
+//!
+//! ## Capturing a file that may be changing
+//! Small files (≤ 64 KiB) are read into memory, hashed, and written from
+//! that buffer; larger ones are copied with the [`Copier`] first and the
+//! *copy* is hashed, so the stored bytes and their name always agree. Either
+//! way the source's stat is compared before and after; if it changed the
+//! capture is retried, and after [`MAX_ATTEMPTS`] the save fails with
+//! [`Error::Unstable`] rather than store a torn mix of two versions.
+
+use std::collections::HashMap;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use rustix::fs::{AtFlags, FileType};
+use rustix::io::Errno;
+
+use crate::error::IoContext;
+use crate::platform::copy::{read_to_end, Copier};
+use crate::platform::fs::{self, Meta};
+use crate::{Error, Hash, Result};
+
+/// Files up to this size are captured through a memory buffer.
+pub const SMALL_FILE: u64 = 64 * 1024;
+/// How often a changing file is re-read before giving up.
+pub const MAX_ATTEMPTS: usize = 8;
+/// How many objects per operation are fsynced one by one before switching to
+/// a single `syncfs`.
+const FSYNC_EACH_LIMIT: usize = 32;
+
+/// The result of capturing one file.
+#[derive(Debug, Clone, Copy)]
+pub struct Captured {
+    /// Content hash.
+    pub hash: Hash,
+    /// The file's stat at capture time (matches the captured bytes).
+    pub meta: Meta,
+    /// Bytes newly stored (0 if the content was already in the store).
+    pub new_bytes: u64,
+}
+
+/// Why a file could not be captured as a regular file.
+#[derive(Debug)]
+pub enum CaptureError {
+    /// It vanished or stopped being a regular file; the caller rescans it.
+    Gone,
+    /// A real error.
+    Err(Error),
+}
+
+impl From<Error> for CaptureError {
+    fn from(e: Error) -> Self {
+        CaptureError::Err(e)
+    }
+}
+
+/// The object directory of a store.
+#[derive(Debug)]
+pub struct Objects {
+    path: PathBuf,
+    dir: OwnedFd,
+    tmp_path: PathBuf,
+    tmp: OwnedFd,
+    /// The copy engine used to get bytes in and out.
+    pub copier: Copier,
+    pending: Mutex<HashMap<Hash, Vec<u8>>>,
+    fsynced_each: AtomicUsize,
+    unsynced: AtomicUsize,
+    counter: AtomicU64,
+}
+
+thread_local! {
+    static BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// `ab/cdef…`: the path of an object below `objects/`.
+pub fn object_name(h: &Hash) -> Vec<u8> {
+    let hex = h.to_hex();
+    let mut n = Vec::with_capacity(65);
+    n.extend_from_slice(&hex.as_bytes()[..2]);
+    n.push(b'/');
+    n.extend_from_slice(&hex.as_bytes()[2..]);
+    n
+}
+
+impl Objects {
+    /// Opens `objects/` and `tmp/` below a store root, removing stray
+    /// temporary files left by a crashed process (the caller holds the lock).
+    pub fn open(store: &Path, copier: Copier) -> Result<Objects> {
+        let path = store.join("objects");
+        let tmp_path = store.join("tmp");
+        let dir = fs::open_dir_path(&path).ctx("open", &path)?;
+        let tmp = fs::open_dir_path(&tmp_path).ctx("open", &tmp_path)?;
+        for (name, _) in fs::read_dir_names(tmp.as_fd()).ctx("read", &tmp_path)? {
+            fs::remove_all_at(tmp.as_fd(), &name).ctx("remove stale temp", tmp_path.join(fs::as_path(&name)))?;
+        }
+        Ok(Objects {
+            path,
+            dir,
+            tmp_path,
+            tmp,
+            copier,
+            pending: Mutex::new(HashMap::new()),
+            fsynced_each: AtomicUsize::new(0),
+            unsynced: AtomicUsize::new(0),
+            counter: AtomicU64::new(0),
+        })
+    }
+
+    /// Creates the directory layout of an empty object store.
+    pub fn create_layout(store: &Path) -> Result<()> {
+        let objects = store.join("objects");
+        std::fs::create_dir_all(store.join("tmp")).ctx("create", store.join("tmp"))?;
+        for i in 0..256 {
+            let d = objects.join(format!("{i:02x}"));
+            std::fs::create_dir_all(&d).ctx("create", &d)?;
+        }
+        Ok(())
+    }
+
+    /// The `objects/` directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The directory descriptor of `objects/`.
+    pub fn dir_fd(&self) -> BorrowedFd<'_> {
+        self.dir.as_fd()
+    }
+
+    /// Path of one object, for messages.
+    pub fn object_path(&self, h: &Hash) -> PathBuf {
+        self.path.join(fs::as_path(&object_name(h)))
+    }
+
+    /// Whether the object is stored (or pending in this operation).
+    pub fn contains(&self, h: &Hash) -> bool {
+        self.pending.lock().unwrap().contains_key(h)
+            || fs::stat_at(self.dir.as_fd(), &object_name(h)).is_ok()
+    }
+
+    /// Opens an object for reading.
+    pub fn open_object(&self, h: &Hash) -> Result<OwnedFd> {
+        fs::open_file_at(self.dir.as_fd(), &object_name(h)).map_err(|e| {
+            if e == Errno::NOENT {
+                Error::Corrupt(format!("object {h} is missing from {}", self.path.display()))
+            } else {
+                Error::io("open", self.object_path(h), e.into())
+            }
+        })
+    }
+
+    fn tmp_name(&self) -> Vec<u8> {
+        let n = self.counter.fetch_add(1, Ordering::Relaxed);
+        format!("{}-{n}", std::process::id()).into_bytes()
+    }
+
+    /// Captures the regular file `name` in `dir` into the store.
+    pub fn capture(
+        &self,
+        dir: BorrowedFd<'_>,
+        name: &[u8],
+        shown: &dyn Fn() -> PathBuf,
+    ) -> Result<Captured, CaptureError> {
+        for _ in 0..MAX_ATTEMPTS {
+            let src = match fs::open_file_at(dir, name) {
+                Ok(fd) => fd,
+                Err(Errno::NOENT) | Err(Errno::LOOP) | Err(Errno::NXIO) => return Err(CaptureError::Gone),
+                Err(e) => return Err(Error::io("open", shown(), e.into()).into()),
+            };
+            let m1 = fs::stat_fd(src.as_fd()).ctx("stat", shown())?;
+            if m1.file_type() != FileType::RegularFile {
+                return Err(CaptureError::Gone);
+            }
+            let attempt = if m1.size <= SMALL_FILE {
+                self.capture_small(src.as_fd(), &m1, shown)?
+            } else {
+                self.capture_large(src.as_fd(), &m1, shown)?
+            };
+            if let Some(c) = attempt {
+                return Ok(c);
+            }
+        }
+        Err(Error::Unstable(shown()).into())
+    }
+
+    fn capture_small(&self, src: BorrowedFd<'_>, m1: &Meta, shown: &dyn Fn() -> PathBuf) -> Result<Option<Captured>> {
+        BUF.with(|buf| {
+            let mut buf = buf.borrow_mut();
+            read_to_end(src, &mut buf, m1.size).ctx("read", shown())?;
+            let m2 = fs::stat_fd(src).ctx("stat", shown())?;
+            if m2 != *m1 || buf.len() as u64 != m1.size {
+                return Ok(None);
+            }
+            let hash = Hash::of(&buf);
+            if self.contains(&hash) {
+                return Ok(Some(Captured { hash, meta: *m1, new_bytes: 0 }));
+            }
+            let tmp_name = self.tmp_name();
+            let tmp = fs::create_excl_at(self.tmp.as_fd(), &tmp_name, 0o444).ctx("create", self.tmp_path.join(fs::as_path(&tmp_name)))?;
+            self.copier.write_all(tmp.as_fd(), &buf).ctx("write", self.tmp_path.join(fs::as_path(&tmp_name)))?;
+            let new_bytes = self.add_pending(hash, tmp_name, tmp)?;
+            Ok(Some(Captured { hash, meta: *m1, new_bytes }))
+        })
+    }
+
+    fn capture_large(&self, src: BorrowedFd<'_>, m1: &Meta, shown: &dyn Fn() -> PathBuf) -> Result<Option<Captured>> {
+        let tmp_name = self.tmp_name();
+        let tmp_shown = self.tmp_path.join(fs::as_path(&tmp_name));
+        let tmp = rustix::fs::openat(
+            self.tmp.as_fd(),
+            tmp_name.as_slice(),
+            rustix::fs::OFlags::RDWR | rustix::fs::OFlags::CREATE | rustix::fs::OFlags::EXCL | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::from_raw_mode(0o444),
+        )
+        .ctx("create", &tmp_shown)?;
+        let discard = || {
+            let _ = rustix::fs::unlinkat(self.tmp.as_fd(), tmp_name.as_slice(), AtFlags::empty());
+        };
+        if let Err(e) = self.copier.copy(src, tmp.as_fd(), m1.size) {
+            discard();
+            return Err(Error::io("copy", shown(), e));
+        }
+        let m2 = fs::stat_fd(src).ctx("stat", shown())?;
+        if m2 != *m1 {
+            discard();
+            return Ok(None);
+        }
+        let (hash, len) = hash_fd(tmp.as_fd()).ctx("read", &tmp_shown)?;
+        if len != m1.size {
+            discard();
+            return Ok(None);
+        }
+        if self.contains(&hash) {
+            discard();
+            return Ok(Some(Captured { hash, meta: *m1, new_bytes: 0 }));
+        }
+        let new_bytes = self.add_pending(hash, tmp_name, tmp)?;
+        Ok(Some(Captured { hash, meta: *m1, new_bytes }))
+    }
+
+    /// Records a fully written temp file as the pending object `hash`.
+    fn add_pending(&self, hash: Hash, tmp_name: Vec<u8>, tmp: OwnedFd) -> Result<u64> {
+        let size = fs::stat_fd(tmp.as_fd()).ctx("stat", self.tmp_path.join(fs::as_path(&tmp_name)))?.size;
+        if self.fsynced_each.fetch_add(1, Ordering::Relaxed) < FSYNC_EACH_LIMIT {
+            rustix::fs::fdatasync(&tmp).ctx("fsync", self.tmp_path.join(fs::as_path(&tmp_name)))?;
+        } else {
+            self.unsynced.fetch_add(1, Ordering::Relaxed);
+        }
+        let mut pending = self.pending.lock().unwrap();
+        if pending.contains_key(&hash) {
+            drop(pending);
+            let _ = rustix::fs::unlinkat(self.tmp.as_fd(), tmp_name.as_slice(), AtFlags::empty());
+            return Ok(0);
+        }
+        pending.insert(hash, tmp_name);
+        Ok(size)
+    }
+
+    /// Makes every pending object durable under its final name. Must be
+    /// called (and succeed) before a catalog commit that references them.
+    pub fn commit(&self) -> Result<usize> {
+        let pending = std::mem::take(&mut *self.pending.lock().unwrap());
+        if pending.is_empty() {
+            return Ok(0);
+        }
+        if self.unsynced.swap(0, Ordering::Relaxed) > 0 {
+            rustix::fs::syncfs(&self.tmp).ctx("syncfs", &self.tmp_path)?;
+        }
+        let mut shards = Vec::new();
+        for (hash, tmp_name) in &pending {
+            let final_name = object_name(hash);
+            let placed = fs::rename_noreplace(self.tmp.as_fd(), tmp_name, self.dir.as_fd(), &final_name)
+                .ctx("rename", self.object_path(hash))?;
+            if !placed {
+                let _ = rustix::fs::unlinkat(self.tmp.as_fd(), tmp_name.as_slice(), AtFlags::empty());
+            }
+            shards.push(hash.0[0]);
+        }
+        shards.sort_unstable();
+        shards.dedup();
+        if shards.len() > FSYNC_EACH_LIMIT {
+            rustix::fs::syncfs(&self.dir).ctx("syncfs", &self.path)?;
+        } else {
+            for s in shards {
+                let name = format!("{s:02x}");
+                let fd = fs::open_dir_at(self.dir.as_fd(), name.as_bytes()).ctx("open", self.path.join(&name))?;
+                rustix::fs::fsync(&fd).ctx("fsync", self.path.join(&name))?;
+            }
+        }
+        self.fsynced_each.store(0, Ordering::Relaxed);
+        Ok(pending.len())
+    }
+
+    /// Drops pending objects without storing them (an aborted operation).
+    pub fn abort(&self) {
+        let pending = std::mem::take(&mut *self.pending.lock().unwrap());
+        for tmp_name in pending.values() {
+            let _ = rustix::fs::unlinkat(self.tmp.as_fd(), tmp_name.as_slice(), AtFlags::empty());
+        }
+    }
+
+    /// Removes one object (gc).
+    pub fn remove(&self, h: &Hash) -> Result<()> {
+        match rustix::fs::unlinkat(self.dir.as_fd(), object_name(h).as_slice(), AtFlags::empty()) {
+            Ok(()) | Err(Errno::NOENT) => Ok(()),
+            Err(e) => Err(Error::io("remove", self.object_path(h), e.into())),
+        }
+    }
+
+    /// Lists every stored object (gc, verify). Names that are not object
+    /// names are reported in the second list.
+    pub fn list(&self) -> Result<(Vec<Hash>, Vec<PathBuf>)> {
+        let mut out = Vec::new();
+        let mut strays = Vec::new();
+        for i in 0..256u32 {
+            let shard = format!("{i:02x}");
+            let fd = match fs::open_dir_at(self.dir.as_fd(), shard.as_bytes()) {
+                Ok(fd) => fd,
+                Err(Errno::NOENT) => continue,
+                Err(e) => return Err(Error::io("open", self.path.join(&shard), e.into())),
+            };
+            for (name, _) in fs::read_dir_names(fd.as_fd()).ctx("read", self.path.join(&shard))? {
+                let full = format!("{shard}{}", String::from_utf8_lossy(&name));
+                match Hash::from_hex(&full) {
+                    Some(h) if full[..2] == shard => out.push(h),
+                    _ => strays.push(self.path.join(&shard).join(fs::as_path(&name))),
+                }
+            }
+        }
+        Ok((out, strays))
+    }
+}
+
+/// Hashes a file's content without storing it (status, diff), with the same
+/// stability rule as capture. Returns the hash and the stat it matches.
+pub fn hash_file(dir: BorrowedFd<'_>, name: &[u8], shown: &dyn Fn() -> PathBuf) -> Result<(Hash, Meta), CaptureError> {
+    for _ in 0..MAX_ATTEMPTS {
+        let src = match fs::open_file_at(dir, name) {
+            Ok(fd) => fd,
+            Err(Errno::NOENT) | Err(Errno::LOOP) | Err(Errno::NXIO) => return Err(CaptureError::Gone),
+            Err(e) => return Err(Error::io("open", shown(), e.into()).into()),
+        };
+        let m1 = fs::stat_fd(src.as_fd()).ctx("stat", shown())?;
+        if m1.file_type() != FileType::RegularFile {
+            return Err(CaptureError::Gone);
+        }
+        let (hash, len) = hash_fd(src.as_fd()).ctx("read", shown())?;
+        let m2 = fs::stat_fd(src.as_fd()).ctx("stat", shown())?;
+        if m1 == m2 && len == m1.size {
+            return Ok((hash, m1));
+        }
+    }
+    Err(Error::Unstable(shown()).into())
+}
+
+/// BLAKE3 of everything readable from `fd` (from offset 0), and its length.
+pub fn hash_fd(fd: BorrowedFd<'_>) -> std::io::Result<(Hash, u64)> {
+    BUF.with(|buf| {
+        let mut buf = buf.borrow_mut();
+        buf.resize(1 << 20, 0);
+        let mut hasher = blake3::Hasher::new();
+        let mut off = 0u64;
+        loop {
+            let n = match rustix::io::pread(fd, &mut buf[..], off) {
+                Ok(n) => n,
+                Err(Errno::INTR) => continue,
+                Err(e) => return Err(e.into()),
+            };
+            if n == 0 {
+                return Ok((hasher.finalize().into(), off));
+            }
+            hasher.update(&buf[..n]);
+            off += n as u64;
+        }
+    })
+}

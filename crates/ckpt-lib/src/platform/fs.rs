@@ -1,0 +1,241 @@
+//! File access relative to directory file descriptors.
+//!
+//! Invariants kept here:
+//! - Every path component is opened with `O_NOFOLLOW`; a symlink where a
+//!   directory is expected is an error (`ELOOP`/`ENOTDIR`), so nothing ckpt
+//!   does can be redirected outside the workspace by a planted symlink.
+//! - Every descriptor is `O_CLOEXEC`.
+
+use std::ffi::OsStr;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+use rustix::io::Errno;
+
+/// The stat fields the index compares to decide whether an entry changed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Meta {
+    /// Device id.
+    pub dev: u64,
+    /// Inode number.
+    pub ino: u64,
+    /// Full `st_mode` (type and permission bits).
+    pub mode: u32,
+    /// Size in bytes.
+    pub size: u64,
+    /// Modification time, ns since the epoch.
+    pub mtime_ns: i64,
+    /// Status-change time, ns since the epoch.
+    pub ctime_ns: i64,
+}
+
+impl Meta {
+    /// Converts a raw `stat` result.
+    pub fn from_stat(st: &rustix::fs::Stat) -> Meta {
+        Meta {
+            dev: st.st_dev,
+            ino: st.st_ino,
+            mode: st.st_mode,
+            size: st.st_size as u64,
+            mtime_ns: st.st_mtime as i64 * 1_000_000_000 + st.st_mtime_nsec as i64,
+            ctime_ns: st.st_ctime as i64 * 1_000_000_000 + st.st_ctime_nsec as i64,
+        }
+    }
+
+    /// The file type encoded in `mode`.
+    pub fn file_type(&self) -> FileType {
+        FileType::from_raw_mode(self.mode)
+    }
+
+    /// Permission bits only.
+    pub fn perm(&self) -> u32 {
+        self.mode & 0o7777
+    }
+}
+
+/// `fstatat(dir, name, AT_SYMLINK_NOFOLLOW)`.
+pub fn stat_at(dir: BorrowedFd<'_>, name: &[u8]) -> rustix::io::Result<Meta> {
+    rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).map(|st| Meta::from_stat(&st))
+}
+
+/// `fstat(fd)`.
+pub fn stat_fd(fd: BorrowedFd<'_>) -> rustix::io::Result<Meta> {
+    rustix::fs::fstat(fd).map(|st| Meta::from_stat(&st))
+}
+
+/// Opens a directory by absolute or relative path (following symlinks only
+/// for this top-level path, which the user named).
+pub fn open_dir_path(path: &Path) -> rustix::io::Result<OwnedFd> {
+    rustix::fs::open(
+        path,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+}
+
+/// Opens the subdirectory `name` of `dir` without following symlinks.
+pub fn open_dir_at(dir: BorrowedFd<'_>, name: &[u8]) -> rustix::io::Result<OwnedFd> {
+    rustix::fs::openat(
+        dir,
+        name,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+}
+
+/// Opens the regular file `name` of `dir` for reading without following
+/// symlinks and without blocking on FIFOs.
+pub fn open_file_at(dir: BorrowedFd<'_>, name: &[u8]) -> rustix::io::Result<OwnedFd> {
+    rustix::fs::openat(
+        dir,
+        name,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NOCTTY | OFlags::NONBLOCK,
+        Mode::empty(),
+    )
+}
+
+/// Creates a new file exclusively (fails if `name` exists).
+pub fn create_excl_at(dir: BorrowedFd<'_>, name: &[u8], mode: u32) -> rustix::io::Result<OwnedFd> {
+    rustix::fs::openat(
+        dir,
+        name,
+        OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::from_raw_mode(mode),
+    )
+}
+
+/// Opens a relative path (components separated by `/`) below `root`, one
+/// component at a time with `O_NOFOLLOW`. An empty path yields a duplicate of
+/// `root`.
+pub fn open_dir_beneath(root: BorrowedFd<'_>, rel: &[u8]) -> rustix::io::Result<OwnedFd> {
+    let mut cur = rustix::io::fcntl_dupfd_cloexec(root, 0)?;
+    for comp in rel.split(|&b| b == b'/').filter(|c| !c.is_empty()) {
+        cur = open_dir_at(cur.as_fd(), comp)?;
+    }
+    Ok(cur)
+}
+
+/// Reads the names in a directory (without `.` and `..`), with the `d_type`
+/// hint the kernel gave (may be `Unknown`).
+pub fn read_dir_names(dir: BorrowedFd<'_>) -> rustix::io::Result<Vec<(Vec<u8>, FileType)>> {
+    let mut d = rustix::fs::Dir::read_from(dir)?;
+    let mut out = Vec::new();
+    while let Some(ent) = d.read() {
+        let ent = ent?;
+        let name = ent.file_name().to_bytes();
+        if name == b"." || name == b".." {
+            continue;
+        }
+        out.push((name.to_vec(), ent.file_type()));
+    }
+    Ok(out)
+}
+
+/// Reads a symlink's target bytes.
+pub fn read_link_at(dir: BorrowedFd<'_>, name: &[u8]) -> rustix::io::Result<Vec<u8>> {
+    rustix::fs::readlinkat(dir, name, Vec::new()).map(|c| c.into_bytes())
+}
+
+/// Sets mtime (and atime to the same value) on `name` without following a
+/// symlink.
+pub fn set_mtime_at(dir: BorrowedFd<'_>, name: &[u8], mtime_ns: i64) -> rustix::io::Result<()> {
+    let ts = timespec(mtime_ns);
+    let times = rustix::fs::Timestamps {
+        last_access: ts,
+        last_modification: ts,
+    };
+    rustix::fs::utimensat(dir, name, &times, AtFlags::SYMLINK_NOFOLLOW)
+}
+
+/// Sets mtime on an open file.
+pub fn set_mtime_fd(fd: BorrowedFd<'_>, mtime_ns: i64) -> rustix::io::Result<()> {
+    let ts = timespec(mtime_ns);
+    rustix::fs::futimens(
+        fd,
+        &rustix::fs::Timestamps {
+            last_access: ts,
+            last_modification: ts,
+        },
+    )
+}
+
+fn timespec(ns: i64) -> rustix::fs::Timespec {
+    rustix::fs::Timespec {
+        tv_sec: ns.div_euclid(1_000_000_000),
+        tv_nsec: ns.rem_euclid(1_000_000_000) as _,
+    }
+}
+
+/// `renameat2(..., RENAME_NOREPLACE)`; `Ok(false)` if the target exists.
+/// Falls back to link+unlink semantics via plain rename on filesystems that
+/// do not support the flag.
+pub fn rename_noreplace(
+    from_dir: BorrowedFd<'_>,
+    from: &[u8],
+    to_dir: BorrowedFd<'_>,
+    to: &[u8],
+) -> rustix::io::Result<bool> {
+    match rustix::fs::renameat_with(from_dir, from, to_dir, to, rustix::fs::RenameFlags::NOREPLACE)
+    {
+        Ok(()) => Ok(true),
+        Err(Errno::EXIST) => Ok(false),
+        Err(Errno::INVAL) | Err(Errno::NOSYS) => {
+            if stat_at(to_dir, to).is_ok() {
+                return Ok(false);
+            }
+            rustix::fs::renameat(from_dir, from, to_dir, to).map(|()| true)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// The current wall-clock time in ns since the epoch.
+pub fn now_ns() -> i64 {
+    let ts = rustix::time::clock_gettime(rustix::time::ClockId::Realtime);
+    ts.tv_sec * 1_000_000_000 + ts.tv_nsec as i64
+}
+
+/// Joins a workspace-relative byte path and a name with `/`.
+pub fn join(rel: &[u8], name: &[u8]) -> Vec<u8> {
+    let mut p = Vec::with_capacity(rel.len() + 1 + name.len());
+    if !rel.is_empty() {
+        p.extend_from_slice(rel);
+        p.push(b'/');
+    }
+    p.extend_from_slice(name);
+    p
+}
+
+/// A relative byte path as a `Path` (for messages and `std::fs`).
+pub fn as_path(rel: &[u8]) -> &Path {
+    Path::new(OsStr::from_bytes(rel))
+}
+
+/// `root/rel` as a `PathBuf`, for error messages.
+pub fn display_path(root: &Path, rel: &[u8]) -> PathBuf {
+    if rel.is_empty() {
+        root.to_path_buf()
+    } else {
+        root.join(as_path(rel))
+    }
+}
+
+/// Removes `name` from `dir` recursively without following symlinks.
+pub fn remove_all_at(dir: BorrowedFd<'_>, name: &[u8]) -> rustix::io::Result<()> {
+    let meta = match stat_at(dir, name) {
+        Ok(m) => m,
+        Err(Errno::NOENT) => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    if meta.file_type() == FileType::Directory {
+        let sub = open_dir_at(dir, name)?;
+        for (child, _) in read_dir_names(sub.as_fd())? {
+            remove_all_at(sub.as_fd(), &child)?;
+        }
+        rustix::fs::unlinkat(dir, name, AtFlags::REMOVEDIR)
+    } else {
+        rustix::fs::unlinkat(dir, name, AtFlags::empty())
+    }
+}

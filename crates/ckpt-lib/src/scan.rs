@@ -1,0 +1,361 @@
+//! The workspace scan: a parallel walk that turns the directory into trees.
+//!
+//! Every directory is listed with `getdents64` and every entry is `lstat`ed
+//! relative to its directory's descriptor; subdirectories are walked in
+//! parallel with rayon. An entry whose stat equals its [`Index`] entry (and is
+//! not racy) is taken from the index without being read. A directory whose
+//! entries all match and whose subdirectories' trees are unchanged reuses its
+//! old record — and tree hash — as is, without allocating. Only files whose
+//! stat changed are read: in [`Mode::Capture`] they are stored as objects, in
+//! [`Mode::HashOnly`] (status, diff) they are only hashed.
+//!
+//! The result is the root tree hash, the trees that were (re)built, and the
+//! new index. Nothing is written to the catalog here.
+//!
+//! What is never captured: the workspace marker `.ckpt` at the root, the
+//! store if it lies inside the workspace, ckpt's own temporary files
+//! ([`is_temp_name`]), paths matched by `.ckptignore`, and sockets, FIFOs and
+//! devices (reported as skipped).
+
+use std::collections::HashMap;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use rayon::prelude::*;
+use rustix::fs::FileType;
+use rustix::io::Errno;
+
+use crate::catalog::Skipped;
+use crate::error::IoContext;
+use crate::ignore::Ignore;
+use crate::index::{DirRecord, Index, IndexEntry, RACY_WINDOW_NS, UNKNOWN_TREE};
+use crate::objects::{hash_file, CaptureError, Objects};
+use crate::platform::fs::{self, display_path, join, Meta};
+use crate::tree::{Entry, Node, Tree};
+use crate::{Error, Hash, Result};
+
+/// The workspace marker file name (at the root only).
+pub const MARKER: &[u8] = b".ckpt";
+/// Prefix of temporary files ckpt creates inside the workspace.
+pub const TEMP_PREFIX: &[u8] = b".ckpt-tmp.";
+
+/// Whether a name is one of ckpt's own in-workspace temporary files.
+pub fn is_temp_name(name: &[u8]) -> bool {
+    name.starts_with(TEMP_PREFIX)
+}
+
+/// What to do with files whose stat changed.
+#[derive(Clone, Copy)]
+pub enum Mode<'a> {
+    /// Store their content as objects (save).
+    Capture(&'a Objects),
+    /// Only hash them (status, diff).
+    HashOnly,
+}
+
+/// Inputs of a scan.
+pub struct ScanInput<'a> {
+    /// The workspace root.
+    pub root: &'a Path,
+    /// The previous index (may be empty).
+    pub index: &'a Index,
+    /// `.ckptignore`.
+    pub ignore: &'a Ignore,
+    /// Relative paths never captured (the store, if inside the workspace).
+    pub exclude: &'a [Vec<u8>],
+    /// Capture or hash only.
+    pub mode: Mode<'a>,
+}
+
+/// What a scan found.
+#[derive(Debug)]
+pub struct ScanResult {
+    /// The root tree.
+    pub root: Hash,
+    /// Trees built in this scan (new or changed directories).
+    pub new_trees: HashMap<Hash, Vec<u8>>,
+    /// The index describing the scanned state.
+    pub index: Index,
+    /// Entries that could not be captured.
+    pub skipped: Vec<Skipped>,
+    /// ckpt temporary files found (left by an interrupted restore).
+    pub temp_files: Vec<Vec<u8>>,
+    /// Files whose content was read.
+    pub files_read: u64,
+    /// Objects newly stored.
+    pub new_objects: u64,
+    /// Bytes newly stored.
+    pub new_bytes: u64,
+    /// Entries visited.
+    pub entries: u64,
+}
+
+#[derive(Default)]
+struct Collector {
+    records: Mutex<Vec<(Vec<u8>, Arc<DirRecord>)>>,
+    new_trees: Mutex<HashMap<Hash, Vec<u8>>>,
+    skipped: Mutex<Vec<Skipped>>,
+    temps: Mutex<Vec<Vec<u8>>>,
+    files_read: AtomicU64,
+    new_objects: AtomicU64,
+    new_bytes: AtomicU64,
+    entries: AtomicU64,
+}
+
+struct Scanner<'a> {
+    input: &'a ScanInput<'a>,
+    scan_start_ns: i64,
+    out: Collector,
+}
+
+/// Scans the workspace.
+pub fn scan(input: &ScanInput<'_>) -> Result<ScanResult> {
+    let scan_start_ns = fs::now_ns();
+    let root_fd = fs::open_dir_path(input.root).ctx("open", input.root)?;
+    let scanner = Scanner {
+        input,
+        scan_start_ns,
+        out: Collector::default(),
+    };
+    let root = scanner.scan_dir(root_fd, Vec::new())?;
+    let out = scanner.out;
+    let records = out.records.into_inner().unwrap();
+    let mut dirs = HashMap::with_capacity(records.len());
+    dirs.extend(records);
+    Ok(ScanResult {
+        root,
+        new_trees: out.new_trees.into_inner().unwrap(),
+        index: Index {
+            generation: input.index.generation,
+            scan_start_ns,
+            dirs,
+        },
+        skipped: out.skipped.into_inner().unwrap(),
+        temp_files: out.temps.into_inner().unwrap(),
+        files_read: out.files_read.into_inner(),
+        new_objects: out.new_objects.into_inner(),
+        new_bytes: out.new_bytes.into_inner(),
+        entries: out.entries.into_inner(),
+    })
+}
+
+/// An entry as listed, before its content is known.
+struct Listed {
+    name: Vec<u8>,
+    meta: Meta,
+}
+
+fn same_stat(old: &IndexEntry, m: &Meta) -> bool {
+    !old.racy && old.meta == *m
+}
+
+impl Scanner<'_> {
+    fn shown(&self, rel: &[u8]) -> PathBuf {
+        display_path(self.input.root, rel)
+    }
+
+    fn scan_dir(&self, dir: OwnedFd, rel: Vec<u8>) -> Result<Hash> {
+        let old = self.input.index.dirs.get(&rel);
+        let names = fs::read_dir_names(dir.as_fd()).ctx("read directory", self.shown(&rel))?;
+        let mut listed = Vec::with_capacity(names.len());
+        for (name, _) in names {
+            if rel.is_empty() && name == MARKER {
+                continue;
+            }
+            if is_temp_name(&name) {
+                self.out.temps.lock().unwrap().push(join(&rel, &name));
+                continue;
+            }
+            let meta = match fs::stat_at(dir.as_fd(), &name) {
+                Ok(m) => m,
+                Err(Errno::NOENT) => continue, // vanished since listed
+                Err(e) => return Err(Error::io("stat", self.shown(&join(&rel, &name)), e.into())),
+            };
+            let is_dir = meta.file_type() == FileType::Directory;
+            if self.input.ignore.is_active() || !self.input.exclude.is_empty() {
+                let path = join(&rel, &name);
+                if self.input.exclude.iter().any(|x| *x == path)
+                    || self.input.ignore.is_ignored(&path, is_dir)
+                {
+                    continue;
+                }
+            }
+            listed.push(Listed { name, meta });
+        }
+        listed.sort_unstable_by(|a, b| a.name.cmp(&b.name));
+        self.out.entries.fetch_add(listed.len() as u64, Ordering::Relaxed);
+
+        // Subdirectories first, in parallel: their tree hashes are inputs.
+        let subdirs: Vec<&Listed> = listed
+            .iter()
+            .filter(|l| l.meta.file_type() == FileType::Directory)
+            .collect();
+        let child_trees: Vec<Hash> = subdirs
+            .par_iter()
+            .map(|l| {
+                let child_rel = join(&rel, &l.name);
+                let fd = fs::open_dir_at(dir.as_fd(), &l.name).map_err(|e| match e {
+                    Errno::NOENT | Errno::LOOP | Errno::NOTDIR => Error::Unstable(self.shown(&child_rel)),
+                    e => Error::io("open directory", self.shown(&child_rel), e.into()),
+                })?;
+                self.scan_dir(fd, child_rel)
+            })
+            .collect::<Result<_>>()?;
+
+        if let Some(old) = old {
+            if self.unchanged(old, &listed, &child_trees) {
+                self.out.records.lock().unwrap().push((rel, Arc::clone(old)));
+                return Ok(old.tree);
+            }
+        }
+
+        let mut entries = Vec::with_capacity(listed.len());
+        let mut child = child_trees.into_iter();
+        for l in listed {
+            let prev = old.and_then(|o| o.get(&l.name));
+            let ft = l.meta.file_type();
+            let item = match ft {
+                FileType::Directory => {
+                    let tree = child.next().expect("one tree per subdirectory");
+                    Some((Node::Dir { tree }, l.meta))
+                }
+                FileType::RegularFile => self.file_node(dir.as_fd(), &rel, &l, prev)?,
+                FileType::Symlink => self.symlink_node(dir.as_fd(), &rel, &l, prev)?,
+                other => {
+                    self.out.skipped.lock().unwrap().push(Skipped {
+                        path: join(&rel, &l.name),
+                        kind: kind_name(other).into(),
+                    });
+                    None
+                }
+            };
+            let Some((node, meta)) = item else { continue };
+            let racy = !matches!(node, Node::Dir { .. })
+                && meta.mtime_ns >= self.scan_start_ns - RACY_WINDOW_NS;
+            entries.push(IndexEntry {
+                entry: Entry {
+                    name: l.name,
+                    mode: meta.perm(),
+                    mtime_ns: meta.mtime_ns,
+                    node,
+                },
+                meta,
+                racy,
+            });
+        }
+        let tree = match old {
+            Some(o) if o.tree != UNKNOWN_TREE
+                && o.entries.len() == entries.len()
+                && o.entries.iter().zip(&entries).all(|(a, b)| a.entry == b.entry) =>
+            {
+                o.tree
+            }
+            _ => {
+                let t = Tree {
+                    entries: entries.iter().map(|e| e.entry.clone()).collect(),
+                };
+                let (h, bytes) = t.encode_and_hash();
+                self.out.new_trees.lock().unwrap().insert(h, bytes);
+                h
+            }
+        };
+        self.out
+            .records
+            .lock()
+            .unwrap()
+            .push((rel, Arc::new(DirRecord { tree, entries })));
+        Ok(tree)
+    }
+
+    /// True when every listed entry matches the old record exactly (names,
+    /// stats, no racy entries, same subtrees).
+    fn unchanged(&self, old: &DirRecord, listed: &[Listed], child_trees: &[Hash]) -> bool {
+        if old.tree == UNKNOWN_TREE || old.entries.len() != listed.len() {
+            return false;
+        }
+        let mut child = child_trees.iter();
+        old.entries.iter().zip(listed).all(|(o, l)| {
+            o.entry.name == l.name
+                && match &o.entry.node {
+                    Node::Dir { tree } => {
+                        l.meta.file_type() == FileType::Directory
+                            && o.entry.mode == l.meta.perm()
+                            && o.entry.mtime_ns == l.meta.mtime_ns
+                            && child.next() == Some(tree)
+                    }
+                    _ => same_stat(o, &l.meta),
+                }
+        })
+    }
+
+    fn file_node(
+        &self,
+        dir: BorrowedFd<'_>,
+        rel: &[u8],
+        l: &Listed,
+        prev: Option<&IndexEntry>,
+    ) -> Result<Option<(Node, Meta)>> {
+        if let Some(p) = prev {
+            if matches!(p.entry.node, Node::File { .. }) && same_stat(p, &l.meta) {
+                return Ok(Some((p.entry.node.clone(), l.meta)));
+            }
+        }
+        let path = join(rel, &l.name);
+        let shown = || self.shown(&path);
+        self.out.files_read.fetch_add(1, Ordering::Relaxed);
+        let res = match self.input.mode {
+            Mode::Capture(objects) => objects.capture(dir, &l.name, &shown).map(|c| {
+                if c.new_bytes > 0 || c.meta.size == 0 {
+                    self.out.new_bytes.fetch_add(c.new_bytes, Ordering::Relaxed);
+                }
+                if c.new_bytes > 0 {
+                    self.out.new_objects.fetch_add(1, Ordering::Relaxed);
+                }
+                (c.hash, c.meta)
+            }),
+            Mode::HashOnly => hash_file(dir, &l.name, &shown),
+        };
+        match res {
+            Ok((hash, meta)) => Ok(Some((Node::File { size: meta.size, hash }, meta))),
+            // It changed kind or vanished between listing and reading: the
+            // state we saw is gone; report it rather than guess.
+            Err(CaptureError::Gone) => match fs::stat_at(dir, &l.name) {
+                Err(Errno::NOENT) => Ok(None),
+                _ => Err(Error::Unstable(shown())),
+            },
+            Err(CaptureError::Err(e)) => Err(e),
+        }
+    }
+
+    fn symlink_node(
+        &self,
+        dir: BorrowedFd<'_>,
+        rel: &[u8],
+        l: &Listed,
+        prev: Option<&IndexEntry>,
+    ) -> Result<Option<(Node, Meta)>> {
+        if let Some(p) = prev {
+            if matches!(p.entry.node, Node::Symlink { .. }) && same_stat(p, &l.meta) {
+                return Ok(Some((p.entry.node.clone(), l.meta)));
+            }
+        }
+        match fs::read_link_at(dir, &l.name) {
+            Ok(target) => Ok(Some((Node::Symlink { target }, l.meta))),
+            Err(Errno::NOENT) => Ok(None),
+            Err(Errno::INVAL) => Err(Error::Unstable(self.shown(&join(rel, &l.name)))),
+            Err(e) => Err(Error::io("readlink", self.shown(&join(rel, &l.name)), e.into())),
+        }
+    }
+}
+
+fn kind_name(ft: FileType) -> &'static str {
+    match ft {
+        FileType::Socket => "socket",
+        FileType::Fifo => "fifo",
+        FileType::CharacterDevice => "char-device",
+        FileType::BlockDevice => "block-device",
+        _ => "unknown",
+    }
+}

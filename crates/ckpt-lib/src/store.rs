@@ -1,0 +1,105 @@
+//! A store: everything ckpt keeps about one workspace, in one directory
+//! outside it.
+//!
+//! ```text
+//! <store>/
+//!   CKPT_STORE      format marker ("ckpt store v1")
+//!   lock            flock(2) target, see crate::lock
+//!   catalog.redb    trees, checkpoints, refs (crate::catalog)
+//!   index           stat cache (crate::index)
+//!   objects/ab/…    file contents by BLAKE3 (crate::objects)
+//!   tmp/            objects being written
+//! ```
+//!
+//! [`Store::open`] takes the lock before anything else and holds it until
+//! the `Store` is dropped.
+
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::catalog::Catalog;
+use crate::error::IoContext;
+use crate::index::Index;
+use crate::lock::Lock;
+use crate::objects::Objects;
+use crate::platform::copy::{self, Caps, Copier};
+use crate::platform::fs;
+use crate::{Error, Result};
+
+const MARKER: &str = "CKPT_STORE";
+const MARKER_TEXT: &str = "ckpt store v1\n";
+
+/// An open, locked store.
+pub struct Store {
+    /// The store directory.
+    pub root: PathBuf,
+    /// Trees, checkpoints, refs.
+    pub catalog: Catalog,
+    /// File contents.
+    pub objects: Objects,
+    /// What the store's filesystem supports (probed at creation), after any
+    /// `CKPT_COPY_STRATEGY` override.
+    pub caps: Caps,
+    _lock: Lock,
+}
+
+impl Store {
+    /// Creates a new store directory (which must not exist or be empty).
+    pub fn create(root: &Path) -> Result<()> {
+        if root.join(MARKER).exists() {
+            return Err(Error::Usage(format!("{} already holds a ckpt store", root.display())));
+        }
+        std::fs::create_dir_all(root).ctx("create store", root)?;
+        Objects::create_layout(root)?;
+        let dir = fs::open_dir_path(root).ctx("open", root)?;
+        let caps = copy::probe(dir.as_fd()).ctx("probe copy capabilities", root)?;
+        let catalog = Catalog::create(&root.join("catalog.redb"))?;
+        catalog.set_meta(&[("caps", Some(serde_json::to_vec(&caps).expect("caps serialise")))])?;
+        let marker = root.join(MARKER);
+        std::fs::write(&marker, MARKER_TEXT).ctx("write", &marker)?;
+        rustix::fs::fsync(&dir).ctx("fsync", root)?;
+        Ok(())
+    }
+
+    /// Opens and locks a store.
+    pub fn open(root: &Path, lock_timeout: Duration) -> Result<Store> {
+        match std::fs::read_to_string(root.join(MARKER)) {
+            Ok(t) if t == MARKER_TEXT => {}
+            Ok(_) => return Err(Error::Corrupt(format!("{} has an unknown store format", root.display()))),
+            Err(e) => {
+                return Err(Error::io(
+                    "open store (is the workspace's store gone? see `ckpt init --store`)",
+                    root.join(MARKER),
+                    e,
+                ))
+            }
+        }
+        let lock = Lock::acquire(&root.join("lock"), lock_timeout)?;
+        let catalog = Catalog::open(&root.join("catalog.redb"))?;
+        let caps: Caps = catalog.reader()?.meta_json("caps")?.unwrap_or(Caps {
+            reflink: false,
+            copy_file_range: false,
+        });
+        let caps = caps.with_env_override();
+        let objects = Objects::open(root, Copier::new(caps))?;
+        Ok(Store {
+            root: root.to_path_buf(),
+            catalog,
+            objects,
+            caps,
+            _lock: lock,
+        })
+    }
+
+    /// Path of the stat index.
+    pub fn index_path(&self) -> PathBuf {
+        self.root.join("index")
+    }
+
+    /// Loads the stat index (empty if absent, corrupt or stale).
+    pub fn load_index(&self) -> Result<Index> {
+        let generation = self.catalog.reader()?.generation()?;
+        Ok(Index::load(&self.index_path(), generation))
+    }
+}
