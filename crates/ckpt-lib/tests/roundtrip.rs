@@ -1,0 +1,197 @@
+//! Round-trip property tests: random trees and random edits; save → mutate
+//! → restore must give back the saved tree byte for byte, with modes,
+//! symlink targets and mtimes — in place, for some paths, and into another
+//! directory.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use ckpt::checkpoint::{self, SaveOptions, SaveOutcome};
+use ckpt::diff::PathFilter;
+use ckpt::restore::{self, RestoreOptions};
+use ckpt::workspace::Workspace;
+use common::*;
+use proptest::prelude::*;
+
+const T: Duration = Duration::from_secs(10);
+
+fn save(ws: &Workspace) -> Option<u64> {
+    let store = ws.open_store(T).unwrap();
+    match checkpoint::save(ws, &store, &SaveOptions::default()).unwrap() {
+        SaveOutcome::Saved(cp) => Some(cp.seq),
+        SaveOutcome::Unchanged(h) => h.map(|h| h.seq),
+    }
+}
+
+fn restore_ws(ws: &Workspace, seq: u64, paths: Vec<Vec<u8>>) {
+    let store = ws.open_store(T).unwrap();
+    restore::restore(
+        ws,
+        &store,
+        &format!("v{seq}"),
+        &RestoreOptions {
+            paths,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+}
+
+fn assert_clean(ws: &Workspace) {
+    let store = ws.open_store(T).unwrap();
+    let st = checkpoint::status(ws, &store, &PathFilter::default()).unwrap();
+    assert!(st.changes.is_empty(), "status after restore is not clean: {:?}", st.changes);
+}
+
+fn assert_same(a: &BTreeMap<Vec<u8>, Snap>, b: &BTreeMap<Vec<u8>, Snap>, what: &str) {
+    if a != b {
+        let keys: std::collections::BTreeSet<_> = a.keys().chain(b.keys()).collect();
+        for k in keys {
+            if a.get(k) != b.get(k) {
+                panic!(
+                    "{what}: {:?} differs:\n expected {:?}\n      got {:?}",
+                    String::from_utf8_lossy(k),
+                    a.get(k),
+                    b.get(k)
+                );
+            }
+        }
+    }
+}
+
+fn setup(dir: &Path, start: &[Op]) -> Workspace {
+    let root = dir.join("ws");
+    populate(&root, start);
+    Workspace::init(&root, Some(&dir.join("store"))).unwrap()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, .. ProptestConfig::default() })]
+
+    #[test]
+    fn save_mutate_restore_in_place(start in arb_ops(5..40), edits in arb_ops(1..25), more in arb_ops(1..15)) {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = setup(dir.path(), &start);
+        let v1 = save(&ws).unwrap_or(0);
+        let s1 = snapshot(&ws.root);
+        apply(&ws.root, &edits);
+        let v2 = save(&ws);
+        let s2 = snapshot(&ws.root);
+        apply(&ws.root, &more);
+        if v1 > 0 {
+            restore_ws(&ws, v1, vec![]);
+            assert_same(&s1, &snapshot(&ws.root), "restore v1");
+            assert_clean(&ws);
+        }
+        if let Some(v2) = v2 {
+            restore_ws(&ws, v2, vec![]);
+            assert_same(&s2, &snapshot(&ws.root), "restore v2");
+            assert_clean(&ws);
+            // The index after restore is exact: saving finds nothing new.
+            prop_assert_eq!(save(&ws), Some(v2));
+        }
+    }
+
+    #[test]
+    fn restore_to_another_directory(start in arb_ops(5..40), edits in arb_ops(1..20)) {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = setup(dir.path(), &start);
+        let Some(v1) = save(&ws) else { return Ok(()) };
+        let s1 = snapshot(&ws.root);
+        apply(&ws.root, &edits);
+        let store = ws.open_store(T).unwrap();
+        let dest = dir.path().join("fork");
+        restore::restore_to(&store, &format!("v{v1}"), &dest, &[]).unwrap();
+        assert_same(&s1, &snapshot(&dest), "restore --to");
+    }
+
+    #[test]
+    fn restore_some_paths(start in arb_ops(5..40), edits in arb_ops(1..25), pick in any::<usize>()) {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = setup(dir.path(), &start);
+        let Some(v1) = save(&ws) else { return Ok(()) };
+        let s1 = snapshot(&ws.root);
+        apply(&ws.root, &edits);
+        let before = snapshot(&ws.root);
+        // A top-level name that exists on either side.
+        let tops: Vec<Vec<u8>> = s1.keys().chain(before.keys())
+            .filter(|k| !k.contains(&b'/')).cloned().collect();
+        if tops.is_empty() { return Ok(()); }
+        let chosen = tops[pick % tops.len()].clone();
+        restore_ws(&ws, v1, vec![chosen.clone()]);
+        let after = snapshot(&ws.root);
+        let under = |k: &Vec<u8>| *k == chosen || k.starts_with(&[chosen.as_slice(), b"/"].concat());
+        let expect: BTreeMap<_, _> = s1.iter().filter(|(k, _)| under(k))
+            .chain(before.iter().filter(|(k, _)| !under(k)))
+            .map(|(k, v)| (k.clone(), v.clone())).collect();
+        // Directory mtimes of ancestors move when their contents change.
+        let strip = |m: &BTreeMap<Vec<u8>, Snap>| -> BTreeMap<Vec<u8>, Snap> {
+            m.iter().map(|(k, v)| {
+                let mut v = v.clone();
+                if v.what == What::Dir && !under(k) { v.mtime_ns = 0; }
+                (k.clone(), v)
+            }).collect()
+        };
+        assert_same(&strip(&expect), &strip(&after), "restore -- PATH");
+    }
+}
+
+#[test]
+fn hard_links_restore_as_independent_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = setup(dir.path(), &[]);
+    std::fs::write(ws.root.join("a"), b"shared").unwrap();
+    std::fs::hard_link(ws.root.join("a"), ws.root.join("b")).unwrap();
+    let v1 = save(&ws).unwrap();
+    std::fs::remove_file(ws.root.join("a")).unwrap();
+    std::fs::remove_file(ws.root.join("b")).unwrap();
+    restore_ws(&ws, v1, vec![]);
+    assert_eq!(std::fs::read(ws.root.join("a")).unwrap(), b"shared");
+    assert_eq!(std::fs::read(ws.root.join("b")).unwrap(), b"shared");
+    use std::os::unix::fs::MetadataExt;
+    let (ia, ib) = (
+        std::fs::metadata(ws.root.join("a")).unwrap().ino(),
+        std::fs::metadata(ws.root.join("b")).unwrap().ino(),
+    );
+    assert_ne!(ia, ib, "restored hard links must be independent files");
+}
+
+#[test]
+fn fifos_and_sockets_are_skipped_and_listed() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = setup(dir.path(), &[]);
+    std::fs::write(ws.root.join("f"), b"x").unwrap();
+    let fifo = ws.root.join("pipe");
+    let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+    let _sock = std::os::unix::net::UnixListener::bind(ws.root.join("sock")).unwrap();
+    let store = ws.open_store(T).unwrap();
+    let SaveOutcome::Saved(cp) = checkpoint::save(&ws, &store, &SaveOptions::default()).unwrap() else {
+        panic!("expected a checkpoint")
+    };
+    let mut kinds: Vec<_> = cp.skipped.iter().map(|s| (s.path.clone(), s.kind.clone())).collect();
+    kinds.sort();
+    assert_eq!(kinds, vec![(b"pipe".to_vec(), "fifo".to_string()), (b"sock".to_vec(), "socket".to_string())]);
+}
+
+#[test]
+fn ckptignore_paths_are_neither_saved_nor_touched() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = setup(dir.path(), &[]);
+    std::fs::write(ws.root.join(".ckptignore"), "*.log\ncache/\n").unwrap();
+    std::fs::write(ws.root.join("keep.txt"), b"1").unwrap();
+    std::fs::write(ws.root.join("x.log"), b"log1").unwrap();
+    std::fs::create_dir(ws.root.join("cache")).unwrap();
+    std::fs::write(ws.root.join("cache/blob"), b"c1").unwrap();
+    let v1 = save(&ws).unwrap();
+    std::fs::write(ws.root.join("keep.txt"), b"2").unwrap();
+    std::fs::write(ws.root.join("x.log"), b"log2").unwrap();
+    std::fs::write(ws.root.join("cache/blob"), b"c2").unwrap();
+    restore_ws(&ws, v1, vec![]);
+    assert_eq!(std::fs::read(ws.root.join("keep.txt")).unwrap(), b"1");
+    assert_eq!(std::fs::read(ws.root.join("x.log")).unwrap(), b"log2");
+    assert_eq!(std::fs::read(ws.root.join("cache/blob")).unwrap(), b"c2");
+}
