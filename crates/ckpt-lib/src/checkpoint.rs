@@ -23,7 +23,7 @@ use crate::platform::fs;
 use crate::scan::{self, Mode, ScanInput, ScanResult};
 use crate::store::Store;
 use crate::workspace::Workspace;
-use crate::Result;
+use crate::{trace, Result};
 
 /// Tag key ckpt sets on checkpoints it makes itself (e.g. before a restore).
 pub const REASON_TAG: &str = "ckpt.reason";
@@ -60,10 +60,13 @@ pub struct Captured {
 
 /// Scans the workspace in the given mode.
 pub fn scan_workspace(ws: &Workspace, store: &Store, capture: bool) -> Result<ScanResult> {
+    let t = trace::span("load index");
     let index = store.load_index()?;
+    drop(t);
     let ignore = ws.ignore()?;
     let exclude = ws.excluded();
     let mode = if capture { Mode::Capture(&store.objects) } else { Mode::HashOnly };
+    let _t = trace::span("scan");
     let result = scan::scan(&ScanInput {
         root: &ws.root,
         index: &index,
@@ -105,6 +108,7 @@ pub fn capture(ws: &Workspace, store: &Store, opts: &SaveOptions, commit_checkpo
             files_read,
         });
     }
+    let t = trace::span("diff");
     let changes = {
         let src = TreeSource {
             fresh: Some(&scan.new_trees),
@@ -118,7 +122,10 @@ pub fn capture(ws: &Workspace, store: &Store, opts: &SaveOptions, commit_checkpo
         ..diff::stats(&changes)
     };
     drop(reader);
+    drop(t);
+    let t = trace::span("objects commit");
     store.objects.commit()?;
+    drop(t);
     let record = Checkpoint {
         seq: 0,
         hash: Default::default(),
@@ -132,7 +139,10 @@ pub fn capture(ws: &Workspace, store: &Store, opts: &SaveOptions, commit_checkpo
         duration_us: t0.elapsed().as_micros() as u64,
     };
     let trees: Vec<_> = scan.new_trees.iter().map(|(h, b)| (*h, b.clone())).collect();
+    let t = trace::span("catalog commit");
     let cp = store.catalog.commit_checkpoint(&trees, record)?;
+    drop(t);
+    let _t = trace::span("index save");
     scan.index.save(&store.index_path())?;
     Ok(Captured {
         outcome: SaveOutcome::Saved(cp),

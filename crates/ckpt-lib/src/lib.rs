@@ -37,6 +37,7 @@ pub mod platform;
 pub mod restore;
 pub mod scan;
 pub mod store;
+pub mod trace;
 pub mod tree;
 pub mod workspace;
 

@@ -28,6 +28,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
+use rayon::prelude::*;
 use rustix::fs::{AtFlags, FileType};
 use rustix::io::Errno;
 
@@ -89,6 +90,16 @@ thread_local! {
     static BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
+impl Drop for Objects {
+    fn drop(&mut self) {
+        if let (Some(parent), Some(name)) = (self.tmp_path.parent(), self.tmp_path.file_name()) {
+            if let Ok(p) = fs::open_dir_path(parent) {
+                let _ = fs::remove_all_at(p.as_fd(), name.as_encoded_bytes());
+            }
+        }
+    }
+}
+
 /// `ab/cdef…`: the path of an object below `objects/`.
 pub fn object_name(h: &Hash) -> Vec<u8> {
     let hex = h.to_hex();
@@ -100,16 +111,24 @@ pub fn object_name(h: &Hash) -> Vec<u8> {
 }
 
 impl Objects {
-    /// Opens `objects/` and `tmp/` below a store root, removing stray
-    /// temporary files left by a crashed process (the caller holds the lock).
+    /// Opens `objects/` below a store root, removes temporary files left by
+    /// a crashed process (the caller holds the lock), and makes this
+    /// operation's own temporary directory `tmp/<pid>.<ns>/`, removed again
+    /// on drop. (A per-operation directory keeps `tmp/` itself small: ext4
+    /// directories never shrink, and a first save writes thousands of
+    /// temporary files.)
     pub fn open(store: &Path, copier: Copier) -> Result<Objects> {
         let path = store.join("objects");
-        let tmp_path = store.join("tmp");
+        let tmp_root = store.join("tmp");
         let dir = fs::open_dir_path(&path).ctx("open", &path)?;
-        let tmp = fs::open_dir_path(&tmp_path).ctx("open", &tmp_path)?;
-        for (name, _) in fs::read_dir_names(tmp.as_fd()).ctx("read", &tmp_path)? {
-            fs::remove_all_at(tmp.as_fd(), &name).ctx("remove stale temp", tmp_path.join(fs::as_path(&name)))?;
+        let root = fs::list_dir(fs::open_dir_path(&tmp_root).ctx("open", &tmp_root)?).ctx("read", &tmp_root)?;
+        for (name, _) in &root.names {
+            fs::remove_all_at(root.fd(), name).ctx("remove stale temporary file", tmp_root.join(fs::as_path(name)))?;
         }
+        let own = format!("{}.{}", std::process::id(), fs::now_ns());
+        let tmp_path = tmp_root.join(&own);
+        rustix::fs::mkdirat(root.fd(), own.as_str(), rustix::fs::Mode::from_raw_mode(0o700)).ctx("create", &tmp_path)?;
+        let tmp = fs::open_dir_at(root.fd(), own.as_bytes()).ctx("open", &tmp_path)?;
         Ok(Objects {
             path,
             dir,
@@ -283,16 +302,17 @@ impl Objects {
         if self.unsynced.swap(0, Ordering::Relaxed) > 0 {
             rustix::fs::syncfs(&self.tmp).ctx("syncfs", &self.tmp_path)?;
         }
-        let mut shards = Vec::new();
-        for (hash, tmp_name) in &pending {
+        let pending: Vec<(Hash, Vec<u8>)> = pending.into_iter().collect();
+        pending.par_iter().try_for_each(|(hash, tmp_name)| -> Result<()> {
             let final_name = object_name(hash);
             let placed = fs::rename_noreplace(self.tmp.as_fd(), tmp_name, self.dir.as_fd(), &final_name)
                 .ctx("rename", self.object_path(hash))?;
             if !placed {
                 let _ = rustix::fs::unlinkat(self.tmp.as_fd(), tmp_name.as_slice(), AtFlags::empty());
             }
-            shards.push(hash.0[0]);
-        }
+            Ok(())
+        })?;
+        let mut shards: Vec<u8> = pending.iter().map(|(h, _)| h.0[0]).collect();
         shards.sort_unstable();
         shards.dedup();
         if shards.len() > FSYNC_EACH_LIMIT {
@@ -331,16 +351,16 @@ impl Objects {
         let mut strays = Vec::new();
         for i in 0..256u32 {
             let shard = format!("{i:02x}");
-            let fd = match fs::open_dir_at(self.dir.as_fd(), shard.as_bytes()) {
-                Ok(fd) => fd,
+            let fd = match fs::open_dir_at(self.dir.as_fd(), shard.as_bytes()).and_then(fs::list_dir) {
+                Ok(listing) => listing,
                 Err(Errno::NOENT) => continue,
                 Err(e) => return Err(Error::io("open", self.path.join(&shard), e.into())),
             };
-            for (name, _) in fs::read_dir_names(fd.as_fd()).ctx("read", self.path.join(&shard))? {
-                let full = format!("{shard}{}", String::from_utf8_lossy(&name));
+            for (name, _) in &fd.names {
+                let full = format!("{shard}{}", String::from_utf8_lossy(name));
                 match Hash::from_hex(&full) {
                     Some(h) if full[..2] == shard => out.push(h),
-                    _ => strays.push(self.path.join(&shard).join(fs::as_path(&name))),
+                    _ => strays.push(self.path.join(&shard).join(fs::as_path(name))),
                 }
             }
         }

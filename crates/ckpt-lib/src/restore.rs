@@ -487,16 +487,17 @@ impl Applier<'_> {
         };
         if meta.file_type() == rustix::fs::FileType::Directory {
             let sub = fs::open_dir_at(dir, name).ctx("open directory", self.shown(path))?;
+            let sub = fs::list_dir(sub).ctx("read directory", self.shown(path))?;
             let mut kept = false;
-            for (child, _) in fs::read_dir_names(sub.as_fd()).ctx("read directory", self.shown(path))? {
-                let cpath = join(path, &child);
-                let child_is_dir = fs::stat_at(sub.as_fd(), &child)
+            for (child, _) in &sub.names {
+                let cpath = join(path, child);
+                let child_is_dir = fs::stat_at(sub.fd(), child)
                     .is_ok_and(|m| m.file_type() == rustix::fs::FileType::Directory);
                 if self.ignore.is_some_and(|ig| ig.is_ignored(&cpath, child_is_dir)) {
                     kept = true;
                     continue;
                 }
-                self.remove_at(sub.as_fd(), &cpath)?;
+                self.remove_at(sub.fd(), &cpath)?;
             }
             if !kept {
                 rustix::fs::unlinkat(dir, name, AtFlags::REMOVEDIR).ctx("remove directory", self.shown(path))?;

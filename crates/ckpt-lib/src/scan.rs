@@ -18,7 +18,7 @@
 //! devices (reported as skipped).
 
 use std::collections::HashMap;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -158,9 +158,11 @@ impl Scanner<'_> {
 
     fn scan_dir(&self, dir: OwnedFd, rel: Vec<u8>) -> Result<Hash> {
         let old = self.input.index.dirs.get(&rel);
-        let names = fs::read_dir_names(dir.as_fd()).ctx("read directory", self.shown(&rel))?;
-        let mut listed = Vec::with_capacity(names.len());
-        for (name, _) in names {
+        let listing = fs::list_dir(dir).ctx("read directory", self.shown(&rel))?;
+        let dirfd = listing.fd();
+        let mut listed = Vec::with_capacity(listing.names.len());
+        for (name, _) in &listing.names {
+            let name = name.clone();
             if rel.is_empty() && name == MARKER {
                 continue;
             }
@@ -168,7 +170,7 @@ impl Scanner<'_> {
                 self.out.temps.lock().unwrap().push(join(&rel, &name));
                 continue;
             }
-            let meta = match fs::stat_at(dir.as_fd(), &name) {
+            let meta = match fs::stat_at(dirfd, &name) {
                 Ok(m) => m,
                 Err(Errno::NOENT) => continue, // vanished since listed
                 Err(e) => return Err(Error::io("stat", self.shown(&join(&rel, &name)), e.into())),
@@ -196,7 +198,7 @@ impl Scanner<'_> {
             .par_iter()
             .map(|l| {
                 let child_rel = join(&rel, &l.name);
-                let fd = fs::open_dir_at(dir.as_fd(), &l.name).map_err(|e| match e {
+                let fd = fs::open_dir_at(dirfd, &l.name).map_err(|e| match e {
                     Errno::NOENT | Errno::LOOP | Errno::NOTDIR => Error::Unstable(self.shown(&child_rel)),
                     e => Error::io("open directory", self.shown(&child_rel), e.into()),
                 })?;
@@ -221,8 +223,8 @@ impl Scanner<'_> {
                     let tree = child.next().expect("one tree per subdirectory");
                     Some((Node::Dir { tree }, l.meta))
                 }
-                FileType::RegularFile => self.file_node(dir.as_fd(), &rel, &l, prev)?,
-                FileType::Symlink => self.symlink_node(dir.as_fd(), &rel, &l, prev)?,
+                FileType::RegularFile => self.file_node(dirfd, &rel, &l, prev)?,
+                FileType::Symlink => self.symlink_node(dirfd, &rel, &l, prev)?,
                 other => {
                     self.out.skipped.lock().unwrap().push(Skipped {
                         path: join(&rel, &l.name),

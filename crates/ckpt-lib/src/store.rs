@@ -75,6 +75,7 @@ impl Store {
                 ))
             }
         }
+        let _t = crate::trace::span("open store");
         let lock = Lock::acquire(&root.join("lock"), lock_timeout)?;
         let catalog = Catalog::open(&root.join("catalog.redb"))?;
         let caps: Caps = catalog.reader()?.meta_json("caps")?.unwrap_or(Caps {

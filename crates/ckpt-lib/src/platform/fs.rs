@@ -117,20 +117,35 @@ pub fn open_dir_beneath(root: BorrowedFd<'_>, rel: &[u8]) -> rustix::io::Result<
     Ok(cur)
 }
 
-/// Reads the names in a directory (without `.` and `..`), with the `d_type`
-/// hint the kernel gave (may be `Unknown`).
-pub fn read_dir_names(dir: BorrowedFd<'_>) -> rustix::io::Result<Vec<(Vec<u8>, FileType)>> {
-    let mut d = rustix::fs::Dir::read_from(dir)?;
-    let mut out = Vec::new();
-    while let Some(ent) = d.read() {
+/// An open directory whose entries have been read.
+pub struct Listing {
+    dir: rustix::fs::Dir,
+    /// Names (without `.` and `..`) with the kernel's `d_type` hint (may be
+    /// `Unknown`).
+    pub names: Vec<(Vec<u8>, FileType)>,
+}
+
+impl Listing {
+    /// The directory's descriptor, for `*at()` calls on its entries.
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.dir.fd().expect("a Dir always has its descriptor")
+    }
+}
+
+/// Reads the names in the directory `fd` (taking ownership of it, so no
+/// descriptor is duplicated).
+pub fn list_dir(fd: OwnedFd) -> rustix::io::Result<Listing> {
+    let mut dir = rustix::fs::Dir::new(fd)?;
+    let mut names = Vec::new();
+    while let Some(ent) = dir.read() {
         let ent = ent?;
         let name = ent.file_name().to_bytes();
         if name == b"." || name == b".." {
             continue;
         }
-        out.push((name.to_vec(), ent.file_type()));
+        names.push((name.to_vec(), ent.file_type()));
     }
-    Ok(out)
+    Ok(Listing { dir, names })
 }
 
 /// Reads a symlink's target bytes.
@@ -230,9 +245,9 @@ pub fn remove_all_at(dir: BorrowedFd<'_>, name: &[u8]) -> rustix::io::Result<()>
         Err(e) => return Err(e),
     };
     if meta.file_type() == FileType::Directory {
-        let sub = open_dir_at(dir, name)?;
-        for (child, _) in read_dir_names(sub.as_fd())? {
-            remove_all_at(sub.as_fd(), &child)?;
+        let sub = list_dir(open_dir_at(dir, name)?)?;
+        for (child, _) in &sub.names {
+            remove_all_at(sub.fd(), child)?;
         }
         rustix::fs::unlinkat(dir, name, AtFlags::REMOVEDIR)
     } else {
