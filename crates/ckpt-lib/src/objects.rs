@@ -336,6 +336,52 @@ impl Objects {
         }
     }
 
+    /// Writes object `hash` (of `size` bytes) into the new file `name` in
+    /// `dir` with the copy engine, then re-hashes what was written: a damaged
+    /// or truncated object is reported as corruption (naming the object and
+    /// `shown`) and the new file is removed, so corruption never reaches a
+    /// restored tree. Returns the open destination file.
+    pub fn materialize(
+        &self,
+        hash: &Hash,
+        size: u64,
+        dir: BorrowedFd<'_>,
+        name: &[u8],
+        shown: &dyn Fn() -> PathBuf,
+    ) -> Result<OwnedFd> {
+        let src = self.open_object(hash)?;
+        let dst = rustix::fs::openat(
+            dir,
+            name,
+            rustix::fs::OFlags::RDWR
+                | rustix::fs::OFlags::CREATE
+                | rustix::fs::OFlags::EXCL
+                | rustix::fs::OFlags::NOFOLLOW
+                | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::from_raw_mode(0o600),
+        )
+        .ctx("create", shown())?;
+        let checked = (|| -> Result<()> {
+            self.copier.copy(src.as_fd(), dst.as_fd(), size).ctx("copy", shown())?;
+            let (got, len) = hash_fd(dst.as_fd()).ctx("read back", shown())?;
+            if got != *hash || len != size {
+                return Err(Error::Corrupt(format!(
+                    "object {hash} ({}) is damaged: {len} bytes hashing to {got}, expected {size} bytes; {} was not written",
+                    self.object_path(hash).display(),
+                    shown().display()
+                )));
+            }
+            Ok(())
+        })();
+        match checked {
+            Ok(()) => Ok(dst),
+            Err(e) => {
+                let _ = rustix::fs::unlinkat(dir, name, AtFlags::empty());
+                Err(e)
+            }
+        }
+    }
+
     /// Removes one object (gc).
     pub fn remove(&self, h: &Hash) -> Result<()> {
         match rustix::fs::unlinkat(self.dir.as_fd(), object_name(h).as_slice(), AtFlags::empty()) {

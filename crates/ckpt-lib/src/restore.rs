@@ -9,9 +9,10 @@
 //!    and apply only the differences:
 //!    - removals and new directories, in path order;
 //!    - file and symlink writes, in parallel per directory: each is written
-//!      to a temporary name in its own directory (`.ckpt-tmp.*`), given its
-//!      mode and mtime, then renamed over the old entry, so a reader never sees
-//!      a half-written file;
+//!      to a temporary name in its own directory (`.ckpt-tmp.*`), re-hashed
+//!      against its object name (a damaged object stops the restore before it
+//!      reaches the tree), given its mode and mtime, then renamed over the old
+//!      entry, so a reader never sees a half-written file;
 //!    - directory modes and mtimes last, deepest first;
 //! 4. update the stat index for exactly the paths written, set the head, and
 //!    clear the journal.
@@ -520,18 +521,8 @@ impl Applier<'_> {
         let shown = || self.shown(path);
         let meta = match &e.node {
             Node::File { size, hash } => {
-                let src = self.objects.open_object(hash)?;
-                let dst = fs::create_excl_at(dir, &tmp, 0o600).ctx("create", shown())?;
+                let dst = self.objects.materialize(hash, *size, dir, &tmp, &shown)?;
                 let done = (|| -> Result<Meta> {
-                    self.objects.copier.copy(src.as_fd(), dst.as_fd(), *size).ctx("copy", shown())?;
-                    let m = fs::stat_fd(dst.as_fd()).ctx("stat", shown())?;
-                    if m.size != *size {
-                        return Err(Error::Corrupt(format!(
-                            "object {hash} has {} bytes, expected {size} (restoring {})",
-                            m.size,
-                            shown().display()
-                        )));
-                    }
                     rustix::fs::fchmod(&dst, FsMode::from_raw_mode(e.mode)).ctx("chmod", shown())?;
                     fs::set_mtime_fd(dst.as_fd(), e.mtime_ns).ctx("set mtime", shown())?;
                     rustix::fs::renameat(dir, tmp.as_slice(), dir, name).ctx("rename", shown())?;

@@ -1,0 +1,101 @@
+//! Criterion benches for the hot paths of save and restore on a synthetic
+//! tree (2,000 files in 100 directories): the scan with a warm index (the
+//! cost of a save when nothing changed), index encode/decode, tree
+//! encode/decode, and capturing small files into the object store.
+//!
+//! Run: `cargo bench -p ckpt-lib --bench hot_paths`
+
+use std::hint::black_box;
+use std::path::Path;
+use std::time::Duration;
+
+use ckpt::checkpoint::{self, SaveOptions};
+use ckpt::index::Index;
+use ckpt::tree::{Entry, Node, Tree};
+use ckpt::workspace::Workspace;
+use ckpt::Hash;
+use criterion::{criterion_group, criterion_main, Criterion};
+
+fn make_tree(root: &Path, dirs: usize, files: usize) {
+    for d in 0..dirs {
+        let dir = root.join(format!("pkg{d}/lib"));
+        std::fs::create_dir_all(&dir).unwrap();
+        for f in 0..files {
+            std::fs::write(dir.join(format!("f{f}.js")), format!("module.exports = {d} * {f};\n").repeat(20)).unwrap();
+        }
+    }
+}
+
+fn bench_scan(c: &mut Criterion) {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("ws");
+    make_tree(&root, 100, 20);
+    let ws = Workspace::init(&root, Some(&tmp.path().join("store"))).unwrap();
+    {
+        let store = ws.open_store(Duration::from_secs(5)).unwrap();
+        checkpoint::save(&ws, &store, &SaveOptions::default()).unwrap();
+        // A second save clears the racy marks of the first.
+        std::thread::sleep(Duration::from_millis(100));
+        checkpoint::save(&ws, &store, &SaveOptions { allow_empty: true, ..Default::default() }).unwrap();
+    }
+    let store = ws.open_store(Duration::from_secs(5)).unwrap();
+    let mut g = c.benchmark_group("scan");
+    g.sample_size(30);
+    g.bench_function("unchanged_2000_files", |b| {
+        b.iter(|| black_box(checkpoint::scan_workspace(&ws, &store, false).unwrap().root))
+    });
+    let index = store.load_index().unwrap();
+    let bytes = index.encode();
+    g.bench_function("index_encode_2000", |b| b.iter(|| black_box(index.encode().len())));
+    let path = tmp.path().join("index-copy");
+    std::fs::write(&path, &bytes).unwrap();
+    g.bench_function("index_load_2000", |b| b.iter(|| black_box(Index::load(&path, index.generation).dirs.len())));
+    g.finish();
+}
+
+fn bench_tree(c: &mut Criterion) {
+    let tree = Tree {
+        entries: (0..200)
+            .map(|i| Entry {
+                name: format!("file-{i:04}.js").into_bytes(),
+                mode: 0o644,
+                mtime_ns: 1_700_000_000_000_000_000 + i,
+                node: Node::File {
+                    size: 1000 + i as u64,
+                    hash: Hash::of(&i.to_le_bytes()),
+                },
+            })
+            .collect(),
+    };
+    let bytes = tree.encode();
+    let mut g = c.benchmark_group("tree");
+    g.bench_function("encode_and_hash_200", |b| b.iter(|| black_box(tree.encode_and_hash().0)));
+    g.bench_function("decode_200", |b| b.iter(|| black_box(Tree::decode(&bytes).unwrap().entries.len())));
+    g.finish();
+}
+
+fn bench_capture(c: &mut Criterion) {
+    let mut g = c.benchmark_group("capture");
+    g.sample_size(10);
+    g.bench_function("first_save_2000_small_files", |b| {
+        b.iter_with_setup(
+            || {
+                let tmp = tempfile::tempdir().unwrap();
+                let root = tmp.path().join("ws");
+                make_tree(&root, 100, 20);
+                let ws = Workspace::init(&root, Some(&tmp.path().join("store"))).unwrap();
+                (tmp, ws)
+            },
+            |(tmp, ws)| {
+                let store = ws.open_store(Duration::from_secs(5)).unwrap();
+                checkpoint::save(&ws, &store, &SaveOptions::default()).unwrap();
+                drop(store);
+                drop(tmp);
+            },
+        )
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench_scan, bench_tree, bench_capture);
+criterion_main!(benches);
