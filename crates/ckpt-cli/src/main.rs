@@ -136,6 +136,30 @@ enum Cmd {
         /// Checkpoint id.
         id: String,
     },
+    /// Check that the workspace is exactly a checkpoint's state (default:
+    /// HEAD), or with --store that every stored object, tree and record is
+    /// intact.
+    Verify {
+        /// Checkpoint id.
+        id: Option<String>,
+        /// Check the store instead of the workspace.
+        #[arg(long)]
+        store: bool,
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the state digest of any directory (no workspace needed).
+    Hash {
+        /// The directory.
+        dir: PathBuf,
+        /// Print the full 2048-byte LtHash state (base64url) instead of the checksum.
+        #[arg(long)]
+        full: bool,
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+    },
     /// Remove stored data that no checkpoint references.
     Gc {
         /// Only report what would be removed.
@@ -253,6 +277,8 @@ fn run(cli: &Cli) -> Result<ExitCode> {
         } => cmd_restore(&ctx, id, to.as_deref(), *dry_run, *no_save, paths, *json),
         Cmd::Delete { id } => cmd_delete(&ctx, id),
         Cmd::Gc { dry_run, json } => cmd_gc(&ctx, *dry_run, *json),
+        Cmd::Verify { id, store, json } => return cmd_verify(&ctx, id.as_deref(), *store, *json),
+        Cmd::Hash { dir, full, json } => cmd_hash(&ctx, dir, *full, *json),
     }?;
     Ok(ExitCode::SUCCESS)
 }
@@ -689,6 +715,103 @@ fn cmd_gc(ctx: &Ctx, dry_run: bool, json: bool) -> Result<()> {
         for s in &rep.strays {
             println!("warning: unexpected file in the object store: {s}");
         }
+    }
+    Ok(())
+}
+
+/// Exit code of `ckpt verify` when the workspace differs from the checkpoint.
+const EXIT_DIFFERS: u8 = 6;
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn cmd_verify(ctx: &Ctx, id: Option<&str>, check_store: bool, json: bool) -> Result<ExitCode> {
+    let t0 = Instant::now();
+    let ws = ctx.workspace()?;
+    let store = ws.open_store(ctx.lock_timeout)?;
+    if check_store {
+        let rep = ckpt::verify::verify_store(&store)?;
+        let ok = rep.problems.is_empty();
+        if json {
+            let mut v = serde_json::to_value(&rep).expect("json");
+            v["schema"] = json!(SCHEMA);
+            v["ok"] = json!(ok);
+            print_json(&v);
+        } else {
+            for p in &rep.problems {
+                println!("{} {}: {} (used by {})", p.what, p.id, p.error, p.checkpoints.join(", "));
+            }
+            if !ctx.quiet {
+                println!(
+                    "{}: {} checkpoints, {} trees, {} objects ({}) checked in {}",
+                    if ok { "store is intact" } else { "STORE IS DAMAGED" },
+                    rep.checkpoints,
+                    rep.trees,
+                    rep.objects,
+                    render::bytes(rep.bytes),
+                    render::ms(t0.elapsed())
+                );
+            }
+        }
+        return Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(5) });
+    }
+    let rep = ckpt::verify::verify_workspace(&ws, &store, id.unwrap_or("HEAD"))?;
+    let elapsed = t0.elapsed();
+    let rate = rep.bytes as f64 / elapsed.as_secs_f64().max(1e-9);
+    if json {
+        print_json(&json!({
+            "schema": SCHEMA,
+            "checkpoint": rep.checkpoint.id(),
+            "matches": rep.matches(),
+            "expected": hex(&rep.expected),
+            "actual": hex(&rep.actual),
+            "differences": rep.differences.iter().filter(|c| c.is_interesting()).map(render::change_json).collect::<Vec<_>>(),
+            "files": rep.files,
+            "bytes": rep.bytes,
+            "elapsed_ms": elapsed.as_secs_f64() * 1e3,
+        }));
+    } else if rep.matches() {
+        if !ctx.quiet {
+            println!(
+                "matches {} (digest {}); {} files, {} read in {} ({}/s)",
+                rep.checkpoint.id(),
+                &hex(&rep.expected)[..16],
+                rep.files,
+                render::bytes(rep.bytes),
+                render::ms(elapsed),
+                render::bytes(rate as u64)
+            );
+        }
+    } else {
+        println!("differs from {}:", rep.checkpoint.id());
+        for c in rep.differences.iter().filter(|c| c.is_interesting()) {
+            println!("{}", render::change_line(c));
+        }
+    }
+    Ok(if rep.matches() { ExitCode::SUCCESS } else { ExitCode::from(EXIT_DIFFERS) })
+}
+
+fn cmd_hash(ctx: &Ctx, dir: &Path, full: bool, json: bool) -> Result<()> {
+    let dir = ctx.cwd.join(dir);
+    let (digest, scan) = ckpt::verify::hash_dir(&dir)?;
+    let checksum = hex(&digest.checksum());
+    if json {
+        let mut v = json!({
+            "schema": SCHEMA,
+            "path": dir.display().to_string(),
+            "checksum": checksum,
+            "entries": scan.entries,
+            "skipped": scan.skipped.len(),
+        });
+        if full {
+            v["state"] = json!(digest.state().to_base64url());
+        }
+        print_json(&v);
+    } else if full {
+        println!("{}", digest.state().to_base64url());
+    } else {
+        println!("{checksum}");
     }
     Ok(())
 }

@@ -83,6 +83,11 @@ pub struct Checkpoint {
     pub skipped: Vec<Skipped>,
     /// How long the save took, in microseconds.
     pub duration_us: u64,
+    /// LtHash16 state digest of the tree, base64url (see [`crate::verify`]).
+    /// Optional fields are left out of the JSON when absent so that records
+    /// written before a field existed keep their hash.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
 }
 
 impl Checkpoint {

@@ -23,7 +23,7 @@ use crate::platform::fs;
 use crate::scan::{self, Mode, ScanInput, ScanResult};
 use crate::store::Store;
 use crate::workspace::Workspace;
-use crate::{trace, Result};
+use crate::{trace, verify, Result};
 
 /// Tag key ckpt sets on checkpoints it makes itself (e.g. before a restore).
 pub const REASON_TAG: &str = "ckpt.reason";
@@ -121,6 +121,22 @@ pub fn capture(ws: &Workspace, store: &Store, opts: &SaveOptions, commit_checkpo
         new_bytes: scan.new_bytes,
         ..diff::stats(&changes)
     };
+    drop(t);
+    let t = trace::span("digest");
+    let parent_digest = match &head {
+        Some(h) => verify::stored_digest(h)?,
+        None => Some(ckpt_lthash::Digest::new()),
+    };
+    let digest = match parent_digest {
+        Some(d) => verify::apply_changes(&d, &changes),
+        None => verify::tree_digest(
+            &TreeSource {
+                fresh: Some(&scan.new_trees),
+                catalog: &reader,
+            },
+            scan.root,
+        )?,
+    };
     drop(reader);
     drop(t);
     let t = trace::span("objects commit");
@@ -137,6 +153,7 @@ pub fn capture(ws: &Workspace, store: &Store, opts: &SaveOptions, commit_checkpo
         stats,
         skipped: scan.skipped.clone(),
         duration_us: t0.elapsed().as_micros() as u64,
+        digest: Some(verify::encode_digest(&digest)),
     };
     let trees: Vec<_> = scan.new_trees.iter().map(|(h, b)| (*h, b.clone())).collect();
     let t = trace::span("catalog commit");

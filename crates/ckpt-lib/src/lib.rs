@@ -17,8 +17,8 @@
 //!   `copy_file_range` → userspace).
 //! - [`catalog`] is the embedded ACID database (redb) holding trees,
 //!   checkpoint records and refs.
-//! - [`checkpoint`] (save), [`restore`], [`diff`] and [`gc`] are the
-//!   operations users run.
+//! - [`checkpoint`] (save), [`restore`], [`diff`], [`gc`] and [`verify`] are
+//!   the operations users run.
 //!
 //! Every public operation takes the store [`lock`] first, so two `ckpt`
 //! processes on one workspace serialise instead of corrupting each other.
@@ -39,6 +39,7 @@ pub mod scan;
 pub mod store;
 pub mod trace;
 pub mod tree;
+pub mod verify;
 pub mod workspace;
 
 pub use error::{Error, Result};

@@ -1,0 +1,365 @@
+//! State digests and verification: "is this directory exactly the state that
+//! was saved?" and "is my store intact?".
+//!
+//! Every checkpoint carries an LtHash16 digest ([`ckpt_lthash`]) of its
+//! tree: the sum of one element per entry binding path, kind, permission
+//! bits and content hash (mtime is not bound; see the `ckpt-lthash` docs).
+//! A save computes it incrementally from its parent's digest — subtract the
+//! element of every entry that went or changed, add the new one — so its cost
+//! is O(changes). [`tree_digest`] recomputes it from a whole tree.
+//!
+//! [`verify_workspace`] re-reads every file from disk (ignoring the stat
+//! index), hashing in parallel, and compares digests; on a mismatch the trees
+//! say which paths differ. [`verify_store`] re-hashes every object, tree and
+//! record and reports what is missing or damaged and which checkpoints are
+//! affected.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::path::Path;
+
+use ckpt_lthash::{Digest, Entry as LtEntry};
+use rayon::prelude::*;
+use serde::Serialize;
+
+use crate::catalog::Checkpoint;
+use crate::diff::{self, Change, ChangeKind, PathFilter, TreeSource};
+use crate::ignore::Ignore;
+use crate::index::Index;
+use crate::objects::hash_fd;
+use crate::platform::fs::join;
+use crate::scan::{self, Mode, ScanInput, ScanResult};
+use crate::store::Store;
+use crate::tree::{Entry, Node};
+use crate::workspace::Workspace;
+use crate::{Error, Hash, Result};
+
+/// The LtHash element of one tree entry at `path`.
+fn insert(d: &mut Digest, path: &[u8], e: &Entry) {
+    match &e.node {
+        Node::File { hash, .. } => d.insert_entry(&LtEntry::file(path, e.mode, &hash.0)),
+        Node::Dir { .. } => d.insert_entry(&LtEntry::dir(path, e.mode)),
+        Node::Symlink { target } => d.insert_entry(&LtEntry::symlink(path, target)),
+    }
+}
+
+fn remove(d: &mut Digest, path: &[u8], e: &Entry) {
+    match &e.node {
+        Node::File { hash, .. } => d.remove_entry(&LtEntry::file(path, e.mode, &hash.0)),
+        Node::Dir { .. } => d.remove_entry(&LtEntry::dir(path, e.mode)),
+        Node::Symlink { target } => d.remove_entry(&LtEntry::symlink(path, target)),
+    }
+}
+
+/// The digest of a whole tree (every entry below the root; the root itself
+/// has no element). Elements are computed in parallel.
+pub fn tree_digest(src: &TreeSource<'_>, root: Hash) -> Result<Digest> {
+    let mut all: Vec<(Vec<u8>, Entry)> = Vec::new();
+    let mut stack = vec![(Vec::new(), root)];
+    while let Some((rel, h)) = stack.pop() {
+        for e in src.tree(&h)?.entries {
+            let path = join(&rel, &e.name);
+            if let Node::Dir { tree } = e.node {
+                stack.push((path.clone(), tree));
+            }
+            all.push((path, e));
+        }
+    }
+    Ok(all
+        .par_iter()
+        .fold(Digest::new, |mut d, (p, e)| {
+            insert(&mut d, p, e);
+            d
+        })
+        .reduce(Digest::new, |mut a, b| {
+            a.merge(&b);
+            a
+        }))
+}
+
+/// Applies a full diff (as from [`diff::diff_trees`]) to a digest.
+pub fn apply_changes(base: &Digest, changes: &[Change]) -> Digest {
+    let mut d = base.clone();
+    for c in changes {
+        if c.kind == ChangeKind::Touched {
+            continue; // mtime is not part of an element
+        }
+        if let Some(old) = &c.old {
+            remove(&mut d, &c.path, old);
+        }
+        if let Some(new) = &c.new {
+            insert(&mut d, &c.path, new);
+        }
+    }
+    d
+}
+
+/// Decodes a checkpoint's stored digest.
+pub fn stored_digest(cp: &Checkpoint) -> Result<Option<Digest>> {
+    match &cp.digest {
+        None => Ok(None),
+        Some(s) => ckpt_lthash::LtHash::from_base64url(s)
+            .map(|l| Some(Digest::from_state(l)))
+            .map_err(|e| Error::Corrupt(format!("checkpoint {} has a bad digest: {e}", cp.id()))),
+    }
+}
+
+/// Encodes a digest for a checkpoint record.
+pub fn encode_digest(d: &Digest) -> String {
+    d.state().to_base64url()
+}
+
+/// Scans `root` reading every file (no stat cache), hashing only.
+fn full_scan(root: &Path, exclude: &[Vec<u8>]) -> Result<ScanResult> {
+    let ignore = Ignore::load(root)?;
+    scan::scan(&ScanInput {
+        root,
+        index: &Index::default(),
+        ignore: &ignore,
+        exclude,
+        mode: Mode::HashOnly,
+    })
+}
+
+/// The result of comparing a directory with a checkpoint.
+#[derive(Debug)]
+pub struct VerifyReport {
+    /// The checkpoint compared against.
+    pub checkpoint: Checkpoint,
+    /// Its stored digest's checksum.
+    pub expected: [u8; 32],
+    /// The directory's digest checksum.
+    pub actual: [u8; 32],
+    /// Paths that differ in content, kind or mode (empty when they match).
+    pub differences: Vec<Change>,
+    /// Files read.
+    pub files: u64,
+    /// Bytes of file content read.
+    pub bytes: u64,
+}
+
+impl VerifyReport {
+    /// Whether the directory is exactly the checkpoint's state.
+    pub fn matches(&self) -> bool {
+        self.expected == self.actual
+    }
+}
+
+/// Re-reads the workspace and compares it with checkpoint `rev`.
+pub fn verify_workspace(ws: &Workspace, store: &Store, rev: &str) -> Result<VerifyReport> {
+    let scan = full_scan(&ws.root, &ws.excluded())?;
+    let reader = store.catalog.reader()?;
+    let cp = reader.resolve(rev)?;
+    let src = TreeSource {
+        fresh: Some(&scan.new_trees),
+        catalog: &reader,
+    };
+    let expected = match stored_digest(&cp)? {
+        Some(d) => d,
+        None => tree_digest(&src, cp.root)?,
+    };
+    let actual = tree_digest(&src, scan.root)?;
+    let differences = if expected == actual {
+        Vec::new()
+    } else {
+        diff::diff_trees(&src, Some(cp.root), Some(scan.root), &PathFilter::default())?
+            .into_iter()
+            .filter(|c| c.kind != ChangeKind::Touched)
+            .collect()
+    };
+    let bytes = content_bytes(&src, scan.root)?;
+    Ok(VerifyReport {
+        checkpoint: cp,
+        expected: expected.checksum(),
+        actual: actual.checksum(),
+        differences,
+        files: scan.files_read,
+        bytes,
+    })
+}
+
+fn content_bytes(src: &TreeSource<'_>, root: Hash) -> Result<u64> {
+    let mut total = 0;
+    let mut stack = vec![root];
+    while let Some(h) = stack.pop() {
+        for e in src.tree(&h)?.entries {
+            match e.node {
+                Node::File { size, .. } => total += size,
+                Node::Dir { tree } => stack.push(tree),
+                Node::Symlink { .. } => {}
+            }
+        }
+    }
+    Ok(total)
+}
+
+/// The digest of any directory, by the same rules as checkpoints
+/// (`.ckptignore` honoured, a `.ckpt` marker skipped). Needs no workspace.
+pub fn hash_dir(dir: &Path) -> Result<(Digest, ScanResult)> {
+    let scan = full_scan(dir, &[])?;
+    let mut by_hash: HashMap<Hash, crate::tree::Tree> = HashMap::new();
+    for (h, bytes) in &scan.new_trees {
+        by_hash.insert(*h, crate::tree::Tree::decode(bytes)?);
+    }
+    let mut all = Vec::new();
+    let mut stack = vec![(Vec::new(), scan.root)];
+    while let Some((rel, h)) = stack.pop() {
+        let t = by_hash
+            .get(&h)
+            .ok_or_else(|| Error::Corrupt(format!("scan lost tree {h}")))?;
+        for e in &t.entries {
+            let path = join(&rel, &e.name);
+            if let Node::Dir { tree } = e.node {
+                stack.push((path.clone(), tree));
+            }
+            all.push((path, e.clone()));
+        }
+    }
+    let d = all
+        .par_iter()
+        .fold(Digest::new, |mut d, (p, e)| {
+            insert(&mut d, p, e);
+            d
+        })
+        .reduce(Digest::new, |mut a, b| {
+            a.merge(&b);
+            a
+        });
+    Ok((d, scan))
+}
+
+/// One problem found by [`verify_store`].
+#[derive(Debug, Serialize)]
+pub struct Problem {
+    /// `object`, `tree` or `checkpoint`.
+    pub what: &'static str,
+    /// Its hash or id.
+    pub id: String,
+    /// What is wrong.
+    pub error: String,
+    /// Checkpoints that reference it.
+    pub checkpoints: Vec<String>,
+}
+
+/// What [`verify_store`] checked.
+#[derive(Debug, Default, Serialize)]
+pub struct StoreReport {
+    /// Checkpoint records checked.
+    pub checkpoints: u64,
+    /// Trees checked.
+    pub trees: u64,
+    /// Objects re-hashed.
+    pub objects: u64,
+    /// Bytes re-hashed.
+    pub bytes: u64,
+    /// Everything wrong.
+    pub problems: Vec<Problem>,
+}
+
+/// Re-hashes every object and checks every reference.
+pub fn verify_store(store: &Store) -> Result<StoreReport> {
+    let reader = store.catalog.reader()?;
+    let mut report = StoreReport::default();
+    // Records (each read checks its own hash).
+    let checkpoints = match reader.checkpoints() {
+        Ok(c) => c,
+        Err(e) => {
+            report.problems.push(Problem {
+                what: "checkpoint",
+                id: "catalog".into(),
+                error: e.to_string(),
+                checkpoints: vec![],
+            });
+            return Ok(report);
+        }
+    };
+    report.checkpoints = checkpoints.len() as u64;
+    // Which checkpoints reach each tree and object.
+    let mut tree_users: HashMap<Hash, BTreeSet<u64>> = HashMap::new();
+    let mut object_users: HashMap<Hash, BTreeSet<u64>> = HashMap::new();
+    let mut bad_trees: BTreeMap<Hash, String> = BTreeMap::new();
+    let mut object_sizes: HashMap<Hash, u64> = HashMap::new();
+    for cp in &checkpoints {
+        let mut seen = HashSet::new();
+        let mut stack = vec![cp.root];
+        while let Some(h) = stack.pop() {
+            if !seen.insert(h) {
+                continue;
+            }
+            tree_users.entry(h).or_default().insert(cp.seq);
+            match reader.tree(&h) {
+                Ok(t) => {
+                    for e in t.entries {
+                        match e.node {
+                            Node::Dir { tree } => stack.push(tree),
+                            Node::File { hash, size } => {
+                                object_users.entry(hash).or_default().insert(cp.seq);
+                                object_sizes.insert(hash, size);
+                            }
+                            Node::Symlink { .. } => {}
+                        }
+                    }
+                }
+                Err(e) => {
+                    bad_trees.insert(h, e.to_string());
+                }
+            }
+        }
+    }
+    report.trees = tree_users.len() as u64;
+    let ids = |s: &BTreeSet<u64>| s.iter().map(|v| format!("v{v}")).collect::<Vec<_>>();
+    for (h, err) in bad_trees {
+        report.problems.push(Problem {
+            what: "tree",
+            id: h.to_hex(),
+            error: err,
+            checkpoints: ids(&tree_users[&h]),
+        });
+    }
+    let objects: Vec<(Hash, u64)> = object_sizes.into_iter().collect();
+    let results: Vec<(Hash, u64, Option<String>)> = objects
+        .par_iter()
+        .map(|(h, size)| {
+            let err = match store.objects.open_object(h) {
+                Err(e) => Some(e.to_string()),
+                Ok(fd) => match hash_fd(std::os::fd::AsFd::as_fd(&fd)) {
+                    Err(e) => Some(format!("read: {e}")),
+                    Ok((got, len)) if got != *h || len != *size => {
+                        Some(format!("content hashes to {got} ({len} bytes, expected {size})"))
+                    }
+                    Ok(_) => None,
+                },
+            };
+            (*h, *size, err)
+        })
+        .collect();
+    for (h, size, err) in results {
+        report.objects += 1;
+        report.bytes += size;
+        if let Some(err) = err {
+            report.problems.push(Problem {
+                what: "object",
+                id: h.to_hex(),
+                error: err,
+                checkpoints: ids(&object_users[&h]),
+            });
+        }
+    }
+    // Digests: each stored digest must match its tree.
+    let src = TreeSource {
+        fresh: None,
+        catalog: &reader,
+    };
+    for cp in &checkpoints {
+        if let (Ok(Some(stored)), true) = (stored_digest(cp), report.problems.is_empty()) {
+            if tree_digest(&src, cp.root)? != stored {
+                report.problems.push(Problem {
+                    what: "checkpoint",
+                    id: cp.id(),
+                    error: "stored state digest does not match its tree".into(),
+                    checkpoints: vec![cp.id()],
+                });
+            }
+        }
+    }
+    Ok(report)
+}
