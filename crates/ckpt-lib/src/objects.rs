@@ -33,7 +33,7 @@ use rustix::fs::{AtFlags, FileType};
 use rustix::io::Errno;
 
 use crate::error::IoContext;
-use crate::platform::copy::{read_to_end, Copier};
+use crate::platform::copy::{read_expected, Copier};
 use crate::platform::fs::{self, Meta};
 use crate::{Error, Hash, Result};
 
@@ -222,7 +222,7 @@ impl Objects {
     fn capture_small(&self, src: BorrowedFd<'_>, m1: &Meta, shown: &dyn Fn() -> PathBuf) -> Result<Option<Captured>> {
         BUF.with(|buf| {
             let mut buf = buf.borrow_mut();
-            read_to_end(src, &mut buf, m1.size).ctx("read", shown())?;
+            read_expected(src, &mut buf, m1.size).ctx("read", shown())?;
             let m2 = fs::stat_fd(src).ctx("stat", shown())?;
             if m2 != *m1 || buf.len() as u64 != m1.size {
                 return Ok(None);
@@ -234,7 +234,7 @@ impl Objects {
             let tmp_name = self.tmp_name();
             let tmp = fs::create_excl_at(self.tmp.as_fd(), &tmp_name, 0o444).ctx("create", self.tmp_path.join(fs::as_path(&tmp_name)))?;
             self.copier.write_all(tmp.as_fd(), &buf).ctx("write", self.tmp_path.join(fs::as_path(&tmp_name)))?;
-            let new_bytes = self.add_pending(hash, tmp_name, tmp)?;
+            let new_bytes = self.add_pending(hash, tmp_name, tmp, m1.size)?;
             Ok(Some(Captured { hash, meta: *m1, new_bytes }))
         })
     }
@@ -270,13 +270,12 @@ impl Objects {
             discard();
             return Ok(Some(Captured { hash, meta: *m1, new_bytes: 0 }));
         }
-        let new_bytes = self.add_pending(hash, tmp_name, tmp)?;
+        let new_bytes = self.add_pending(hash, tmp_name, tmp, len)?;
         Ok(Some(Captured { hash, meta: *m1, new_bytes }))
     }
 
     /// Records a fully written temp file as the pending object `hash`.
-    fn add_pending(&self, hash: Hash, tmp_name: Vec<u8>, tmp: OwnedFd) -> Result<u64> {
-        let size = fs::stat_fd(tmp.as_fd()).ctx("stat", self.tmp_path.join(fs::as_path(&tmp_name)))?.size;
+    fn add_pending(&self, hash: Hash, tmp_name: Vec<u8>, tmp: OwnedFd, size: u64) -> Result<u64> {
         if self.fsynced_each.fetch_add(1, Ordering::Relaxed) < FSYNC_EACH_LIMIT {
             rustix::fs::fdatasync(&tmp).ctx("fsync", self.tmp_path.join(fs::as_path(&tmp_name)))?;
         } else {

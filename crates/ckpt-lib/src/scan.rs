@@ -158,11 +158,11 @@ impl Scanner<'_> {
 
     fn scan_dir(&self, dir: OwnedFd, rel: Vec<u8>) -> Result<Hash> {
         let old = self.input.index.dirs.get(&rel);
-        let listing = fs::list_dir(dir).ctx("read directory", self.shown(&rel))?;
+        let mut listing = fs::list_dir(dir).ctx("read directory", self.shown(&rel))?;
+        let names = std::mem::take(&mut listing.names);
         let dirfd = listing.fd();
-        let mut listed = Vec::with_capacity(listing.names.len());
-        for (name, _) in &listing.names {
-            let name = name.clone();
+        let mut listed = Vec::with_capacity(names.len());
+        for (name, _) in names {
             if rel.is_empty() && name == MARKER {
                 continue;
             }

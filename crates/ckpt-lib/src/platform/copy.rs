@@ -259,16 +259,15 @@ fn write_all(dst: BorrowedFd<'_>, mut data: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
-/// Reads the whole of `fd` into `buf` (cleared first), up to `limit` bytes
-/// plus one so callers can tell the file grew.
-pub fn read_to_end(fd: impl AsFd, buf: &mut Vec<u8>, expect: u64) -> io::Result<()> {
+/// Reads `fd` from its current offset into `buf` (cleared first) until
+/// `expect` bytes are in or the file ends early. It does not issue the extra
+/// `read` that would confirm end-of-file: callers compare the file's stat
+/// before and after, which catches a file that grew.
+pub fn read_expected(fd: impl AsFd, buf: &mut Vec<u8>, expect: u64) -> io::Result<()> {
     buf.clear();
-    buf.reserve(expect as usize + 1);
+    buf.reserve(expect as usize);
     let fd = fd.as_fd();
-    loop {
-        if buf.len() == buf.capacity() {
-            buf.reserve(64 * 1024);
-        }
+    while (buf.len() as u64) < expect {
         let spare = buf.spare_capacity_mut();
         match rustix::io::read(fd, spare) {
             Ok((init, _)) if init.is_empty() => return Ok(()),
@@ -281,6 +280,7 @@ pub fn read_to_end(fd: impl AsFd, buf: &mut Vec<u8>, expect: u64) -> io::Result<
             Err(e) => return Err(e.into()),
         }
     }
+    Ok(())
 }
 
 #[cfg(test)]
