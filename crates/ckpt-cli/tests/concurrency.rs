@@ -21,7 +21,9 @@ use std::time::Duration;
 use common::*;
 
 fn fnv(b: &[u8]) -> u64 {
-    b.iter().fold(0xcbf29ce484222325u64, |h, &x| (h ^ x as u64).wrapping_mul(0x100000001b3))
+    b.iter().fold(0xcbf29ce484222325u64, |h, &x| {
+        (h ^ x as u64).wrapping_mul(0x100000001b3)
+    })
 }
 
 /// Self-validating content: `rel|gen|payload|checksum\n`.
@@ -69,12 +71,14 @@ fn check_consistent(root: &Path, what: &str) -> usize {
 }
 
 /// Writes `rel` atomically: staged outside the workspace, renamed in.
+/// (Errors are ignored: they only happen once a failed test has removed
+/// the directory.)
 fn atomic_write(root: &Path, staging: &Path, rel: &str, content: &[u8], n: u64) {
     let tmp = staging.join(format!("stage-{n}"));
-    std::fs::write(&tmp, content).unwrap();
     let dst = root.join(rel);
-    std::fs::create_dir_all(dst.parent().unwrap()).unwrap();
-    std::fs::rename(&tmp, &dst).unwrap();
+    let _ = std::fs::write(&tmp, content)
+        .and_then(|()| std::fs::create_dir_all(dst.parent().unwrap()))
+        .and_then(|()| std::fs::rename(&tmp, &dst));
 }
 
 struct Mutator {
@@ -83,8 +87,9 @@ struct Mutator {
     handle: std::thread::JoinHandle<()>,
 }
 
-/// Starts a thread that rewrites, creates and deletes files until stopped.
-fn start_mutator(root: PathBuf, staging: PathBuf, seed: u64) -> Mutator {
+/// Starts a thread that rewrites, creates and deletes files (and, with
+/// `remove_dirs`, whole directories) until stopped.
+fn start_mutator(root: PathBuf, staging: PathBuf, seed: u64, remove_dirs: bool) -> Mutator {
     let stop = Arc::new(AtomicBool::new(false));
     let ops = Arc::new(AtomicU64::new(0));
     let (s, o) = (Arc::clone(&stop), Arc::clone(&ops));
@@ -110,7 +115,14 @@ fn start_mutator(root: PathBuf, staging: PathBuf, seed: u64) -> Mutator {
                 2 => {
                     let x = rng.below(4);
                     if rng.below(3) == 0 {
-                        let _ = std::fs::remove_dir_all(root.join(format!("x{x}")));
+                        let d = root.join(format!("x{x}"));
+                        if remove_dirs {
+                            let _ = std::fs::remove_dir_all(d);
+                        } else if let Ok(rd) = std::fs::read_dir(d) {
+                            for e in rd {
+                                let _ = std::fs::remove_file(e.unwrap().path());
+                            }
+                        }
                     } else {
                         let rel = format!("x{x}/n{gen}.txt");
                         let payload = rng.text(50);
@@ -145,7 +157,31 @@ fn populate(root: &Path, rng: &mut Rng) {
     }
 }
 
-fn concurrent_saves(procs: usize, saves_each: usize, seed: u64) {
+/// One concurrent-save scenario.
+struct Cfg {
+    /// Processes saving at once.
+    procs: usize,
+    /// Saves each process makes.
+    saves_each: usize,
+    /// The mutator also removes whole directories.
+    remove_dirs: bool,
+    /// Readers also run `ckpt diff` with content diffs.
+    text_diff: bool,
+    /// A command may fail with exit 1 "kept changing" (recording nothing).
+    tolerate_unstable: bool,
+}
+
+const UNSTABLE: &str = "kept changing while it was being captured";
+
+/// Whether a command's failure is the documented "kept changing" one.
+fn allowed_failure(cfg: &Cfg, r: &Run) -> bool {
+    cfg.tolerate_unstable && r.code == Some(1) && r.stderr.contains(UNSTABLE)
+}
+
+fn concurrent_saves(cfg: Cfg, seed: u64) {
+    let procs = cfg.procs;
+    let saves_each = cfg.saves_each;
+    let cfg = Arc::new(cfg);
     let mut rng = Rng::new(&format!("concurrent_saves({procs})"), seed);
     let ws = Arc::new(Ws::new());
     populate(&ws.root, &mut rng);
@@ -153,12 +189,12 @@ fn concurrent_saves(procs: usize, saves_each: usize, seed: u64) {
     let (first, _) = ws.save();
     let staging = ws.tmp.path().join("staging");
     std::fs::create_dir(&staging).unwrap();
-    let mutator = start_mutator(ws.root.clone(), staging, rng.next());
+    let mutator = start_mutator(ws.root.clone(), staging, rng.next(), cfg.remove_dirs);
 
     // Readers: log, status, diff, in a loop, until the savers finish.
     let done = Arc::new(AtomicBool::new(false));
     let reader = {
-        let (ws, done) = (Arc::clone(&ws), Arc::clone(&done));
+        let (ws, done, cfg) = (Arc::clone(&ws), Arc::clone(&done), Arc::clone(&cfg));
         std::thread::spawn(move || {
             let mut n = 0;
             while !done.load(Ordering::Relaxed) {
@@ -168,8 +204,20 @@ fn concurrent_saves(procs: usize, saves_each: usize, seed: u64) {
                     &["--lock-timeout", "300", "diff", "--json", "--name-status"],
                     &["--lock-timeout", "300", "diff"],
                 ] {
+                    if args.len() == 3 && !cfg.text_diff {
+                        continue;
+                    }
                     let r = ws.run(args);
-                    assert_eq!(r.code, Some(0), "reader `{}` failed during concurrent saves:\n{}", r.what, r.dump());
+                    if allowed_failure(&cfg, &r) {
+                        continue;
+                    }
+                    assert_eq!(
+                        r.code,
+                        Some(0),
+                        "reader `{}` failed during concurrent saves:\n{}",
+                        r.what,
+                        r.dump()
+                    );
                     if args.contains(&"--json") {
                         r.json();
                     }
@@ -183,15 +231,27 @@ fn concurrent_saves(procs: usize, saves_each: usize, seed: u64) {
     let results = Arc::new(Mutex::new(Vec::new()));
     let savers: Vec<_> = (0..procs)
         .map(|p| {
-            let (ws, results) = (Arc::clone(&ws), Arc::clone(&results));
+            let (ws, results, cfg) = (Arc::clone(&ws), Arc::clone(&results), Arc::clone(&cfg));
             std::thread::spawn(move || {
                 for i in 0..saves_each {
                     let msg = format!("p{p}-{i}");
                     let r = ws.run(&["--lock-timeout", "300", "save", "--json", "-m", &msg]);
-                    assert_eq!(r.code, Some(0), "concurrent `{}` failed:\n{}", r.what, r.dump());
+                    if allowed_failure(&cfg, &r) {
+                        continue;
+                    }
+                    assert_eq!(
+                        r.code,
+                        Some(0),
+                        "concurrent `{}` failed:\n{}",
+                        r.what,
+                        r.dump()
+                    );
                     let v = r.json();
                     let id = v["id"].as_str().unwrap().to_string();
-                    results.lock().unwrap().push((id, v["saved"].as_bool().unwrap(), msg));
+                    results
+                        .lock()
+                        .unwrap()
+                        .push((id, v["saved"].as_bool().unwrap(), msg));
                 }
             })
         })
@@ -218,17 +278,38 @@ fn concurrent_saves(procs: usize, saves_each: usize, seed: u64) {
     let mut seen = HashSet::new();
     for (id, saved, msg) in &results {
         if *saved {
-            assert!(seen.insert(id.clone()), "checkpoint id {id} was reported by two saves: {results:?}");
+            assert!(
+                seen.insert(id.clone()),
+                "checkpoint id {id} was reported by two saves: {results:?}"
+            );
             let c = cps
                 .iter()
                 .find(|c| c["id"] == id.as_str())
                 .unwrap_or_else(|| panic!("{id} missing from the log"));
-            assert_eq!(c["message"], msg.as_str(), "{id} holds another save's message");
+            assert_eq!(
+                c["message"],
+                msg.as_str(),
+                "{id} holds another save's message"
+            );
         } else {
-            assert!(cps.iter().any(|c| c["id"] == id.as_str()), "unchanged save named {id}, not in the log");
+            assert!(
+                cps.iter().any(|c| c["id"] == id.as_str()),
+                "unchanged save named {id}, not in the log"
+            );
         }
     }
-    assert!(seen.len() >= 2, "too few checkpoints were made to prove anything: {results:?}");
+    assert!(
+        seen.len() >= 2,
+        "too few checkpoints were made to prove anything: {results:?}"
+    );
+    // And nothing else was recorded (a failed save records nothing).
+    for c in cps {
+        let id = c["id"].as_str().unwrap();
+        assert!(
+            seen.contains(id) || id == first,
+            "{id} in the log was not reported by any save"
+        );
+    }
     // History is linear: each checkpoint's parent is the previous one.
     let all: Vec<&str> = cps.iter().map(|c| c["id"].as_str().unwrap()).collect();
     for w in cps.windows(2) {
@@ -238,7 +319,8 @@ fn concurrent_saves(procs: usize, saves_each: usize, seed: u64) {
     // Each checkpoint restores to a consistent tree.
     for id in seen.iter().chain(std::iter::once(&first)) {
         let dest = ws.fresh_dir();
-        ws.run(&["restore", id, "--to", dest.to_str().unwrap()]).ok();
+        ws.run(&["restore", id, "--to", dest.to_str().unwrap()])
+            .ok();
         let files = check_consistent(&dest, &format!("checkpoint {id}"));
         assert!(files > 200, "checkpoint {id} has only {files} files");
         remove_tree(&dest);
@@ -251,24 +333,97 @@ fn concurrent_saves(procs: usize, saves_each: usize, seed: u64) {
     let s_last = snapshot(&ws.root);
     ws.assert_restores(&last, &s_last);
     let g = ws.run(&["gc", "--json"]).ok().json();
-    assert_eq!(g["objects_live"].as_u64().unwrap() as usize, ws.object_count(), "{g}");
+    assert_eq!(
+        g["objects_live"].as_u64().unwrap() as usize,
+        ws.object_count(),
+        "{g}"
+    );
     let some = seen.iter().next().unwrap();
     ws.run(&["restore", some]).ok();
     check_consistent(&ws.root, "workspace after in-place restore");
     ws.run(&["restore", &last]).ok();
-    assert_same(&s_last, &snapshot(&ws.root), "in-place restore of the last checkpoint");
+    assert_same(
+        &s_last,
+        &snapshot(&ws.root),
+        "in-place restore of the last checkpoint",
+    );
     assert!(ws.store_temps().is_empty());
     assert!(workspace_temps(&ws.root).is_empty());
 }
 
 #[test]
 fn two_processes_save_concurrently() {
-    concurrent_saves(2, 8, Rng::time_seed());
+    concurrent_saves(
+        Cfg {
+            procs: 2,
+            saves_each: 8,
+            remove_dirs: false,
+            text_diff: false,
+            tolerate_unstable: false,
+        },
+        Rng::time_seed(),
+    );
 }
 
 #[test]
 fn four_processes_save_concurrently() {
-    concurrent_saves(4, 5, Rng::time_seed());
+    concurrent_saves(
+        Cfg {
+            procs: 4,
+            saves_each: 5,
+            remove_dirs: false,
+            text_diff: false,
+            tolerate_unstable: false,
+        },
+        Rng::time_seed(),
+    );
+}
+
+/// Whole directories vanish during scans: a save (or status/diff) either
+/// succeeds or fails with the documented "kept changing" error having
+/// recorded nothing; everything recorded is consistent.
+#[test]
+fn saves_while_directories_vanish_succeed_or_fail_cleanly() {
+    concurrent_saves(
+        Cfg {
+            procs: 2,
+            saves_each: 6,
+            remove_dirs: true,
+            text_diff: false,
+            tolerate_unstable: true,
+        },
+        Rng::time_seed(),
+    );
+}
+
+#[test]
+#[ignore = "bug: a directory removed during the scan fails save/status/diff with \"file kept changing\" (exit 1) instead of being treated as gone, as a vanished file is"]
+fn saves_succeed_while_directories_vanish() {
+    concurrent_saves(
+        Cfg {
+            procs: 2,
+            saves_each: 6,
+            remove_dirs: true,
+            text_diff: false,
+            tolerate_unstable: false,
+        },
+        Rng::time_seed(),
+    );
+}
+
+#[test]
+#[ignore = "bug: `ckpt diff` exits 1 \"read: No such file or directory\" when a file vanishes between the scan and reading its content"]
+fn text_diff_succeeds_while_files_vanish() {
+    concurrent_saves(
+        Cfg {
+            procs: 2,
+            saves_each: 8,
+            remove_dirs: false,
+            text_diff: true,
+            tolerate_unstable: false,
+        },
+        Rng::time_seed(),
+    );
 }
 
 #[test]
@@ -281,7 +436,11 @@ fn lock_timeout_fails_clearly_and_changes_nothing() {
     let before = snapshot(&ws.root);
 
     // Hold the store lock ourselves, as another ckpt process would.
-    let lock = std::fs::File::options().read(true).write(true).open(ws.store.join("lock")).unwrap();
+    let lock = std::fs::File::options()
+        .read(true)
+        .write(true)
+        .open(ws.store.join("lock"))
+        .unwrap();
     assert_eq!(unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) }, 0);
 
     for args in [
@@ -314,6 +473,10 @@ fn lock_timeout_fails_clearly_and_changes_nothing() {
     let v = r.json();
     assert_eq!(v["saved"], true, "{v}");
     let v2 = v["id"].as_str().unwrap().to_string();
-    assert_eq!(ws.log_ids(), vec![v2.clone(), v1], "timed-out commands recorded something");
+    assert_eq!(
+        ws.log_ids(),
+        vec![v2.clone(), v1],
+        "timed-out commands recorded something"
+    );
     ws.assert_restores(&v2, &before);
 }

@@ -27,7 +27,10 @@ fn run_and_kill(cwd: &Path, args: &[&str], delay: Duration) -> Run {
     let mut child = spawn(cwd, args);
     std::thread::sleep(delay);
     let _ = child.kill();
-    finish(child, &format!("ckpt {} (killed after {delay:?})", args.join(" ")))
+    finish(
+        child,
+        &format!("ckpt {} (killed after {delay:?})", args.join(" ")),
+    )
 }
 
 /// Whether a signal (our SIGKILL) ended the process.
@@ -39,10 +42,18 @@ fn killed(r: &Run) -> bool {
 #[track_caller]
 fn store_opens(ws: &Ws, ctx: &str) -> Vec<String> {
     let r = ws.run(&["log", "--json"]);
-    assert_eq!(r.code, Some(0), "{ctx}: the store does not open after a kill:\n{}", r.dump());
+    assert_eq!(
+        r.code,
+        Some(0),
+        "{ctx}: the store does not open after a kill:\n{}",
+        r.dump()
+    );
     let ids = ws.log_ids();
     let temps = ws.store_temps();
-    assert!(temps.is_empty(), "{ctx}: store tmp/ not cleaned by the next command: {temps:?}");
+    assert!(
+        temps.is_empty(),
+        "{ctx}: store tmp/ not cleaned by the next command: {temps:?}"
+    );
     ids
 }
 
@@ -148,7 +159,10 @@ fn save_killed_at_random_points() {
             let before = snapshot(&ws.root);
             let bound = if big { bound_big } else { bound_small };
             let delay = Duration::from_micros(rng.below(bound.as_micros() as u64 + 1));
-            let ctx = format!("round {round} iter {iter} ({}, kill after {delay:?})", if big { "big" } else { "small" });
+            let ctx = format!(
+                "round {round} iter {iter} ({}, kill after {delay:?})",
+                if big { "big" } else { "small" }
+            );
             let r = run_and_kill(&ws.root, &["save", "--json", "-m", "crash"], delay);
             if killed(&r) {
                 kills += 1;
@@ -160,10 +174,19 @@ fn save_killed_at_random_points() {
 
             let ids = store_opens(&ws, &ctx);
             for (id, _) in &acked {
-                assert!(ids.contains(id), "{ctx}: acknowledged checkpoint {id} vanished from the log: {ids:?}");
+                assert!(
+                    ids.contains(id),
+                    "{ctx}: acknowledged checkpoint {id} vanished from the log: {ids:?}"
+                );
             }
-            let extra: Vec<&String> = ids.iter().filter(|i| !acked.iter().any(|(a, _)| a == *i)).collect();
-            assert!(extra.len() <= 1, "{ctx}: more than one unacknowledged checkpoint: {extra:?}");
+            let extra: Vec<&String> = ids
+                .iter()
+                .filter(|i| !acked.iter().any(|(a, _)| a == *i))
+                .collect();
+            assert!(
+                extra.len() <= 1,
+                "{ctx}: more than one unacknowledged checkpoint: {extra:?}"
+            );
             for id in &extra {
                 // The killed save got as far as committing: it must be complete.
                 ws.assert_restores(id, &before);
@@ -184,8 +207,14 @@ fn save_killed_at_random_points() {
                 acked.push((id, before.clone()));
             }
             let wt = workspace_temps(&ws.root);
-            assert!(wt.is_empty(), "{ctx}: temp files left in the workspace: {wt:?}");
-            assert!(ws.store_temps().is_empty(), "{ctx}: temp files left in the store");
+            assert!(
+                wt.is_empty(),
+                "{ctx}: temp files left in the workspace: {wt:?}"
+            );
+            assert!(
+                ws.store_temps().is_empty(),
+                "{ctx}: temp files left in the store"
+            );
 
             // One older acknowledged checkpoint, chosen at random.
             let (old, snap) = &acked[rng.below(acked.len() as u64) as usize];
@@ -204,11 +233,18 @@ fn save_killed_at_random_points() {
         }
         // And in place: back to the first one, exactly.
         ws.run(&["restore", &acked[0].0]).ok();
-        assert_same(&acked[0].1, &snapshot(&ws.root), "in-place restore after the crash round");
+        assert_same(
+            &acked[0].1,
+            &snapshot(&ws.root),
+            "in-place restore after the crash round",
+        );
         let st = ws.run(&["status", "--json"]).ok().json();
         assert_eq!(st["clean"], true, "status not clean after restore: {st}");
     }
-    eprintln!("{kills} of {} saves were killed before finishing", ROUNDS * PER_ROUND);
+    eprintln!(
+        "{kills} of {} saves were killed before finishing",
+        ROUNDS * PER_ROUND
+    );
 }
 
 #[test]
@@ -234,12 +270,22 @@ fn restore_killed_at_random_points() {
     assert_same(&s1, &snapshot(&ws.root), "calibration restore");
     let undo = r["undo"].as_str().unwrap().to_string();
     ws.run(&["restore", &undo]).ok();
-    assert_same(&s_pre, &snapshot(&ws.root), "undo of the calibration restore");
+    assert_same(
+        &s_pre,
+        &snapshot(&ws.root),
+        "undo of the calibration restore",
+    );
     eprintln!("restore of 2000 files takes {calib:?}");
 
     let mut outcomes = [0usize; 3];
     for iter in 0..ITERS {
-        let delay = Duration::from_micros(rng.below(calib.mul_f64(1.2).as_micros() as u64 + 1));
+        // Some early kills (during the pre-restore save), most anywhere.
+        let span = if iter % 4 == 0 {
+            calib / 8
+        } else {
+            calib.mul_f64(1.2)
+        };
+        let delay = Duration::from_micros(rng.below(span.as_micros() as u64 + 1));
         let ctx = format!("iter {iter} (kill after {delay:?})");
         let r = run_and_kill(&ws.root, &["restore", &v1], delay);
         if !killed(&r) {
@@ -250,7 +296,10 @@ fn restore_killed_at_random_points() {
         let now = snapshot(&ws.root);
         match st["interrupted_restore"].as_str() {
             Some(t) => {
-                assert_eq!(t, v1, "{ctx}: status reports an interrupted restore of the wrong checkpoint: {st}");
+                assert_eq!(
+                    t, v1,
+                    "{ctx}: status reports an interrupted restore of the wrong checkpoint: {st}"
+                );
                 outcomes[1] += 1;
             }
             None => {
@@ -263,7 +312,10 @@ fn restore_killed_at_random_points() {
                      state nor the target: {st}"
                 );
                 if done {
-                    assert_eq!(st["clean"], true, "{ctx}: restore finished but status is not clean: {st}");
+                    assert_eq!(
+                        st["clean"], true,
+                        "{ctx}: restore finished but status is not clean: {st}"
+                    );
                 }
                 outcomes[if done { 2 } else { 0 }] += 1;
             }
@@ -274,10 +326,16 @@ fn restore_killed_at_random_points() {
         let r = ws.run(&["restore", &v1, "--json"]).ok().json();
         assert_same(&s1, &snapshot(&ws.root), &format!("{ctx}: re-run restore"));
         let wt = workspace_temps(&ws.root);
-        assert!(wt.is_empty(), "{ctx}: temp files left in the workspace after the re-run: {wt:?}");
+        assert!(
+            wt.is_empty(),
+            "{ctx}: temp files left in the workspace after the re-run: {wt:?}"
+        );
         let st = ws.run(&["status", "--json"]).ok().json();
         assert_eq!(st["clean"], true, "{ctx}: status after the re-run: {st}");
-        assert!(st["interrupted_restore"].is_null(), "{ctx}: journal not cleared: {st}");
+        assert!(
+            st["interrupted_restore"].is_null(),
+            "{ctx}: journal not cleared: {st}"
+        );
 
         // Checkpoints that existed before still restore exactly.
         ws.assert_restores(&v1, &s1);
@@ -292,9 +350,16 @@ fn restore_killed_at_random_points() {
         }
         // Back to the pre-restore state for the next round.
         ws.run(&["restore", &v2]).ok();
-        assert_same(&s_pre, &snapshot(&ws.root), &format!("{ctx}: back to the pre-restore state"));
+        assert_same(
+            &s_pre,
+            &snapshot(&ws.root),
+            &format!("{ctx}: back to the pre-restore state"),
+        );
     }
-    eprintln!("outcomes: untouched {}, reported interrupted {}, finished {}", outcomes[0], outcomes[1], outcomes[2]);
+    eprintln!(
+        "outcomes: untouched {}, reported interrupted {}, finished {}",
+        outcomes[0], outcomes[1], outcomes[2]
+    );
 }
 
 #[test]

@@ -57,34 +57,57 @@ impl Run {
     /// Asserts exit 0 and returns self.
     #[track_caller]
     pub fn ok(self) -> Run {
-        assert_eq!(self.code, Some(0), "`{}` failed:\n{}", self.what, self.dump());
+        assert_eq!(
+            self.code,
+            Some(0),
+            "`{}` failed:\n{}",
+            self.what,
+            self.dump()
+        );
         self
     }
 
     /// Asserts a given exit code and returns self.
     #[track_caller]
     pub fn code(self, code: i32) -> Run {
-        assert_eq!(self.code, Some(code), "`{}`: expected exit {code}:\n{}", self.what, self.dump());
+        assert_eq!(
+            self.code,
+            Some(code),
+            "`{}`: expected exit {code}:\n{}",
+            self.what,
+            self.dump()
+        );
         self
     }
 
     /// Parses stdout as JSON and checks `"schema": 1`.
     #[track_caller]
     pub fn json(&self) -> Value {
-        let v: Value = serde_json::from_str(&self.stdout)
-            .unwrap_or_else(|e| panic!("`{}`: stdout is not JSON ({e}):\n{}", self.what, self.dump()));
+        let v: Value = serde_json::from_str(&self.stdout).unwrap_or_else(|e| {
+            panic!(
+                "`{}`: stdout is not JSON ({e}):\n{}",
+                self.what,
+                self.dump()
+            )
+        });
         assert_eq!(v["schema"], 1, "`{}`: no \"schema\": 1 in {v}", self.what);
         v
     }
 
     /// Stdout and stderr, for messages.
     pub fn dump(&self) -> String {
-        format!("exit: {:?}\n--- stdout\n{}\n--- stderr\n{}", self.code, self.stdout, self.stderr)
+        format!(
+            "exit: {:?}\n--- stdout\n{}\n--- stderr\n{}",
+            self.code, self.stdout, self.stderr
+        )
     }
 }
 
 fn describe(args: &[&OsStr]) -> String {
-    let a: Vec<String> = args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
+    let a: Vec<String> = args
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
     format!("ckpt {}", a.join(" "))
 }
 
@@ -158,7 +181,10 @@ impl Ws {
 
     /// A workspace directory below `parent` (not yet initialised).
     pub fn new_in(parent: &Path) -> Ws {
-        let tmp = tempfile::Builder::new().prefix("ckpt-itest-").tempdir_in(parent).unwrap();
+        let tmp = tempfile::Builder::new()
+            .prefix("ckpt-itest-")
+            .tempdir_in(parent)
+            .unwrap();
         let root = tmp.path().join("ws");
         std::fs::create_dir(&root).unwrap();
         let store = tmp.path().join("store");
@@ -192,13 +218,18 @@ impl Ws {
     pub fn save(&self) -> (String, bool) {
         let r = self.run(&["save", "--json"]).ok();
         let v = r.json();
-        let id = v["id"].as_str().unwrap_or_else(|| panic!("save gave no id: {v}")).to_string();
+        let id = v["id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("save gave no id: {v}"))
+            .to_string();
         (id, v["saved"].as_bool().unwrap())
     }
 
     /// A fresh path (not existing) for `restore --to`.
     pub fn fresh_dir(&self) -> PathBuf {
-        let n = self.forks.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let n = self
+            .forks
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.tmp.path().join(format!("fork{n}"))
     }
 
@@ -207,7 +238,8 @@ impl Ws {
     #[track_caller]
     pub fn materialise(&self, id: &str) -> Snapshot {
         let dest = self.fresh_dir();
-        self.run(&["restore", id, "--to", dest.to_str().unwrap()]).ok();
+        self.run(&["restore", id, "--to", dest.to_str().unwrap()])
+            .ok();
         let s = snapshot(&dest);
         remove_tree(&dest);
         s
@@ -323,11 +355,19 @@ pub fn snapshot(root: &Path) -> Snapshot {
             let full = at(root, &path);
             let m = std::fs::symlink_metadata(&full).unwrap();
             let what = if m.file_type().is_symlink() {
-                What::Symlink(std::fs::read_link(&full).unwrap().as_os_str().as_bytes().to_vec())
+                What::Symlink(
+                    std::fs::read_link(&full)
+                        .unwrap()
+                        .as_os_str()
+                        .as_bytes()
+                        .to_vec(),
+                )
             } else if m.is_dir() {
                 What::Dir
             } else {
-                What::File(std::fs::read(&full).unwrap_or_else(|e| panic!("read {}: {e}", full.display())))
+                What::File(
+                    std::fs::read(&full).unwrap_or_else(|e| panic!("read {}: {e}", full.display())),
+                )
             };
             let is_link = m.file_type().is_symlink();
             let is_dir = m.is_dir();
@@ -361,8 +401,16 @@ pub fn assert_same(want: &Snapshot, got: &Snapshot, what: &str) {
         if want.get(k) != got.get(k) {
             let brief = |s: Option<&Snap>| match s {
                 None => "absent".to_string(),
-                Some(Snap { what: What::File(c), mode, mtime_ns }) => {
-                    format!("file {} bytes (blake-ish {:x}) mode {mode:o} mtime {mtime_ns}", c.len(), fnv(c))
+                Some(Snap {
+                    what: What::File(c),
+                    mode,
+                    mtime_ns,
+                }) => {
+                    format!(
+                        "file {} bytes (blake-ish {:x}) mode {mode:o} mtime {mtime_ns}",
+                        c.len(),
+                        fnv(c)
+                    )
                 }
                 Some(s) => format!("{s:?}"),
             };
@@ -376,18 +424,27 @@ pub fn assert_same(want: &Snapshot, got: &Snapshot, what: &str) {
     }
     let n = diffs.len();
     diffs.truncate(10);
-    panic!("{what}: {n} paths differ (want {} entries, got {}):\n{}", want.len(), got.len(), diffs.join("\n"));
+    panic!(
+        "{what}: {n} paths differ (want {} entries, got {}):\n{}",
+        want.len(),
+        got.len(),
+        diffs.join("\n")
+    );
 }
 
 fn fnv(b: &[u8]) -> u64 {
-    b.iter().fold(0xcbf29ce484222325u64, |h, &x| (h ^ x as u64).wrapping_mul(0x100000001b3))
+    b.iter().fold(0xcbf29ce484222325u64, |h, &x| {
+        (h ^ x as u64).wrapping_mul(0x100000001b3)
+    })
 }
 
 /// Every `.ckpt-tmp.*` entry below `root`.
 pub fn workspace_temps(root: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-        let Ok(rd) = std::fs::read_dir(dir) else { return };
+        let Ok(rd) = std::fs::read_dir(dir) else {
+            return;
+        };
         for e in rd {
             let e = e.unwrap();
             let p = e.path();
@@ -451,7 +508,9 @@ impl Rng {
 
     /// Printable text of about `len` bytes.
     pub fn text(&mut self, len: usize) -> Vec<u8> {
-        let words = ["alpha", "beta", "gamma", "delta", "const", "fn", "let", "return", "{", "}", ";", "\n"];
+        let words = [
+            "alpha", "beta", "gamma", "delta", "const", "fn", "let", "return", "{", "}", ";", "\n",
+        ];
         let mut v = Vec::new();
         while v.len() < len {
             v.extend_from_slice(words[self.below(words.len() as u64) as usize].as_bytes());
@@ -500,8 +559,16 @@ pub fn build_tree(root: &Path, dirs: usize, per_dir: usize, rng: &mut Rng) {
     std::fs::create_dir_all(root.join("empty/inner")).unwrap();
     write(root, "bin/run.sh", b"#!/bin/sh\necho hi\n");
     chmod(&root.join("bin/run.sh"), 0o755);
-    std::fs::write(root.join(OsStr::from_bytes(b"new\nline")), b"newline name\n").unwrap();
-    std::fs::write(root.join(OsStr::from_bytes(b"latin1-\xe9t\xe9")), b"not utf-8 name\n").unwrap();
+    std::fs::write(
+        root.join(OsStr::from_bytes(b"new\nline")),
+        b"newline name\n",
+    )
+    .unwrap();
+    std::fs::write(
+        root.join(OsStr::from_bytes(b"latin1-\xe9t\xe9")),
+        b"not utf-8 name\n",
+    )
+    .unwrap();
 }
 
 /// `OsString` from bytes.
