@@ -29,8 +29,8 @@ use render::SCHEMA;
 #[command(name = "ckpt", version, about, long_about = None)]
 struct Cli {
     /// Run as if started in DIR.
-    #[arg(short = 'C', global = true, value_name = "DIR")]
-    dir: Option<PathBuf>,
+    #[arg(short = 'C', global = true, value_name = "DIR", id = "chdir")]
+    chdir: Option<PathBuf>,
     /// Seconds to wait for another ckpt process to finish.
     #[arg(long, global = true, default_value_t = 60, value_name = "SECS")]
     lock_timeout: u64,
@@ -203,7 +203,11 @@ impl Ctx {
             .map(|p| {
                 let abs = normalize(&self.cwd.join(p));
                 let rel = abs.strip_prefix(&ws.root).map_err(|_| {
-                    Error::Usage(format!("{} is outside the workspace {}", p.display(), ws.root.display()))
+                    Error::Usage(format!(
+                        "{} is outside the workspace {}",
+                        p.display(),
+                        ws.root.display()
+                    ))
                 })?;
                 Ok(rel.as_os_str().as_bytes().to_vec())
             })
@@ -239,8 +243,10 @@ fn parse_tags(tags: &[String]) -> Result<BTreeMap<String, String>> {
 }
 
 fn run(cli: &Cli) -> Result<ExitCode> {
-    let cwd = match &cli.dir {
-        Some(d) => std::env::current_dir().map(|c| c.join(d)).unwrap_or_else(|_| d.clone()),
+    let cwd = match &cli.chdir {
+        Some(d) => std::env::current_dir()
+            .map(|c| c.join(d))
+            .unwrap_or_else(|_| d.clone()),
         None => std::env::current_dir().map_err(|e| Error::io("getcwd", ".", e))?,
     };
     let ctx = Ctx {
@@ -290,12 +296,22 @@ fn cmd_init(ctx: &Ctx, dir: Option<&Path>, store: Option<&Path>) -> Result<()> {
     if !ctx.quiet {
         let s = ws.open_store(ctx.lock_timeout)?;
         println!("initialised workspace {}", ws.root.display());
-        println!("store: {} (copy strategy: {:?})", ws.store_path.display(), s.caps.preferred());
+        println!(
+            "store: {} (copy strategy: {:?})",
+            ws.store_path.display(),
+            s.caps.preferred()
+        );
     }
     Ok(())
 }
 
-fn cmd_save(ctx: &Ctx, message: &str, tags: &[String], allow_empty: bool, json: bool) -> Result<()> {
+fn cmd_save(
+    ctx: &Ctx,
+    message: &str,
+    tags: &[String],
+    allow_empty: bool,
+    json: bool,
+) -> Result<()> {
     let t0 = Instant::now();
     let ws = ctx.workspace()?;
     let store = ws.open_store(ctx.lock_timeout)?;
@@ -342,8 +358,13 @@ fn cmd_save(ctx: &Ctx, message: &str, tags: &[String], allow_empty: bool, json: 
                 }));
             } else if !ctx.quiet {
                 match head {
-                    Some(h) => println!("nothing changed since {} ({})", h.id(), render::ms(elapsed)),
-                    None => println!("nothing to save: the workspace is empty ({})", render::ms(elapsed)),
+                    Some(h) => {
+                        println!("nothing changed since {} ({})", h.id(), render::ms(elapsed))
+                    }
+                    None => println!(
+                        "nothing to save: the workspace is empty ({})",
+                        render::ms(elapsed)
+                    ),
                 }
             }
         }
@@ -408,9 +429,16 @@ fn cmd_show(ctx: &Ctx, id: &str, json: bool) -> Result<()> {
         print_json(&v);
         return Ok(());
     }
-    println!("checkpoint {}{}", cp.id(), if head == Some(cp.seq) { " (HEAD)" } else { "" });
+    println!(
+        "checkpoint {}{}",
+        cp.id(),
+        if head == Some(cp.seq) { " (HEAD)" } else { "" }
+    );
     println!("hash:     {}", cp.hash);
-    println!("parent:   {}", cp.parent.map_or("none".into(), |p| format!("v{p}")));
+    println!(
+        "parent:   {}",
+        cp.parent.map_or("none".into(), |p| format!("v{p}"))
+    );
     println!("time:     {}", render::time(cp.time_ns));
     println!("message:  {}", cp.message);
     for (k, v) in &cp.tags {
@@ -456,10 +484,21 @@ fn cmd_status(ctx: &Ctx, paths: &[PathBuf], json: bool) -> Result<()> {
         return Ok(());
     }
     if let Some(j) = &st.journal {
-        println!("warning: a restore to v{} was interrupted; run `ckpt restore v{}` to finish it", j.target, j.target);
+        println!(
+            "warning: a restore to v{} was interrupted; run `ckpt restore v{}` to finish it",
+            j.target, j.target
+        );
     }
     match &st.head {
-        Some(h) => println!("on {}{}", h.id(), if h.message.is_empty() { String::new() } else { format!(": {}", h.message) }),
+        Some(h) => println!(
+            "on {}{}",
+            h.id(),
+            if h.message.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", h.message)
+            }
+        ),
         None => println!("no checkpoint yet"),
     }
     if st.changes.is_empty() {
@@ -477,7 +516,14 @@ fn cmd_status(ctx: &Ctx, paths: &[PathBuf], json: bool) -> Result<()> {
     Ok(())
 }
 
-fn cmd_diff(ctx: &Ctx, a: Option<&str>, b: Option<&str>, paths: &[PathBuf], name_status: bool, json: bool) -> Result<()> {
+fn cmd_diff(
+    ctx: &Ctx,
+    a: Option<&str>,
+    b: Option<&str>,
+    paths: &[PathBuf],
+    name_status: bool,
+    json: bool,
+) -> Result<()> {
     let ws = ctx.workspace()?;
     let store = ws.open_store(ctx.lock_timeout)?;
     let filter = PathFilter::new(ctx.rel_paths(&ws, paths)?);
@@ -520,7 +566,11 @@ fn cmd_diff(ctx: &Ctx, a: Option<&str>, b: Option<&str>, paths: &[PathBuf], name
                 }
                 Some(_) if from_workdir => {
                     let p = ws.root.join(ckpt::platform::fs::as_path(&c.path));
-                    std::fs::read(&p).map_err(|e| Error::io("read", p, e))
+                    match std::fs::read(&p) {
+                        // It vanished after the scan: show it as empty now.
+                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+                        r => r.map_err(|e| Error::io("read", p, e)),
+                    }
                 }
                 Some(h) => Err(Error::Corrupt(format!("object {h} is missing"))),
             }
@@ -561,7 +611,13 @@ fn cmd_diff(ctx: &Ctx, a: Option<&str>, b: Option<&str>, paths: &[PathBuf], name
     }
     if !name_status {
         for c in &shown {
-            if !matches!(c.kind, diff::ChangeKind::Added | diff::ChangeKind::Deleted | diff::ChangeKind::Modified | diff::ChangeKind::TypeChanged) {
+            if !matches!(
+                c.kind,
+                diff::ChangeKind::Added
+                    | diff::ChangeKind::Deleted
+                    | diff::ChangeKind::Modified
+                    | diff::ChangeKind::TypeChanged
+            ) {
                 continue;
             }
             match content(c)? {
@@ -671,12 +727,18 @@ fn cmd_restore(
         }
         println!(
             "{} {}: {} files written, {} removed ({}){}",
-            if rep.resumed { "finished restoring" } else { "restored" },
+            if rep.resumed {
+                "finished restoring"
+            } else {
+                "restored"
+            },
             rep.target.id(),
             rep.written,
             rep.removed,
             render::ms(t0.elapsed()),
-            rep.undo.map_or(String::new(), |u| format!("; undo with `ckpt restore v{u}`"))
+            rep.undo.map_or(String::new(), |u| format!(
+                "; undo with `ckpt restore v{u}`"
+            ))
         );
     }
     Ok(())
@@ -740,12 +802,22 @@ fn cmd_verify(ctx: &Ctx, id: Option<&str>, check_store: bool, json: bool) -> Res
             print_json(&v);
         } else {
             for p in &rep.problems {
-                println!("{} {}: {} (used by {})", p.what, p.id, p.error, p.checkpoints.join(", "));
+                println!(
+                    "{} {}: {} (used by {})",
+                    p.what,
+                    p.id,
+                    p.error,
+                    p.checkpoints.join(", ")
+                );
             }
             if !ctx.quiet {
                 println!(
                     "{}: {} checkpoints, {} trees, {} objects ({}) checked in {}",
-                    if ok { "store is intact" } else { "STORE IS DAMAGED" },
+                    if ok {
+                        "store is intact"
+                    } else {
+                        "STORE IS DAMAGED"
+                    },
                     rep.checkpoints,
                     rep.trees,
                     rep.objects,
@@ -754,7 +826,11 @@ fn cmd_verify(ctx: &Ctx, id: Option<&str>, check_store: bool, json: bool) -> Res
                 );
             }
         }
-        return Ok(if ok { ExitCode::SUCCESS } else { ExitCode::from(5) });
+        return Ok(if ok {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(5)
+        });
     }
     let rep = ckpt::verify::verify_workspace(&ws, &store, id.unwrap_or("HEAD"))?;
     let elapsed = t0.elapsed();
@@ -789,7 +865,11 @@ fn cmd_verify(ctx: &Ctx, id: Option<&str>, check_store: bool, json: bool) -> Res
             println!("{}", render::change_line(c));
         }
     }
-    Ok(if rep.matches() { ExitCode::SUCCESS } else { ExitCode::from(EXIT_DIFFERS) })
+    Ok(if rep.matches() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_DIFFERS)
+    })
 }
 
 fn cmd_hash(ctx: &Ctx, dir: &Path, full: bool, json: bool) -> Result<()> {

@@ -46,7 +46,10 @@ pub fn quote(path: &[u8]) -> String {
 
 /// Adds `path` (and `path_hex` when needed) to a JSON object.
 pub fn path_fields(obj: &mut serde_json::Map<String, Value>, key: &str, path: &[u8]) {
-    obj.insert(key.into(), Value::String(String::from_utf8_lossy(path).into_owned()));
+    obj.insert(
+        key.into(),
+        Value::String(String::from_utf8_lossy(path).into_owned()),
+    );
     if std::str::from_utf8(path).is_err() {
         let hex: String = path.iter().map(|b| format!("{b:02x}")).collect();
         obj.insert(format!("{key}_hex"), Value::String(hex));
@@ -165,7 +168,11 @@ pub fn checkpoint_line(cp: &Checkpoint, head: Option<u64>) -> String {
         s.files_modified,
         s.files_deleted,
         bytes(s.new_bytes),
-        if cp.message.is_empty() { "(no message)" } else { &cp.message },
+        if cp.message.is_empty() {
+            "(no message)"
+        } else {
+            &cp.message
+        },
     );
     if !cp.tags.is_empty() {
         let tags: Vec<String> = cp.tags.iter().map(|(k, v)| format!("{k}={v}")).collect();

@@ -80,7 +80,6 @@ fn init_twice_fails_with_exit_3() {
 }
 
 #[test]
-#[ignore = "bug: `ckpt init RELDIR` initialises RELDIR/RELDIR (the global -C `dir` and init's `dir` share a clap id)"]
 fn init_with_relative_dir() {
     let ws = Ws::new();
     let parent = ws.tmp.path();
@@ -650,13 +649,11 @@ fn corrupted_object_truncated_is_detected_on_restore() {
 }
 
 #[test]
-#[ignore = "bug: a restore that hits a corrupted object fails (exit 5) only after applying other changes"]
 fn corrupted_object_truncated_restore_changes_nothing() {
     corrupted_restore_is_refused(b"fn main", true, false);
 }
 
 #[test]
-#[ignore = "bug: a refused restore still changes the mtime of the directory holding the corrupted file (temp file)"]
 fn corrupted_object_truncated_restore_keeps_dir_mtimes() {
     corrupted_restore_is_refused(b"fn main", false, true);
 }

@@ -397,7 +397,6 @@ fn saves_while_directories_vanish_succeed_or_fail_cleanly() {
 }
 
 #[test]
-#[ignore = "bug: a directory removed during the scan fails save/status/diff with \"file kept changing\" (exit 1) instead of being treated as gone, as a vanished file is"]
 fn saves_succeed_while_directories_vanish() {
     concurrent_saves(
         Cfg {
@@ -412,7 +411,6 @@ fn saves_succeed_while_directories_vanish() {
 }
 
 #[test]
-#[ignore = "bug: `ckpt diff` exits 1 \"read: No such file or directory\" when a file vanishes between the scan and reading its content"]
 fn text_diff_succeeds_while_files_vanish() {
     concurrent_saves(
         Cfg {

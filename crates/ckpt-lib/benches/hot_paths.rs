@@ -21,7 +21,11 @@ fn make_tree(root: &Path, dirs: usize, files: usize) {
         let dir = root.join(format!("pkg{d}/lib"));
         std::fs::create_dir_all(&dir).unwrap();
         for f in 0..files {
-            std::fs::write(dir.join(format!("f{f}.js")), format!("module.exports = {d} * {f};\n").repeat(20)).unwrap();
+            std::fs::write(
+                dir.join(format!("f{f}.js")),
+                format!("module.exports = {d} * {f};\n").repeat(20),
+            )
+            .unwrap();
         }
     }
 }
@@ -36,7 +40,15 @@ fn bench_scan(c: &mut Criterion) {
         checkpoint::save(&ws, &store, &SaveOptions::default()).unwrap();
         // A second save clears the racy marks of the first.
         std::thread::sleep(Duration::from_millis(100));
-        checkpoint::save(&ws, &store, &SaveOptions { allow_empty: true, ..Default::default() }).unwrap();
+        checkpoint::save(
+            &ws,
+            &store,
+            &SaveOptions {
+                allow_empty: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
     }
     let store = ws.open_store(Duration::from_secs(5)).unwrap();
     let mut g = c.benchmark_group("scan");
@@ -46,10 +58,14 @@ fn bench_scan(c: &mut Criterion) {
     });
     let index = store.load_index().unwrap();
     let bytes = index.encode();
-    g.bench_function("index_encode_2000", |b| b.iter(|| black_box(index.encode().len())));
+    g.bench_function("index_encode_2000", |b| {
+        b.iter(|| black_box(index.encode().len()))
+    });
     let path = tmp.path().join("index-copy");
     std::fs::write(&path, &bytes).unwrap();
-    g.bench_function("index_load_2000", |b| b.iter(|| black_box(Index::load(&path, index.generation).dirs.len())));
+    g.bench_function("index_load_2000", |b| {
+        b.iter(|| black_box(Index::load(&path, index.generation).dirs.len()))
+    });
     g.finish();
 }
 
@@ -69,8 +85,12 @@ fn bench_tree(c: &mut Criterion) {
     };
     let bytes = tree.encode();
     let mut g = c.benchmark_group("tree");
-    g.bench_function("encode_and_hash_200", |b| b.iter(|| black_box(tree.encode_and_hash().0)));
-    g.bench_function("decode_200", |b| b.iter(|| black_box(Tree::decode(&bytes).unwrap().entries.len())));
+    g.bench_function("encode_and_hash_200", |b| {
+        b.iter(|| black_box(tree.encode_and_hash().0))
+    });
+    g.bench_function("decode_200", |b| {
+        b.iter(|| black_box(Tree::decode(&bytes).unwrap().entries.len()))
+    });
     g.finish();
 }
 

@@ -19,7 +19,9 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use redb::{Database, Durability, ReadTransaction, ReadableDatabase, ReadableTable, TableDefinition};
+use redb::{
+    Database, Durability, ReadTransaction, ReadableDatabase, ReadableTable, TableDefinition,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::tree::Tree;
@@ -143,9 +145,12 @@ impl Catalog {
         let txn = cat.db.begin_write().map_err(|e| cat.err(e))?;
         {
             let mut meta = txn.open_table(META).map_err(|e| cat.err(e))?;
-            meta.insert("format", u64_bytes(1).as_slice()).map_err(|e| cat.err(e))?;
-            meta.insert("next_seq", u64_bytes(1).as_slice()).map_err(|e| cat.err(e))?;
-            meta.insert("generation", u64_bytes(0).as_slice()).map_err(|e| cat.err(e))?;
+            meta.insert("format", u64_bytes(1).as_slice())
+                .map_err(|e| cat.err(e))?;
+            meta.insert("next_seq", u64_bytes(1).as_slice())
+                .map_err(|e| cat.err(e))?;
+            meta.insert("generation", u64_bytes(0).as_slice())
+                .map_err(|e| cat.err(e))?;
             txn.open_table(CHECKPOINTS).map_err(|e| cat.err(e))?;
             txn.open_table(BY_HASH).map_err(|e| cat.err(e))?;
             txn.open_table(TREES).map_err(|e| cat.err(e))?;
@@ -176,9 +181,14 @@ impl Catalog {
 
     /// Commits a new checkpoint with its new trees, making it the head.
     /// Fills in `seq` and `hash`.
-    pub fn commit_checkpoint(&self, new_trees: &[(Hash, Vec<u8>)], mut record: Checkpoint) -> Result<Checkpoint> {
+    pub fn commit_checkpoint(
+        &self,
+        new_trees: &[(Hash, Vec<u8>)],
+        mut record: Checkpoint,
+    ) -> Result<Checkpoint> {
         let mut txn = self.db.begin_write().map_err(|e| self.err(e))?;
-        txn.set_durability(Durability::Immediate).map_err(|e| self.err(redb::Error::from(e)))?;
+        txn.set_durability(Durability::Immediate)
+            .map_err(|e| self.err(redb::Error::from(e)))?;
         {
             let mut meta = txn.open_table(META).map_err(|e| self.err(e))?;
             let seq = meta
@@ -188,11 +198,15 @@ impl Catalog {
                 .ok_or_else(|| Error::Corrupt("catalog has no next_seq".into()))?;
             record.seq = seq;
             record.hash = record.compute_hash();
-            meta.insert("next_seq", u64_bytes(seq + 1).as_slice()).map_err(|e| self.err(e))?;
-            meta.insert("head", u64_bytes(seq).as_slice()).map_err(|e| self.err(e))?;
+            meta.insert("next_seq", u64_bytes(seq + 1).as_slice())
+                .map_err(|e| self.err(e))?;
+            meta.insert("head", u64_bytes(seq).as_slice())
+                .map_err(|e| self.err(e))?;
             let mut trees = txn.open_table(TREES).map_err(|e| self.err(e))?;
             for (h, bytes) in new_trees {
-                trees.insert(h.0.as_slice(), bytes.as_slice()).map_err(|e| self.err(e))?;
+                trees
+                    .insert(h.0.as_slice(), bytes.as_slice())
+                    .map_err(|e| self.err(e))?;
             }
             let json = serde_json::to_vec(&record).expect("checkpoint serialises");
             txn.open_table(CHECKPOINTS)
@@ -231,7 +245,10 @@ impl Catalog {
 
     /// Records (or clears) the restore journal.
     pub fn set_journal(&self, journal: Option<&Journal>) -> Result<()> {
-        self.set_meta(&[("journal", journal.map(|j| serde_json::to_vec(j).expect("journal serialises")))])
+        self.set_meta(&[(
+            "journal",
+            journal.map(|j| serde_json::to_vec(j).expect("journal serialises")),
+        )])
     }
 
     /// Deletes a checkpoint record. If it was the head, the head moves to its
@@ -240,7 +257,10 @@ impl Catalog {
         let txn = self.db.begin_write().map_err(|e| self.err(e))?;
         {
             let mut meta = txn.open_table(META).map_err(|e| self.err(e))?;
-            let head = meta.get("head").map_err(|e| self.err(e))?.and_then(|v| bytes_u64(v.value()));
+            let head = meta
+                .get("head")
+                .map_err(|e| self.err(e))?
+                .and_then(|v| bytes_u64(v.value()));
             if head == Some(cp.seq) {
                 match cp.parent {
                     Some(p) => meta.insert("head", u64_bytes(p).as_slice()).map(|_| ()),
@@ -248,8 +268,14 @@ impl Catalog {
                 }
                 .map_err(|e| self.err(e))?;
             }
-            txn.open_table(CHECKPOINTS).map_err(|e| self.err(e))?.remove(cp.seq).map_err(|e| self.err(e))?;
-            txn.open_table(BY_HASH).map_err(|e| self.err(e))?.remove(cp.hash.0.as_slice()).map_err(|e| self.err(e))?;
+            txn.open_table(CHECKPOINTS)
+                .map_err(|e| self.err(e))?
+                .remove(cp.seq)
+                .map_err(|e| self.err(e))?;
+            txn.open_table(BY_HASH)
+                .map_err(|e| self.err(e))?
+                .remove(cp.hash.0.as_slice())
+                .map_err(|e| self.err(e))?;
         }
         txn.commit().map_err(|e| self.err(e))
     }
@@ -287,7 +313,9 @@ pub struct CatalogReader<'a> {
 impl CatalogReader<'_> {
     fn meta(&self, key: &str) -> Result<Option<Vec<u8>>> {
         let t = self.txn.open_table(META).map_err(|e| self.cat.err(e))?;
-        Ok(t.get(key).map_err(|e| self.cat.err(e))?.map(|v| v.value().to_vec()))
+        Ok(t.get(key)
+            .map_err(|e| self.cat.err(e))?
+            .map(|v| v.value().to_vec()))
     }
 
     fn meta_u64(&self, key: &str) -> Result<Option<u64>> {
@@ -321,7 +349,10 @@ impl CatalogReader<'_> {
 
     /// One checkpoint by sequence number.
     pub fn checkpoint(&self, seq: u64) -> Result<Option<Checkpoint>> {
-        let t = self.txn.open_table(CHECKPOINTS).map_err(|e| self.cat.err(e))?;
+        let t = self
+            .txn
+            .open_table(CHECKPOINTS)
+            .map_err(|e| self.cat.err(e))?;
         let Some(v) = t.get(seq).map_err(|e| self.cat.err(e))? else {
             return Ok(None);
         };
@@ -330,7 +361,10 @@ impl CatalogReader<'_> {
 
     /// All checkpoints, oldest first.
     pub fn checkpoints(&self) -> Result<Vec<Checkpoint>> {
-        let t = self.txn.open_table(CHECKPOINTS).map_err(|e| self.cat.err(e))?;
+        let t = self
+            .txn
+            .open_table(CHECKPOINTS)
+            .map_err(|e| self.cat.err(e))?;
         let mut out = Vec::new();
         for item in t.iter().map_err(|e| self.cat.err(e))? {
             let (k, v) = item.map_err(|e| self.cat.err(e))?;
@@ -346,13 +380,23 @@ impl CatalogReader<'_> {
         let (base, back) = match rev.split_once('~') {
             Some((b, n)) => (
                 b,
-                if n.is_empty() { 1 } else { n.parse::<u64>().map_err(|_| Error::BadRevision(format!("bad checkpoint id {rev:?}: `~` must be followed by a number")))? },
+                if n.is_empty() {
+                    1
+                } else {
+                    n.parse::<u64>().map_err(|_| {
+                        Error::BadRevision(format!(
+                            "bad checkpoint id {rev:?}: `~` must be followed by a number"
+                        ))
+                    })?
+                },
             ),
             None => (rev, 0),
         };
         let mut cp = self.resolve_base(base)?;
         for _ in 0..back {
-            let p = cp.parent.ok_or_else(|| Error::BadRevision(format!("{rev}: {} has no parent", cp.id())))?;
+            let p = cp
+                .parent
+                .ok_or_else(|| Error::BadRevision(format!("{rev}: {} has no parent", cp.id())))?;
             cp = self
                 .checkpoint(p)?
                 .ok_or_else(|| Error::BadRevision(format!("{rev}: parent v{p} was deleted")))?;
@@ -363,8 +407,14 @@ impl CatalogReader<'_> {
     fn resolve_base(&self, rev: &str) -> Result<Checkpoint> {
         let not_found = || Error::BadRevision(format!("no checkpoint {rev:?} (see `ckpt log`)"));
         let seq = match rev {
-            "HEAD" | "@" | "head" => self.head()?.ok_or_else(|| Error::BadRevision("no checkpoint yet: run `ckpt save` first".into()))?,
-            "latest" => self.checkpoints()?.last().map(|c| c.seq).ok_or_else(not_found)?,
+            "HEAD" | "@" | "head" => self.head()?.ok_or_else(|| {
+                Error::BadRevision("no checkpoint yet: run `ckpt save` first".into())
+            })?,
+            "latest" => self
+                .checkpoints()?
+                .last()
+                .map(|c| c.seq)
+                .ok_or_else(not_found)?,
             _ => {
                 let digits = rev.strip_prefix('v').unwrap_or(rev);
                 if let Ok(n) = digits.parse::<u64>() {
@@ -397,13 +447,20 @@ impl CatalogReader<'_> {
         let mut found = Vec::new();
         for item in t.range(lo.as_slice()..).map_err(|e| self.cat.err(e))? {
             let (k, v) = item.map_err(|e| self.cat.err(e))?;
-            let hex = Hash(k.value().try_into().map_err(|_| Error::Corrupt("by_hash key".into()))?).to_hex();
+            let hex = Hash(
+                k.value()
+                    .try_into()
+                    .map_err(|_| Error::Corrupt("by_hash key".into()))?,
+            )
+            .to_hex();
             if !hex.starts_with(&prefix) {
                 break;
             }
             found.push(v.value());
             if found.len() > 1 {
-                return Err(Error::BadRevision(format!("checkpoint id prefix {prefix:?} is ambiguous; give more digits")));
+                return Err(Error::BadRevision(format!(
+                    "checkpoint id prefix {prefix:?} is ambiguous; give more digits"
+                )));
             }
         }
         Ok(found.first().copied())
@@ -429,17 +486,23 @@ impl CatalogReader<'_> {
         let mut out = Vec::new();
         for item in t.iter().map_err(|e| self.cat.err(e))? {
             let (k, _) = item.map_err(|e| self.cat.err(e))?;
-            out.push(Hash(k.value().try_into().map_err(|_| Error::Corrupt("tree key".into()))?));
+            out.push(Hash(
+                k.value()
+                    .try_into()
+                    .map_err(|_| Error::Corrupt("tree key".into()))?,
+            ));
         }
         Ok(out)
     }
 }
 
 fn decode_checkpoint(seq: u64, bytes: &[u8]) -> Result<Checkpoint> {
-    let cp: Checkpoint =
-        serde_json::from_slice(bytes).map_err(|e| Error::Corrupt(format!("checkpoint v{seq}: {e}")))?;
+    let cp: Checkpoint = serde_json::from_slice(bytes)
+        .map_err(|e| Error::Corrupt(format!("checkpoint v{seq}: {e}")))?;
     if cp.seq != seq || cp.compute_hash() != cp.hash {
-        return Err(Error::Corrupt(format!("checkpoint v{seq} does not match its hash")));
+        return Err(Error::Corrupt(format!(
+            "checkpoint v{seq} does not match its hash"
+        )));
     }
     Ok(cp)
 }

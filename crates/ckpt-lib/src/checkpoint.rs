@@ -16,7 +16,7 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use crate::catalog::{Checkpoint, ChangeStats};
+use crate::catalog::{ChangeStats, Checkpoint};
 use crate::diff::{self, Change, PathFilter, TreeSource};
 use crate::error::IoContext;
 use crate::platform::fs;
@@ -65,7 +65,11 @@ pub fn scan_workspace(ws: &Workspace, store: &Store, capture: bool) -> Result<Sc
     drop(t);
     let ignore = ws.ignore()?;
     let exclude = ws.excluded();
-    let mode = if capture { Mode::Capture(&store.objects) } else { Mode::HashOnly };
+    let mode = if capture {
+        Mode::Capture(&store.objects)
+    } else {
+        Mode::HashOnly
+    };
     let _t = trace::span("scan");
     let result = scan::scan(&ScanInput {
         root: &ws.root,
@@ -88,7 +92,12 @@ pub fn save(ws: &Workspace, store: &Store, opts: &SaveOptions) -> Result<SaveOut
 /// Scans, stores and (if anything changed, or `allow_empty`) commits a
 /// checkpoint. With `commit_checkpoint == false` objects are stored and the
 /// index refreshed but no checkpoint is recorded (`restore --no-save`).
-pub fn capture(ws: &Workspace, store: &Store, opts: &SaveOptions, commit_checkpoint: bool) -> Result<Captured> {
+pub fn capture(
+    ws: &Workspace,
+    store: &Store,
+    opts: &SaveOptions,
+    commit_checkpoint: bool,
+) -> Result<Captured> {
     let t0 = Instant::now();
     let reader = store.catalog.reader()?;
     let head = match reader.head()? {
@@ -114,7 +123,12 @@ pub fn capture(ws: &Workspace, store: &Store, opts: &SaveOptions, commit_checkpo
             fresh: Some(&scan.new_trees),
             catalog: &reader,
         };
-        diff::diff_trees(&src, head.as_ref().map(|h| h.root), Some(scan.root), &PathFilter::default())?
+        diff::diff_trees(
+            &src,
+            head.as_ref().map(|h| h.root),
+            Some(scan.root),
+            &PathFilter::default(),
+        )?
     };
     let stats = ChangeStats {
         new_objects: scan.new_objects,
@@ -155,7 +169,11 @@ pub fn capture(ws: &Workspace, store: &Store, opts: &SaveOptions, commit_checkpo
         duration_us: t0.elapsed().as_micros() as u64,
         digest: Some(verify::encode_digest(&digest)),
     };
-    let trees: Vec<_> = scan.new_trees.iter().map(|(h, b)| (*h, b.clone())).collect();
+    let trees: Vec<_> = scan
+        .new_trees
+        .iter()
+        .map(|(h, b)| (*h, b.clone()))
+        .collect();
     let t = trace::span("catalog commit");
     let cp = store.catalog.commit_checkpoint(&trees, record)?;
     drop(t);

@@ -141,7 +141,11 @@ impl PathFilter {
 
     /// A directory at `path` must be descended into.
     pub fn descends(&self, path: &[u8]) -> bool {
-        self.is_all() || self.paths.iter().any(|p| is_within(path, p) || is_within(p, path))
+        self.is_all()
+            || self
+                .paths
+                .iter()
+                .any(|p| is_within(path, p) || is_within(p, path))
     }
 }
 
@@ -153,7 +157,12 @@ pub fn is_within(path: &[u8], base: &[u8]) -> bool {
 
 /// All differences from tree `a` to tree `b` (either may be absent: the empty
 /// state), restricted by `filter`, in path order.
-pub fn diff_trees(src: &TreeSource<'_>, a: Option<Hash>, b: Option<Hash>, filter: &PathFilter) -> Result<Vec<Change>> {
+pub fn diff_trees(
+    src: &TreeSource<'_>,
+    a: Option<Hash>,
+    b: Option<Hash>,
+    filter: &PathFilter,
+) -> Result<Vec<Change>> {
     let mut out = Vec::new();
     if a == b {
         return Ok(out);
@@ -164,7 +173,14 @@ pub fn diff_trees(src: &TreeSource<'_>, a: Option<Hash>, b: Option<Hash>, filter
     Ok(out)
 }
 
-fn diff_dir(src: &TreeSource<'_>, rel: &[u8], a: &Tree, b: &Tree, filter: &PathFilter, out: &mut Vec<Change>) -> Result<()> {
+fn diff_dir(
+    src: &TreeSource<'_>,
+    rel: &[u8],
+    a: &Tree,
+    b: &Tree,
+    filter: &PathFilter,
+    out: &mut Vec<Change>,
+) -> Result<()> {
     let (mut i, mut j) = (0, 0);
     while i < a.entries.len() || j < b.entries.len() {
         let ea = a.entries.get(i);
@@ -196,7 +212,13 @@ fn diff_dir(src: &TreeSource<'_>, rel: &[u8], a: &Tree, b: &Tree, filter: &PathF
     Ok(())
 }
 
-fn push(out: &mut Vec<Change>, path: Vec<u8>, kind: ChangeKind, old: Option<&Entry>, new: Option<&Entry>) {
+fn push(
+    out: &mut Vec<Change>,
+    path: Vec<u8>,
+    kind: ChangeKind,
+    old: Option<&Entry>,
+    new: Option<&Entry>,
+) {
     out.push(Change {
         path,
         kind,
@@ -206,14 +228,25 @@ fn push(out: &mut Vec<Change>, path: Vec<u8>, kind: ChangeKind, old: Option<&Ent
 }
 
 /// An entry present on one side only, with all its descendants.
-fn whole(src: &TreeSource<'_>, rel: &[u8], e: &Entry, kind: ChangeKind, filter: &PathFilter, out: &mut Vec<Change>) -> Result<()> {
+fn whole(
+    src: &TreeSource<'_>,
+    rel: &[u8],
+    e: &Entry,
+    kind: ChangeKind,
+    filter: &PathFilter,
+    out: &mut Vec<Change>,
+) -> Result<()> {
     let path = join(rel, &e.name);
     let is_dir = matches!(e.node, Node::Dir { .. });
     if !(filter.selects(&path) || (is_dir && filter.descends(&path))) {
         return Ok(());
     }
     if filter.selects(&path) {
-        let (old, new) = if kind == ChangeKind::Deleted { (Some(e), None) } else { (None, Some(e)) };
+        let (old, new) = if kind == ChangeKind::Deleted {
+            (Some(e), None)
+        } else {
+            (None, Some(e))
+        };
         push(out, path.clone(), kind, old, new);
     }
     if let Node::Dir { tree } = &e.node {
@@ -225,7 +258,14 @@ fn whole(src: &TreeSource<'_>, rel: &[u8], e: &Entry, kind: ChangeKind, filter: 
     Ok(())
 }
 
-fn pair(src: &TreeSource<'_>, rel: &[u8], x: &Entry, y: &Entry, filter: &PathFilter, out: &mut Vec<Change>) -> Result<()> {
+fn pair(
+    src: &TreeSource<'_>,
+    rel: &[u8],
+    x: &Entry,
+    y: &Entry,
+    filter: &PathFilter,
+    out: &mut Vec<Change>,
+) -> Result<()> {
     if x == y {
         return Ok(());
     }
@@ -290,7 +330,10 @@ pub fn stats(changes: &[Change]) -> ChangeStats {
                 s.files_deleted += 1;
                 s.bytes_deleted += c.old.as_ref().unwrap().node.size();
             }
-            ChangeKind::Modified | ChangeKind::ModeChanged | ChangeKind::Touched | ChangeKind::TypeChanged
+            ChangeKind::Modified
+            | ChangeKind::ModeChanged
+            | ChangeKind::Touched
+            | ChangeKind::TypeChanged
                 if not_dir(&c.new) || not_dir(&c.old) =>
             {
                 s.files_modified += 1;
@@ -364,7 +407,10 @@ mod tests {
         }
         assert_eq!(
             unified(b"\0\x01", b"zz", "a", "b"),
-            ContentDiff::Binary { old_size: 2, new_size: 2 }
+            ContentDiff::Binary {
+                old_size: 2,
+                new_size: 2
+            }
         );
     }
 }

@@ -44,7 +44,7 @@ pub enum Error {
     #[error("store corrupt: {0}")]
     Corrupt(String),
     /// A file kept changing while we tried to capture it.
-    #[error("{0}: file kept changing while it was being captured; nothing was saved\n  retry when writers are quiet")]
+    #[error("{0}: kept changing while it was being captured; nothing was saved\n  retry when writers are quiet")]
     Unstable(PathBuf),
     /// Invalid user input (bad flag combination, bad tag, ...).
     #[error("{0}")]

@@ -74,9 +74,16 @@ pub fn gc(store: &Store, dry_run: bool) -> Result<GcReport> {
         let r = store.catalog.reader()?;
         (r.tree_hashes()?, r.generation()?)
     };
-    let dead_trees: Vec<Hash> = all_trees.into_iter().filter(|h| !live_trees.contains(h)).collect();
+    let dead_trees: Vec<Hash> = all_trees
+        .into_iter()
+        .filter(|h| !live_trees.contains(h))
+        .collect();
     let (objects, strays) = store.objects.list()?;
-    let dead_objects: Vec<Hash> = objects.iter().copied().filter(|h| !live_objects.contains(h)).collect();
+    let dead_objects: Vec<Hash> = objects
+        .iter()
+        .copied()
+        .filter(|h| !live_objects.contains(h))
+        .collect();
     let mut report = GcReport {
         checkpoints,
         objects_live: (objects.len() - dead_objects.len()) as u64,
@@ -117,7 +124,12 @@ fn prune_index(index: &mut Index, live_trees: &HashSet<Hash>, live_objects: &Has
         if all_live && live_trees.contains(&rec.tree) {
             continue;
         }
-        let entries = rec.entries.iter().filter(|e| entry_live(&e.entry.node)).cloned().collect();
+        let entries = rec
+            .entries
+            .iter()
+            .filter(|e| entry_live(&e.entry.node))
+            .cloned()
+            .collect();
         *rec = Arc::new(DirRecord {
             tree: UNKNOWN_TREE,
             entries,

@@ -44,7 +44,9 @@ impl Ignore {
     pub fn is_ignored(&self, rel: &[u8], is_dir: bool) -> bool {
         match &self.matcher {
             None => false,
-            Some(m) => m.matched_path_or_any_parents(as_path(rel), is_dir).is_ignore(),
+            Some(m) => m
+                .matched_path_or_any_parents(as_path(rel), is_dir)
+                .is_ignore(),
         }
     }
 

@@ -200,7 +200,9 @@ impl Index {
         f.sync_all().ctx("fsync", &tmp)?;
         std::fs::rename(&tmp, path).ctx("rename", path)?;
         let dir = path.parent().unwrap_or(Path::new("."));
-        std::fs::File::open(dir).and_then(|d| d.sync_all()).ctx("fsync", dir)
+        std::fs::File::open(dir)
+            .and_then(|d| d.sync_all())
+            .ctx("fsync", dir)
     }
 }
 

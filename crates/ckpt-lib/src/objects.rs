@@ -121,13 +121,22 @@ impl Objects {
         let path = store.join("objects");
         let tmp_root = store.join("tmp");
         let dir = fs::open_dir_path(&path).ctx("open", &path)?;
-        let root = fs::list_dir(fs::open_dir_path(&tmp_root).ctx("open", &tmp_root)?).ctx("read", &tmp_root)?;
+        let root = fs::list_dir(fs::open_dir_path(&tmp_root).ctx("open", &tmp_root)?)
+            .ctx("read", &tmp_root)?;
         for (name, _) in &root.names {
-            fs::remove_all_at(root.fd(), name).ctx("remove stale temporary file", tmp_root.join(fs::as_path(name)))?;
+            fs::remove_all_at(root.fd(), name).ctx(
+                "remove stale temporary file",
+                tmp_root.join(fs::as_path(name)),
+            )?;
         }
         let own = format!("{}.{}", std::process::id(), fs::now_ns());
         let tmp_path = tmp_root.join(&own);
-        rustix::fs::mkdirat(root.fd(), own.as_str(), rustix::fs::Mode::from_raw_mode(0o700)).ctx("create", &tmp_path)?;
+        rustix::fs::mkdirat(
+            root.fd(),
+            own.as_str(),
+            rustix::fs::Mode::from_raw_mode(0o700),
+        )
+        .ctx("create", &tmp_path)?;
         let tmp = fs::open_dir_at(root.fd(), own.as_bytes()).ctx("open", &tmp_path)?;
         Ok(Objects {
             path,
@@ -178,7 +187,10 @@ impl Objects {
     pub fn open_object(&self, h: &Hash) -> Result<OwnedFd> {
         fs::open_file_at(self.dir.as_fd(), &object_name(h)).map_err(|e| {
             if e == Errno::NOENT {
-                Error::Corrupt(format!("object {h} is missing from {}", self.path.display()))
+                Error::Corrupt(format!(
+                    "object {h} is missing from {}",
+                    self.path.display()
+                ))
             } else {
                 Error::io("open", self.object_path(h), e.into())
             }
@@ -200,7 +212,9 @@ impl Objects {
         for _ in 0..MAX_ATTEMPTS {
             let src = match fs::open_file_at(dir, name) {
                 Ok(fd) => fd,
-                Err(Errno::NOENT) | Err(Errno::LOOP) | Err(Errno::NXIO) => return Err(CaptureError::Gone),
+                Err(Errno::NOENT) | Err(Errno::LOOP) | Err(Errno::NXIO) => {
+                    return Err(CaptureError::Gone)
+                }
                 Err(e) => return Err(Error::io("open", shown(), e.into()).into()),
             };
             let m1 = fs::stat_fd(src.as_fd()).ctx("stat", shown())?;
@@ -219,7 +233,12 @@ impl Objects {
         Err(Error::Unstable(shown()).into())
     }
 
-    fn capture_small(&self, src: BorrowedFd<'_>, m1: &Meta, shown: &dyn Fn() -> PathBuf) -> Result<Option<Captured>> {
+    fn capture_small(
+        &self,
+        src: BorrowedFd<'_>,
+        m1: &Meta,
+        shown: &dyn Fn() -> PathBuf,
+    ) -> Result<Option<Captured>> {
         BUF.with(|buf| {
             let mut buf = buf.borrow_mut();
             read_expected(src, &mut buf, m1.size).ctx("read", shown())?;
@@ -229,23 +248,42 @@ impl Objects {
             }
             let hash = Hash::of(&buf);
             if self.contains(&hash) {
-                return Ok(Some(Captured { hash, meta: *m1, new_bytes: 0 }));
+                return Ok(Some(Captured {
+                    hash,
+                    meta: *m1,
+                    new_bytes: 0,
+                }));
             }
             let tmp_name = self.tmp_name();
-            let tmp = fs::create_excl_at(self.tmp.as_fd(), &tmp_name, 0o444).ctx("create", self.tmp_path.join(fs::as_path(&tmp_name)))?;
-            self.copier.write_all(tmp.as_fd(), &buf).ctx("write", self.tmp_path.join(fs::as_path(&tmp_name)))?;
+            let tmp = fs::create_excl_at(self.tmp.as_fd(), &tmp_name, 0o444)
+                .ctx("create", self.tmp_path.join(fs::as_path(&tmp_name)))?;
+            self.copier
+                .write_all(tmp.as_fd(), &buf)
+                .ctx("write", self.tmp_path.join(fs::as_path(&tmp_name)))?;
             let new_bytes = self.add_pending(hash, tmp_name, tmp, m1.size)?;
-            Ok(Some(Captured { hash, meta: *m1, new_bytes }))
+            Ok(Some(Captured {
+                hash,
+                meta: *m1,
+                new_bytes,
+            }))
         })
     }
 
-    fn capture_large(&self, src: BorrowedFd<'_>, m1: &Meta, shown: &dyn Fn() -> PathBuf) -> Result<Option<Captured>> {
+    fn capture_large(
+        &self,
+        src: BorrowedFd<'_>,
+        m1: &Meta,
+        shown: &dyn Fn() -> PathBuf,
+    ) -> Result<Option<Captured>> {
         let tmp_name = self.tmp_name();
         let tmp_shown = self.tmp_path.join(fs::as_path(&tmp_name));
         let tmp = rustix::fs::openat(
             self.tmp.as_fd(),
             tmp_name.as_slice(),
-            rustix::fs::OFlags::RDWR | rustix::fs::OFlags::CREATE | rustix::fs::OFlags::EXCL | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::OFlags::RDWR
+                | rustix::fs::OFlags::CREATE
+                | rustix::fs::OFlags::EXCL
+                | rustix::fs::OFlags::CLOEXEC,
             rustix::fs::Mode::from_raw_mode(0o444),
         )
         .ctx("create", &tmp_shown)?;
@@ -268,10 +306,18 @@ impl Objects {
         }
         if self.contains(&hash) {
             discard();
-            return Ok(Some(Captured { hash, meta: *m1, new_bytes: 0 }));
+            return Ok(Some(Captured {
+                hash,
+                meta: *m1,
+                new_bytes: 0,
+            }));
         }
         let new_bytes = self.add_pending(hash, tmp_name, tmp, len)?;
-        Ok(Some(Captured { hash, meta: *m1, new_bytes }))
+        Ok(Some(Captured {
+            hash,
+            meta: *m1,
+            new_bytes,
+        }))
     }
 
     /// Records a fully written temp file as the pending object `hash`.
@@ -302,15 +348,22 @@ impl Objects {
             rustix::fs::syncfs(&self.tmp).ctx("syncfs", &self.tmp_path)?;
         }
         let pending: Vec<(Hash, Vec<u8>)> = pending.into_iter().collect();
-        pending.par_iter().try_for_each(|(hash, tmp_name)| -> Result<()> {
-            let final_name = object_name(hash);
-            let placed = fs::rename_noreplace(self.tmp.as_fd(), tmp_name, self.dir.as_fd(), &final_name)
-                .ctx("rename", self.object_path(hash))?;
-            if !placed {
-                let _ = rustix::fs::unlinkat(self.tmp.as_fd(), tmp_name.as_slice(), AtFlags::empty());
-            }
-            Ok(())
-        })?;
+        pending
+            .par_iter()
+            .try_for_each(|(hash, tmp_name)| -> Result<()> {
+                let final_name = object_name(hash);
+                let placed =
+                    fs::rename_noreplace(self.tmp.as_fd(), tmp_name, self.dir.as_fd(), &final_name)
+                        .ctx("rename", self.object_path(hash))?;
+                if !placed {
+                    let _ = rustix::fs::unlinkat(
+                        self.tmp.as_fd(),
+                        tmp_name.as_slice(),
+                        AtFlags::empty(),
+                    );
+                }
+                Ok(())
+            })?;
         let mut shards: Vec<u8> = pending.iter().map(|(h, _)| h.0[0]).collect();
         shards.sort_unstable();
         shards.dedup();
@@ -319,7 +372,8 @@ impl Objects {
         } else {
             for s in shards {
                 let name = format!("{s:02x}");
-                let fd = fs::open_dir_at(self.dir.as_fd(), name.as_bytes()).ctx("open", self.path.join(&name))?;
+                let fd = fs::open_dir_at(self.dir.as_fd(), name.as_bytes())
+                    .ctx("open", self.path.join(&name))?;
                 rustix::fs::fsync(&fd).ctx("fsync", self.path.join(&name))?;
             }
         }
@@ -335,11 +389,24 @@ impl Objects {
         }
     }
 
-    /// Writes object `hash` (of `size` bytes) into the new file `name` in
-    /// `dir` with the copy engine, then re-hashes what was written: a damaged
-    /// or truncated object is reported as corruption (naming the object and
-    /// `shown`) and the new file is removed, so corruption never reaches a
-    /// restored tree. Returns the open destination file.
+    /// Checks that object `hash` exists and holds exactly `size` bytes that
+    /// hash to its name. Restore checks every object it needs before it
+    /// changes anything, so a damaged store never reaches a restored tree.
+    pub fn check(&self, hash: &Hash, size: u64) -> Result<()> {
+        let fd = self.open_object(hash)?;
+        let (got, len) = hash_fd(fd.as_fd()).ctx("read", self.object_path(hash))?;
+        if got != *hash || len != size {
+            return Err(Error::Corrupt(format!(
+                "object {hash} ({}) is damaged: {len} bytes hashing to {got}, expected {size} bytes",
+                self.object_path(hash).display()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Writes object `hash` (of `size` bytes, already [`check`](Self::check)ed)
+    /// into the new file `name` in `dir` with the copy engine, and returns it
+    /// open. On error the new file is removed.
     pub fn materialize(
         &self,
         hash: &Hash,
@@ -349,30 +416,23 @@ impl Objects {
         shown: &dyn Fn() -> PathBuf,
     ) -> Result<OwnedFd> {
         let src = self.open_object(hash)?;
-        let dst = rustix::fs::openat(
-            dir,
-            name,
-            rustix::fs::OFlags::RDWR
-                | rustix::fs::OFlags::CREATE
-                | rustix::fs::OFlags::EXCL
-                | rustix::fs::OFlags::NOFOLLOW
-                | rustix::fs::OFlags::CLOEXEC,
-            rustix::fs::Mode::from_raw_mode(0o600),
-        )
-        .ctx("create", shown())?;
-        let checked = (|| -> Result<()> {
-            self.copier.copy(src.as_fd(), dst.as_fd(), size).ctx("copy", shown())?;
-            let (got, len) = hash_fd(dst.as_fd()).ctx("read back", shown())?;
-            if got != *hash || len != size {
-                return Err(Error::Corrupt(format!(
-                    "object {hash} ({}) is damaged: {len} bytes hashing to {got}, expected {size} bytes; {} was not written",
-                    self.object_path(hash).display(),
-                    shown().display()
-                )));
-            }
-            Ok(())
-        })();
-        match checked {
+        let dst = fs::create_excl_at(dir, name, 0o600).ctx("create", shown())?;
+        let copied = self
+            .copier
+            .copy(src.as_fd(), dst.as_fd(), size)
+            .ctx("copy", shown())
+            .and_then(|_| {
+                let m = fs::stat_fd(dst.as_fd()).ctx("stat", shown())?;
+                if m.size != size {
+                    return Err(Error::Corrupt(format!(
+                        "object {hash} ({}) changed size while being copied to {}",
+                        self.object_path(hash).display(),
+                        shown().display()
+                    )));
+                }
+                Ok(())
+            });
+        match copied {
             Ok(()) => Ok(dst),
             Err(e) => {
                 let _ = rustix::fs::unlinkat(dir, name, AtFlags::empty());
@@ -383,7 +443,11 @@ impl Objects {
 
     /// Removes one object (gc).
     pub fn remove(&self, h: &Hash) -> Result<()> {
-        match rustix::fs::unlinkat(self.dir.as_fd(), object_name(h).as_slice(), AtFlags::empty()) {
+        match rustix::fs::unlinkat(
+            self.dir.as_fd(),
+            object_name(h).as_slice(),
+            AtFlags::empty(),
+        ) {
             Ok(()) | Err(Errno::NOENT) => Ok(()),
             Err(e) => Err(Error::io("remove", self.object_path(h), e.into())),
         }
@@ -396,11 +460,12 @@ impl Objects {
         let mut strays = Vec::new();
         for i in 0..256u32 {
             let shard = format!("{i:02x}");
-            let fd = match fs::open_dir_at(self.dir.as_fd(), shard.as_bytes()).and_then(fs::list_dir) {
-                Ok(listing) => listing,
-                Err(Errno::NOENT) => continue,
-                Err(e) => return Err(Error::io("open", self.path.join(&shard), e.into())),
-            };
+            let fd =
+                match fs::open_dir_at(self.dir.as_fd(), shard.as_bytes()).and_then(fs::list_dir) {
+                    Ok(listing) => listing,
+                    Err(Errno::NOENT) => continue,
+                    Err(e) => return Err(Error::io("open", self.path.join(&shard), e.into())),
+                };
             for (name, _) in &fd.names {
                 let full = format!("{shard}{}", String::from_utf8_lossy(name));
                 match Hash::from_hex(&full) {
@@ -415,11 +480,17 @@ impl Objects {
 
 /// Hashes a file's content without storing it (status, diff), with the same
 /// stability rule as capture. Returns the hash and the stat it matches.
-pub fn hash_file(dir: BorrowedFd<'_>, name: &[u8], shown: &dyn Fn() -> PathBuf) -> Result<(Hash, Meta), CaptureError> {
+pub fn hash_file(
+    dir: BorrowedFd<'_>,
+    name: &[u8],
+    shown: &dyn Fn() -> PathBuf,
+) -> Result<(Hash, Meta), CaptureError> {
     for _ in 0..MAX_ATTEMPTS {
         let src = match fs::open_file_at(dir, name) {
             Ok(fd) => fd,
-            Err(Errno::NOENT) | Err(Errno::LOOP) | Err(Errno::NXIO) => return Err(CaptureError::Gone),
+            Err(Errno::NOENT) | Err(Errno::LOOP) | Err(Errno::NXIO) => {
+                return Err(CaptureError::Gone)
+            }
             Err(e) => return Err(Error::io("open", shown(), e.into()).into()),
         };
         let m1 = fs::stat_fd(src.as_fd()).ctx("stat", shown())?;

@@ -8,11 +8,12 @@
 //! 3. diff current → target ([`crate::diff`]), skipping `.ckptignore`d paths,
 //!    and apply only the differences:
 //!    - removals and new directories, in path order;
+//!    - first, every object to be written is re-hashed against its name, in
+//!      parallel: a damaged store fails the restore before anything changes;
 //!    - file and symlink writes, in parallel per directory: each is written
-//!      to a temporary name in its own directory (`.ckpt-tmp.*`), re-hashed
-//!      against its object name (a damaged object stops the restore before it
-//!      reaches the tree), given its mode and mtime, then renamed over the old
-//!      entry, so a reader never sees a half-written file;
+//!      to a temporary name in its own directory (`.ckpt-tmp.*`), given its
+//!      mode and mtime, then renamed over the old entry, so a reader never
+//!      sees a half-written file;
 //!    - directory modes and mtimes last, deepest first;
 //! 4. update the stat index for exactly the paths written, set the head, and
 //!    clear the journal.
@@ -79,7 +80,12 @@ pub struct RestoreReport {
 }
 
 /// Restores the workspace in place to checkpoint `rev`.
-pub fn restore(ws: &Workspace, store: &Store, rev: &str, opts: &RestoreOptions) -> Result<RestoreReport> {
+pub fn restore(
+    ws: &Workspace,
+    store: &Store,
+    rev: &str,
+    opts: &RestoreOptions,
+) -> Result<RestoreReport> {
     let filter = PathFilter::new(opts.paths.clone());
     let (target, journal) = {
         let r = store.catalog.reader()?;
@@ -154,6 +160,7 @@ pub fn restore(ws: &Workspace, store: &Store, rev: &str, opts: &RestoreOptions) 
         });
     }
 
+    check_objects(&store.objects, &changes)?;
     store.catalog.set_journal(Some(&Journal {
         target: target.seq,
         paths: filter.paths().to_vec(),
@@ -173,7 +180,12 @@ pub fn restore(ws: &Workspace, store: &Store, rev: &str, opts: &RestoreOptions) 
     let lookup = TargetLookup::new(&reader, target.root);
     applier.apply(&changes, &lookup)?;
 
-    let index = updated_index(scan.index, &changes, &applier.written.into_inner().unwrap(), &lookup)?;
+    let index = updated_index(
+        scan.index,
+        &changes,
+        &applier.written.into_inner().unwrap(),
+        &lookup,
+    )?;
     let mut meta: Vec<(&str, Option<Vec<u8>>)> = vec![("journal", None)];
     if full {
         meta.push(("head", Some(target.seq.to_le_bytes().to_vec())));
@@ -182,7 +194,11 @@ pub fn restore(ws: &Workspace, store: &Store, rev: &str, opts: &RestoreOptions) 
     index.save(&store.index_path())?;
     let written = changes
         .iter()
-        .filter(|c| c.new.as_ref().is_some_and(|e| !matches!(e.node, Node::Dir { .. })))
+        .filter(|c| {
+            c.new
+                .as_ref()
+                .is_some_and(|e| !matches!(e.node, Node::Dir { .. }))
+        })
         .count() as u64;
     Ok(RestoreReport {
         target,
@@ -210,7 +226,12 @@ pub struct MaterializeReport {
 
 /// Materialises checkpoint `rev` (optionally only `paths`) into `dest`, which
 /// must not exist or be an empty directory.
-pub fn restore_to(store: &Store, rev: &str, dest: &Path, paths: &[Vec<u8>]) -> Result<MaterializeReport> {
+pub fn restore_to(
+    store: &Store,
+    rev: &str,
+    dest: &Path,
+    paths: &[Vec<u8>],
+) -> Result<MaterializeReport> {
     let reader = store.catalog.reader()?;
     let target = reader.resolve(rev)?;
     match std::fs::read_dir(dest) {
@@ -233,6 +254,7 @@ pub fn restore_to(store: &Store, rev: &str, dest: &Path, paths: &[Vec<u8>]) -> R
     };
     let filter = PathFilter::new(paths.to_vec());
     let changes = diff::diff_trees(&src, None, Some(target.root), &filter)?;
+    check_objects(&store.objects, &changes)?;
     let root_fd = fs::open_dir_path(dest).ctx("open", dest)?;
     let applier = Applier {
         root: root_fd,
@@ -264,10 +286,36 @@ pub fn restore_to(store: &Store, rev: &str, dest: &Path, paths: &[Vec<u8>]) -> R
     Ok(report)
 }
 
+/// Re-hashes every object `changes` will write, in parallel, so a damaged
+/// store fails a restore before anything is changed.
+fn check_objects(objects: &Objects, changes: &[Change]) -> Result<()> {
+    let mut needed: Vec<(Hash, u64)> = changes
+        .iter()
+        .filter(|c| {
+            matches!(
+                c.kind,
+                ChangeKind::Added | ChangeKind::Modified | ChangeKind::TypeChanged
+            )
+        })
+        .filter_map(|c| match c.new.as_ref().map(|e| &e.node) {
+            Some(Node::File { hash, size }) => Some((*hash, *size)),
+            _ => None,
+        })
+        .collect();
+    needed.sort_unstable();
+    needed.dedup();
+    needed
+        .par_iter()
+        .try_for_each(|(h, size)| objects.check(h, *size))
+}
+
 fn drop_ignored(changes: &mut Vec<Change>, ignore: &Ignore) {
     if ignore.is_active() {
         changes.retain(|c| {
-            let is_dir = |e: &Option<Entry>| e.as_ref().is_some_and(|e| matches!(e.node, Node::Dir { .. }));
+            let is_dir = |e: &Option<Entry>| {
+                e.as_ref()
+                    .is_some_and(|e| matches!(e.node, Node::Dir { .. }))
+            };
             !ignore.is_ignored(&c.path, is_dir(&c.new) || is_dir(&c.old))
         });
     }
@@ -403,14 +451,20 @@ impl Applier<'_> {
                 ChangeKind::Added => self.create(c, &mut groups, &mut finalize)?,
                 ChangeKind::Modified => {
                     let e = c.new.as_ref().unwrap();
-                    groups.entry(parent_of(path)).or_default().push((path, Op::Write(e)));
+                    groups
+                        .entry(parent_of(path))
+                        .or_default()
+                        .push((path, Op::Write(e)));
                 }
                 ChangeKind::ModeChanged | ChangeKind::Touched => {
                     let e = c.new.as_ref().unwrap();
                     if matches!(e.node, Node::Dir { .. }) {
                         finalize.insert(path.to_vec());
                     } else {
-                        groups.entry(parent_of(path)).or_default().push((path, Op::Meta(e)));
+                        groups
+                            .entry(parent_of(path))
+                            .or_default()
+                            .push((path, Op::Meta(e)));
                     }
                 }
             }
@@ -459,7 +513,8 @@ impl Applier<'_> {
                 Err(Errno::EXIST) => match fs::stat_at(dfd.as_fd(), name_of(path)) {
                     Ok(m) if m.file_type() == rustix::fs::FileType::Directory => {}
                     _ => {
-                        fs::remove_all_at(dfd.as_fd(), name_of(path)).ctx("remove", self.shown(path))?;
+                        fs::remove_all_at(dfd.as_fd(), name_of(path))
+                            .ctx("remove", self.shown(path))?;
                         rustix::fs::mkdirat(&dfd, name_of(path), FsMode::from_raw_mode(0o700))
                             .ctx("create directory", self.shown(path))?;
                     }
@@ -468,7 +523,10 @@ impl Applier<'_> {
             }
             finalize.insert(path.to_vec());
         } else {
-            groups.entry(parent_of(path)).or_default().push((path, Op::Write(e)));
+            groups
+                .entry(parent_of(path))
+                .or_default()
+                .push((path, Op::Write(e)));
         }
         Ok(())
     }
@@ -494,14 +552,18 @@ impl Applier<'_> {
                 let cpath = join(path, child);
                 let child_is_dir = fs::stat_at(sub.fd(), child)
                     .is_ok_and(|m| m.file_type() == rustix::fs::FileType::Directory);
-                if self.ignore.is_some_and(|ig| ig.is_ignored(&cpath, child_is_dir)) {
+                if self
+                    .ignore
+                    .is_some_and(|ig| ig.is_ignored(&cpath, child_is_dir))
+                {
                     kept = true;
                     continue;
                 }
                 self.remove_at(sub.fd(), &cpath)?;
             }
             if !kept {
-                rustix::fs::unlinkat(dir, name, AtFlags::REMOVEDIR).ctx("remove directory", self.shown(path))?;
+                rustix::fs::unlinkat(dir, name, AtFlags::REMOVEDIR)
+                    .ctx("remove directory", self.shown(path))?;
             }
         } else {
             match rustix::fs::unlinkat(dir, name, AtFlags::empty()) {
@@ -523,7 +585,8 @@ impl Applier<'_> {
             Node::File { size, hash } => {
                 let dst = self.objects.materialize(hash, *size, dir, &tmp, &shown)?;
                 let done = (|| -> Result<Meta> {
-                    rustix::fs::fchmod(&dst, FsMode::from_raw_mode(e.mode)).ctx("chmod", shown())?;
+                    rustix::fs::fchmod(&dst, FsMode::from_raw_mode(e.mode))
+                        .ctx("chmod", shown())?;
                     fs::set_mtime_fd(dst.as_fd(), e.mtime_ns).ctx("set mtime", shown())?;
                     rustix::fs::renameat(dir, tmp.as_slice(), dir, name).ctx("rename", shown())?;
                     fs::stat_fd(dst.as_fd()).ctx("stat", shown())
@@ -534,7 +597,8 @@ impl Applier<'_> {
                 done?
             }
             Node::Symlink { target } => {
-                rustix::fs::symlinkat(target.as_slice(), dir, tmp.as_slice()).ctx("create symlink", shown())?;
+                rustix::fs::symlinkat(target.as_slice(), dir, tmp.as_slice())
+                    .ctx("create symlink", shown())?;
                 let done = (|| -> Result<Meta> {
                     fs::set_mtime_at(dir, &tmp, e.mtime_ns).ctx("set mtime", shown())?;
                     rustix::fs::renameat(dir, tmp.as_slice(), dir, name).ctx("rename", shown())?;
@@ -568,7 +632,12 @@ impl Applier<'_> {
                     fs::stat_fd(fd.as_fd()).ctx("stat", shown())?
                 }
                 // Unreadable (e.g. mode 000): rewrite it from the store.
-                Err(Errno::ACCESS) => return self.write_entry(dir, path, e),
+                Err(Errno::ACCESS) => {
+                    if let Node::File { hash, size } = &e.node {
+                        self.objects.check(hash, *size)?;
+                    }
+                    return self.write_entry(dir, path, e);
+                }
                 Err(err) => return Err(Error::io("open", shown(), err.into())),
             },
         };
@@ -606,12 +675,23 @@ fn updated_index(
         }
     }
     let mut dirs: Vec<Vec<u8>> = by_dir.keys().cloned().collect();
-    dirs.sort_by_key(|d| std::cmp::Reverse(if d.is_empty() { 0 } else { 1 + d.iter().filter(|&&b| b == b'/').count() }));
+    dirs.sort_by_key(|d| {
+        std::cmp::Reverse(if d.is_empty() {
+            0
+        } else {
+            1 + d.iter().filter(|&&b| b == b'/').count()
+        })
+    });
     for d in dirs {
         let mut entries: BTreeMap<Vec<u8>, IndexEntry> = index
             .dirs
             .get(&d)
-            .map(|r| r.entries.iter().map(|e| (e.entry.name.clone(), e.clone())).collect())
+            .map(|r| {
+                r.entries
+                    .iter()
+                    .map(|e| (e.entry.name.clone(), e.clone()))
+                    .collect()
+            })
             .unwrap_or_default();
         for c in &by_dir[&d] {
             let name = name_of(&c.path).to_vec();
@@ -656,7 +736,8 @@ fn updated_index(
         let tree = match lookup.dir_tree(&d)? {
             Some(h) => {
                 let t = lookup.tree(&h)?;
-                let same = t.entries.len() == entries.len() && t.entries.iter().zip(&entries).all(|(a, b)| *a == b.entry);
+                let same = t.entries.len() == entries.len()
+                    && t.entries.iter().zip(&entries).all(|(a, b)| *a == b.entry);
                 if same {
                     h
                 } else {

@@ -178,8 +178,7 @@ impl Scanner<'_> {
             let is_dir = meta.file_type() == FileType::Directory;
             if self.input.ignore.is_active() || !self.input.exclude.is_empty() {
                 let path = join(&rel, &name);
-                if self.input.exclude.iter().any(|x| *x == path)
-                    || self.input.ignore.is_ignored(&path, is_dir)
+                if self.input.exclude.contains(&path) || self.input.ignore.is_ignored(&path, is_dir)
                 {
                     continue;
                 }
@@ -187,28 +186,49 @@ impl Scanner<'_> {
             listed.push(Listed { name, meta });
         }
         listed.sort_unstable_by(|a, b| a.name.cmp(&b.name));
-        self.out.entries.fetch_add(listed.len() as u64, Ordering::Relaxed);
+        self.out
+            .entries
+            .fetch_add(listed.len() as u64, Ordering::Relaxed);
 
         // Subdirectories first, in parallel: their tree hashes are inputs.
         let subdirs: Vec<&Listed> = listed
             .iter()
             .filter(|l| l.meta.file_type() == FileType::Directory)
             .collect();
-        let child_trees: Vec<Hash> = subdirs
+        let child_trees: Vec<Option<Hash>> = subdirs
             .par_iter()
             .map(|l| {
                 let child_rel = join(&rel, &l.name);
-                let fd = fs::open_dir_at(dirfd, &l.name).map_err(|e| match e {
-                    Errno::NOENT | Errno::LOOP | Errno::NOTDIR => Error::Unstable(self.shown(&child_rel)),
-                    e => Error::io("open directory", self.shown(&child_rel), e.into()),
-                })?;
-                self.scan_dir(fd, child_rel)
+                match fs::open_dir_at(dirfd, &l.name) {
+                    Ok(fd) => self.scan_dir(fd, child_rel).map(Some),
+                    // Removed since it was listed: it is simply not there.
+                    Err(Errno::NOENT) => Ok(None),
+                    Err(Errno::LOOP | Errno::NOTDIR) => {
+                        Err(Error::Unstable(self.shown(&child_rel)))
+                    }
+                    Err(e) => Err(Error::io(
+                        "open directory",
+                        self.shown(&child_rel),
+                        e.into(),
+                    )),
+                }
             })
             .collect::<Result<_>>()?;
+        if child_trees.iter().any(Option::is_none) {
+            let mut keep = child_trees.iter().map(Option::is_some);
+            listed.retain(|l| {
+                l.meta.file_type() != FileType::Directory || keep.next().unwrap_or(true)
+            });
+        }
+        let child_trees: Vec<Hash> = child_trees.into_iter().flatten().collect();
 
         if let Some(old) = old {
             if self.unchanged(old, &listed, &child_trees) {
-                self.out.records.lock().unwrap().push((rel, Arc::clone(old)));
+                self.out
+                    .records
+                    .lock()
+                    .unwrap()
+                    .push((rel, Arc::clone(old)));
                 return Ok(old.tree);
             }
         }
@@ -248,9 +268,13 @@ impl Scanner<'_> {
             });
         }
         let tree = match old {
-            Some(o) if o.tree != UNKNOWN_TREE
-                && o.entries.len() == entries.len()
-                && o.entries.iter().zip(&entries).all(|(a, b)| a.entry == b.entry) =>
+            Some(o)
+                if o.tree != UNKNOWN_TREE
+                    && o.entries.len() == entries.len()
+                    && o.entries
+                        .iter()
+                        .zip(&entries)
+                        .all(|(a, b)| a.entry == b.entry) =>
             {
                 o.tree
             }
@@ -320,7 +344,13 @@ impl Scanner<'_> {
             Mode::HashOnly => hash_file(dir, &l.name, &shown),
         };
         match res {
-            Ok((hash, meta)) => Ok(Some((Node::File { size: meta.size, hash }, meta))),
+            Ok((hash, meta)) => Ok(Some((
+                Node::File {
+                    size: meta.size,
+                    hash,
+                },
+                meta,
+            ))),
             // It changed kind or vanished between listing and reading: the
             // state we saw is gone; report it rather than guess.
             Err(CaptureError::Gone) => match fs::stat_at(dir, &l.name) {
@@ -347,7 +377,11 @@ impl Scanner<'_> {
             Ok(target) => Ok(Some((Node::Symlink { target }, l.meta))),
             Err(Errno::NOENT) => Ok(None),
             Err(Errno::INVAL) => Err(Error::Unstable(self.shown(&join(rel, &l.name)))),
-            Err(e) => Err(Error::io("readlink", self.shown(&join(rel, &l.name)), e.into())),
+            Err(e) => Err(Error::io(
+                "readlink",
+                self.shown(&join(rel, &l.name)),
+                e.into(),
+            )),
         }
     }
 }

@@ -48,14 +48,20 @@ impl Store {
     /// Creates a new store directory (which must not exist or be empty).
     pub fn create(root: &Path) -> Result<()> {
         if root.join(MARKER).exists() {
-            return Err(Error::Usage(format!("{} already holds a ckpt store", root.display())));
+            return Err(Error::Usage(format!(
+                "{} already holds a ckpt store",
+                root.display()
+            )));
         }
         std::fs::create_dir_all(root).ctx("create store", root)?;
         Objects::create_layout(root)?;
         let dir = fs::open_dir_path(root).ctx("open", root)?;
         let caps = copy::probe(dir.as_fd()).ctx("probe copy capabilities", root)?;
         let catalog = Catalog::create(&root.join("catalog.redb"))?;
-        catalog.set_meta(&[("caps", Some(serde_json::to_vec(&caps).expect("caps serialise")))])?;
+        catalog.set_meta(&[(
+            "caps",
+            Some(serde_json::to_vec(&caps).expect("caps serialise")),
+        )])?;
         let marker = root.join(MARKER);
         std::fs::write(&marker, MARKER_TEXT).ctx("write", &marker)?;
         rustix::fs::fsync(&dir).ctx("fsync", root)?;
@@ -66,7 +72,12 @@ impl Store {
     pub fn open(root: &Path, lock_timeout: Duration) -> Result<Store> {
         match std::fs::read_to_string(root.join(MARKER)) {
             Ok(t) if t == MARKER_TEXT => {}
-            Ok(_) => return Err(Error::Corrupt(format!("{} has an unknown store format", root.display()))),
+            Ok(_) => {
+                return Err(Error::Corrupt(format!(
+                    "{} has an unknown store format",
+                    root.display()
+                )))
+            }
             Err(e) => {
                 return Err(Error::io(
                     "open store (is the workspace's store gone? see `ckpt init --store`)",

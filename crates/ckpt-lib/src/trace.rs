@@ -26,7 +26,11 @@ pub fn span(name: &'static str) -> Span {
 impl Drop for Span {
     fn drop(&mut self) {
         if let Some(s) = self.start {
-            eprintln!("trace: {:<18} {:>9.3} ms", self.name, s.elapsed().as_secs_f64() * 1e3);
+            eprintln!(
+                "trace: {:<18} {:>9.3} ms",
+                self.name,
+                s.elapsed().as_secs_f64() * 1e3
+            );
         }
     }
 }

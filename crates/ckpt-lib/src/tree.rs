@@ -221,10 +221,7 @@ impl Tree {
 
 /// A name that can appear in a directory: non-empty, no `/` or NUL, not `.`/`..`.
 pub fn valid_name(name: &[u8]) -> bool {
-    !name.is_empty()
-        && name != b"."
-        && name != b".."
-        && !name.iter().any(|&b| b == b'/' || b == 0)
+    !name.is_empty() && name != b"." && name != b".." && !name.iter().any(|&b| b == b'/' || b == 0)
 }
 
 /// A bounds-checked cursor over a byte buffer; every overrun is reported as
@@ -268,8 +265,8 @@ mod tests {
     use proptest::prelude::*;
 
     fn arb_entry() -> impl Strategy<Value = Entry> {
-        let name = proptest::collection::vec(1u8..=255, 1..20)
-            .prop_filter("valid", |n| valid_name(n));
+        let name =
+            proptest::collection::vec(1u8..=255, 1..20).prop_filter("valid", |n| valid_name(n));
         let node = prop_oneof![
             (any::<u64>(), any::<[u8; 32]>()).prop_map(|(size, h)| Node::File {
                 size,
@@ -308,7 +305,9 @@ mod tests {
             name: n.to_vec(),
             mode: 0o644,
             mtime_ns: 0,
-            node: Node::Dir { tree: Hash::default() },
+            node: Node::Dir {
+                tree: Hash::default(),
+            },
         };
         let t = Tree {
             entries: vec![e(b"b"), e(b"a")],

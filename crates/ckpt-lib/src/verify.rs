@@ -323,9 +323,9 @@ pub fn verify_store(store: &Store) -> Result<StoreReport> {
                 Err(e) => Some(e.to_string()),
                 Ok(fd) => match hash_fd(std::os::fd::AsFd::as_fd(&fd)) {
                     Err(e) => Some(format!("read: {e}")),
-                    Ok((got, len)) if got != *h || len != *size => {
-                        Some(format!("content hashes to {got} ({len} bytes, expected {size})"))
-                    }
+                    Ok((got, len)) if got != *h || len != *size => Some(format!(
+                        "content hashes to {got} ({len} bytes, expected {size})"
+                    )),
                     Ok(_) => None,
                 },
             };

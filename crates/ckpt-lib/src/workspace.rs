@@ -72,7 +72,11 @@ impl Workspace {
         };
         let path = root.join(MARKER_NAME);
         let tmp = root.join(".ckpt.tmp-init");
-        std::fs::write(&tmp, serde_json::to_vec_pretty(&marker).expect("marker serialises")).ctx("write", &tmp)?;
+        std::fs::write(
+            &tmp,
+            serde_json::to_vec_pretty(&marker).expect("marker serialises"),
+        )
+        .ctx("write", &tmp)?;
         std::fs::rename(&tmp, &path).ctx("rename", &path)?;
         Ok(Workspace { root, store_path })
     }
@@ -162,8 +166,8 @@ pub fn default_store_location(root: &Path) -> Result<PathBuf> {
             return Ok(stores.join(leaf));
         }
     }
-    let parent = root.parent().ok_or_else(|| {
-        Error::Usage("cannot place a store beside /; pass --store DIR".into())
-    })?;
+    let parent = root
+        .parent()
+        .ok_or_else(|| Error::Usage("cannot place a store beside /; pass --store DIR".into()))?;
     Ok(parent.join(".ckpt-stores").join(leaf))
 }

@@ -65,14 +65,25 @@ fn verify_names_what_differs_and_store_check_finds_damage() {
     std::fs::write(root.join("b.txt"), b"beta").unwrap();
     let ws = Workspace::init(&root, Some(&dir.path().join("store"))).unwrap();
     let store = ws.open_store(T).unwrap();
-    let SaveOutcome::Saved(cp) = checkpoint::save(&ws, &store, &SaveOptions::default()).unwrap() else {
+    let SaveOutcome::Saved(cp) = checkpoint::save(&ws, &store, &SaveOptions::default()).unwrap()
+    else {
         panic!()
     };
-    assert!(verify::verify_workspace(&ws, &store, "HEAD").unwrap().matches());
+    assert!(verify::verify_workspace(&ws, &store, "HEAD")
+        .unwrap()
+        .matches());
     // Same size, same mtime: only a content re-read can see this.
-    let mtime = std::fs::metadata(root.join("d/a.txt")).unwrap().modified().unwrap();
+    let mtime = std::fs::metadata(root.join("d/a.txt"))
+        .unwrap()
+        .modified()
+        .unwrap();
     std::fs::write(root.join("d/a.txt"), b"ALPHA").unwrap();
-    std::fs::File::options().write(true).open(root.join("d/a.txt")).unwrap().set_modified(mtime).unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(root.join("d/a.txt"))
+        .unwrap()
+        .set_modified(mtime)
+        .unwrap();
     let rep = verify::verify_workspace(&ws, &store, "HEAD").unwrap();
     assert!(!rep.matches());
     let paths: Vec<_> = rep.differences.iter().map(|c| c.path.clone()).collect();

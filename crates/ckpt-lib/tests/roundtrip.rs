@@ -43,7 +43,11 @@ fn restore_ws(ws: &Workspace, seq: u64, paths: Vec<Vec<u8>>) {
 fn assert_clean(ws: &Workspace) {
     let store = ws.open_store(T).unwrap();
     let st = checkpoint::status(ws, &store, &PathFilter::default()).unwrap();
-    assert!(st.changes.is_empty(), "status after restore is not clean: {:?}", st.changes);
+    assert!(
+        st.changes.is_empty(),
+        "status after restore is not clean: {:?}",
+        st.changes
+    );
 }
 
 fn assert_same(a: &BTreeMap<Vec<u8>, Snap>, b: &BTreeMap<Vec<u8>, Snap>, what: &str) {
@@ -169,12 +173,23 @@ fn fifos_and_sockets_are_skipped_and_listed() {
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
     let _sock = std::os::unix::net::UnixListener::bind(ws.root.join("sock")).unwrap();
     let store = ws.open_store(T).unwrap();
-    let SaveOutcome::Saved(cp) = checkpoint::save(&ws, &store, &SaveOptions::default()).unwrap() else {
+    let SaveOutcome::Saved(cp) = checkpoint::save(&ws, &store, &SaveOptions::default()).unwrap()
+    else {
         panic!("expected a checkpoint")
     };
-    let mut kinds: Vec<_> = cp.skipped.iter().map(|s| (s.path.clone(), s.kind.clone())).collect();
+    let mut kinds: Vec<_> = cp
+        .skipped
+        .iter()
+        .map(|s| (s.path.clone(), s.kind.clone()))
+        .collect();
     kinds.sort();
-    assert_eq!(kinds, vec![(b"pipe".to_vec(), "fifo".to_string()), (b"sock".to_vec(), "socket".to_string())]);
+    assert_eq!(
+        kinds,
+        vec![
+            (b"pipe".to_vec(), "fifo".to_string()),
+            (b"sock".to_vec(), "socket".to_string())
+        ]
+    );
 }
 
 #[test]

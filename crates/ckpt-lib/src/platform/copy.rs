@@ -270,7 +270,7 @@ pub fn read_expected(fd: impl AsFd, buf: &mut Vec<u8>, expect: u64) -> io::Resul
     while (buf.len() as u64) < expect {
         let spare = buf.spare_capacity_mut();
         match rustix::io::read(fd, spare) {
-            Ok((init, _)) if init.is_empty() => return Ok(()),
+            Ok(([], _)) => return Ok(()),
             Ok((init, _)) => {
                 let n = init.len();
                 // SAFETY: `read` initialised `n` bytes of the spare capacity.
@@ -297,15 +297,27 @@ mod tests {
         let probed = probe(dfd.as_fd()).unwrap();
         for caps in [
             probed,
-            Caps { reflink: false, copy_file_range: true },
-            Caps { reflink: false, copy_file_range: false },
+            Caps {
+                reflink: false,
+                copy_file_range: true,
+            },
+            Caps {
+                reflink: false,
+                copy_file_range: false,
+            },
         ] {
             let copier = Copier::new(caps);
             let src = fs::open_file_at(dfd.as_fd(), b"src").unwrap();
-            let _ = rustix::fs::unlinkat(dfd.as_fd(), b"dst", rustix::fs::AtFlags::empty());
+            let _ = rustix::fs::unlinkat(dfd.as_fd(), &b"dst"[..], rustix::fs::AtFlags::empty());
             let dst = fs::create_excl_at(dfd.as_fd(), b"dst", 0o644).unwrap();
-            copier.copy(src.as_fd(), dst.as_fd(), data.len() as u64).unwrap();
-            assert_eq!(std::fs::read(dir.path().join("dst")).unwrap(), data, "{caps:?}");
+            copier
+                .copy(src.as_fd(), dst.as_fd(), data.len() as u64)
+                .unwrap();
+            assert_eq!(
+                std::fs::read(dir.path().join("dst")).unwrap(),
+                data,
+                "{caps:?}"
+            );
         }
     }
 }

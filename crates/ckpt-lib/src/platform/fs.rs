@@ -32,7 +32,9 @@ pub struct Meta {
 }
 
 impl Meta {
-    /// Converts a raw `stat` result.
+    /// Converts a raw `stat` result. (The casts are no-ops on x86_64 but not
+    /// on every architecture's `struct stat`.)
+    #[allow(clippy::unnecessary_cast)]
     pub fn from_stat(st: &rustix::fs::Stat) -> Meta {
         Meta {
             dev: st.st_dev,
@@ -192,8 +194,13 @@ pub fn rename_noreplace(
     to_dir: BorrowedFd<'_>,
     to: &[u8],
 ) -> rustix::io::Result<bool> {
-    match rustix::fs::renameat_with(from_dir, from, to_dir, to, rustix::fs::RenameFlags::NOREPLACE)
-    {
+    match rustix::fs::renameat_with(
+        from_dir,
+        from,
+        to_dir,
+        to,
+        rustix::fs::RenameFlags::NOREPLACE,
+    ) {
         Ok(()) => Ok(true),
         Err(Errno::EXIST) => Ok(false),
         Err(Errno::INVAL) | Err(Errno::NOSYS) => {

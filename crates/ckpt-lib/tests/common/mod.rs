@@ -31,15 +31,28 @@ const MODES: &[u32] = &[0o644, 0o755, 0o600, 0o444, 0o700, 0o640];
 #[derive(Clone, Debug)]
 pub enum Op {
     /// Create or overwrite a file.
-    Write { dir: usize, name: usize, content: Vec<u8>, mode: usize },
+    Write {
+        dir: usize,
+        name: usize,
+        content: Vec<u8>,
+        mode: usize,
+    },
     /// Create a directory.
     Mkdir { dir: usize, name: usize },
     /// Create a symlink.
-    Symlink { dir: usize, name: usize, target: usize },
+    Symlink {
+        dir: usize,
+        name: usize,
+        target: usize,
+    },
     /// Remove an entry (recursively).
     Delete { pick: usize },
     /// Rename an entry into a directory.
-    Rename { pick: usize, dir: usize, name: usize },
+    Rename {
+        pick: usize,
+        dir: usize,
+        name: usize,
+    },
     /// chmod a file or directory.
     Chmod { pick: usize, mode: usize },
     /// Set an mtime.
@@ -136,14 +149,23 @@ pub fn apply(root: &Path, ops: &[Op]) {
         let all = entries(root);
         let ds = dirs(root);
         match op {
-            Op::Write { dir, name, content, mode } => {
+            Op::Write {
+                dir,
+                name,
+                content,
+                mode,
+            } => {
                 let path = p(root, &join(&ds[dir % ds.len()], NAMES[name % NAMES.len()]));
                 if std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
                     continue;
                 }
                 let _ = std::fs::remove_file(&path);
                 std::fs::write(&path, content).unwrap();
-                std::fs::set_permissions(&path, std::fs::Permissions::from_mode(MODES[mode % MODES.len()])).unwrap();
+                std::fs::set_permissions(
+                    &path,
+                    std::fs::Permissions::from_mode(MODES[mode % MODES.len()]),
+                )
+                .unwrap();
             }
             Op::Mkdir { dir, name } => {
                 let path = p(root, &join(&ds[dir % ds.len()], NAMES[name % NAMES.len()]));
@@ -155,7 +177,8 @@ pub fn apply(root: &Path, ops: &[Op]) {
                 let path = p(root, &join(&ds[dir % ds.len()], NAMES[name % NAMES.len()]));
                 if std::fs::symlink_metadata(&path).is_err() {
                     let targets: [&[u8]; 4] = [b"a", b"../b.txt", b"/etc/passwd", b"dangling\xff"];
-                    std::os::unix::fs::symlink(OsStr::from_bytes(targets[target % 4]), &path).unwrap();
+                    std::os::unix::fs::symlink(OsStr::from_bytes(targets[target % 4]), &path)
+                        .unwrap();
                 }
             }
             Op::Delete { pick } if !all.is_empty() => {
@@ -181,16 +204,31 @@ pub fn apply(root: &Path, ops: &[Op]) {
             Op::Chmod { pick, mode } if !all.is_empty() => {
                 let (rel, _) = &all[pick % all.len()];
                 let path = p(root, rel);
-                if !std::fs::symlink_metadata(&path).unwrap().file_type().is_symlink() {
-                    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(MODES[mode % MODES.len()])).unwrap();
+                if !std::fs::symlink_metadata(&path)
+                    .unwrap()
+                    .file_type()
+                    .is_symlink()
+                {
+                    std::fs::set_permissions(
+                        &path,
+                        std::fs::Permissions::from_mode(MODES[mode % MODES.len()]),
+                    )
+                    .unwrap();
                 }
             }
             Op::Touch { pick, secs } if !all.is_empty() => {
                 let (rel, _) = &all[pick % all.len()];
                 let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(*secs as u64);
-                let f = std::fs::File::options().write(false).read(true).open(p(root, rel));
+                let f = std::fs::File::options()
+                    .write(false)
+                    .read(true)
+                    .open(p(root, rel));
                 if let Ok(f) = f {
-                    if !std::fs::symlink_metadata(p(root, rel)).unwrap().file_type().is_symlink() {
+                    if !std::fs::symlink_metadata(p(root, rel))
+                        .unwrap()
+                        .file_type()
+                        .is_symlink()
+                    {
                         let _ = f.set_modified(t);
                     }
                 }
@@ -202,9 +240,11 @@ pub fn apply(root: &Path, ops: &[Op]) {
                     let mut old = std::fs::read(&path).unwrap_or_default();
                     old.extend_from_slice(content);
                     let mode = std::fs::symlink_metadata(&path).unwrap().mode();
-                    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+                    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+                        .unwrap();
                     std::fs::write(&path, old).unwrap();
-                    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode & 0o7777)).unwrap();
+                    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode & 0o7777))
+                        .unwrap();
                 }
             }
             _ => {}
@@ -236,7 +276,11 @@ pub fn snapshot(root: &Path) -> BTreeMap<Vec<u8>, Snap> {
         let m = std::fs::symlink_metadata(&path).unwrap();
         let what = if m.file_type().is_symlink() {
             What::Symlink {
-                target: std::fs::read_link(&path).unwrap().as_os_str().as_bytes().to_vec(),
+                target: std::fs::read_link(&path)
+                    .unwrap()
+                    .as_os_str()
+                    .as_bytes()
+                    .to_vec(),
             }
         } else if m.is_dir() {
             What::Dir
