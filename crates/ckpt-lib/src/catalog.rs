@@ -90,6 +90,11 @@ pub struct Checkpoint {
     /// written before a field existed keep their hash.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub digest: Option<String>,
+    /// The agent-state version captured (latest commit of `state.redb` at
+    /// save time); `None` when no state store existed, which stands for the
+    /// empty state (see [`crate::state`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_version: Option<u64>,
 }
 
 impl Checkpoint {

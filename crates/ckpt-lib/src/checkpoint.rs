@@ -4,7 +4,9 @@
 //! Save, in order (each step's durability is what makes the next safe):
 //! 1. scan the workspace against the stat index, storing the content of
 //!    changed files as pending objects ([`crate::scan`]);
-//! 2. if the root tree equals the head's, stop: nothing changed;
+//! 2. read the agent-state version (only if `state.redb` exists, see
+//!    [`crate::state`]); if the root tree equals the head's and the state's
+//!    content equals the head's, stop: nothing changed;
 //! 3. make the pending objects durable under their final names
 //!    ([`crate::objects::Objects::commit`]);
 //! 4. commit trees + checkpoint record + head in one redb transaction;
@@ -107,7 +109,18 @@ pub fn capture(
     let scan = scan_workspace(ws, store, true)?;
     remove_temp_files(ws, &scan.temp_files)?;
     let files_read = scan.files_read;
-    let changed = head.as_ref().map(|h| h.root) != Some(scan.root);
+    let state_version = if commit_checkpoint {
+        store.state.current_version()?
+    } else {
+        None
+    };
+    let changed = head.as_ref().map(|h| h.root) != Some(scan.root)
+        || (commit_checkpoint
+            && crate::state::changed_since(
+                &store.state,
+                head.as_ref().and_then(|h| h.state_version),
+                state_version,
+            )?);
     if !commit_checkpoint || (!changed && !opts.allow_empty) {
         store.objects.commit()?;
         scan.index.save(&store.index_path())?;
@@ -168,6 +181,7 @@ pub fn capture(
         skipped: scan.skipped.clone(),
         duration_us: t0.elapsed().as_micros() as u64,
         digest: Some(verify::encode_digest(&digest)),
+        state_version,
     };
     let trees: Vec<_> = scan
         .new_trees

@@ -49,6 +49,10 @@ pub enum Error {
     /// Invalid user input (bad flag combination, bad tag, ...).
     #[error("{0}")]
     Usage(String),
+    /// The agent-state store reported an error (conflict after retries,
+    /// compare-and-swap mismatch, lock timeout, ...).
+    #[error("agent state: {0}")]
+    State(#[from] ckpt_state::Error),
     /// The embedded database reported an error.
     #[error("catalog {path}: {message}")]
     Catalog {
@@ -77,9 +81,21 @@ impl Error {
             Error::LockTimeout { .. } => 4,
             Error::Corrupt(_) => 5,
             Error::Io { .. } | Error::Unstable(_) | Error::Catalog { .. } => 1,
+            Error::State(e) => match e {
+                ckpt_state::Error::CasMismatch { .. } => EXIT_CAS_MISMATCH,
+                ckpt_state::Error::Locked { .. } => 4,
+                ckpt_state::Error::InvalidArgument(_)
+                | ckpt_state::Error::VersionUnavailable { .. } => 2,
+                ckpt_state::Error::Corrupt(_) | ckpt_state::Error::Format { .. } => 5,
+                _ => 1,
+            },
         }
     }
 }
+
+/// Exit code of a failed compare-and-swap (`ckpt state cas`): the key's
+/// version was not the expected one; nothing was written.
+pub const EXIT_CAS_MISMATCH: i32 = 7;
 
 /// Adds path context to `std::io::Result`s.
 pub trait IoContext<T> {

@@ -14,6 +14,11 @@
 //!
 //! The store lock is held throughout, so no save can add references
 //! concurrently.
+//!
+//! Agent state: every state version that no checkpoint pins (the
+//! `state_version`s in the catalog, derived here, never stored twice) and
+//! that is not the latest is collected from `state.redb` in one state-store
+//! transaction ([`crate::state::gc`]), before the sweep above.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -41,6 +46,8 @@ pub struct GcReport {
     pub trees_removed: u64,
     /// Files in the object directory that are not objects (left alone).
     pub strays: Vec<String>,
+    /// Agent-state collection (None: no state store).
+    pub state: Option<crate::state::StateGcReport>,
 }
 
 /// The trees and objects reachable from every checkpoint.
@@ -70,6 +77,7 @@ pub fn live_set(store: &Store) -> Result<(HashSet<Hash>, HashSet<Hash>, u64)> {
 /// Runs gc.
 pub fn gc(store: &Store, dry_run: bool) -> Result<GcReport> {
     let (live_trees, live_objects, checkpoints) = live_set(store)?;
+    let state = crate::state::gc(store, dry_run)?;
     let (all_trees, generation) = {
         let r = store.catalog.reader()?;
         (r.tree_hashes()?, r.generation()?)
@@ -90,6 +98,7 @@ pub fn gc(store: &Store, dry_run: bool) -> Result<GcReport> {
         objects_removed: dead_objects.len() as u64,
         trees_removed: dead_trees.len() as u64,
         strays: strays.iter().map(|p| p.display().to_string()).collect(),
+        state,
         ..Default::default()
     };
     for h in &dead_objects {

@@ -24,15 +24,18 @@
 //! within [`RACY_WINDOW_NS`] of the scan start are marked racy and re-hashed
 //! on the next scan, whatever their stat says.
 //!
-//! Format (little-endian): `"CKIX" u32:version u64:generation i64:scan_start
-//! u32:ndirs dir* [32]:blake3(all preceding bytes)`, where `dir := u32:len
-//! path [32]:tree u32:n (entry meta)*n`, `entry` is the tree-entry encoding
-//! of [`crate::tree`] and `meta := u64:dev u64:ino u32:st_mode u64:size
-//! i64:ctime_ns u8:flags`.
+//! Format (little-endian): `"CKIX" u32:version=2 u64:generation
+//! i64:scan_start u32:ndirs (u32:block_len block)* [32]:blake3(all preceding
+//! bytes)`, where `block := u32:len path [32]:tree u32:n (entry meta)*n`,
+//! `entry` is the tree-entry encoding of [`crate::tree`] and `meta := u64:dev
+//! u64:ino u32:st_mode u64:size i64:ctime_ns u8:flags`. Length-prefixed
+//! blocks let load and save work on directories in parallel.
 
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
+
+use rayon::prelude::*;
 
 use crate::error::IoContext;
 use crate::platform::fs::Meta;
@@ -47,7 +50,7 @@ pub const UNKNOWN_TREE: Hash = Hash([0; 32]);
 pub const RACY_WINDOW_NS: i64 = 50_000_000;
 
 const MAGIC: &[u8; 4] = b"CKIX";
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 
 /// One cached entry.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -105,11 +108,13 @@ impl Index {
 
     fn decode(bytes: &[u8]) -> Result<Index> {
         let bad = || Error::Corrupt("index".into());
-        if bytes.len() < 32 + 24 {
+        if bytes.len() < 32 + 28 {
             return Err(bad());
         }
         let (body, trailer) = bytes.split_at(bytes.len() - 32);
-        if Hash::of(body).0 != trailer {
+        let mut hasher = blake3::Hasher::new();
+        hasher.update_rayon(body);
+        if hasher.finalize().as_bytes() != trailer {
             return Err(bad());
         }
         let mut r = Reader::new(body);
@@ -119,31 +124,19 @@ impl Index {
         let generation = r.u64()?;
         let scan_start_ns = r.u64()? as i64;
         let ndirs = r.u32()? as usize;
-        let mut dirs = HashMap::with_capacity(ndirs);
+        // Find the directory blocks, then decode them in parallel.
+        let mut blocks = Vec::with_capacity(ndirs.min(body.len() / 4));
         for _ in 0..ndirs {
             let len = r.u32()? as usize;
-            let path = r.take(len)?.to_vec();
-            let tree = r.hash()?;
-            let n = r.u32()? as usize;
-            let mut entries = Vec::with_capacity(n.min(body.len()));
-            for _ in 0..n {
-                let entry = Entry::decode_from(&mut r)?;
-                let meta = Meta {
-                    dev: r.u64()?,
-                    ino: r.u64()?,
-                    mode: r.u32()?,
-                    size: r.u64()?,
-                    mtime_ns: entry.mtime_ns,
-                    ctime_ns: r.u64()? as i64,
-                };
-                let racy = r.take(1)?[0] & 1 != 0;
-                entries.push(IndexEntry { entry, meta, racy });
-            }
-            dirs.insert(path, Arc::new(DirRecord { tree, entries }));
+            blocks.push(r.take(len)?);
         }
         if !r.at_end() {
             return Err(bad());
         }
+        let dirs = blocks
+            .par_iter()
+            .map(|b| decode_dir(b).map(|(p, d)| (p, Arc::new(d))))
+            .collect::<Result<HashMap<_, _>>>()?;
         Ok(Index {
             generation,
             scan_start_ns,
@@ -151,34 +144,28 @@ impl Index {
         })
     }
 
-    /// Serialises the index.
+    /// Serialises the index (directory blocks encoded in parallel).
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(1 << 20);
+        let mut paths: Vec<&Vec<u8>> = self.dirs.keys().collect();
+        paths.sort_unstable();
+        let blocks: Vec<Vec<u8>> = paths
+            .par_iter()
+            .map(|p| encode_dir(p, &self.dirs[*p]))
+            .collect();
+        let total: usize = blocks.iter().map(|b| b.len() + 4).sum();
+        let mut out = Vec::with_capacity(total + 64);
         out.extend_from_slice(MAGIC);
         out.extend_from_slice(&VERSION.to_le_bytes());
         out.extend_from_slice(&self.generation.to_le_bytes());
         out.extend_from_slice(&self.scan_start_ns.to_le_bytes());
         out.extend_from_slice(&(self.dirs.len() as u32).to_le_bytes());
-        let mut paths: Vec<&Vec<u8>> = self.dirs.keys().collect();
-        paths.sort();
-        for p in paths {
-            let d = &self.dirs[p];
-            out.extend_from_slice(&(p.len() as u32).to_le_bytes());
-            out.extend_from_slice(p);
-            out.extend_from_slice(&d.tree.0);
-            out.extend_from_slice(&(d.entries.len() as u32).to_le_bytes());
-            for e in &d.entries {
-                e.entry.encode_into(&mut out);
-                out.extend_from_slice(&e.meta.dev.to_le_bytes());
-                out.extend_from_slice(&e.meta.ino.to_le_bytes());
-                out.extend_from_slice(&e.meta.mode.to_le_bytes());
-                out.extend_from_slice(&e.meta.size.to_le_bytes());
-                out.extend_from_slice(&e.meta.ctime_ns.to_le_bytes());
-                out.push(e.racy as u8);
-            }
+        for b in &blocks {
+            out.extend_from_slice(&(b.len() as u32).to_le_bytes());
+            out.extend_from_slice(b);
         }
-        let trailer = Hash::of(&out);
-        out.extend_from_slice(&trailer.0);
+        let mut hasher = blake3::Hasher::new();
+        hasher.update_rayon(&out);
+        out.extend_from_slice(hasher.finalize().as_bytes());
         out
     }
 
@@ -204,6 +191,50 @@ impl Index {
             .and_then(|d| d.sync_all())
             .ctx("fsync", dir)
     }
+}
+
+fn encode_dir(path: &[u8], d: &DirRecord) -> Vec<u8> {
+    let mut out = Vec::with_capacity(40 + path.len() + d.entries.len() * 112);
+    out.extend_from_slice(&(path.len() as u32).to_le_bytes());
+    out.extend_from_slice(path);
+    out.extend_from_slice(&d.tree.0);
+    out.extend_from_slice(&(d.entries.len() as u32).to_le_bytes());
+    for e in &d.entries {
+        e.entry.encode_into(&mut out);
+        out.extend_from_slice(&e.meta.dev.to_le_bytes());
+        out.extend_from_slice(&e.meta.ino.to_le_bytes());
+        out.extend_from_slice(&e.meta.mode.to_le_bytes());
+        out.extend_from_slice(&e.meta.size.to_le_bytes());
+        out.extend_from_slice(&e.meta.ctime_ns.to_le_bytes());
+        out.push(e.racy as u8);
+    }
+    out
+}
+
+fn decode_dir(block: &[u8]) -> Result<(Vec<u8>, DirRecord)> {
+    let mut r = Reader::new(block);
+    let len = r.u32()? as usize;
+    let path = r.take(len)?.to_vec();
+    let tree = r.hash()?;
+    let n = r.u32()? as usize;
+    let mut entries = Vec::with_capacity(n.min(block.len() / 17));
+    for _ in 0..n {
+        let entry = Entry::decode_from(&mut r)?;
+        let meta = Meta {
+            dev: r.u64()?,
+            ino: r.u64()?,
+            mode: r.u32()?,
+            size: r.u64()?,
+            mtime_ns: entry.mtime_ns,
+            ctime_ns: r.u64()? as i64,
+        };
+        let racy = r.take(1)?[0] & 1 != 0;
+        entries.push(IndexEntry { entry, meta, racy });
+    }
+    if !r.at_end() {
+        return Err(Error::Corrupt("index".into()));
+    }
+    Ok((path, DirRecord { tree, entries }))
 }
 
 #[cfg(test)]

@@ -19,6 +19,9 @@
 //!   checkpoint records and refs.
 //! - [`checkpoint`] (save), [`restore`], [`diff`], [`gc`] and [`verify`] are
 //!   the operations users run.
+//! - [`state`] connects the agent-state store (crate `ckpt-state`,
+//!   `<store>/state.redb`) to checkpoints: a save records the state version,
+//!   restore brings it back, diff compares it, gc keeps the pinned versions.
 //!
 //! Every public operation takes the store [`lock`] first, so two `ckpt`
 //! processes on one workspace serialise instead of corrupting each other.
@@ -36,6 +39,7 @@ pub mod objects;
 pub mod platform;
 pub mod restore;
 pub mod scan;
+pub mod state;
 pub mod store;
 pub mod trace;
 pub mod tree;

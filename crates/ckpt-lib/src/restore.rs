@@ -18,6 +18,16 @@
 //! 4. update the stat index for exactly the paths written, set the head, and
 //!    clear the journal.
 //!
+//! Agent state ([`crate::state`]) is restored with the files, after the
+//! pre-restore save (which pins the current state version, so the undo id
+//! rewinds the state too) and after the journal is written, before any file
+//! is touched: one new state commit whose content equals the checkpoint's
+//! state version (0, the empty state, when the checkpoint has none). It is
+//! idempotent, so re-running an interrupted restore finishes it.
+//! [`Scope::FilesOnly`] leaves the state alone, as does restoring only some
+//! `paths`; [`Scope::StateOnly`] restores only the state (still after the
+//! pre-restore save) and leaves files, head and journal alone.
+//!
 //! Every path is reached through directory descriptors opened with
 //! `O_NOFOLLOW` from the workspace root, so a symlink in the workspace or the
 //! checkpoint can never make restore write outside the workspace.
@@ -44,6 +54,7 @@ use crate::index::{DirRecord, Index, IndexEntry, UNKNOWN_TREE};
 use crate::objects::Objects;
 use crate::platform::fs::{self, display_path, join, Meta};
 use crate::scan::TEMP_PREFIX;
+use crate::state::{self, StateRestore};
 use crate::store::Store;
 use crate::tree::{Entry, Node, Tree};
 use crate::workspace::Workspace;
@@ -58,6 +69,20 @@ pub struct RestoreOptions {
     pub dry_run: bool,
     /// Do not save the current state first.
     pub no_save: bool,
+    /// Files, agent state, or both (default).
+    pub scope: Scope,
+}
+
+/// What an in-place restore brings back.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Scope {
+    /// Files and agent state (state only when no `paths` are given).
+    #[default]
+    All,
+    /// Only files (`--files-only`).
+    FilesOnly,
+    /// Only agent state (`--state-only`).
+    StateOnly,
 }
 
 /// What a restore did (or, with `dry_run`, would do).
@@ -77,6 +102,9 @@ pub struct RestoreReport {
     pub written: u64,
     /// Entries removed.
     pub removed: u64,
+    /// What happened to the agent state (None: not restored, or there is no
+    /// state on either side).
+    pub state: Option<StateRestore>,
 }
 
 /// Restores the workspace in place to checkpoint `rev`.
@@ -87,6 +115,14 @@ pub fn restore(
     opts: &RestoreOptions,
 ) -> Result<RestoreReport> {
     let filter = PathFilter::new(opts.paths.clone());
+    let state_only = opts.scope == Scope::StateOnly;
+    if state_only && !filter.is_all() {
+        return Err(Error::Usage(
+            "--state-only restores the agent state, not paths; drop the paths (nothing was changed)"
+                .into(),
+        ));
+    }
+    let with_state = opts.scope != Scope::FilesOnly && filter.is_all();
     let (target, journal) = {
         let r = store.catalog.reader()?;
         (r.resolve(rev)?, r.journal()?)
@@ -94,6 +130,22 @@ pub fn restore(
     let ignore = ws.ignore()?;
 
     if opts.dry_run {
+        let state = match with_state {
+            true => state::restore_state(store, &target, true)?,
+            false => None,
+        };
+        if state_only {
+            return Ok(RestoreReport {
+                target,
+                undo: None,
+                pre_save: None,
+                changes: Vec::new(),
+                resumed: false,
+                written: 0,
+                removed: 0,
+                state,
+            });
+        }
         let scan = checkpoint::scan_workspace(ws, store, false)?;
         let reader = store.catalog.reader()?;
         let src = TreeSource {
@@ -110,12 +162,14 @@ pub fn restore(
             resumed: false,
             written: 0,
             removed: 0,
+            state,
         });
     }
 
-    let resumed = journal
-        .as_ref()
-        .is_some_and(|j| j.target == target.seq && j.paths == filter.paths());
+    let resumed = !state_only
+        && journal
+            .as_ref()
+            .is_some_and(|j| j.target == target.seq && j.paths == filter.paths());
     let save_opts = SaveOptions {
         message: format!("before restore to {}", target.id()),
         tags: [(REASON_TAG.to_string(), "pre-restore".to_string())].into(),
@@ -131,6 +185,20 @@ pub fn restore(
     };
     let scan = captured.scan;
 
+    if state_only {
+        let state = state::restore_state(store, &target, false)?;
+        return Ok(RestoreReport {
+            target,
+            undo,
+            pre_save,
+            changes: Vec::new(),
+            resumed: false,
+            written: 0,
+            removed: 0,
+            state,
+        });
+    }
+
     let reader = store.catalog.reader()?;
     let src = TreeSource {
         fresh: Some(&scan.new_trees),
@@ -141,6 +209,10 @@ pub fn restore(
     let full = filter.is_all();
 
     if changes.is_empty() {
+        let state = match with_state {
+            true => state::restore_state(store, &target, false)?,
+            false => None,
+        };
         if full {
             store.catalog.set_meta(&[
                 ("head", Some(target.seq.to_le_bytes().to_vec())),
@@ -157,6 +229,7 @@ pub fn restore(
             resumed,
             written: 0,
             removed: 0,
+            state,
         });
     }
 
@@ -166,6 +239,10 @@ pub fn restore(
         paths: filter.paths().to_vec(),
         undo,
     }))?;
+    let state = match with_state {
+        true => state::restore_state(store, &target, false)?,
+        false => None,
+    };
 
     let root_fd = fs::open_dir_path(&ws.root).ctx("open", &ws.root)?;
     let applier = Applier {
@@ -208,6 +285,7 @@ pub fn restore(
         resumed,
         written,
         removed: applier.removed.into_inner(),
+        state,
     })
 }
 

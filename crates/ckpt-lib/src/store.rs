@@ -9,10 +9,13 @@
 //!   index           stat cache (crate::index)
 //!   objects/ab/…    file contents by BLAKE3 (crate::objects)
 //!   tmp/            objects being written
+//!   state.redb      agent state, created on first write (crate::state)
+//!   state.redb.lock its per-process lock
 //! ```
 //!
 //! [`Store::open`] takes the lock before anything else and holds it until
-//! the `Store` is dropped.
+//! the `Store` is dropped. The state store is opened lazily, on first use
+//! ([`Store::state`]), and closed when the `Store` is dropped.
 
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
@@ -25,9 +28,10 @@ use crate::lock::Lock;
 use crate::objects::Objects;
 use crate::platform::copy::{self, Caps, Copier};
 use crate::platform::fs;
+use crate::state::LazyState;
 use crate::{Error, Result};
 
-const MARKER: &str = "CKPT_STORE";
+pub(crate) const MARKER: &str = "CKPT_STORE";
 const MARKER_TEXT: &str = "ckpt store v1\n";
 
 /// An open, locked store.
@@ -41,6 +45,8 @@ pub struct Store {
     /// What the store's filesystem supports (probed at creation), after any
     /// `CKPT_COPY_STRATEGY` override.
     pub caps: Caps,
+    /// Agent state (`state.redb`), opened on first use.
+    pub state: LazyState,
     _lock: Lock,
 }
 
@@ -100,6 +106,7 @@ impl Store {
             catalog,
             objects,
             caps,
+            state: LazyState::new(root, lock_timeout),
             _lock: lock,
         })
     }
