@@ -5,6 +5,7 @@
 //! those of [`ckpt::Error::exit_code`], documented in README.md.
 
 mod render;
+mod state_cmd;
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -124,6 +125,12 @@ enum Cmd {
         /// Do not save the current state first.
         #[arg(long)]
         no_save: bool,
+        /// Restore only the files, leave the agent state as it is.
+        #[arg(long, conflicts_with = "state_only")]
+        files_only: bool,
+        /// Restore only the agent state, leave the files as they are.
+        #[arg(long, conflicts_with = "to")]
+        state_only: bool,
         /// JSON output.
         #[arg(long)]
         json: bool,
@@ -159,6 +166,11 @@ enum Cmd {
         /// JSON output.
         #[arg(long)]
         json: bool,
+    },
+    /// Agent state: a transactional key-value store that rewinds with the files.
+    State {
+        #[command(subcommand)]
+        cmd: state_cmd::StateCmd,
     },
     /// Remove stored data that no checkpoint references.
     Gc {
@@ -278,13 +290,32 @@ fn run(cli: &Cli) -> Result<ExitCode> {
             to,
             dry_run,
             no_save,
+            files_only,
+            state_only,
             json,
             paths,
-        } => cmd_restore(&ctx, id, to.as_deref(), *dry_run, *no_save, paths, *json),
+        } => {
+            let scope = match (files_only, state_only) {
+                (true, _) => restore::Scope::FilesOnly,
+                (_, true) => restore::Scope::StateOnly,
+                _ => restore::Scope::All,
+            };
+            cmd_restore(
+                &ctx,
+                id,
+                to.as_deref(),
+                *dry_run,
+                *no_save,
+                scope,
+                paths,
+                *json,
+            )
+        }
         Cmd::Delete { id } => cmd_delete(&ctx, id),
         Cmd::Gc { dry_run, json } => cmd_gc(&ctx, *dry_run, *json),
         Cmd::Verify { id, store, json } => return cmd_verify(&ctx, id.as_deref(), *store, *json),
         Cmd::Hash { dir, full, json } => cmd_hash(&ctx, dir, *full, *json),
+        Cmd::State { cmd } => return state_cmd::run(&ctx, cmd),
     }?;
     Ok(ExitCode::SUCCESS)
 }
@@ -456,6 +487,9 @@ fn cmd_show(ctx: &Ctx, id: &str, json: bool) -> Result<()> {
         render::bytes(s.new_bytes),
         cp.duration_us as f64 / 1e3
     );
+    if let Some(v) = cp.state_version {
+        println!("state:    version {v}");
+    }
     for sk in &cp.skipped {
         println!("skipped:  {} ({})", render::quote(&sk.path), sk.kind);
     }
@@ -547,6 +581,12 @@ fn cmd_diff(
     };
     let changes = diff::diff_trees(&src, Some(from.root), Some(to_root), &filter)?;
     let shown: Vec<_> = changes.iter().filter(|c| c.is_interesting()).collect();
+    // Agent state is not a path: `-- PATHS` leaves it out.
+    let state = match filter.is_all() {
+        true => ckpt::state::diff(&store, &from, to.as_ref())?,
+        false => None,
+    };
+    let state_changes = state.as_ref().map_or(&[][..], |s| &s.changes[..]);
     let to_label = to.as_ref().map_or("workdir".to_string(), |c| c.id());
     let content = |c: &diff::Change| -> Result<Option<ContentDiff>> {
         let file = |e: &Option<ckpt::tree::Entry>| match e.as_ref().map(|e| &e.node) {
@@ -602,12 +642,28 @@ fn cmd_diff(
             }
             list.push(v);
         }
-        print_json(&json!({"schema": SCHEMA, "from": from.id(), "to": to_label, "changes": list}));
+        print_json(&json!({
+            "schema": SCHEMA, "from": from.id(), "to": to_label, "changes": list,
+            "state_from": state.as_ref().map(|s| s.from),
+            "state_to": state.as_ref().map(|s| s.to),
+            "state_changes": state_changes.iter().map(render::state_change_json).collect::<Vec<_>>(),
+        }));
         return Ok(());
     }
     let mut out = std::io::stdout().lock();
     for c in &shown {
         let _ = writeln!(out, "{}", render::change_line(c));
+    }
+    for c in state_changes {
+        let _ = writeln!(out, "state {}", render::state_change_line(c));
+        if !name_status {
+            if let Some(o) = &c.old {
+                let _ = writeln!(out, "  - {}", render::preview(&o.value, 200));
+            }
+            if let Some(n) = &c.new {
+                let _ = writeln!(out, "  + {}", render::preview(&n.value, 200));
+            }
+        }
     }
     if !name_status {
         for c in &shown {
@@ -647,6 +703,7 @@ fn cmd_restore(
     to: Option<&Path>,
     dry_run: bool,
     no_save: bool,
+    scope: restore::Scope,
     paths: &[PathBuf],
     json: bool,
 ) -> Result<()> {
@@ -686,6 +743,7 @@ fn cmd_restore(
         paths: rel,
         dry_run,
         no_save,
+        scope,
     };
     let rep = restore::restore(&ws, &store, id, &opts)?;
     let shown: Vec<_> = rep.changes.iter().filter(|c| c.is_interesting()).collect();
@@ -699,6 +757,12 @@ fn cmd_restore(
             "undo": rep.undo.map(|u| format!("v{u}")),
             "pre_save": rep.pre_save.as_ref().map(|c| c.id()),
             "changes": shown.iter().map(|c| render::change_json(c)).collect::<Vec<_>>(),
+            "state": rep.state.as_ref().map(|s| json!({
+                "target": s.target,
+                "before": s.before,
+                "after": s.after,
+                "changes": s.changes.iter().map(render::state_change_json).collect::<Vec<_>>(),
+            })),
             "elapsed_ms": t0.elapsed().as_secs_f64() * 1e3,
         }));
         return Ok(());
@@ -706,6 +770,16 @@ fn cmd_restore(
     if dry_run {
         for c in &shown {
             println!("{}", render::change_line(c));
+        }
+        if let Some(s) = &rep.state {
+            for c in &s.changes {
+                println!("state {}", render::state_change_line(c));
+            }
+            println!(
+                "dry run: restoring the agent state to version {} would change {} keys",
+                s.target,
+                s.changes.len()
+            );
         }
         println!(
             "dry run: restoring {} would add {}, modify {}, delete {} files",
@@ -720,10 +794,36 @@ fn cmd_restore(
         for c in &shown {
             println!("{}", render::change_line(c));
         }
+        for c in rep.state.iter().flat_map(|s| &s.changes) {
+            println!("state {}", render::state_change_line(c));
+        }
     }
     if !ctx.quiet {
         if let Some(p) = &rep.pre_save {
             println!("saved the current state as {}", p.id());
+        }
+        if let Some(s) = &rep.state {
+            if s.changes.is_empty() {
+                println!("agent state: already as at version {}", s.target);
+            } else {
+                println!(
+                    "agent state: {} keys changed, back to version {} as new version {}",
+                    s.changes.len(),
+                    s.target,
+                    s.after
+                );
+            }
+        }
+        if scope == restore::Scope::StateOnly {
+            println!(
+                "restored the agent state of {} ({}){}",
+                rep.target.id(),
+                render::ms(t0.elapsed()),
+                rep.undo.map_or(String::new(), |u| format!(
+                    "; undo with `ckpt restore v{u}`"
+                ))
+            );
+            return Ok(());
         }
         println!(
             "{} {}: {} files written, {} removed ({}){}",

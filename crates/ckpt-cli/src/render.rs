@@ -3,11 +3,14 @@
 //! JSON output is versioned: every top-level object carries `"schema": 1`.
 //! Paths are bytes; in JSON they appear as `"path"` (UTF-8, lossy) plus
 //! `"path_hex"` when the bytes are not valid UTF-8, so no name is lost.
+//! Agent-state keys and values follow the same rule (`key`/`key_hex`,
+//! `value`/`value_hex`).
 
 use std::fmt::Write as _;
 
 use ckpt::catalog::{Checkpoint, Skipped};
 use ckpt::diff::Change;
+use ckpt::state::{ChangeKind as StateChangeKind, StateChange, Versioned};
 use ckpt::tree::{Entry, Node};
 use serde_json::{json, Value};
 
@@ -153,7 +156,69 @@ pub fn checkpoint_json(cp: &Checkpoint, head: Option<u64>) -> Value {
         "skipped": cp.skipped.iter().map(skipped_json).collect::<Vec<_>>(),
         "duration_ms": cp.duration_us as f64 / 1e3,
         "head": head == Some(cp.seq),
+        "state_version": cp.state_version,
     })
+}
+
+/// A stored value (or key) as JSON fields: `"{key}"` (UTF-8, lossy) plus
+/// `"{key}_hex"` when the bytes are not UTF-8 — the same rule as paths.
+pub fn bytes_fields(obj: &mut serde_json::Map<String, Value>, key: &str, bytes: &[u8]) {
+    path_fields(obj, key, bytes)
+}
+
+/// `{version, value, value_hex?}`.
+pub fn versioned_json(v: &Versioned) -> Value {
+    let mut m = serde_json::Map::new();
+    m.insert("version".into(), json!(v.version));
+    bytes_fields(&mut m, "value", &v.value);
+    Value::Object(m)
+}
+
+fn state_status(k: StateChangeKind) -> &'static str {
+    match k {
+        StateChangeKind::Added => "added",
+        StateChangeKind::Changed => "changed",
+        StateChangeKind::Removed => "removed",
+    }
+}
+
+/// One agent-state change as JSON: `{key, key_hex?, status, old, new}`.
+pub fn state_change_json(c: &StateChange) -> Value {
+    let mut m = serde_json::Map::new();
+    bytes_fields(&mut m, "key", &c.key);
+    m.insert("status".into(), json!(state_status(c.kind)));
+    m.insert(
+        "old".into(),
+        c.old.as_ref().map_or(Value::Null, versioned_json),
+    );
+    m.insert(
+        "new".into(),
+        c.new.as_ref().map_or(Value::Null, versioned_json),
+    );
+    Value::Object(m)
+}
+
+/// One agent-state change as a name-status line: `A|M|D key`.
+pub fn state_change_line(c: &StateChange) -> String {
+    let letter = match c.kind {
+        StateChangeKind::Added => 'A',
+        StateChangeKind::Changed => 'M',
+        StateChangeKind::Removed => 'D',
+    };
+    format!("{letter} {}", quote(&c.key))
+}
+
+/// A value for humans, on one line: quoted like a path, cut after `max`
+/// characters.
+pub fn preview(value: &[u8], max: usize) -> String {
+    let q = quote(value);
+    if q.chars().count() <= max {
+        q
+    } else {
+        let mut s: String = q.chars().take(max).collect();
+        s.push('…');
+        s
+    }
 }
 
 /// One `ckpt log` line.

@@ -123,7 +123,9 @@ pub fn capture(
             )?);
     if !commit_checkpoint || (!changed && !opts.allow_empty) {
         store.objects.commit()?;
-        scan.index.save(&store.index_path())?;
+        if !scan.index_unchanged {
+            scan.index.save(&store.index_path())?;
+        }
         return Ok(Captured {
             outcome: SaveOutcome::Unchanged(head),
             scan,

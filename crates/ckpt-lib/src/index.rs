@@ -91,15 +91,36 @@ pub struct Index {
     pub scan_start_ns: i64,
     /// Directory path (relative, `""` for the root) → record.
     pub dirs: HashMap<Vec<u8>, Arc<DirRecord>>,
+    /// The file this index was loaded from, so that saving it again copies
+    /// the bytes of unchanged records instead of re-encoding them.
+    pub raw: Option<Arc<RawBlocks>>,
+}
+
+/// The encoded bytes of loaded records, keyed by record identity. Each key
+/// holds its record alive, so an address is never reused for another record
+/// while it is in this table.
+#[derive(Debug, Default)]
+pub struct RawBlocks {
+    buf: Vec<u8>,
+    blocks: HashMap<usize, (Arc<DirRecord>, std::ops::Range<usize>)>,
+}
+
+impl RawBlocks {
+    fn block_of(&self, rec: &Arc<DirRecord>) -> Option<&[u8]> {
+        let (held, range) = self.blocks.get(&(Arc::as_ptr(rec) as usize))?;
+        Arc::ptr_eq(held, rec).then(|| &self.buf[range.clone()])
+    }
 }
 
 impl Index {
     /// Loads the index at `path`. A missing, corrupt or stale (wrong
     /// generation) index yields an empty one: the next scan re-hashes.
     pub fn load(path: &Path, generation: u64) -> Index {
+        let t = crate::trace::span("index read");
         let Ok(bytes) = std::fs::read(path) else {
             return Index::default();
         };
+        drop(t);
         match Self::decode(&bytes) {
             Ok(ix) if ix.generation == generation => ix,
             _ => Index::default(),
@@ -112,11 +133,14 @@ impl Index {
             return Err(bad());
         }
         let (body, trailer) = bytes.split_at(bytes.len() - 32);
+        let t = crate::trace::span("index check");
         let mut hasher = blake3::Hasher::new();
         hasher.update_rayon(body);
         if hasher.finalize().as_bytes() != trailer {
             return Err(bad());
         }
+        drop(t);
+        let _t = crate::trace::span("index parse");
         let mut r = Reader::new(body);
         if r.take(4)? != MAGIC || r.u32()? != VERSION {
             return Err(bad());
@@ -128,19 +152,33 @@ impl Index {
         let mut blocks = Vec::with_capacity(ndirs.min(body.len() / 4));
         for _ in 0..ndirs {
             let len = r.u32()? as usize;
-            blocks.push(r.take(len)?);
+            let start = r.position();
+            r.take(len)?;
+            blocks.push(start..start + len);
         }
         if !r.at_end() {
             return Err(bad());
         }
-        let dirs = blocks
+        let decoded = blocks
             .par_iter()
-            .map(|b| decode_dir(b).map(|(p, d)| (p, Arc::new(d))))
-            .collect::<Result<HashMap<_, _>>>()?;
+            .map(|range| {
+                decode_dir(&body[range.clone()]).map(|(p, d)| (p, Arc::new(d), range.clone()))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let mut dirs = HashMap::with_capacity(decoded.len());
+        let mut raw = HashMap::with_capacity(decoded.len());
+        for (path, rec, range) in decoded {
+            raw.insert(Arc::as_ptr(&rec) as usize, (Arc::clone(&rec), range));
+            dirs.insert(path, rec);
+        }
         Ok(Index {
             generation,
             scan_start_ns,
             dirs,
+            raw: Some(Arc::new(RawBlocks {
+                buf: body.to_vec(),
+                blocks: raw,
+            })),
         })
     }
 
@@ -148,9 +186,16 @@ impl Index {
     pub fn encode(&self) -> Vec<u8> {
         let mut paths: Vec<&Vec<u8>> = self.dirs.keys().collect();
         paths.sort_unstable();
-        let blocks: Vec<Vec<u8>> = paths
+        let raw = self.raw.as_deref();
+        let blocks: Vec<std::borrow::Cow<'_, [u8]>> = paths
             .par_iter()
-            .map(|p| encode_dir(p, &self.dirs[*p]))
+            .map(|p| {
+                let rec = &self.dirs[*p];
+                match raw.and_then(|r| r.block_of(rec)) {
+                    Some(b) => std::borrow::Cow::Borrowed(b),
+                    None => std::borrow::Cow::Owned(encode_dir(p, rec)),
+                }
+            })
             .collect();
         let total: usize = blocks.iter().map(|b| b.len() + 4).sum();
         let mut out = Vec::with_capacity(total + 64);
@@ -163,6 +208,7 @@ impl Index {
             out.extend_from_slice(&(b.len() as u32).to_le_bytes());
             out.extend_from_slice(b);
         }
+        drop(blocks);
         let mut hasher = blake3::Hasher::new();
         hasher.update_rayon(&out);
         out.extend_from_slice(hasher.finalize().as_bytes());
@@ -173,7 +219,11 @@ impl Index {
     /// cache, see the module doc).
     pub fn save(&self, path: &Path) -> Result<()> {
         let tmp = path.with_extension("tmp");
-        std::fs::write(&tmp, self.encode()).ctx("write", &tmp)?;
+        let t = crate::trace::span("index encode");
+        let bytes = self.encode();
+        drop(t);
+        let _t = crate::trace::span("index write");
+        std::fs::write(&tmp, bytes).ctx("write", &tmp)?;
         std::fs::rename(&tmp, path).ctx("rename", path)
     }
 

@@ -90,6 +90,9 @@ pub struct ScanResult {
     pub new_bytes: u64,
     /// Entries visited.
     pub entries: u64,
+    /// Every directory record was taken over unchanged from the old index,
+    /// so writing the index again would change nothing.
+    pub index_unchanged: bool,
 }
 
 #[derive(Default)]
@@ -99,6 +102,7 @@ struct Collector {
     skipped: Mutex<Vec<Skipped>>,
     temps: Mutex<Vec<Vec<u8>>>,
     files_read: AtomicU64,
+    reused_dirs: AtomicU64,
     new_objects: AtomicU64,
     new_bytes: AtomicU64,
     entries: AtomicU64,
@@ -122,6 +126,8 @@ pub fn scan(input: &ScanInput<'_>) -> Result<ScanResult> {
     let root = scanner.scan_dir(root_fd, Vec::new())?;
     let out = scanner.out;
     let records = out.records.into_inner().unwrap();
+    let index_unchanged = out.reused_dirs.into_inner() == records.len() as u64
+        && records.len() == input.index.dirs.len();
     let mut dirs = HashMap::with_capacity(records.len());
     dirs.extend(records);
     Ok(ScanResult {
@@ -131,6 +137,7 @@ pub fn scan(input: &ScanInput<'_>) -> Result<ScanResult> {
             generation: input.index.generation,
             scan_start_ns,
             dirs,
+            raw: input.index.raw.clone(),
         },
         skipped: out.skipped.into_inner().unwrap(),
         temp_files: out.temps.into_inner().unwrap(),
@@ -138,6 +145,7 @@ pub fn scan(input: &ScanInput<'_>) -> Result<ScanResult> {
         new_objects: out.new_objects.into_inner(),
         new_bytes: out.new_bytes.into_inner(),
         entries: out.entries.into_inner(),
+        index_unchanged,
     })
 }
 

@@ -235,6 +235,9 @@ impl<'a> Reader<'a> {
     pub(crate) fn new(buf: &'a [u8]) -> Self {
         Reader { buf, pos: 0 }
     }
+    pub(crate) fn position(&self) -> usize {
+        self.pos
+    }
     pub(crate) fn at_end(&self) -> bool {
         self.pos == self.buf.len()
     }

@@ -242,8 +242,7 @@ fn files_only_and_state_only() {
             ..Default::default()
         },
     )
-    .err()
-    .expect("refused");
+    .expect_err("refused");
     assert_eq!(err.exit_code(), 2);
     // Restoring only some paths leaves the state alone.
     f.put("k", "other");
