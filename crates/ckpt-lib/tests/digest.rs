@@ -100,3 +100,58 @@ fn verify_names_what_differs_and_store_check_finds_damage() {
     assert_eq!(rep.problems[0].id, h.to_hex());
     assert_eq!(rep.problems[0].checkpoints, vec![cp.id()]);
 }
+
+/// Known-answer vector: a fixed small tree and its `ckpt hash` checksum.
+/// Another implementation following docs/FORMAT.md must produce the same
+/// value; any change to the element encoding changes it.
+#[test]
+fn known_answer_vector_for_a_fixed_tree() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("tree");
+    std::fs::create_dir_all(root.join("src")).unwrap();
+    std::fs::create_dir_all(root.join("empty")).unwrap();
+    std::fs::write(root.join("README"), b"hello\n").unwrap();
+    std::fs::write(root.join("src/main.rs"), b"fn main() {}\n").unwrap();
+    std::fs::write(root.join("run.sh"), b"#!/bin/sh\necho hi\n").unwrap();
+    std::os::unix::fs::symlink("src/main.rs", root.join("link")).unwrap();
+    for (p, m) in [
+        ("README", 0o644),
+        ("src/main.rs", 0o644),
+        ("run.sh", 0o755),
+        ("src", 0o755),
+        ("empty", 0o700),
+    ] {
+        std::fs::set_permissions(root.join(p), std::fs::Permissions::from_mode(m)).unwrap();
+    }
+    let (d, _) = verify::hash_dir(&root).unwrap();
+    let hex: String = d.checksum().iter().map(|b| format!("{b:02x}")).collect();
+    assert_eq!(hex, KNOWN_FIXED_TREE, "the digest encoding changed");
+}
+
+const KNOWN_FIXED_TREE: &str = "68b40d2af4ff0b6aa724a2831e2c9f86f4c2c6a08632ccc9813e998e30be3b79";
+
+#[test]
+fn a_deleted_object_names_the_checkpoints_that_need_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("ws");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(root.join("keep"), b"kept in both").unwrap();
+    std::fs::write(root.join("gone"), b"only in v1 and v2").unwrap();
+    let ws = Workspace::init(&root, Some(&dir.path().join("store"))).unwrap();
+    let store = ws.open_store(T).unwrap();
+    checkpoint::save(&ws, &store, &SaveOptions::default()).unwrap();
+    std::fs::write(root.join("keep2"), b"v2").unwrap();
+    checkpoint::save(&ws, &store, &SaveOptions::default()).unwrap();
+    std::fs::remove_file(root.join("gone")).unwrap();
+    checkpoint::save(&ws, &store, &SaveOptions::default()).unwrap();
+    let h = ckpt::Hash::of(b"only in v1 and v2");
+    std::fs::remove_file(store.objects.object_path(&h)).unwrap();
+    let rep = verify::verify_store(&store).unwrap();
+    assert_eq!(rep.problems.len(), 1, "{:?}", rep.problems);
+    assert_eq!(rep.problems[0].id, h.to_hex());
+    assert_eq!(
+        rep.problems[0].checkpoints,
+        vec!["v1".to_string(), "v2".to_string()]
+    );
+}
