@@ -184,6 +184,13 @@ enum Cmd {
 }
 
 fn main() -> ExitCode {
+    // Die quietly on a closed pipe (`ckpt log | head`), like other Unix tools,
+    // instead of panicking in println!.
+    // SAFETY: restoring the default disposition of SIGPIPE before any thread
+    // is started.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = Cli::parse();
     match run(&cli) {
         Ok(code) => code,
