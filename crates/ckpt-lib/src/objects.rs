@@ -210,17 +210,7 @@ impl Objects {
         shown: &dyn Fn() -> PathBuf,
     ) -> Result<Captured, CaptureError> {
         for _ in 0..MAX_ATTEMPTS {
-            let src = match fs::open_file_at(dir, name) {
-                Ok(fd) => fd,
-                Err(Errno::NOENT) | Err(Errno::LOOP) | Err(Errno::NXIO) => {
-                    return Err(CaptureError::Gone)
-                }
-                Err(e) => return Err(Error::io("open", shown(), e.into()).into()),
-            };
-            let m1 = fs::stat_fd(src.as_fd()).ctx("stat", shown())?;
-            if m1.file_type() != FileType::RegularFile {
-                return Err(CaptureError::Gone);
-            }
+            let (src, m1) = open_regular(dir, name, shown)?;
             let attempt = if m1.size <= SMALL_FILE {
                 self.capture_small(src.as_fd(), &m1, shown)?
             } else {
@@ -478,6 +468,25 @@ impl Objects {
     }
 }
 
+/// Opens `name` for reading if it is (still) a regular file, with its stat;
+/// [`CaptureError::Gone`] if it vanished or became something else.
+fn open_regular(
+    dir: BorrowedFd<'_>,
+    name: &[u8],
+    shown: &dyn Fn() -> PathBuf,
+) -> Result<(OwnedFd, Meta), CaptureError> {
+    let src = match fs::open_file_at(dir, name) {
+        Ok(fd) => fd,
+        Err(Errno::NOENT) | Err(Errno::LOOP) | Err(Errno::NXIO) => return Err(CaptureError::Gone),
+        Err(e) => return Err(Error::io("open", shown(), e.into()).into()),
+    };
+    let meta = fs::stat_fd(src.as_fd()).ctx("stat", shown())?;
+    if meta.file_type() != FileType::RegularFile {
+        return Err(CaptureError::Gone);
+    }
+    Ok((src, meta))
+}
+
 /// Hashes a file's content without storing it (status, diff), with the same
 /// stability rule as capture. Returns the hash and the stat it matches.
 pub fn hash_file(
@@ -486,17 +495,7 @@ pub fn hash_file(
     shown: &dyn Fn() -> PathBuf,
 ) -> Result<(Hash, Meta), CaptureError> {
     for _ in 0..MAX_ATTEMPTS {
-        let src = match fs::open_file_at(dir, name) {
-            Ok(fd) => fd,
-            Err(Errno::NOENT) | Err(Errno::LOOP) | Err(Errno::NXIO) => {
-                return Err(CaptureError::Gone)
-            }
-            Err(e) => return Err(Error::io("open", shown(), e.into()).into()),
-        };
-        let m1 = fs::stat_fd(src.as_fd()).ctx("stat", shown())?;
-        if m1.file_type() != FileType::RegularFile {
-            return Err(CaptureError::Gone);
-        }
+        let (src, m1) = open_regular(dir, name, shown)?;
         let (hash, len) = hash_fd(src.as_fd()).ctx("read", shown())?;
         let m2 = fs::stat_fd(src.as_fd()).ctx("stat", shown())?;
         if m1 == m2 && len == m1.size {

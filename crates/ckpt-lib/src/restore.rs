@@ -148,12 +148,7 @@ pub fn restore(
         }
         let scan = checkpoint::scan_workspace(ws, store, false)?;
         let reader = store.catalog.reader()?;
-        let src = TreeSource {
-            fresh: Some(&scan.new_trees),
-            catalog: &reader,
-        };
-        let mut changes = diff::diff_trees(&src, Some(scan.root), Some(target.root), &filter)?;
-        drop_ignored(&mut changes, &ignore);
+        let changes = plan(&reader, &scan, target.root, &filter, &ignore)?;
         return Ok(RestoreReport {
             target,
             undo: None,
@@ -200,12 +195,7 @@ pub fn restore(
     }
 
     let reader = store.catalog.reader()?;
-    let src = TreeSource {
-        fresh: Some(&scan.new_trees),
-        catalog: &reader,
-    };
-    let mut changes = diff::diff_trees(&src, Some(scan.root), Some(target.root), &filter)?;
-    drop_ignored(&mut changes, &ignore);
+    let changes = plan(&reader, &scan, target.root, &filter, &ignore)?;
     let full = filter.is_all();
 
     if changes.is_empty() {
@@ -385,6 +375,24 @@ fn check_objects(objects: &Objects, changes: &[Change]) -> Result<()> {
     needed
         .par_iter()
         .try_for_each(|(h, size)| objects.check(h, *size))
+}
+
+/// Every difference from the scanned state to the target tree, within
+/// `filter`, without `.ckptignore`d paths: what a restore must do.
+fn plan(
+    reader: &CatalogReader<'_>,
+    scan: &crate::scan::ScanResult,
+    target: Hash,
+    filter: &PathFilter,
+    ignore: &Ignore,
+) -> Result<Vec<Change>> {
+    let src = TreeSource {
+        fresh: Some(&scan.new_trees),
+        catalog: reader,
+    };
+    let mut changes = diff::diff_trees(&src, Some(scan.root), Some(target), filter)?;
+    drop_ignored(&mut changes, ignore);
+    Ok(changes)
 }
 
 fn drop_ignored(changes: &mut Vec<Change>, ignore: &Ignore) {

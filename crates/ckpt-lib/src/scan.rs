@@ -159,6 +159,13 @@ fn same_stat(old: &IndexEntry, m: &Meta) -> bool {
     !old.racy && old.meta == *m
 }
 
+/// The index's node for an entry whose stat is unchanged (and of the kind
+/// `is_kind` accepts), so its content need not be read.
+fn cached(prev: Option<&IndexEntry>, m: &Meta, is_kind: fn(&Node) -> bool) -> Option<Node> {
+    prev.filter(|p| is_kind(&p.entry.node) && same_stat(p, m))
+        .map(|p| p.entry.node.clone())
+}
+
 impl Scanner<'_> {
     fn shown(&self, rel: &[u8]) -> PathBuf {
         display_path(self.input.root, rel)
@@ -331,10 +338,8 @@ impl Scanner<'_> {
         l: &Listed,
         prev: Option<&IndexEntry>,
     ) -> Result<Option<(Node, Meta)>> {
-        if let Some(p) = prev {
-            if matches!(p.entry.node, Node::File { .. }) && same_stat(p, &l.meta) {
-                return Ok(Some((p.entry.node.clone(), l.meta)));
-            }
+        if let Some(node) = cached(prev, &l.meta, |n| matches!(n, Node::File { .. })) {
+            return Ok(Some((node, l.meta)));
         }
         let path = join(rel, &l.name);
         let shown = || self.shown(&path);
@@ -376,10 +381,8 @@ impl Scanner<'_> {
         l: &Listed,
         prev: Option<&IndexEntry>,
     ) -> Result<Option<(Node, Meta)>> {
-        if let Some(p) = prev {
-            if matches!(p.entry.node, Node::Symlink { .. }) && same_stat(p, &l.meta) {
-                return Ok(Some((p.entry.node.clone(), l.meta)));
-            }
+        if let Some(node) = cached(prev, &l.meta, |n| matches!(n, Node::Symlink { .. })) {
+            return Ok(Some((node, l.meta)));
         }
         match fs::read_link_at(dir, &l.name) {
             Ok(target) => Ok(Some((Node::Symlink { target }, l.meta))),
