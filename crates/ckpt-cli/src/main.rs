@@ -514,12 +514,19 @@ fn cmd_status(ctx: &Ctx, paths: &[PathBuf], json: bool) -> Result<()> {
     let filter = PathFilter::new(ctx.rel_paths(&ws, paths)?);
     let st = checkpoint::status(&ws, &store, &filter)?;
     let shown: Vec<_> = st.changes.iter().filter(|c| c.is_interesting()).collect();
+    // Agent state changed since HEAD (whole-workspace status only).
+    let state_changes = match (&st.head, filter.is_all()) {
+        (Some(h), true) => ckpt::state::diff(&store, h, None)?.map_or_else(Vec::new, |d| d.changes),
+        _ => Vec::new(),
+    };
+    let clean = st.changes.is_empty() && state_changes.is_empty();
     if json {
         print_json(&json!({
             "schema": SCHEMA,
             "head": st.head.as_ref().map(|h| h.id()),
-            "clean": st.changes.is_empty(),
+            "clean": clean,
             "changes": shown.iter().map(|c| render::change_json(c)).collect::<Vec<_>>(),
+            "state_changes": state_changes.iter().map(render::state_change_json).collect::<Vec<_>>(),
             "interrupted_restore": st.journal.as_ref().map(|j| format!("v{}", j.target)),
         }));
         return Ok(());
@@ -542,11 +549,14 @@ fn cmd_status(ctx: &Ctx, paths: &[PathBuf], json: bool) -> Result<()> {
         ),
         None => println!("no checkpoint yet"),
     }
-    if st.changes.is_empty() {
+    if clean {
         println!("nothing changed");
     }
     for c in &shown {
         println!("{}", render::change_line(c));
+    }
+    for c in &state_changes {
+        println!("state {}", render::state_change_line(c));
     }
     for sk in &st.skipped {
         println!("skipped {} ({})", render::quote(&sk.path), sk.kind);

@@ -317,3 +317,29 @@ fn gc_keeps_pinned_state_versions() {
     ws.run(&["restore", saved["id"].as_str().unwrap()]).ok();
     assert_eq!(get(&ws, "k").as_deref(), Some("pinned"));
 }
+
+#[test]
+fn status_reports_state_changes_since_head() {
+    let ws = ws_with_file();
+    ws.run(&["state", "put", "plan", "A"]).ok();
+    ws.run(&["save"]).ok();
+    let st = ws.run(&["status", "--json"]).ok().json();
+    assert_eq!(st["clean"], true, "{st}");
+    assert_eq!(st["state_changes"].as_array().unwrap().len(), 0);
+
+    // Only the state changes: status is no longer clean and names the key.
+    ws.run(&["state", "put", "plan", "B"]).ok();
+    let st = ws.run(&["status", "--json"]).ok().json();
+    assert_eq!(st["clean"], false, "{st}");
+    assert_eq!(st["changes"].as_array().unwrap().len(), 0);
+    let sc = st["state_changes"].as_array().unwrap();
+    assert_eq!(sc.len(), 1, "{st}");
+    assert_eq!(sc[0]["key"], "plan");
+    let text = ws.run(&["status"]).ok().stdout;
+    assert!(text.contains("state ") && text.contains("plan"), "{text}");
+    assert!(!text.contains("nothing changed"), "{text}");
+
+    // Saving records it; status is clean again.
+    ws.run(&["save"]).ok();
+    assert_eq!(ws.run(&["status", "--json"]).ok().json()["clean"], true);
+}
