@@ -633,13 +633,18 @@ fn corrupted_restore_is_refused(new_bytes: &[u8], others: bool, strict: bool) {
             "workspace after a refused restore",
         );
     }
-    let dest = ws.fresh_dir();
+    let dest = ws.fresh_dir().join("fork");
     let r = ws.run(&["restore", &v1, "--to", dest.to_str().unwrap()]);
     assert_eq!(
         r.code,
         Some(5),
         "restore --to of a corrupted object:\n{}",
         r.dump()
+    );
+    assert!(
+        !dest.exists(),
+        "a refused restore --to must not leave {} behind",
+        dest.display()
     );
 }
 

@@ -302,7 +302,9 @@ pub fn restore_to(
 ) -> Result<MaterializeReport> {
     let reader = store.catalog.reader()?;
     let target = reader.resolve(rev)?;
-    match std::fs::read_dir(dest) {
+    // Refuse before creating anything: a non-empty destination, or a damaged
+    // object the checkpoint needs.
+    let missing = match std::fs::read_dir(dest) {
         Ok(mut it) => {
             if it.next().is_some() {
                 return Err(Error::Usage(format!(
@@ -310,12 +312,11 @@ pub fn restore_to(
                     dest.display()
                 )));
             }
+            false
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            std::fs::create_dir_all(dest).ctx("create", dest)?;
-        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
         Err(e) => return Err(Error::io("open", dest, e)),
-    }
+    };
     let src = TreeSource {
         fresh: None,
         catalog: &reader,
@@ -323,6 +324,9 @@ pub fn restore_to(
     let filter = PathFilter::new(paths.to_vec());
     let changes = diff::diff_trees(&src, None, Some(target.root), &filter)?;
     check_objects(&store.objects, &changes)?;
+    if missing {
+        std::fs::create_dir_all(dest).ctx("create", dest)?;
+    }
     let root_fd = fs::open_dir_path(dest).ctx("open", dest)?;
     let applier = Applier {
         root: root_fd,
