@@ -29,7 +29,7 @@ use crate::objects::hash_fd;
 use crate::platform::fs::join;
 use crate::scan::{self, Mode, ScanInput, ScanResult};
 use crate::store::Store;
-use crate::tree::{Entry, Node};
+use crate::tree::{Entry, Node, Tree};
 use crate::workspace::Workspace;
 use crate::{Error, Hash, Result};
 
@@ -50,13 +50,16 @@ fn remove(d: &mut Digest, path: &[u8], e: &Entry) {
     }
 }
 
-/// The digest of a whole tree (every entry below the root; the root itself
-/// has no element). Elements are computed in parallel.
-pub fn tree_digest(src: &TreeSource<'_>, root: Hash) -> Result<Digest> {
-    let mut all: Vec<(Vec<u8>, Entry)> = Vec::new();
+/// Every entry below `root` with its full path (the root itself has none),
+/// loading trees with `load`.
+fn entries_below(
+    load: impl Fn(&Hash) -> Result<Tree>,
+    root: Hash,
+) -> Result<Vec<(Vec<u8>, Entry)>> {
+    let mut all = Vec::new();
     let mut stack = vec![(Vec::new(), root)];
     while let Some((rel, h)) = stack.pop() {
-        for e in src.tree(&h)?.entries {
+        for e in load(&h)?.entries {
             let path = join(&rel, &e.name);
             if let Node::Dir { tree } = e.node {
                 stack.push((path.clone(), tree));
@@ -64,7 +67,12 @@ pub fn tree_digest(src: &TreeSource<'_>, root: Hash) -> Result<Digest> {
             all.push((path, e));
         }
     }
-    Ok(all
+    Ok(all)
+}
+
+/// The digest of a set of entries; elements are computed in parallel.
+fn digest_of(entries: &[(Vec<u8>, Entry)]) -> Digest {
+    entries
         .par_iter()
         .fold(Digest::new, |mut d, (p, e)| {
             insert(&mut d, p, e);
@@ -73,7 +81,13 @@ pub fn tree_digest(src: &TreeSource<'_>, root: Hash) -> Result<Digest> {
         .reduce(Digest::new, |mut a, b| {
             a.merge(&b);
             a
-        }))
+        })
+}
+
+/// The digest of a whole tree (every entry below the root; the root itself
+/// has no element).
+pub fn tree_digest(src: &TreeSource<'_>, root: Hash) -> Result<Digest> {
+    Ok(digest_of(&entries_below(|h| src.tree(h), root)?))
 }
 
 /// Applies a full diff (as from [`diff::diff_trees`]) to a digest.
@@ -157,7 +171,8 @@ pub fn verify_workspace(ws: &Workspace, store: &Store, rev: &str) -> Result<Veri
         Some(d) => d,
         None => tree_digest(&src, cp.root)?,
     };
-    let actual = tree_digest(&src, scan.root)?;
+    let found = entries_below(|h| src.tree(h), scan.root)?;
+    let actual = digest_of(&found);
     let differences = if expected == actual {
         Vec::new()
     } else {
@@ -166,7 +181,13 @@ pub fn verify_workspace(ws: &Workspace, store: &Store, rev: &str) -> Result<Veri
             .filter(|c| c.kind != ChangeKind::Touched)
             .collect()
     };
-    let bytes = content_bytes(&src, scan.root)?;
+    let bytes = found
+        .iter()
+        .map(|(_, e)| match e.node {
+            Node::File { size, .. } => size,
+            _ => 0,
+        })
+        .sum();
     Ok(VerifyReport {
         checkpoint: cp,
         expected: expected.checksum(),
@@ -177,53 +198,16 @@ pub fn verify_workspace(ws: &Workspace, store: &Store, rev: &str) -> Result<Veri
     })
 }
 
-fn content_bytes(src: &TreeSource<'_>, root: Hash) -> Result<u64> {
-    let mut total = 0;
-    let mut stack = vec![root];
-    while let Some(h) = stack.pop() {
-        for e in src.tree(&h)?.entries {
-            match e.node {
-                Node::File { size, .. } => total += size,
-                Node::Dir { tree } => stack.push(tree),
-                Node::Symlink { .. } => {}
-            }
-        }
-    }
-    Ok(total)
-}
-
 /// The digest of any directory, by the same rules as checkpoints
 /// (`.ckptignore` honoured, a `.ckpt` marker skipped). Needs no workspace.
 pub fn hash_dir(dir: &Path) -> Result<(Digest, ScanResult)> {
     let scan = full_scan(dir, &[])?;
-    let mut by_hash: HashMap<Hash, crate::tree::Tree> = HashMap::new();
-    for (h, bytes) in &scan.new_trees {
-        by_hash.insert(*h, crate::tree::Tree::decode(bytes)?);
-    }
-    let mut all = Vec::new();
-    let mut stack = vec![(Vec::new(), scan.root)];
-    while let Some((rel, h)) = stack.pop() {
-        let t = by_hash
-            .get(&h)
-            .ok_or_else(|| Error::Corrupt(format!("scan lost tree {h}")))?;
-        for e in &t.entries {
-            let path = join(&rel, &e.name);
-            if let Node::Dir { tree } = e.node {
-                stack.push((path.clone(), tree));
-            }
-            all.push((path, e.clone()));
-        }
-    }
-    let d = all
-        .par_iter()
-        .fold(Digest::new, |mut d, (p, e)| {
-            insert(&mut d, p, e);
-            d
-        })
-        .reduce(Digest::new, |mut a, b| {
-            a.merge(&b);
-            a
-        });
+    // The index was empty, so the scan built every tree afresh.
+    let load = |h: &Hash| match scan.new_trees.get(h) {
+        Some(bytes) => Tree::decode(bytes),
+        None => Err(Error::Corrupt(format!("scan lost tree {h}"))),
+    };
+    let d = digest_of(&entries_below(load, scan.root)?);
     Ok((d, scan))
 }
 
