@@ -69,11 +69,37 @@ pub(crate) struct CommitRecord {
     pub(crate) writes: Vec<(Vec<u8>, Val)>,
 }
 
+/// The keys a transaction read, packed into one buffer: a read costs no allocation of
+/// its own (tracked reads are the hot path of read-mostly transactions).
+#[derive(Debug, Default)]
+pub(crate) struct KeyList {
+    bytes: Vec<u8>,
+    ends: Vec<usize>,
+}
+
+impl KeyList {
+    pub(crate) fn push(&mut self, key: &[u8]) {
+        self.bytes.extend_from_slice(key);
+        self.ends.push(self.bytes.len());
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &[u8]> + '_ {
+        let starts = std::iter::once(0).chain(self.ends.iter().copied());
+        starts
+            .zip(self.ends.iter())
+            .map(|(a, &b)| &self.bytes[a..b])
+    }
+}
+
 /// What a transaction depended on, checked at commit.
 #[derive(Debug, Default)]
 pub(crate) struct Intent {
     pub(crate) snapshot: u64,
-    pub(crate) reads: Vec<Vec<u8>>,
+    pub(crate) reads: KeyList,
     pub(crate) scans: Vec<Vec<u8>>,
     pub(crate) writes: BTreeMap<Vec<u8>, Val>,
 }
@@ -179,7 +205,7 @@ impl MemState {
                 None => Ok(()),
             }
         };
-        for key in &intent.reads {
+        for key in intent.reads.iter() {
             check_key(key, ConflictKind::Read)?;
         }
         for key in intent.writes.keys() {

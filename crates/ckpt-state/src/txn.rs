@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::error::{show_key, Error, Result};
-use crate::mvcc::{prefix_range, Intent, Val};
+use crate::mvcc::{prefix_range, Intent, KeyList, Val};
 use crate::store::{scan_at, StateStore};
 use crate::types::{ScanEntry, Versioned};
 
@@ -24,7 +24,7 @@ use crate::types::{ScanEntry, Versioned};
 pub struct Txn<'s> {
     store: &'s StateStore,
     snapshot: u64,
-    reads: Vec<Vec<u8>>,
+    reads: KeyList,
     scans: Vec<Vec<u8>>,
     writes: BTreeMap<Vec<u8>, Val>,
 }
@@ -45,7 +45,7 @@ impl<'s> Txn<'s> {
         Txn {
             store,
             snapshot,
-            reads: Vec::new(),
+            reads: KeyList::default(),
             scans: Vec::new(),
             writes: BTreeMap::new(),
         }
@@ -62,7 +62,7 @@ impl<'s> Txn<'s> {
         if let Some(v) = self.writes.get(key) {
             return v.as_deref().map(<[u8]>::to_vec);
         }
-        self.reads.push(key.to_vec());
+        self.reads.push(key);
         let mem = self.store.shared.mem.read();
         mem.chain(key)
             .and_then(|c| c.visible(self.snapshot))
@@ -72,7 +72,7 @@ impl<'s> Txn<'s> {
     /// Committed version of `key` at the snapshot (0 = absent), ignoring this
     /// transaction's own writes. Records the key in the read set.
     pub fn version(&mut self, key: &[u8]) -> u64 {
-        self.reads.push(key.to_vec());
+        self.reads.push(key);
         let mem = self.store.shared.mem.read();
         mem.chain(key)
             .and_then(|c| c.visible(self.snapshot))
