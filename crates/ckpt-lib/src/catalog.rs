@@ -282,7 +282,10 @@ impl Catalog {
                 .remove(cp.hash.0.as_slice())
                 .map_err(|e| self.err(e))?;
         }
-        txn.commit().map_err(|e| self.err(e))
+        ckpt_fault::point("delete.before_commit");
+        txn.commit().map_err(|e| self.err(e))?;
+        ckpt_fault::point("delete.after_commit");
+        Ok(())
     }
 
     /// Removes trees and bumps the generation in one transaction (gc).
