@@ -180,10 +180,7 @@ fn crash_case(fault: &str, op: Op, rng: &mut Rng) -> String {
 
     let outcome = match op {
         Op::Save => {
-            let extra: Vec<&String> = ids
-                .iter()
-                .filter(|i| **i != f.v1 && **i != f.v2)
-                .collect();
+            let extra: Vec<&String> = ids.iter().filter(|i| **i != f.v1 && **i != f.v2).collect();
             assert!(extra.len() <= 1, "{ctx}: unexpected checkpoints {extra:?}");
             for id in &extra {
                 ws.assert_restores(id, &f.s3);
@@ -209,7 +206,11 @@ fn crash_case(fault: &str, op: Op, rng: &mut Rng) -> String {
                 assert_eq!(st["interrupted_restore"].as_str(), Some(f.v1.as_str()));
             }
             let rr = ws.run(&["restore", &f.v1, "--json"]).ok().json();
-            assert_same(&f.s1, &snapshot(&ws.root), &format!("{ctx}: re-run restore"));
+            assert_same(
+                &f.s1,
+                &snapshot(&ws.root),
+                &format!("{ctx}: re-run restore"),
+            );
             assert_eq!(state_get(ws, "plan").as_deref(), Some("one"), "{ctx}");
             let wt = workspace_temps(&ws.root);
             assert!(wt.is_empty(), "{ctx}: workspace temp files: {wt:?}");
