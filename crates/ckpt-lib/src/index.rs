@@ -127,7 +127,9 @@ impl Index {
         }
     }
 
-    fn decode(bytes: &[u8]) -> Result<Index> {
+    /// Parses an index file's bytes, checking its trailer hash and every
+    /// length (public so fuzz targets and property tests reach it).
+    pub fn decode(bytes: &[u8]) -> Result<Index> {
         let bad = || Error::Corrupt("index".into());
         if bytes.len() < 32 + 28 {
             return Err(bad());

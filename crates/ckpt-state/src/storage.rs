@@ -47,7 +47,7 @@ fn encode(val: &Val, buf: &mut Vec<u8>) {
     }
 }
 
-fn decode(raw: &[u8], key: &[u8], version: u64) -> Result<Val> {
+pub(crate) fn decode(raw: &[u8], key: &[u8], version: u64) -> Result<Val> {
     match raw.split_first() {
         Some((&TAG_TOMBSTONE, [])) => Ok(None),
         Some((&TAG_VALUE, rest)) => Ok(Some(Arc::from(rest))),
