@@ -678,42 +678,6 @@ fn two_workspaces_cannot_share_a_store() {
     assert_store_verifies(&ws, "after a save from a copied marker");
 }
 
-/// One fixed-length, self-checking line for `rel`: a file is a whole
-/// version exactly when it is a sequence of such lines.
-const LINE: usize = 64;
-
-fn line(rel: &str, gen: u64) -> Vec<u8> {
-    let head = format!("{rel:>30}|{gen:>12}|");
-    let sum = head.bytes().fold(0xcbf29ce484222325u64, |h, b| {
-        (h ^ b as u64).wrapping_mul(0x100000001b3)
-    });
-    let l = format!("{head}{sum:016x}   \n");
-    assert_eq!(l.len(), LINE);
-    l.into_bytes()
-}
-
-fn check_lines(rel: &str, content: &[u8]) -> Result<(), String> {
-    if !content.len().is_multiple_of(LINE) {
-        return Err(format!(
-            "{rel}: {} bytes, not whole lines (torn)",
-            content.len()
-        ));
-    }
-    for chunk in content.chunks(LINE) {
-        let gen: u64 = String::from_utf8_lossy(&chunk[31..43])
-            .trim()
-            .parse()
-            .map_err(|_| format!("{rel}: bad line {chunk:?}"))?;
-        if chunk != line(rel, gen).as_slice() {
-            return Err(format!(
-                "{rel}: damaged line {:?}",
-                String::from_utf8_lossy(chunk)
-            ));
-        }
-    }
-    Ok(())
-}
-
 /// Files growing (appends), shrinking (truncation to a line boundary),
 /// vanishing, and a directory replaced by a file (and back) while saves
 /// run: every save exits 0 or fails with "kept changing" recording nothing,
