@@ -463,6 +463,23 @@ fn full_disk_during_save_restore_and_state_commit() {
     std::fs::write(&pad, vec![1u8; free.saturating_sub(200_000) as usize]).unwrap();
     let r = ws.run(&["restore", &v1, "--no-save"]);
     clear_error(&r, 1, "No space left");
+    // A fork into the full filesystem fails and leaves no partial copy.
+    let fork = fs.path().join("fork");
+    let r = ws.run(&["restore", &v1, "--to", fork.to_str().unwrap()]);
+    clear_error(&r, 1, "No space left");
+    assert!(
+        !fork.exists(),
+        "a failed restore --to left a partial directory"
+    );
+    std::fs::create_dir(&fork).unwrap();
+    let r = ws.run(&["restore", &v1, "--to", fork.to_str().unwrap()]);
+    clear_error(&r, 1, "No space left");
+    assert_eq!(
+        std::fs::read_dir(&fork).unwrap().count(),
+        0,
+        "partial copy left"
+    );
+    std::fs::remove_dir(&fork).unwrap();
     std::fs::remove_file(&pad).unwrap();
     std::fs::remove_file(&filler).unwrap();
     ws.run(&["restore", &v1, "--no-save"]).ok();

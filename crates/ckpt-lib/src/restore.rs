@@ -33,7 +33,9 @@
 //! checkpoint can never make restore write outside the workspace.
 //!
 //! Into another directory ([`restore_to`], `--to DIR`): the same apply engine
-//! against an empty directory, without journal or index.
+//! against an empty directory, without journal or index. If writing fails
+//! (a full disk), what was written is removed again: the destination is
+//! left missing or empty, as it was.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -343,7 +345,24 @@ pub fn restore_to(
         counter: AtomicU64::new(0),
     };
     let lookup = TargetLookup::new(&reader, target.root);
-    applier.apply(&changes, &lookup)?;
+    if let Err(e) = applier.apply(&changes, &lookup) {
+        // Leave the destination as it was: gone if we created it, else
+        // empty again (it was empty when we started).
+        drop(applier);
+        // Best effort: the write error is what the user must see.
+        if missing {
+            let _ = std::fs::remove_dir_all(dest);
+        } else if let Ok(rd) = std::fs::read_dir(dest) {
+            for entry in rd.flatten() {
+                let p = entry.path();
+                let _ = match entry.file_type() {
+                    Ok(t) if t.is_dir() => std::fs::remove_dir_all(&p),
+                    _ => std::fs::remove_file(&p),
+                };
+            }
+        }
+        return Err(e);
+    }
     let mut report = MaterializeReport {
         target,
         files: 0,
