@@ -282,7 +282,10 @@ impl Catalog {
                 .remove(cp.hash.0.as_slice())
                 .map_err(|e| self.err(e))?;
         }
-        txn.commit().map_err(|e| self.err(e))
+        ckpt_fault::point("delete.before_commit");
+        txn.commit().map_err(|e| self.err(e))?;
+        ckpt_fault::point("delete.after_commit");
+        Ok(())
     }
 
     /// Removes trees and bumps the generation in one transaction (gc).
@@ -501,7 +504,9 @@ impl CatalogReader<'_> {
     }
 }
 
-fn decode_checkpoint(seq: u64, bytes: &[u8]) -> Result<Checkpoint> {
+/// Parses checkpoint record `seq` from its stored JSON, checking its hash
+/// (public so fuzz targets and property tests reach it).
+pub fn decode_checkpoint(seq: u64, bytes: &[u8]) -> Result<Checkpoint> {
     let cp: Checkpoint = serde_json::from_slice(bytes)
         .map_err(|e| Error::Corrupt(format!("checkpoint v{seq}: {e}")))?;
     if cp.seq != seq || cp.compute_hash() != cp.hash {

@@ -108,6 +108,7 @@ pub fn capture(
     };
     let scan = scan_workspace(ws, store, true)?;
     remove_temp_files(ws, &scan.temp_files)?;
+    ckpt_fault::point("save.after_scan");
     let files_read = scan.files_read;
     let state_version = if commit_checkpoint {
         store.state.current_version()?
@@ -191,7 +192,9 @@ pub fn capture(
         .map(|(h, b)| (*h, b.clone()))
         .collect();
     let t = trace::span("catalog commit");
+    ckpt_fault::point("catalog.before_commit");
     let cp = store.catalog.commit_checkpoint(&trees, record)?;
+    ckpt_fault::point("catalog.after_commit");
     drop(t);
     let _t = trace::span("index save");
     scan.index.save(&store.index_path())?;

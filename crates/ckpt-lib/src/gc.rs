@@ -78,6 +78,7 @@ pub fn live_set(store: &Store) -> Result<(HashSet<Hash>, HashSet<Hash>, u64)> {
 pub fn gc(store: &Store, dry_run: bool) -> Result<GcReport> {
     let (live_trees, live_objects, checkpoints) = live_set(store)?;
     let state = crate::state::gc(store, dry_run)?;
+    ckpt_fault::point("gc.after_state_gc");
     let (all_trees, generation) = {
         let r = store.catalog.reader()?;
         (r.tree_hashes()?, r.generation()?)
@@ -114,9 +115,12 @@ pub fn gc(store: &Store, dry_run: bool) -> Result<GcReport> {
     prune_index(&mut index, &live_trees, &live_objects);
     index.generation = next;
     index.save_durable(&store.index_path())?;
+    ckpt_fault::point("gc.after_index");
     store.catalog.remove_trees(&dead_trees, next)?;
+    ckpt_fault::point("gc.after_generation");
     for h in &dead_objects {
         store.objects.remove(h)?;
+        ckpt_fault::point("gc.after_delete");
     }
     Ok(report)
 }

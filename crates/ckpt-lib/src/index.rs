@@ -127,7 +127,9 @@ impl Index {
         }
     }
 
-    fn decode(bytes: &[u8]) -> Result<Index> {
+    /// Parses an index file's bytes, checking its trailer hash and every
+    /// length (public so fuzz targets and property tests reach it).
+    pub fn decode(bytes: &[u8]) -> Result<Index> {
         let bad = || Error::Corrupt("index".into());
         if bytes.len() < 32 + 28 {
             return Err(bad());
@@ -224,7 +226,10 @@ impl Index {
         drop(t);
         let _t = crate::trace::span("index write");
         std::fs::write(&tmp, bytes).ctx("write", &tmp)?;
-        std::fs::rename(&tmp, path).ctx("rename", path)
+        ckpt_fault::point("index.after_tmp_write");
+        std::fs::rename(&tmp, path).ctx("rename", path)?;
+        ckpt_fault::point("index.after_rename");
+        Ok(())
     }
 
     /// Replaces the index file durably (temp + fsync + rename + fsync of the
@@ -235,7 +240,9 @@ impl Index {
         let mut f = std::fs::File::create(&tmp).ctx("create", &tmp)?;
         f.write_all(&self.encode()).ctx("write", &tmp)?;
         f.sync_all().ctx("fsync", &tmp)?;
+        ckpt_fault::point("index.after_tmp_write");
         std::fs::rename(&tmp, path).ctx("rename", path)?;
+        ckpt_fault::point("index.after_rename");
         let dir = path.parent().unwrap_or(Path::new("."));
         std::fs::File::open(dir)
             .and_then(|d| d.sync_all())

@@ -337,11 +337,13 @@ impl Objects {
         if self.unsynced.swap(0, Ordering::Relaxed) > 0 {
             rustix::fs::syncfs(&self.tmp).ctx("syncfs", &self.tmp_path)?;
         }
+        ckpt_fault::point("objects.after_tmp_fsync");
         let pending: Vec<(Hash, Vec<u8>)> = pending.into_iter().collect();
         pending
             .par_iter()
             .try_for_each(|(hash, tmp_name)| -> Result<()> {
                 let final_name = object_name(hash);
+                ckpt_fault::point("objects.before_rename");
                 let placed =
                     fs::rename_noreplace(self.tmp.as_fd(), tmp_name, self.dir.as_fd(), &final_name)
                         .ctx("rename", self.object_path(hash))?;
@@ -352,6 +354,7 @@ impl Objects {
                         AtFlags::empty(),
                     );
                 }
+                ckpt_fault::point("objects.after_rename");
                 Ok(())
             })?;
         let mut shards: Vec<u8> = pending.iter().map(|(h, _)| h.0[0]).collect();
@@ -367,6 +370,7 @@ impl Objects {
                 rustix::fs::fsync(&fd).ctx("fsync", self.path.join(&name))?;
             }
         }
+        ckpt_fault::point("objects.after_dir_fsync");
         self.fsynced_each.store(0, Ordering::Relaxed);
         Ok(pending.len())
     }

@@ -33,7 +33,9 @@
 //! checkpoint can never make restore write outside the workspace.
 //!
 //! Into another directory ([`restore_to`], `--to DIR`): the same apply engine
-//! against an empty directory, without journal or index.
+//! against an empty directory, without journal or index. If writing fails
+//! (a full disk), what was written is removed again: the destination is
+//! left missing or empty, as it was.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -179,6 +181,7 @@ pub fn restore(
         _ => (None, None),
     };
     let scan = captured.scan;
+    ckpt_fault::point("restore.after_pre_save");
 
     if state_only {
         let state = state::restore_state(store, &target, false)?;
@@ -229,10 +232,12 @@ pub fn restore(
         paths: filter.paths().to_vec(),
         undo,
     }))?;
+    ckpt_fault::point("restore.after_journal");
     let state = match with_state {
         true => state::restore_state(store, &target, false)?,
         false => None,
     };
+    ckpt_fault::point("restore.after_state");
 
     let root_fd = fs::open_dir_path(&ws.root).ctx("open", &ws.root)?;
     let applier = Applier {
@@ -257,7 +262,9 @@ pub fn restore(
     if full {
         meta.push(("head", Some(target.seq.to_le_bytes().to_vec())));
     }
+    ckpt_fault::point("restore.before_journal_end");
     store.catalog.set_meta(&meta)?;
+    ckpt_fault::point("restore.after_journal_end");
     index.save(&store.index_path())?;
     let written = changes
         .iter()
@@ -338,7 +345,24 @@ pub fn restore_to(
         counter: AtomicU64::new(0),
     };
     let lookup = TargetLookup::new(&reader, target.root);
-    applier.apply(&changes, &lookup)?;
+    if let Err(e) = applier.apply(&changes, &lookup) {
+        // Leave the destination as it was: gone if we created it, else
+        // empty again (it was empty when we started).
+        drop(applier);
+        // Best effort: the write error is what the user must see.
+        if missing {
+            let _ = std::fs::remove_dir_all(dest);
+        } else if let Ok(rd) = std::fs::read_dir(dest) {
+            for entry in rd.flatten() {
+                let p = entry.path();
+                let _ = match entry.file_type() {
+                    Ok(t) if t.is_dir() => std::fs::remove_dir_all(&p),
+                    _ => std::fs::remove_file(&p),
+                };
+            }
+        }
+        return Err(e);
+    }
     let mut report = MaterializeReport {
         target,
         files: 0,
@@ -560,6 +584,7 @@ impl Applier<'_> {
             }
         }
 
+        ckpt_fault::point("restore.phase_a");
         // Phase B: files and symlinks, in parallel per directory.
         let groups: Vec<_> = groups.into_iter().collect();
         groups.par_iter().try_for_each(|(dir, ops)| -> Result<()> {
@@ -573,6 +598,7 @@ impl Applier<'_> {
             Ok(())
         })?;
 
+        ckpt_fault::point("restore.phase_c");
         // Phase C: directory modes and mtimes, deepest first.
         let mut dirs: Vec<Vec<u8>> = finalize.into_iter().collect();
         dirs.sort_by_key(|d| std::cmp::Reverse(d.iter().filter(|&&b| b == b'/').count()));
@@ -678,7 +704,9 @@ impl Applier<'_> {
                     rustix::fs::fchmod(&dst, FsMode::from_raw_mode(e.mode))
                         .ctx("chmod", shown())?;
                     fs::set_mtime_fd(dst.as_fd(), e.mtime_ns).ctx("set mtime", shown())?;
+                    ckpt_fault::point("restore.after_tmp_write");
                     rustix::fs::renameat(dir, tmp.as_slice(), dir, name).ctx("rename", shown())?;
+                    ckpt_fault::point("restore.after_rename");
                     fs::stat_fd(dst.as_fd()).ctx("stat", shown())
                 })();
                 if done.is_err() {

@@ -94,6 +94,14 @@ impl Store {
         }
         let _t = crate::trace::span("open store");
         let lock = Lock::acquire(&root.join("lock"), lock_timeout)?;
+        // A crash between writing the index's temporary file and renaming it
+        // leaves `index.tmp`; only a lock holder writes it, so it is stale.
+        let index_tmp = root.join("index.tmp");
+        match std::fs::remove_file(&index_tmp) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io("remove stale temporary file", index_tmp, e)),
+        }
         let catalog = Catalog::open(&root.join("catalog.redb"))?;
         let caps: Caps = catalog.reader()?.meta_json("caps")?.unwrap_or(Caps {
             reflink: false,

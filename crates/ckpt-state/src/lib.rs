@@ -44,6 +44,14 @@ pub use store::StateStore;
 pub use txn::{Snapshot, Txn};
 pub use types::{ChangeKind, CommitStats, GcStats, ScanEntry, StateChange, Versioned};
 
+/// Decodes one stored value record of `state.redb` (a tombstone or a value)
+/// exactly as a load does: `Ok(None)` for a deletion, `Ok(Some(bytes))` for
+/// a value, `Err(Corrupt)` for anything else. Public so fuzz targets and
+/// property tests reach the decoder.
+pub fn decode_value_record(raw: &[u8]) -> Result<Option<Vec<u8>>> {
+    storage::decode(raw, b"", 0).map(|v| v.map(|a| a.to_vec()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

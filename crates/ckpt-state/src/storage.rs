@@ -47,7 +47,7 @@ fn encode(val: &Val, buf: &mut Vec<u8>) {
     }
 }
 
-fn decode(raw: &[u8], key: &[u8], version: u64) -> Result<Val> {
+pub(crate) fn decode(raw: &[u8], key: &[u8], version: u64) -> Result<Val> {
     match raw.split_first() {
         Some((&TAG_TOMBSTONE, [])) => Ok(None),
         Some((&TAG_VALUE, rest)) => Ok(Some(Arc::from(rest))),
@@ -153,7 +153,9 @@ pub(crate) fn write_commits(db: &Database, records: &[CommitRecord], sync: bool)
         let mut meta = tx.open_table(META)?;
         meta.insert("latest", last.version)?;
     }
+    ckpt_fault::point("state.before_commit");
     tx.commit()?;
+    ckpt_fault::point("state.after_commit");
     Ok(())
 }
 
@@ -172,7 +174,9 @@ pub(crate) fn write_gc(db: &Database, plan: &GcPlan) -> Result<()> {
             collected.insert(s, e)?;
         }
     }
+    ckpt_fault::point("state.gc_before_commit");
     tx.commit()?;
+    ckpt_fault::point("state.gc_after_commit");
     Ok(())
 }
 

@@ -25,6 +25,7 @@ pub fn command(cwd: &Path, args: &[&OsStr]) -> Command {
     c.current_dir(cwd)
         .args(args)
         .env_remove("CKPT_COPY_STRATEGY")
+        .env_remove("CKPT_FAULT")
         .env("HOME", cwd)
         .env("XDG_DATA_HOME", cwd.join(".no-such-xdg"))
         .stdin(Stdio::null());
@@ -574,4 +575,107 @@ pub fn build_tree(root: &Path, dirs: usize, per_dir: usize, rng: &mut Rng) {
 /// `OsString` from bytes.
 pub fn os(b: &[u8]) -> OsString {
     OsStr::from_bytes(b).to_os_string()
+}
+
+/// Names allowed at the top of a store directory (docs/FORMAT.md). Anything
+/// else there is a leftover temporary file.
+pub const STORE_NAMES: &[&str] = &[
+    "CKPT_STORE",
+    "lock",
+    "catalog.redb",
+    "index",
+    "objects",
+    "tmp",
+    "state.redb",
+    "state.redb.lock",
+];
+
+/// Leftover temporaries anywhere in a store: unknown names at its top, and
+/// anything in `tmp/`.
+pub fn store_leftovers(store: &Path) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = std::fs::read_dir(store)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| !STORE_NAMES.contains(&e.file_name().to_string_lossy().as_ref()))
+        .map(|e| e.path())
+        .collect();
+    out.extend(
+        std::fs::read_dir(store.join("tmp"))
+            .unwrap()
+            .map(|e| e.unwrap().path()),
+    );
+    out
+}
+
+/// `ckpt verify --store --json` must report no problem.
+#[track_caller]
+pub fn assert_store_verifies(ws: &Ws, ctx: &str) {
+    let r = ws.run(&["verify", "--store", "--json"]);
+    assert_eq!(
+        r.code,
+        Some(0),
+        "{ctx}: verify --store is not clean:\n{}",
+        r.dump()
+    );
+    let v = r.json();
+    assert_eq!(v["ok"], true, "{ctx}: verify --store: {v}");
+}
+
+/// Runs `ckpt ARGS` in `cwd` with the crash point `fault` (`NAME[:N]`) armed.
+pub fn ckpt_with_fault(cwd: &Path, args: &[&str], fault: &str) -> Run {
+    let a: Vec<&OsStr> = args.iter().map(OsStr::new).collect();
+    let o = command(cwd, &a)
+        .env("CKPT_FAULT", fault)
+        .output()
+        .expect("spawn ckpt");
+    Run::from_output(format!("CKPT_FAULT={fault} {}", describe(&a)), o)
+}
+
+/// Reads an agent-state key (None if absent).
+#[track_caller]
+pub fn state_get(ws: &Ws, key: &str) -> Option<String> {
+    let r = ws.run(&["state", "get", key]);
+    match r.code {
+        Some(0) => Some(r.stdout.clone()),
+        Some(8) => None,
+        _ => panic!("state get {key}:\n{}", r.dump()),
+    }
+}
+
+/// Length of one [`line`].
+pub const LINE: usize = 64;
+
+/// One fixed-length, self-checking line for `rel`: a file is a whole
+/// version exactly when it is a sequence of such lines.
+pub fn line(rel: &str, gen: u64) -> Vec<u8> {
+    let head = format!("{rel:>30}|{gen:>12}|");
+    let sum = head.bytes().fold(0xcbf29ce484222325u64, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x100000001b3)
+    });
+    let l = format!("{head}{sum:016x}   \n");
+    assert_eq!(l.len(), LINE);
+    l.into_bytes()
+}
+
+/// Checks that `content` is whole lines written for `rel` (never torn).
+pub fn check_lines(rel: &str, content: &[u8]) -> Result<(), String> {
+    if !content.len().is_multiple_of(LINE) {
+        return Err(format!(
+            "{rel}: {} bytes, not whole lines (torn)",
+            content.len()
+        ));
+    }
+    for chunk in content.chunks(LINE) {
+        let gen: u64 = String::from_utf8_lossy(&chunk[31..43])
+            .trim()
+            .parse()
+            .map_err(|_| format!("{rel}: bad line {chunk:?}"))?;
+        if chunk != line(rel, gen).as_slice() {
+            return Err(format!(
+                "{rel}: damaged line {:?}",
+                String::from_utf8_lossy(chunk)
+            ));
+        }
+    }
+    Ok(())
 }

@@ -1,0 +1,114 @@
+//! Crash points between durable steps, for crash tests.
+//!
+//! Owns [`POINTS`], the one list of every named point in save, restore, gc,
+//! delete and agent-state commits, and [`point`], the call placed in the
+//! code between two durable steps. Invariants:
+//! - without the `enabled` feature [`point`] is an empty inline function:
+//!   release builds contain no fault code at all;
+//! - with it, a point does nothing unless `CKPT_FAULT=NAME[:N]` names it; the
+//!   N-th time (default 1st) the process reaches NAME it SIGKILLs itself —
+//!   no unwinding, no destructors, no buffered output flushed, exactly like a
+//!   crash or `kill -9`;
+//! - every name passed to [`point`] is in [`POINTS`] (a debug assertion
+//!   checks it when armed, and `crates/ckpt-cli/tests/faults.rs` checks the
+//!   list is exercised), so a test can iterate over all of them.
+
+/// Every crash point, in the order an operation reaches them.
+pub const POINTS: &[&str] = &[
+    // save (crate ckpt-lib: objects, checkpoint, catalog, index)
+    "save.after_scan",
+    "objects.after_tmp_fsync",
+    "objects.before_rename",
+    "objects.after_rename",
+    "objects.after_dir_fsync",
+    "catalog.before_commit",
+    "catalog.after_commit",
+    "index.after_tmp_write",
+    "index.after_rename",
+    // restore (the pre-restore save passes through the points above)
+    "restore.after_pre_save",
+    "restore.after_journal",
+    "restore.after_state",
+    "restore.phase_a",
+    "restore.after_tmp_write",
+    "restore.after_rename",
+    "restore.phase_c",
+    "restore.before_journal_end",
+    "restore.after_journal_end",
+    // delete
+    "delete.before_commit",
+    "delete.after_commit",
+    // gc
+    "gc.after_state_gc",
+    "gc.after_index",
+    "gc.after_generation",
+    "gc.after_delete",
+    // agent state (crate ckpt-state)
+    "state.before_commit",
+    "state.after_commit",
+    "state.gc_before_commit",
+    "state.gc_after_commit",
+];
+
+/// The environment variable that arms one point: `NAME` or `NAME:N`.
+pub const ENV: &str = "CKPT_FAULT";
+
+/// A crash point: with the `enabled` feature and `CKPT_FAULT` naming it,
+/// the process kills itself here (on the N-th hit).
+#[inline(always)]
+pub fn point(name: &'static str) {
+    #[cfg(feature = "enabled")]
+    imp::hit(name);
+    #[cfg(not(feature = "enabled"))]
+    let _ = name;
+}
+
+/// Whether fault points are compiled in.
+pub const ENABLED: bool = cfg!(feature = "enabled");
+
+#[cfg(feature = "enabled")]
+mod imp {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::OnceLock;
+
+    struct Armed {
+        name: String,
+        nth: u64,
+        hits: AtomicU64,
+    }
+
+    fn armed() -> Option<&'static Armed> {
+        static ARMED: OnceLock<Option<Armed>> = OnceLock::new();
+        ARMED
+            .get_or_init(|| {
+                let v = std::env::var(super::ENV).ok()?;
+                let (name, nth) = match v.rsplit_once(':') {
+                    Some((n, k)) => (n.to_string(), k.parse().unwrap_or(1).max(1)),
+                    None => (v, 1),
+                };
+                Some(Armed {
+                    name,
+                    nth,
+                    hits: AtomicU64::new(0),
+                })
+            })
+            .as_ref()
+    }
+
+    pub(super) fn hit(name: &'static str) {
+        let Some(a) = armed() else { return };
+        debug_assert!(
+            super::POINTS.contains(&name),
+            "fault point {name} missing from ckpt_fault::POINTS"
+        );
+        if a.name == name && a.hits.fetch_add(1, Ordering::SeqCst) + 1 == a.nth {
+            // SAFETY: plain syscalls on our own pid; SIGKILL cannot be caught.
+            unsafe {
+                libc::kill(libc::getpid(), libc::SIGKILL);
+            }
+            // SIGKILL to self is delivered before kill() returns; never
+            // continue past a fault point even if it were not.
+            std::process::abort();
+        }
+    }
+}
