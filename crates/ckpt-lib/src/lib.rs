@@ -28,6 +28,7 @@
 
 pub mod catalog;
 pub mod checkpoint;
+pub mod copytree;
 pub mod diff;
 pub mod error;
 pub mod gc;
