@@ -431,6 +431,19 @@ impl Objects {
         }
     }
 
+    /// Hard-links object `hash` as the new name `name` in `dir` (`ckpt fork
+    /// --link`). The link shares the object's inode: it must never be
+    /// written, chmod-ed or touched, which is the caller's promise.
+    pub fn link_to(&self, hash: &Hash, dir: BorrowedFd<'_>, name: &[u8]) -> rustix::io::Result<()> {
+        rustix::fs::linkat(
+            self.dir.as_fd(),
+            object_name(hash).as_slice(),
+            dir,
+            name,
+            AtFlags::empty(),
+        )
+    }
+
     /// Removes one object (gc).
     pub fn remove(&self, h: &Hash) -> Result<()> {
         match rustix::fs::unlinkat(
