@@ -531,4 +531,56 @@ mod tests {
             );
         }
     }
+
+    /// Random layouts of data and holes, random split thresholds: every
+    /// strategy yields the same bytes and length, and where the filesystem
+    /// reports holes the copy allocates no more than the source.
+    mod layouts {
+        use super::*;
+        use proptest::prelude::*;
+        use crate::platform::copy::Strategy;
+        use std::os::unix::fs::{FileExt, MetadataExt};
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(24))]
+            #[test]
+            fn holes_and_ranges_copy_exactly(
+                pieces in proptest::collection::vec((0u64..3 << 20, 1usize..300_000, any::<u8>()), 0..6),
+                tail in 0u64..4 << 20,
+                split_at in prop_oneof![Just(1u64), Just(1 << 20), Just(DEFAULT_SPLIT_AT)],
+            ) {
+                let dir = tempfile::tempdir().unwrap();
+                let dfd = fs::open_dir_path(dir.path()).unwrap();
+                let src_path = dir.path().join("src");
+                let f = std::fs::File::create(&src_path).unwrap();
+                let mut off = 0u64;
+                for (gap, len, byte) in &pieces {
+                    off += gap;
+                    f.write_all_at(&vec![*byte | 1; *len], off).unwrap();
+                    off += *len as u64;
+                }
+                f.set_len(off + tail).unwrap();
+                drop(f);
+                let want = std::fs::read(&src_path).unwrap();
+                let src_blocks = std::fs::metadata(&src_path).unwrap().blocks();
+                let probed = probe(dfd.as_fd()).unwrap();
+                for s in Strategy::ALL {
+                    let mut copier = Copier::new(probed.forced(s));
+                    copier.split_at = split_at;
+                    let src = fs::open_file_at(dfd.as_fd(), b"src").unwrap();
+                    let _ = rustix::fs::unlinkat(dfd.as_fd(), &b"dst"[..], rustix::fs::AtFlags::empty());
+                    let dst = fs::create_excl_at(dfd.as_fd(), b"dst", 0o644).unwrap();
+                    copier.copy(src.as_fd(), dst.as_fd(), want.len() as u64).unwrap();
+                    drop(dst);
+                    let got = std::fs::read(dir.path().join("dst")).unwrap();
+                    prop_assert!(got == want, "{:?}: content differs", s);
+                    if probed.seek_hole && want.len() as u64 >= SPARSE_MIN {
+                        let blocks = std::fs::metadata(dir.path().join("dst")).unwrap().blocks();
+                        // Allow a little rounding at segment edges.
+                        prop_assert!(blocks <= src_blocks + 64, "{:?}: {} blocks vs {}", s, blocks, src_blocks);
+                    }
+                }
+            }
+        }
+    }
 }
