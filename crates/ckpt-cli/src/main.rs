@@ -635,10 +635,7 @@ fn cmd_diff(
         let read_obj = |h: Option<ckpt::Hash>, from_workdir: bool| -> Result<Vec<u8>> {
             match h {
                 None => Ok(Vec::new()),
-                Some(h) if store.objects.contains(&h) => {
-                    let p = store.objects.object_path(&h);
-                    std::fs::read(&p).map_err(|e| Error::io("read", p, e))
-                }
+                Some(h) if store.objects.contains(&h) => store.objects.read_object(&h),
                 Some(_) if from_workdir => {
                     let p = ws.root.join(ckpt::platform::fs::as_path(&c.path));
                     match std::fs::read(&p) {

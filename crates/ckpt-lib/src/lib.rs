@@ -26,6 +26,7 @@
 //! Every public operation takes the store [`lock`] first, so two `ckpt`
 //! processes on one workspace serialise instead of corrupting each other.
 
+pub mod bands;
 pub mod catalog;
 pub mod checkpoint;
 pub mod copytree;

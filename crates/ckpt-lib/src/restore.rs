@@ -723,6 +723,8 @@ impl Applier<'_> {
                         self.written.lock().unwrap().insert(path.to_vec(), done?);
                         return Ok(());
                     }
+                    // Stored as bands: no single file to link to.
+                    Err(Errno::NOENT) => self.write_entry_copy(dir, path, e, tmp),
                     Err(Errno::XDEV) | Err(Errno::PERM) | Err(Errno::MLINK) => {
                         self.link.store(false, Ordering::Relaxed);
                         return self.write_entry_copy(dir, path, e, tmp);

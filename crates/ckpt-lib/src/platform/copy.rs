@@ -383,8 +383,22 @@ impl Copier {
     /// Returns whether the kernel copied them (`copy_file_range`) rather
     /// than user memory. Stops early if the source ends early.
     fn copy_chunk(&self, src: BorrowedFd<'_>, dst: BorrowedFd<'_>, off: u64, n: u64) -> io::Result<bool> {
+        self.copy_at(src, off, dst, off, n)
+    }
+
+    /// Copies bytes `off..off+n` of `src` to `dst_off..` of `dst` with
+    /// `copy_file_range` where it works, else through user memory. Returns
+    /// whether the kernel did it. (Used to reassemble banded files.)
+    pub fn copy_at(
+        &self,
+        src: BorrowedFd<'_>,
+        off: u64,
+        dst: BorrowedFd<'_>,
+        dst_off: u64,
+        n: u64,
+    ) -> io::Result<bool> {
         if self.cfr.load(Ordering::Relaxed) {
-            match copy_range(src, dst, off, n) {
+            match copy_range(src, dst, off, dst_off, n) {
                 Ok(()) => return Ok(true),
                 Err((done, e)) if done == 0 && unsupported(e) => {
                     self.cfr.store(false, Ordering::Relaxed)
@@ -392,8 +406,14 @@ impl Copier {
                 Err((_, e)) => return Err(e.into()),
             }
         }
-        copy_user(src, dst, off, n)?;
+        copy_user(src, dst, off, dst_off, n)?;
         Ok(false)
+    }
+
+    /// Whether reflinks are still being tried (they worked in the probe and
+    /// the kernel has not refused one).
+    pub fn reflinks(&self) -> bool {
+        self.reflink.load(Ordering::Relaxed)
     }
 
     /// Writes `data` to `dst` (used when the content is already in memory).
@@ -414,9 +434,15 @@ fn unsupported(e: Errno) -> bool {
 /// `copy_file_range` of `off..off+n` until done or the source ends. On error
 /// returns how many bytes had been copied, so "unsupported" at the start can
 /// fall back cleanly.
-fn copy_range(src: BorrowedFd<'_>, dst: BorrowedFd<'_>, off: u64, n: u64) -> Result<(), (u64, Errno)> {
+fn copy_range(
+    src: BorrowedFd<'_>,
+    dst: BorrowedFd<'_>,
+    off: u64,
+    dst_off: u64,
+    n: u64,
+) -> Result<(), (u64, Errno)> {
     let mut off_in = off;
-    let mut off_out = off;
+    let mut off_out = dst_off;
     let end = off + n;
     while off_in < end {
         let want = (end - off_in).min(1 << 30) as usize;
@@ -431,7 +457,13 @@ fn copy_range(src: BorrowedFd<'_>, dst: BorrowedFd<'_>, off: u64, n: u64) -> Res
 }
 
 /// `pread`/`pwrite` of `off..off+n` through a thread-local buffer.
-fn copy_user(src: BorrowedFd<'_>, dst: BorrowedFd<'_>, off: u64, n: u64) -> io::Result<()> {
+fn copy_user(
+    src: BorrowedFd<'_>,
+    dst: BorrowedFd<'_>,
+    off: u64,
+    dst_off: u64,
+    n: u64,
+) -> io::Result<()> {
     BUF.with(|buf| {
         let mut buf = buf.borrow_mut();
         buf.resize(BUF_SIZE, 0);
@@ -446,7 +478,7 @@ fn copy_user(src: BorrowedFd<'_>, dst: BorrowedFd<'_>, off: u64, n: u64) -> io::
                 Err(e) => return Err(e.into()),
             };
             let mut data = &buf[..got];
-            let mut at = pos;
+            let mut at = pos - off + dst_off;
             while !data.is_empty() {
                 match rustix::io::pwrite(dst, data, at) {
                     Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
