@@ -87,7 +87,10 @@ pub fn run(ctx: &Ctx, args: &CpArgs) -> Result<()> {
             );
         }
         if rep.skipped_sockets > 0 {
-            eprintln!("ckpt: warning: {} sockets skipped (they cannot be copied)", rep.skipped_sockets);
+            eprintln!(
+                "ckpt: warning: {} sockets skipped (they cannot be copied)",
+                rep.skipped_sockets
+            );
         }
         if rep.skipped_xattrs > 0 {
             eprintln!(

@@ -42,7 +42,11 @@ fn caps_line(c: &Caps) -> String {
 
 fn print_text(rep: &Report) {
     let opt = |v: Option<u64>| v.map_or("unknown".to_string(), |n| n.to_string());
-    println!("workspace: {} ({})", rep.workspace.path.display(), rep.workspace.fs_type);
+    println!(
+        "workspace: {} ({})",
+        rep.workspace.path.display(),
+        rep.workspace.fs_type
+    );
     println!(
         "store:     {} ({}), {} free of {}",
         rep.store.path.display(),

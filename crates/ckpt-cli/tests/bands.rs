@@ -13,8 +13,8 @@ mod common;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
-use common::*;
 use common::Rng;
+use common::*;
 use proptest::prelude::*;
 
 const BAND: usize = 8 << 20;
@@ -49,7 +49,9 @@ fn count_objects(store: &Path) -> (usize, usize) {
 }
 
 fn save(ws: &Ws) -> (String, u64) {
-    let v = run(&ws.root, &["save", "--json", "--allow-empty"]).ok().json();
+    let v = run(&ws.root, &["save", "--json", "--allow-empty"])
+        .ok()
+        .json();
     let id = v["id"].as_str().unwrap().to_string();
     let new_bytes = v["stats"]["new_bytes"]
         .as_u64()
@@ -157,15 +159,18 @@ fn one_band_edit_stores_one_band_and_gc_keeps_live_bands() {
         .unwrap();
     drop(f);
     let (v3, stored3) = save(&ws);
-    assert_eq!(stored3, BAND as u64, "a one-band edit must store exactly one band");
-    assert_eq!(count_objects(&ws.store), (7, 2), "one new band and one manifest");
+    assert_eq!(
+        stored3, BAND as u64,
+        "a one-band edit must store exactly one band"
+    );
+    assert_eq!(
+        count_objects(&ws.store),
+        (7, 2),
+        "one new band and one manifest"
+    );
     let want_v3 = snapshot(&ws.root);
     // The digest of a banded file equals that of the plain file.
-    let digest = |dir: &Path| {
-        ckpt(&ws.root, &["hash", dir.to_str().unwrap()])
-            .ok()
-            .stdout
-    };
+    let digest = |dir: &Path| ckpt(&ws.root, &["hash", dir.to_str().unwrap()]).ok().stdout;
     let plain = ws.fresh_dir();
     std::fs::create_dir(&plain).unwrap();
     std::fs::copy(ws.root.join("vm.img"), plain.join("vm.img")).unwrap();

@@ -78,7 +78,11 @@ fn varied_tree(root: &Path, rng: &mut Rng) -> bool {
     f.write_all_at(&rng.bytes(5000), 20 << 20).unwrap();
     f.set_len(40 << 20).unwrap();
     drop(f);
-    set_xattr(&root.join("d00/f0001.txt"), "user.ckpt-test", b"value\0with nul")
+    set_xattr(
+        &root.join("d00/f0001.txt"),
+        "user.ckpt-test",
+        b"value\0with nul",
+    )
 }
 
 fn check_extras(src: &Path, dst: &Path, xattrs: bool, what: &str) {
@@ -115,7 +119,10 @@ fn every_strategy_copies_exactly() {
     let mut rng = Rng::new("every_strategy_copies_exactly", Rng::time_seed());
     let xattrs = varied_tree(&src, &mut rng);
     if !xattrs {
-        eprintln!("SKIPPED xattr check: user xattrs unsupported on {}", src.display());
+        eprintln!(
+            "SKIPPED xattr check: user xattrs unsupported on {}",
+            src.display()
+        );
     }
     let want = snapshot(&src);
     for (i, s) in STRATEGIES.iter().enumerate() {
@@ -161,7 +168,9 @@ fn cp_recreates_fifos() {
         .unwrap();
     assert!(st.success());
     chmod(&base.path().join("src/fifo"), 0o640);
-    let v = ckpt(base.path(), &["cp", "src", "dst", "--json"]).ok().json();
+    let v = ckpt(base.path(), &["cp", "src", "dst", "--json"])
+        .ok()
+        .json();
     assert_eq!(v["specials"].as_u64(), Some(1), "{v}");
     let m = std::fs::symlink_metadata(base.path().join("dst/fifo")).unwrap();
     assert!(std::os::unix::fs::FileTypeExt::is_fifo(&m.file_type()));
@@ -189,7 +198,10 @@ fn sparse_file_over_4_gib() {
         .tempdir_in(std::env::temp_dir())
         .unwrap();
     if !reports_holes(base.path()) {
-        eprintln!("SKIPPED sparse_file_over_4_gib: {} does not report holes", base.path().display());
+        eprintln!(
+            "SKIPPED sparse_file_over_4_gib: {} does not report holes",
+            base.path().display()
+        );
         return;
     }
     let src = base.path().join("huge.img");
@@ -246,7 +258,10 @@ fn disk_to_tmpfs_and_back() {
         .prefix("ckpt-cp-disk-")
         .tempdir_in(std::env::temp_dir())
         .unwrap();
-    let Ok(mem) = tempfile::Builder::new().prefix("ckpt-cp-mem-").tempdir_in(shm) else {
+    let Ok(mem) = tempfile::Builder::new()
+        .prefix("ckpt-cp-mem-")
+        .tempdir_in(shm)
+    else {
         eprintln!("SKIPPED disk_to_tmpfs_and_back: /dev/shm is not writable");
         return;
     };
@@ -323,7 +338,11 @@ fn fork_is_an_independent_workspace_equal_to_the_checkpoint() {
     write(&fork, "d01/f0001.txt", b"edited in the fork");
     let out = ckpt(&fork, &["save", "--json"]).ok();
     assert_eq!(out.json()["saved"].as_bool(), Some(true));
-    assert_eq!(ws.log_ids(), source_log, "fork's save changed the source log");
+    assert_eq!(
+        ws.log_ids(),
+        source_log,
+        "fork's save changed the source log"
+    );
     assert_ne!(
         std::fs::read(ws.root.join("d01/f0001.txt")).unwrap(),
         b"edited in the fork"
@@ -365,7 +384,11 @@ fn fork_link_hard_links_store_objects() {
         match &want.what {
             What::File(data) if !data.is_empty() && want.mode & 0o111 == 0 => {
                 assert_eq!(g.what, want.what, "{}", full.display());
-                assert!(m.nlink() >= 2, "{} is not a link to an object", full.display());
+                assert!(
+                    m.nlink() >= 2,
+                    "{} is not a link to an object",
+                    full.display()
+                );
                 assert_eq!(m.mode() & 0o222, 0, "{} is writable", full.display());
             }
             _ => assert_eq!(g, want, "{}", full.display()),
@@ -380,8 +403,18 @@ fn doctor_reports_probed_capabilities() {
     let ws = Ws::new();
     ws.init();
     let r = ws.run(&["doctor"]).ok();
-    for needle in ["workspace:", "store:", "probed workspace → store", "inotify", "copy strategy:"] {
-        assert!(r.stdout.contains(needle), "doctor lacks {needle:?}:\n{}", r.dump());
+    for needle in [
+        "workspace:",
+        "store:",
+        "probed workspace → store",
+        "inotify",
+        "copy strategy:",
+    ] {
+        assert!(
+            r.stdout.contains(needle),
+            "doctor lacks {needle:?}:\n{}",
+            r.dump()
+        );
     }
     let v = ws.run(&["doctor", "--json"]).ok().json();
     assert!(v["save_caps"]["copy_file_range"].is_boolean(), "{v}");

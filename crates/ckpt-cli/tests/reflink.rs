@@ -228,17 +228,32 @@ fn fork_and_cp_share_extents(fs: &str, lfs: &LoopFs, ws: &Ws, id: &str) {
             .unwrap();
         f.write_all_at(b"edited in the fork", 1 << 20).unwrap();
     }
-    assert_same(&want, &snapshot(&ws.root), &format!("{fs}: source after editing the fork"));
+    assert_same(
+        &want,
+        &snapshot(&ws.root),
+        &format!("{fs}: source after editing the fork"),
+    );
 
     let copy = lfs.mnt.join("copy");
     sync();
     let before = used_bytes(&lfs.mnt);
-    let v = ckpt(&lfs.mnt, &["cp", ws.root.to_str().unwrap(), copy.to_str().unwrap(), "--json"])
-        .ok()
-        .json();
+    let v = ckpt(
+        &lfs.mnt,
+        &[
+            "cp",
+            ws.root.to_str().unwrap(),
+            copy.to_str().unwrap(),
+            "--json",
+        ],
+    )
+    .ok()
+    .json();
     sync();
     let grew = used_bytes(&lfs.mnt).saturating_sub(before);
-    assert!(v["reflinked"].as_u64().unwrap() > 0, "{fs}: cp did not reflink: {v}");
+    assert!(
+        v["reflinked"].as_u64().unwrap() > 0,
+        "{fs}: cp did not reflink: {v}"
+    );
     assert!(
         grew < 8 << 20,
         "{fs}: cp used {} MiB: files do not share extents",

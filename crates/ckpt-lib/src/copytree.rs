@@ -141,7 +141,12 @@ impl St {
 /// Copies `src` to `dst` like `cp -a src dst`: if `dst` is an existing
 /// directory the copy goes to `dst/<name of src>`, else to `dst` itself,
 /// whose parent must exist. The target path must not exist yet.
-pub fn copy_path(src: &Path, dst: &Path, opts: &CpOptions, progress: &Progress) -> Result<CpReport> {
+pub fn copy_path(
+    src: &Path,
+    dst: &Path,
+    opts: &CpOptions,
+    progress: &Progress,
+) -> Result<CpReport> {
     let src_st = rustix::fs::lstat(src)
         .map(|s| St::from(&s))
         .ctx("stat", src)?;
@@ -173,7 +178,12 @@ pub fn copy_path(src: &Path, dst: &Path, opts: &CpOptions, progress: &Progress) 
     };
     let name = target
         .file_name()
-        .ok_or_else(|| Error::Usage(format!("{}: not a valid destination (nothing was changed)", target.display())))?
+        .ok_or_else(|| {
+            Error::Usage(format!(
+                "{}: not a valid destination (nothing was changed)",
+                target.display()
+            ))
+        })?
         .as_encoded_bytes()
         .to_vec();
     let dparent = fs::open_dir_path(&parent).ctx("open destination directory", &parent)?;
@@ -192,7 +202,11 @@ pub fn copy_path(src: &Path, dst: &Path, opts: &CpOptions, progress: &Progress) 
     }
     let (sparent, sname) = match (src.parent(), src.file_name()) {
         (Some(p), Some(n)) => (
-            if p.as_os_str().is_empty() { Path::new(".") } else { p },
+            if p.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                p
+            },
             n.as_encoded_bytes().to_vec(),
         ),
         _ => (src, Vec::new()),
@@ -326,9 +340,10 @@ impl Job<'_> {
             let mut ft = *ft;
             let mut st = None;
             if ft == FileType::Unknown {
-                let s = rustix::fs::statat(listing.fd(), name.as_slice(), AtFlags::SYMLINK_NOFOLLOW)
-                    .map(|s| St::from(&s))
-                    .ctx("stat", self.src_shown(&join(&rel, name)))?;
+                let s =
+                    rustix::fs::statat(listing.fd(), name.as_slice(), AtFlags::SYMLINK_NOFOLLOW)
+                        .map(|s| St::from(&s))
+                        .ctx("stat", self.src_shown(&join(&rel, name)))?;
                 ft = FileType::from_raw_mode(s.mode);
                 st = Some(s);
             }
@@ -336,9 +351,11 @@ impl Job<'_> {
                 let child = join(&rel, name);
                 let dstat = match st {
                     Some(s) => s,
-                    None => rustix::fs::statat(listing.fd(), name.as_slice(), AtFlags::SYMLINK_NOFOLLOW)
-                        .map(|s| St::from(&s))
-                        .ctx("stat", self.src_shown(&child))?,
+                    None => {
+                        rustix::fs::statat(listing.fd(), name.as_slice(), AtFlags::SYMLINK_NOFOLLOW)
+                            .map(|s| St::from(&s))
+                            .ctx("stat", self.src_shown(&child))?
+                    }
                 };
                 rustix::fs::mkdirat(&ddir, name.as_slice(), Mode::from_raw_mode(0o700))
                     .ctx("create directory", self.dst_shown(&child))?;
@@ -355,7 +372,7 @@ impl Job<'_> {
             }
         }
         let one = |(name, ft, st): &(&[u8], FileType, Option<St>)| -> Result<()> {
-                        self.copy_entry(listing.fd(), ddir.as_fd(), name, name, &rel, Some(*ft), *st)
+            self.copy_entry(listing.fd(), ddir.as_fd(), name, name, &rel, Some(*ft), *st)
         };
         if files.len() >= 8 {
             files.par_iter().try_for_each(one)?;
@@ -427,7 +444,11 @@ impl Job<'_> {
                 let dst = rustix::fs::openat(
                     ddir,
                     dname,
-                    OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                    OFlags::WRONLY
+                        | OFlags::CREATE
+                        | OFlags::EXCL
+                        | OFlags::NOFOLLOW
+                        | OFlags::CLOEXEC,
                     Mode::from_raw_mode(st.perm() & 0o777),
                 )
                 .ctx("create", dst_shown())?;
@@ -497,8 +518,13 @@ impl Job<'_> {
                     )
                     .ctx("chown", dst_shown())?;
                 }
-                rustix::fs::chmodat(ddir, dname, Mode::from_raw_mode(st.perm()), AtFlags::empty())
-                    .ctx("chmod", dst_shown())?;
+                rustix::fs::chmodat(
+                    ddir,
+                    dname,
+                    Mode::from_raw_mode(st.perm()),
+                    AtFlags::empty(),
+                )
+                .ctx("chmod", dst_shown())?;
                 rustix::fs::utimensat(ddir, dname, &st.times(), AtFlags::SYMLINK_NOFOLLOW)
                     .ctx("set times", dst_shown())?;
                 self.report.lock().unwrap().specials += 1;
@@ -581,13 +607,23 @@ impl Job<'_> {
         }
         let links = std::mem::take(&mut *self.links.lock().unwrap());
         for (new, first) in links {
-            rustix::fs::linkat(droot, first.as_slice(), droot, new.as_slice(), AtFlags::empty())
-                .ctx("link", self.dst_shown(&new))?;
+            rustix::fs::linkat(
+                droot,
+                first.as_slice(),
+                droot,
+                new.as_slice(),
+                AtFlags::empty(),
+            )
+            .ctx("link", self.dst_shown(&new))?;
             self.report.lock().unwrap().hard_links += 1;
             self.progress.entries.fetch_add(1, Ordering::Relaxed);
         }
         let mut dirs = std::mem::take(&mut *self.dirs.lock().unwrap());
-        dirs.sort_by_key(|(rel, _)| std::cmp::Reverse(rel.iter().filter(|&&b| b == b'/').count() + usize::from(!rel.is_empty())));
+        dirs.sort_by_key(|(rel, _)| {
+            std::cmp::Reverse(
+                rel.iter().filter(|&&b| b == b'/').count() + usize::from(!rel.is_empty()),
+            )
+        });
         for (rel, st) in dirs {
             let fd = open_beneath(droot.as_fd(), &rel).ctx("open", self.dst_shown(&rel))?;
             if self.is_root && (st.uid != 0 || st.gid != 0) {
@@ -598,7 +634,8 @@ impl Job<'_> {
                 )
                 .ctx("chown", self.dst_shown(&rel))?;
             }
-            rustix::fs::fchmod(&fd, Mode::from_raw_mode(st.perm())).ctx("chmod", self.dst_shown(&rel))?;
+            rustix::fs::fchmod(&fd, Mode::from_raw_mode(st.perm()))
+                .ctx("chmod", self.dst_shown(&rel))?;
             rustix::fs::futimens(&fd, &st.times()).ctx("set times", self.dst_shown(&rel))?;
         }
         Ok(())

@@ -35,13 +35,8 @@ pub fn fork(
     link: bool,
     progress: Option<&Progress>,
 ) -> Result<(MaterializeReport, Workspace)> {
-    let rep = restore::restore_to_with(
-        store,
-        rev,
-        dest,
-        &[],
-        MaterializeOptions { link, progress },
-    )?;
+    let rep =
+        restore::restore_to_with(store, rev, dest, &[], MaterializeOptions { link, progress })?;
     let ws = Workspace::init(dest, new_store)?;
     Ok((rep, ws))
 }

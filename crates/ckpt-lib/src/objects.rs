@@ -249,7 +249,8 @@ impl Objects {
         for (i, band) in m.bands.iter().enumerate() {
             let fd = self.open_object(band)?;
             let mut data = Vec::new();
-            read_expected(fd.as_fd(), &mut data, m.range(i).1).ctx("read", self.object_path(band))?;
+            read_expected(fd.as_fd(), &mut data, m.range(i).1)
+                .ctx("read", self.object_path(band))?;
             if Hash::of(&data) != *band || data.len() as u64 != m.range(i).1 {
                 return Err(Error::Corrupt(format!(
                     "band {i} ({}) of {h} is damaged",
@@ -473,8 +474,11 @@ impl Objects {
     fn store_bytes(&self, hash: Hash, data: &[u8], manifest: bool) -> Result<u64> {
         let tmp_name = self.tmp_name();
         let tmp_shown = self.tmp_path.join(fs::as_path(&tmp_name));
-        let tmp = fs::create_excl_at(self.tmp.as_fd(), &tmp_name, 0o444).ctx("create", &tmp_shown)?;
-        self.copier.write_all(tmp.as_fd(), data).ctx("write", &tmp_shown)?;
+        let tmp =
+            fs::create_excl_at(self.tmp.as_fd(), &tmp_name, 0o444).ctx("create", &tmp_shown)?;
+        self.copier
+            .write_all(tmp.as_fd(), data)
+            .ctx("write", &tmp_shown)?;
         self.add_pending_to(hash, tmp_name, tmp, data.len() as u64, manifest)
     }
 
@@ -622,16 +626,16 @@ impl Objects {
             (None, None) => unreachable!("one of the two exists"),
         };
         let copied = copied.and_then(|_| {
-                let m = fs::stat_fd(dst.as_fd()).ctx("stat", shown())?;
-                if m.size != size {
-                    return Err(Error::Corrupt(format!(
-                        "object {hash} ({}) changed size while being copied to {}",
-                        self.object_path(hash).display(),
-                        shown().display()
-                    )));
-                }
-                Ok(())
-            });
+            let m = fs::stat_fd(dst.as_fd()).ctx("stat", shown())?;
+            if m.size != size {
+                return Err(Error::Corrupt(format!(
+                    "object {hash} ({}) changed size while being copied to {}",
+                    self.object_path(hash).display(),
+                    shown().display()
+                )));
+            }
+            Ok(())
+        });
         match copied {
             Ok(()) => Ok(dst),
             Err(e) => {
@@ -656,18 +660,25 @@ impl Objects {
 
     /// Writes the bands of `m` into `dst` at their offsets, in parallel,
     /// with `copy_file_range` where it works.
-    fn assemble(&self, m: &Manifest, dst: BorrowedFd<'_>, shown: &dyn Fn() -> PathBuf) -> Result<()> {
+    fn assemble(
+        &self,
+        m: &Manifest,
+        dst: BorrowedFd<'_>,
+        shown: &dyn Fn() -> PathBuf,
+    ) -> Result<()> {
         let target = shown();
         rustix::fs::ftruncate(dst, m.size).ctx("truncate", &target)?;
-        (0..m.bands.len()).into_par_iter().try_for_each(|i| -> Result<()> {
-            let band = &m.bands[i];
-            let src = self.open_object(band)?;
-            let (off, len) = m.range(i);
-            self.copier
-                .copy_at(src.as_fd(), 0, dst, off, len)
-                .ctx("copy", &target)?;
-            Ok(())
-        })
+        (0..m.bands.len())
+            .into_par_iter()
+            .try_for_each(|i| -> Result<()> {
+                let band = &m.bands[i];
+                let src = self.open_object(band)?;
+                let (off, len) = m.range(i);
+                self.copier
+                    .copy_at(src.as_fd(), 0, dst, off, len)
+                    .ctx("copy", &target)?;
+                Ok(())
+            })
     }
 
     /// Removes one band manifest (gc; its bands are objects of their own).
@@ -675,7 +686,11 @@ impl Objects {
         let name = manifest_name(h);
         match rustix::fs::unlinkat(self.dir.as_fd(), name.as_slice(), AtFlags::empty()) {
             Ok(()) | Err(Errno::NOENT) => Ok(()),
-            Err(e) => Err(Error::io("remove", self.path.join(fs::as_path(&name)), e.into())),
+            Err(e) => Err(Error::io(
+                "remove",
+                self.path.join(fs::as_path(&name)),
+                e.into(),
+            )),
         }
     }
 

@@ -738,7 +738,13 @@ impl Applier<'_> {
 
     /// [`write_entry`](Self::write_entry) by copying (or, for a symlink,
     /// creating) into the temporary name `tmp`.
-    fn write_entry_copy(&self, dir: BorrowedFd<'_>, path: &[u8], e: &Entry, tmp: Vec<u8>) -> Result<()> {
+    fn write_entry_copy(
+        &self,
+        dir: BorrowedFd<'_>,
+        path: &[u8],
+        e: &Entry,
+        tmp: Vec<u8>,
+    ) -> Result<()> {
         let name = name_of(path);
         let shown = || self.shown(path);
         let meta = match &e.node {

@@ -315,7 +315,8 @@ impl Copier {
             let chunks: Vec<(u64, u64)> = segments
                 .iter()
                 .flat_map(|&(off, n)| {
-                    (0..n.div_ceil(CHUNK)).map(move |i| (off + i * CHUNK, (n - i * CHUNK).min(CHUNK)))
+                    (0..n.div_ceil(CHUNK))
+                        .map(move |i| (off + i * CHUNK, (n - i * CHUNK).min(CHUNK)))
                 })
                 .collect();
             chunks
@@ -382,7 +383,13 @@ impl Copier {
     /// Copies bytes `off..off+n` of `src` to the same offsets of `dst`.
     /// Returns whether the kernel copied them (`copy_file_range`) rather
     /// than user memory. Stops early if the source ends early.
-    fn copy_chunk(&self, src: BorrowedFd<'_>, dst: BorrowedFd<'_>, off: u64, n: u64) -> io::Result<bool> {
+    fn copy_chunk(
+        &self,
+        src: BorrowedFd<'_>,
+        dst: BorrowedFd<'_>,
+        off: u64,
+        n: u64,
+    ) -> io::Result<bool> {
         self.copy_at(src, off, dst, off, n)
     }
 
@@ -569,8 +576,8 @@ mod tests {
     /// reports holes the copy allocates no more than the source.
     mod layouts {
         use super::*;
-        use proptest::prelude::*;
         use crate::platform::copy::Strategy;
+        use proptest::prelude::*;
         use std::os::unix::fs::{FileExt, MetadataExt};
 
         proptest! {
