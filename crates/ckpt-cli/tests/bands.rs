@@ -194,7 +194,7 @@ fn one_band_edit_stores_one_band_and_gc_keeps_live_bands() {
     run(&ws.root, &["verify", "--store"]).ok();
     let got = ws.materialise(&v4);
     let mut want = want_v3;
-    want.remove(&b"copy.img"[..].to_vec());
+    want.remove(&b"copy.img"[..]);
     assert_same(&want, &got, "v4 after gc");
     let _ = v3;
     // A damaged band is found by verify --store and refused by restore.

@@ -721,15 +721,15 @@ impl Applier<'_> {
                             let _ = rustix::fs::unlinkat(dir, tmp.as_slice(), AtFlags::empty());
                         }
                         self.written.lock().unwrap().insert(path.to_vec(), done?);
-                        return Ok(());
+                        Ok(())
                     }
                     // Stored as bands: no single file to link to.
                     Err(Errno::NOENT) => self.write_entry_copy(dir, path, e, tmp),
                     Err(Errno::XDEV) | Err(Errno::PERM) | Err(Errno::MLINK) => {
                         self.link.store(false, Ordering::Relaxed);
-                        return self.write_entry_copy(dir, path, e, tmp);
+                        self.write_entry_copy(dir, path, e, tmp)
                     }
-                    Err(err) => return Err(Error::io("link", shown(), err.into())),
+                    Err(err) => Err(Error::io("link", shown(), err.into())),
                 }
             }
             _ => self.write_entry_copy(dir, path, e, tmp),
