@@ -84,8 +84,6 @@ pub struct CpReport {
     pub kernel_copied: u64,
     /// Files copied through user memory.
     pub user_copied: u64,
-    /// The capabilities probed for the (source, destination) pair.
-    pub caps: Caps,
 }
 
 /// One stat result with the fields a copy needs.
@@ -212,7 +210,7 @@ pub fn copy_path(
         _ => (src, Vec::new()),
     };
     let sparent_fd = fs::open_dir_path(sparent).ctx("open", sparent)?;
-    let caps = copy_caps(sparent_fd.as_fd(), dparent.as_fd(), opts);
+    let caps = copy_caps(opts);
     let mut copier = Copier::new(caps);
     if let Some(s) = opts.split_at {
         copier.split_at = s.max(1);
@@ -257,14 +255,19 @@ pub fn copy_path(
     report.reflinked = stats.reflinked.load(Ordering::Relaxed);
     report.kernel_copied = stats.kernel_copied.load(Ordering::Relaxed);
     report.user_copied = stats.user_copied.load(Ordering::Relaxed);
-    report.caps = caps;
     Ok(report)
 }
 
-/// The capabilities to copy with: probed for the pair, then forced by the
-/// option or `CKPT_COPY_STRATEGY`. A failed probe means "userspace only".
-fn copy_caps(src: BorrowedFd<'_>, dst: BorrowedFd<'_>, opts: &CpOptions) -> Caps {
-    let probed = crate::platform::copy::probe_pair(src, dst).unwrap_or(Caps::NONE);
+/// The capabilities to start from: everything, turned off by the copier the
+/// first time the kernel refuses a strategy (one failed syscall per copy,
+/// and no probe file written next to the source), then forced by the option
+/// or `CKPT_COPY_STRATEGY`.
+fn copy_caps(opts: &CpOptions) -> Caps {
+    let probed = Caps {
+        reflink: true,
+        copy_file_range: true,
+        ..Caps::NONE
+    };
     match opts.strategy {
         Some(s) => probed.forced(s),
         None => probed.with_env_override(),

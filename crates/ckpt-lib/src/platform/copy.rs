@@ -434,7 +434,13 @@ impl Copier {
 fn unsupported(e: Errno) -> bool {
     matches!(
         e,
-        Errno::OPNOTSUPP | Errno::XDEV | Errno::INVAL | Errno::NOSYS | Errno::BADF | Errno::PERM
+        Errno::OPNOTSUPP
+            | Errno::XDEV
+            | Errno::INVAL
+            | Errno::NOSYS
+            | Errno::BADF
+            | Errno::PERM
+            | Errno::NOTTY
     )
 }
 
