@@ -4,6 +4,10 @@
 //! (text for people, `--json` for programs; see `render`). Exit codes are
 //! those of [`ckpt::Error::exit_code`], documented in README.md.
 
+mod cp_cmd;
+mod doctor_cmd;
+mod fork_cmd;
+mod progress;
 mod render;
 mod state_cmd;
 
@@ -172,6 +176,17 @@ enum Cmd {
         #[command(subcommand)]
         cmd: state_cmd::StateCmd,
     },
+    /// Copy a file or tree like `cp -a`, in parallel, with the copy engine.
+    Cp(cp_cmd::CpArgs),
+    /// Materialise a checkpoint as a new, independent workspace.
+    Fork(fork_cmd::ForkArgs),
+    /// Show filesystems, probed copy capabilities, store space, inotify
+    /// limits, and what ckpt will use.
+    Doctor {
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+    },
     /// Remove stored data that no checkpoint references.
     Gc {
         /// Only report what would be removed.
@@ -323,6 +338,9 @@ fn run(cli: &Cli) -> Result<ExitCode> {
         Cmd::Verify { id, store, json } => return cmd_verify(&ctx, id.as_deref(), *store, *json),
         Cmd::Hash { dir, full, json } => cmd_hash(&ctx, dir, *full, *json),
         Cmd::State { cmd } => return state_cmd::run(&ctx, cmd),
+        Cmd::Cp(args) => cp_cmd::run(&ctx, args),
+        Cmd::Fork(args) => fork_cmd::run(&ctx, args),
+        Cmd::Doctor { json } => doctor_cmd::run(&ctx, *json),
     }?;
     Ok(ExitCode::SUCCESS)
 }
@@ -617,10 +635,7 @@ fn cmd_diff(
         let read_obj = |h: Option<ckpt::Hash>, from_workdir: bool| -> Result<Vec<u8>> {
             match h {
                 None => Ok(Vec::new()),
-                Some(h) if store.objects.contains(&h) => {
-                    let p = store.objects.object_path(&h);
-                    std::fs::read(&p).map_err(|e| Error::io("read", p, e))
-                }
+                Some(h) if store.objects.contains(&h) => store.objects.read_object(&h),
                 Some(_) if from_workdir => {
                     let p = ws.root.join(ckpt::platform::fs::as_path(&c.path));
                     match std::fs::read(&p) {

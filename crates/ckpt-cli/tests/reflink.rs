@@ -5,6 +5,10 @@
 //! 48 MiB file must cost far less than 48 MiB of disk space (the object
 //! shares its extents with the workspace file).
 //!
+//! Then `ckpt fork` and `ckpt cp` of that workspace must share extents
+//! (free space barely changes) and editing the fork must leave the source
+//! alone.
+//!
 //! Needs root, the mkfs tool and loop mounts. When any is missing the test
 //! prints "SKIPPED reflink test: <reason>" to stderr and returns.
 
@@ -184,8 +188,78 @@ fn reflink_round_trip(fs: &str, mkfs_args: &[&str]) {
             "{fs}: filefrag shows no shared extents:\n{text}"
         );
     }
+    fork_and_cp_share_extents(fs, &lfs, &ws, &v3);
     drop(ws);
     drop(lfs);
+}
+
+/// `ckpt fork` and `ckpt cp` on a reflink filesystem: the new tree shares
+/// extents with the source (free space barely changes), and editing the
+/// copy leaves the source alone.
+fn fork_and_cp_share_extents(fs: &str, lfs: &LoopFs, ws: &Ws, id: &str) {
+    let want = snapshot(&ws.root);
+    let fork = lfs.mnt.join("fork");
+    let fork_store = lfs.mnt.join("fork-store");
+    sync();
+    let before = used_bytes(&lfs.mnt);
+    ws.run(&[
+        "fork",
+        id,
+        fork.to_str().unwrap(),
+        "--store",
+        fork_store.to_str().unwrap(),
+    ])
+    .ok();
+    sync();
+    let grew = used_bytes(&lfs.mnt).saturating_sub(before);
+    eprintln!("{fs}: forking ~70 MiB used {} KiB more", grew >> 10);
+    assert!(
+        grew < 8 << 20,
+        "{fs}: fork used {} MiB: files do not share extents",
+        grew >> 20
+    );
+    assert_same(&want, &snapshot(&fork), &format!("{fs}: fork"));
+    // Edit the fork in place (not by rename): the source must not change.
+    {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(fork.join("huge.bin"))
+            .unwrap();
+        f.write_all_at(b"edited in the fork", 1 << 20).unwrap();
+    }
+    assert_same(
+        &want,
+        &snapshot(&ws.root),
+        &format!("{fs}: source after editing the fork"),
+    );
+
+    let copy = lfs.mnt.join("copy");
+    sync();
+    let before = used_bytes(&lfs.mnt);
+    let v = ckpt(
+        &lfs.mnt,
+        &[
+            "cp",
+            ws.root.to_str().unwrap(),
+            copy.to_str().unwrap(),
+            "--json",
+        ],
+    )
+    .ok()
+    .json();
+    sync();
+    let grew = used_bytes(&lfs.mnt).saturating_sub(before);
+    assert!(
+        v["reflinked"].as_u64().unwrap() > 0,
+        "{fs}: cp did not reflink: {v}"
+    );
+    assert!(
+        grew < 8 << 20,
+        "{fs}: cp used {} MiB: files do not share extents",
+        grew >> 20
+    );
+    assert_same(&want, &snapshot(&copy), &format!("{fs}: cp"));
 }
 
 #[test]

@@ -87,11 +87,24 @@ pub fn gc(store: &Store, dry_run: bool) -> Result<GcReport> {
         .into_iter()
         .filter(|h| !live_trees.contains(h))
         .collect();
-    let (objects, strays) = store.objects.list()?;
+    let (objects, manifests, strays) = store.objects.list_all()?;
+    // A live banded file keeps its manifest and every band it names. A
+    // manifest that cannot be read stops gc before anything is removed.
+    let mut live_stored = live_objects.clone();
+    let mut dead_manifests = Vec::new();
+    for h in &manifests {
+        if live_objects.contains(h) {
+            if let Some(m) = store.objects.manifest(h)? {
+                live_stored.extend(m.bands);
+            }
+        } else {
+            dead_manifests.push(*h);
+        }
+    }
     let dead_objects: Vec<Hash> = objects
         .iter()
         .copied()
-        .filter(|h| !live_objects.contains(h))
+        .filter(|h| !live_stored.contains(h))
         .collect();
     let mut report = GcReport {
         checkpoints,
@@ -107,7 +120,7 @@ pub fn gc(store: &Store, dry_run: bool) -> Result<GcReport> {
             report.bytes_freed += m.size;
         }
     }
-    if dry_run || (dead_trees.is_empty() && dead_objects.is_empty()) {
+    if dry_run || (dead_trees.is_empty() && dead_objects.is_empty() && dead_manifests.is_empty()) {
         return Ok(report);
     }
     let next = generation + 1;
@@ -118,6 +131,9 @@ pub fn gc(store: &Store, dry_run: bool) -> Result<GcReport> {
     ckpt_fault::point("gc.after_index");
     store.catalog.remove_trees(&dead_trees, next)?;
     ckpt_fault::point("gc.after_generation");
+    for h in &dead_manifests {
+        store.objects.remove_manifest(h)?;
+    }
     for h in &dead_objects {
         store.objects.remove(h)?;
         ckpt_fault::point("gc.after_delete");

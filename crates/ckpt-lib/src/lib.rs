@@ -26,10 +26,14 @@
 //! Every public operation takes the store [`lock`] first, so two `ckpt`
 //! processes on one workspace serialise instead of corrupting each other.
 
+pub mod bands;
 pub mod catalog;
 pub mod checkpoint;
+pub mod copytree;
 pub mod diff;
+pub mod doctor;
 pub mod error;
+pub mod fork;
 pub mod gc;
 pub mod hash;
 pub mod ignore;

@@ -32,6 +32,7 @@ use rayon::prelude::*;
 use rustix::fs::{AtFlags, FileType};
 use rustix::io::Errno;
 
+use crate::bands::{self, Manifest};
 use crate::error::IoContext;
 use crate::platform::copy::{read_expected, Copier};
 use crate::platform::fs::{self, Meta};
@@ -81,6 +82,11 @@ pub struct Objects {
     /// The copy engine used to get bytes in and out.
     pub copier: Copier,
     pending: Mutex<HashMap<Hash, Vec<u8>>>,
+    /// Band manifests written in this operation (renamed after the bands).
+    pending_manifests: Mutex<HashMap<Hash, Vec<u8>>>,
+    /// Files of at least this size are stored as bands when the store
+    /// cannot reflink (see [`crate::bands`]).
+    pub band_min: u64,
     fsynced_each: AtomicUsize,
     unsynced: AtomicUsize,
     counter: AtomicU64,
@@ -98,6 +104,13 @@ impl Drop for Objects {
             }
         }
     }
+}
+
+/// `ab/cdef….bands`: the path of a band manifest below `objects/`.
+pub fn manifest_name(h: &Hash) -> Vec<u8> {
+    let mut n = object_name(h);
+    n.extend_from_slice(bands::SUFFIX);
+    n
 }
 
 /// `ab/cdef…`: the path of an object below `objects/`.
@@ -145,6 +158,12 @@ impl Objects {
             tmp,
             copier,
             pending: Mutex::new(HashMap::new()),
+            pending_manifests: Mutex::new(HashMap::new()),
+            band_min: std::env::var("CKPT_BAND_MIN")
+                .ok()
+                .and_then(|v| v.parse::<u64>().ok())
+                .filter(|&v| v > 0)
+                .unwrap_or(bands::DEFAULT_BAND_MIN),
             fsynced_each: AtomicUsize::new(0),
             unsynced: AtomicUsize::new(0),
             counter: AtomicU64::new(0),
@@ -177,10 +196,96 @@ impl Objects {
         self.path.join(fs::as_path(&object_name(h)))
     }
 
-    /// Whether the object is stored (or pending in this operation).
+    /// Whether the content is stored, plain or banded (or pending in this
+    /// operation).
     pub fn contains(&self, h: &Hash) -> bool {
+        self.contains_plain(h) || self.manifest_exists(h)
+    }
+
+    /// [`contains`](Self::contains) for content of `size` bytes: a small
+    /// file's content is never banded, which saves a `stat` per new file.
+    fn contains_sized(&self, h: &Hash, size: u64) -> bool {
+        self.contains_plain(h) || (size >= self.band_min && self.manifest_exists(h))
+    }
+
+    fn contains_plain(&self, h: &Hash) -> bool {
         self.pending.lock().unwrap().contains_key(h)
             || fs::stat_at(self.dir.as_fd(), &object_name(h)).is_ok()
+    }
+
+    fn manifest_exists(&self, h: &Hash) -> bool {
+        self.pending_manifests.lock().unwrap().contains_key(h)
+            || fs::stat_at(self.dir.as_fd(), &manifest_name(h)).is_ok()
+    }
+
+    /// The band manifest of `h`, if the content is stored banded.
+    pub fn manifest(&self, h: &Hash) -> Result<Option<Manifest>> {
+        let name = manifest_name(h);
+        let shown = self.path.join(fs::as_path(&name));
+        let fd = match fs::open_file_at(self.dir.as_fd(), &name) {
+            Ok(fd) => fd,
+            Err(Errno::NOENT) => return Ok(None),
+            Err(e) => return Err(Error::io("open", shown, e.into())),
+        };
+        let mut buf = Vec::new();
+        let len = fs::stat_fd(fd.as_fd()).ctx("stat", &shown)?.size;
+        read_expected(fd.as_fd(), &mut buf, len).ctx("read", &shown)?;
+        Manifest::decode(&buf, &shown.display().to_string()).map(Some)
+    }
+
+    /// Hashes stored content `h` (plain or banded, every band checked
+    /// against its own name too) and returns the hash and length found.
+    pub fn hash_object(&self, h: &Hash) -> Result<(Hash, u64)> {
+        match fs::open_file_at(self.dir.as_fd(), &object_name(h)) {
+            Ok(fd) => return hash_fd(fd.as_fd()).ctx("read", self.object_path(h)),
+            Err(Errno::NOENT) => {}
+            Err(e) => return Err(Error::io("open", self.object_path(h), e.into())),
+        }
+        let Some(m) = self.manifest(h)? else {
+            return Err(self.missing(h));
+        };
+        let mut whole = blake3::Hasher::new();
+        let mut len = 0u64;
+        for (i, band) in m.bands.iter().enumerate() {
+            let fd = self.open_object(band)?;
+            let mut data = Vec::new();
+            read_expected(fd.as_fd(), &mut data, m.range(i).1)
+                .ctx("read", self.object_path(band))?;
+            if Hash::of(&data) != *band || data.len() as u64 != m.range(i).1 {
+                return Err(Error::Corrupt(format!(
+                    "band {i} ({}) of {h} is damaged",
+                    self.object_path(band).display()
+                )));
+            }
+            whole.update(&data);
+            len += data.len() as u64;
+        }
+        Ok((whole.finalize().into(), len))
+    }
+
+    /// The whole content `h` in memory (diff).
+    pub fn read_object(&self, h: &Hash) -> Result<Vec<u8>> {
+        match std::fs::read(self.object_path(h)) {
+            Ok(b) => return Ok(b),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io("read", self.object_path(h), e)),
+        }
+        let Some(m) = self.manifest(h)? else {
+            return Err(self.missing(h));
+        };
+        let mut out = Vec::with_capacity(m.size as usize);
+        for band in &m.bands {
+            let p = self.object_path(band);
+            out.extend(std::fs::read(&p).map_err(|e| Error::io("read", p, e))?);
+        }
+        Ok(out)
+    }
+
+    fn missing(&self, h: &Hash) -> Error {
+        Error::Corrupt(format!(
+            "object {h} is missing from {}",
+            self.path.display()
+        ))
     }
 
     /// Opens an object for reading.
@@ -213,6 +318,8 @@ impl Objects {
             let (src, m1) = open_regular(dir, name, shown)?;
             let attempt = if m1.size <= SMALL_FILE {
                 self.capture_small(src.as_fd(), &m1, shown)?
+            } else if m1.size >= self.band_min && !self.copier.reflinks() {
+                self.capture_banded(src.as_fd(), &m1, shown)?
             } else {
                 self.capture_large(src.as_fd(), &m1, shown)?
             };
@@ -237,7 +344,7 @@ impl Objects {
                 return Ok(None);
             }
             let hash = Hash::of(&buf);
-            if self.contains(&hash) {
+            if self.contains_sized(&hash, m1.size) {
                 return Ok(Some(Captured {
                     hash,
                     meta: *m1,
@@ -294,7 +401,7 @@ impl Objects {
             discard();
             return Ok(None);
         }
-        if self.contains(&hash) {
+        if self.contains_sized(&hash, len) {
             discard();
             return Ok(Some(Captured {
                 hash,
@@ -310,14 +417,95 @@ impl Objects {
         }))
     }
 
+    /// Captures a large file as bands (see [`crate::bands`]): each 8 MiB
+    /// band is read once, hashed on its own and into the whole-file hash,
+    /// and stored only if no object holds it yet; then the manifest.
+    fn capture_banded(
+        &self,
+        src: BorrowedFd<'_>,
+        m1: &Meta,
+        shown: &dyn Fn() -> PathBuf,
+    ) -> Result<Option<Captured>> {
+        let mut whole = blake3::Hasher::new();
+        let mut m = Manifest {
+            band_size: bands::BAND,
+            size: m1.size,
+            bands: Vec::with_capacity(m1.size.div_ceil(bands::BAND) as usize),
+        };
+        let mut new_bytes = 0u64;
+        let mut buf = vec![0u8; bands::BAND as usize];
+        for i in 0..m1.size.div_ceil(bands::BAND) as usize {
+            let (off, len) = m.range(i);
+            let data = &mut buf[..len as usize];
+            let mut got = 0usize;
+            while got < data.len() {
+                match rustix::io::pread(src, &mut data[got..], off + got as u64) {
+                    Ok(0) => return Ok(None), // shrank: retry
+                    Ok(n) => got += n,
+                    Err(Errno::INTR) => {}
+                    Err(e) => return Err(Error::io("read", shown(), e.into())),
+                }
+            }
+            whole.update(data);
+            let band = Hash::of(data);
+            m.bands.push(band);
+            if !self.contains_plain(&band) {
+                new_bytes += self.store_bytes(band, data, false)?;
+            }
+        }
+        let m2 = fs::stat_fd(src).ctx("stat", shown())?;
+        if m2 != *m1 {
+            return Ok(None);
+        }
+        let hash: Hash = whole.finalize().into();
+        if !self.contains_sized(&hash, m1.size) {
+            self.store_bytes(hash, &m.encode(), true)?;
+        }
+        Ok(Some(Captured {
+            hash,
+            meta: *m1,
+            new_bytes,
+        }))
+    }
+
+    /// Writes `data` to a new temp file and records it as pending object
+    /// (or, with `manifest`, band manifest) `hash`. Returns the bytes newly
+    /// stored.
+    fn store_bytes(&self, hash: Hash, data: &[u8], manifest: bool) -> Result<u64> {
+        let tmp_name = self.tmp_name();
+        let tmp_shown = self.tmp_path.join(fs::as_path(&tmp_name));
+        let tmp =
+            fs::create_excl_at(self.tmp.as_fd(), &tmp_name, 0o444).ctx("create", &tmp_shown)?;
+        self.copier
+            .write_all(tmp.as_fd(), data)
+            .ctx("write", &tmp_shown)?;
+        self.add_pending_to(hash, tmp_name, tmp, data.len() as u64, manifest)
+    }
+
     /// Records a fully written temp file as the pending object `hash`.
     fn add_pending(&self, hash: Hash, tmp_name: Vec<u8>, tmp: OwnedFd, size: u64) -> Result<u64> {
+        self.add_pending_to(hash, tmp_name, tmp, size, false)
+    }
+
+    fn add_pending_to(
+        &self,
+        hash: Hash,
+        tmp_name: Vec<u8>,
+        tmp: OwnedFd,
+        size: u64,
+        manifest: bool,
+    ) -> Result<u64> {
         if self.fsynced_each.fetch_add(1, Ordering::Relaxed) < FSYNC_EACH_LIMIT {
             rustix::fs::fdatasync(&tmp).ctx("fsync", self.tmp_path.join(fs::as_path(&tmp_name)))?;
         } else {
             self.unsynced.fetch_add(1, Ordering::Relaxed);
         }
-        let mut pending = self.pending.lock().unwrap();
+        let map = if manifest {
+            &self.pending_manifests
+        } else {
+            &self.pending
+        };
+        let mut pending = map.lock().unwrap();
         if pending.contains_key(&hash) {
             drop(pending);
             let _ = rustix::fs::unlinkat(self.tmp.as_fd(), tmp_name.as_slice(), AtFlags::empty());
@@ -331,22 +519,36 @@ impl Objects {
     /// called (and succeed) before a catalog commit that references them.
     pub fn commit(&self) -> Result<usize> {
         let pending = std::mem::take(&mut *self.pending.lock().unwrap());
-        if pending.is_empty() {
+        let manifests = std::mem::take(&mut *self.pending_manifests.lock().unwrap());
+        if pending.is_empty() && manifests.is_empty() {
             return Ok(0);
         }
         if self.unsynced.swap(0, Ordering::Relaxed) > 0 {
             rustix::fs::syncfs(&self.tmp).ctx("syncfs", &self.tmp_path)?;
         }
         ckpt_fault::point("objects.after_tmp_fsync");
+        // Plain objects (bands included) first and durably; only then the
+        // manifests that name them, so no manifest ever names a missing band.
+        let n = self.place(pending, object_name)? + self.place(manifests, manifest_name)?;
+        self.fsynced_each.store(0, Ordering::Relaxed);
+        Ok(n)
+    }
+
+    /// Renames durable temp files to their final names and syncs the shard
+    /// directories.
+    fn place(&self, pending: HashMap<Hash, Vec<u8>>, name: fn(&Hash) -> Vec<u8>) -> Result<usize> {
+        if pending.is_empty() {
+            return Ok(0);
+        }
         let pending: Vec<(Hash, Vec<u8>)> = pending.into_iter().collect();
         pending
             .par_iter()
             .try_for_each(|(hash, tmp_name)| -> Result<()> {
-                let final_name = object_name(hash);
+                let final_name = name(hash);
                 ckpt_fault::point("objects.before_rename");
                 let placed =
                     fs::rename_noreplace(self.tmp.as_fd(), tmp_name, self.dir.as_fd(), &final_name)
-                        .ctx("rename", self.object_path(hash))?;
+                        .ctx("rename", self.path.join(fs::as_path(&final_name)))?;
                 if !placed {
                     let _ = rustix::fs::unlinkat(
                         self.tmp.as_fd(),
@@ -371,13 +573,13 @@ impl Objects {
             }
         }
         ckpt_fault::point("objects.after_dir_fsync");
-        self.fsynced_each.store(0, Ordering::Relaxed);
         Ok(pending.len())
     }
 
     /// Drops pending objects without storing them (an aborted operation).
     pub fn abort(&self) {
-        let pending = std::mem::take(&mut *self.pending.lock().unwrap());
+        let mut pending = std::mem::take(&mut *self.pending.lock().unwrap());
+        pending.extend(std::mem::take(&mut *self.pending_manifests.lock().unwrap()));
         for tmp_name in pending.values() {
             let _ = rustix::fs::unlinkat(self.tmp.as_fd(), tmp_name.as_slice(), AtFlags::empty());
         }
@@ -387,8 +589,7 @@ impl Objects {
     /// hash to its name. Restore checks every object it needs before it
     /// changes anything, so a damaged store never reaches a restored tree.
     pub fn check(&self, hash: &Hash, size: u64) -> Result<()> {
-        let fd = self.open_object(hash)?;
-        let (got, len) = hash_fd(fd.as_fd()).ctx("read", self.object_path(hash))?;
+        let (got, len) = self.hash_object(hash)?;
         if got != *hash || len != size {
             return Err(Error::Corrupt(format!(
                 "object {hash} ({}) is damaged: {len} bytes hashing to {got}, expected {size} bytes",
@@ -409,29 +610,91 @@ impl Objects {
         name: &[u8],
         shown: &dyn Fn() -> PathBuf,
     ) -> Result<OwnedFd> {
-        let src = self.open_object(hash)?;
+        let plain = match fs::open_file_at(self.dir.as_fd(), &object_name(hash)) {
+            Ok(fd) => Some(fd),
+            Err(Errno::NOENT) => None,
+            Err(e) => return Err(Error::io("open", self.object_path(hash), e.into())),
+        };
+        let manifest = match plain {
+            Some(_) => None,
+            None => Some(self.manifest(hash)?.ok_or_else(|| self.missing(hash))?),
+        };
         let dst = fs::create_excl_at(dir, name, 0o600).ctx("create", shown())?;
-        let copied = self
-            .copier
-            .copy(src.as_fd(), dst.as_fd(), size)
-            .ctx("copy", shown())
-            .and_then(|_| {
-                let m = fs::stat_fd(dst.as_fd()).ctx("stat", shown())?;
-                if m.size != size {
-                    return Err(Error::Corrupt(format!(
-                        "object {hash} ({}) changed size while being copied to {}",
-                        self.object_path(hash).display(),
-                        shown().display()
-                    )));
-                }
-                Ok(())
-            });
+        let copied = match (&plain, &manifest) {
+            (Some(src), _) => self
+                .copier
+                .copy(src.as_fd(), dst.as_fd(), size)
+                .map(|_| ())
+                .ctx("copy", shown()),
+            (None, Some(m)) => self.assemble(m, dst.as_fd(), shown),
+            (None, None) => unreachable!("one of the two exists"),
+        };
+        let copied = copied.and_then(|_| {
+            let m = fs::stat_fd(dst.as_fd()).ctx("stat", shown())?;
+            if m.size != size {
+                return Err(Error::Corrupt(format!(
+                    "object {hash} ({}) changed size while being copied to {}",
+                    self.object_path(hash).display(),
+                    shown().display()
+                )));
+            }
+            Ok(())
+        });
         match copied {
             Ok(()) => Ok(dst),
             Err(e) => {
                 let _ = rustix::fs::unlinkat(dir, name, AtFlags::empty());
                 Err(e)
             }
+        }
+    }
+
+    /// Hard-links object `hash` as the new name `name` in `dir` (`ckpt fork
+    /// --link`). The link shares the object's inode: it must never be
+    /// written, chmod-ed or touched, which is the caller's promise.
+    pub fn link_to(&self, hash: &Hash, dir: BorrowedFd<'_>, name: &[u8]) -> rustix::io::Result<()> {
+        rustix::fs::linkat(
+            self.dir.as_fd(),
+            object_name(hash).as_slice(),
+            dir,
+            name,
+            AtFlags::empty(),
+        )
+    }
+
+    /// Writes the bands of `m` into `dst` at their offsets, in parallel,
+    /// with `copy_file_range` where it works.
+    fn assemble(
+        &self,
+        m: &Manifest,
+        dst: BorrowedFd<'_>,
+        shown: &dyn Fn() -> PathBuf,
+    ) -> Result<()> {
+        let target = shown();
+        rustix::fs::ftruncate(dst, m.size).ctx("truncate", &target)?;
+        (0..m.bands.len())
+            .into_par_iter()
+            .try_for_each(|i| -> Result<()> {
+                let band = &m.bands[i];
+                let src = self.open_object(band)?;
+                let (off, len) = m.range(i);
+                self.copier
+                    .copy_at(src.as_fd(), 0, dst, off, len)
+                    .ctx("copy", &target)?;
+                Ok(())
+            })
+    }
+
+    /// Removes one band manifest (gc; its bands are objects of their own).
+    pub fn remove_manifest(&self, h: &Hash) -> Result<()> {
+        let name = manifest_name(h);
+        match rustix::fs::unlinkat(self.dir.as_fd(), name.as_slice(), AtFlags::empty()) {
+            Ok(()) | Err(Errno::NOENT) => Ok(()),
+            Err(e) => Err(Error::io(
+                "remove",
+                self.path.join(fs::as_path(&name)),
+                e.into(),
+            )),
         }
     }
 
@@ -450,7 +713,15 @@ impl Objects {
     /// Lists every stored object (gc, verify). Names that are not object
     /// names are reported in the second list.
     pub fn list(&self) -> Result<(Vec<Hash>, Vec<PathBuf>)> {
+        let (objects, _, strays) = self.list_all()?;
+        Ok((objects, strays))
+    }
+
+    /// Lists stored plain objects, band manifests (by the hash of the
+    /// content they describe) and stray names.
+    pub fn list_all(&self) -> Result<(Vec<Hash>, Vec<Hash>, Vec<PathBuf>)> {
         let mut out = Vec::new();
+        let mut manifests = Vec::new();
         let mut strays = Vec::new();
         for i in 0..256u32 {
             let shard = format!("{i:02x}");
@@ -461,14 +732,18 @@ impl Objects {
                     Err(e) => return Err(Error::io("open", self.path.join(&shard), e.into())),
                 };
             for (name, _) in &fd.names {
-                let full = format!("{shard}{}", String::from_utf8_lossy(name));
+                let (stem, list) = match name.strip_suffix(bands::SUFFIX) {
+                    Some(stem) => (stem, &mut manifests),
+                    None => (name.as_slice(), &mut out),
+                };
+                let full = format!("{shard}{}", String::from_utf8_lossy(stem));
                 match Hash::from_hex(&full) {
-                    Some(h) if full[..2] == shard => out.push(h),
+                    Some(h) if full[..2] == shard => list.push(h),
                     _ => strays.push(self.path.join(&shard).join(fs::as_path(name))),
                 }
             }
         }
-        Ok((out, strays))
+        Ok((out, manifests, strays))
     }
 }
 

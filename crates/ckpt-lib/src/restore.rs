@@ -49,6 +49,7 @@ use rustix::io::Errno;
 
 use crate::catalog::{CatalogReader, Checkpoint, Journal};
 use crate::checkpoint::{self, SaveOptions, SaveOutcome, REASON_TAG};
+use crate::copytree::Progress;
 use crate::diff::{self, is_within, Change, ChangeKind, PathFilter, TreeSource};
 use crate::error::IoContext;
 use crate::ignore::Ignore;
@@ -248,6 +249,8 @@ pub fn restore(
         written: Mutex::new(HashMap::new()),
         removed: AtomicU64::new(0),
         counter: AtomicU64::new(0),
+        link: std::sync::atomic::AtomicBool::new(false),
+        progress: None,
     };
     let lookup = TargetLookup::new(&reader, target.root);
     applier.apply(&changes, &lookup)?;
@@ -299,6 +302,18 @@ pub struct MaterializeReport {
     pub bytes: u64,
 }
 
+/// How [`restore_to_with`] writes files.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MaterializeOptions<'p> {
+    /// Hard-link non-executable files to their store objects instead of
+    /// copying them (`ckpt fork --link`): such files are read-only (mode
+    /// 0444) and carry the object's mtime; files with an execute bit, and
+    /// every file when the store is on another filesystem, are copied.
+    pub link: bool,
+    /// Counters to advance as entries are written (progress bars).
+    pub progress: Option<&'p Progress>,
+}
+
 /// Materialises checkpoint `rev` (optionally only `paths`) into `dest`, which
 /// must not exist or be an empty directory.
 pub fn restore_to(
@@ -306,6 +321,17 @@ pub fn restore_to(
     rev: &str,
     dest: &Path,
     paths: &[Vec<u8>],
+) -> Result<MaterializeReport> {
+    restore_to_with(store, rev, dest, paths, MaterializeOptions::default())
+}
+
+/// [`restore_to`] with options (used by `ckpt fork`).
+pub fn restore_to_with(
+    store: &Store,
+    rev: &str,
+    dest: &Path,
+    paths: &[Vec<u8>],
+    opts: MaterializeOptions<'_>,
 ) -> Result<MaterializeReport> {
     let reader = store.catalog.reader()?;
     let target = reader.resolve(rev)?;
@@ -343,6 +369,8 @@ pub fn restore_to(
         written: Mutex::new(HashMap::new()),
         removed: AtomicU64::new(0),
         counter: AtomicU64::new(0),
+        link: std::sync::atomic::AtomicBool::new(opts.link),
+        progress: opts.progress,
     };
     let lookup = TargetLookup::new(&reader, target.root);
     if let Err(e) = applier.apply(&changes, &lookup) {
@@ -510,6 +538,9 @@ struct Applier<'a> {
     written: Mutex<HashMap<Vec<u8>, Meta>>,
     removed: AtomicU64,
     counter: AtomicU64,
+    /// Hard-link objects instead of copying (turned off on `EXDEV`).
+    link: std::sync::atomic::AtomicBool,
+    progress: Option<&'a Progress>,
 }
 
 impl Applier<'_> {
@@ -695,6 +726,51 @@ impl Applier<'_> {
     /// place.
     fn write_entry(&self, dir: BorrowedFd<'_>, path: &[u8], e: &Entry) -> Result<()> {
         let tmp = self.temp_name();
+        let name = name_of(path);
+        let shown = || self.shown(path);
+        if let Some(p) = self.progress {
+            p.entries.fetch_add(1, Ordering::Relaxed);
+            p.bytes.fetch_add(e.node.size(), Ordering::Relaxed);
+        }
+        match &e.node {
+            Node::File { size, hash }
+                if *size > 0 && e.mode & 0o111 == 0 && self.link.load(Ordering::Relaxed) =>
+            {
+                match self.objects.link_to(hash, dir, &tmp) {
+                    Ok(()) => {
+                        let done = (|| -> Result<Meta> {
+                            rustix::fs::renameat(dir, tmp.as_slice(), dir, name)
+                                .ctx("rename", shown())?;
+                            fs::stat_at(dir, name).ctx("stat", shown())
+                        })();
+                        if done.is_err() {
+                            let _ = rustix::fs::unlinkat(dir, tmp.as_slice(), AtFlags::empty());
+                        }
+                        self.written.lock().unwrap().insert(path.to_vec(), done?);
+                        Ok(())
+                    }
+                    // Stored as bands: no single file to link to.
+                    Err(Errno::NOENT) => self.write_entry_copy(dir, path, e, tmp),
+                    Err(Errno::XDEV) | Err(Errno::PERM) | Err(Errno::MLINK) => {
+                        self.link.store(false, Ordering::Relaxed);
+                        self.write_entry_copy(dir, path, e, tmp)
+                    }
+                    Err(err) => Err(Error::io("link", shown(), err.into())),
+                }
+            }
+            _ => self.write_entry_copy(dir, path, e, tmp),
+        }
+    }
+
+    /// [`write_entry`](Self::write_entry) by copying (or, for a symlink,
+    /// creating) into the temporary name `tmp`.
+    fn write_entry_copy(
+        &self,
+        dir: BorrowedFd<'_>,
+        path: &[u8],
+        e: &Entry,
+        tmp: Vec<u8>,
+    ) -> Result<()> {
         let name = name_of(path);
         let shown = || self.shown(path);
         let meta = match &e.node {

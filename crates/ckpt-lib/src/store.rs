@@ -53,6 +53,13 @@ pub struct Store {
 impl Store {
     /// Creates a new store directory (which must not exist or be empty).
     pub fn create(root: &Path) -> Result<()> {
+        Store::create_for(root, None)
+    }
+
+    /// Creates a new store for the workspace at `source`: the copy
+    /// capabilities cached in the store are probed for the pair (workspace
+    /// filesystem → store filesystem), the direction a save copies in.
+    pub fn create_for(root: &Path, source: Option<&Path>) -> Result<()> {
         if root.join(MARKER).exists() {
             return Err(Error::Usage(format!(
                 "{} already holds a ckpt store",
@@ -62,7 +69,14 @@ impl Store {
         std::fs::create_dir_all(root).ctx("create store", root)?;
         Objects::create_layout(root)?;
         let dir = fs::open_dir_path(root).ctx("open", root)?;
-        let caps = copy::probe(dir.as_fd()).ctx("probe copy capabilities", root)?;
+        let caps = match source {
+            Some(src) => {
+                let sfd = fs::open_dir_path(src).ctx("open", src)?;
+                copy::probe_pair(sfd.as_fd(), dir.as_fd())
+            }
+            None => copy::probe(dir.as_fd()),
+        }
+        .ctx("probe copy capabilities", root)?;
         let catalog = Catalog::create(&root.join("catalog.redb"))?;
         catalog.set_meta(&[(
             "caps",
@@ -103,10 +117,7 @@ impl Store {
             Err(e) => return Err(Error::io("remove stale temporary file", index_tmp, e)),
         }
         let catalog = Catalog::open(&root.join("catalog.redb"))?;
-        let caps: Caps = catalog.reader()?.meta_json("caps")?.unwrap_or(Caps {
-            reflink: false,
-            copy_file_range: false,
-        });
+        let caps: Caps = catalog.reader()?.meta_json("caps")?.unwrap_or(Caps::NONE);
         let caps = caps.with_env_override();
         let objects = Objects::open(root, Copier::new(caps))?;
         Ok(Store {

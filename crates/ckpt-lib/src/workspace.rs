@@ -65,7 +65,7 @@ impl Workspace {
                 root.display()
             )));
         }
-        Store::create(&store_path)?;
+        Store::create_for(&store_path, Some(&root))?;
         let marker = Marker {
             version: 1,
             store: store_path.clone(),

@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# bench/copy.sh — figures for the copy engine (issue 5), side by side in one run,
+# medians of N runs (default 5):
+#   1. one 1 GiB file, warm cache and after drop_caches: ckpt cp vs rsync -a vs cp -a
+#   2. the reference workspace on the scratch filesystem (ext4 here):
+#      ckpt cp, ckpt fork vs cp -a vs rsync -a
+#   3. the same on a loop-mounted xfs with reflink (root only; skipped otherwise)
+#   4. a 1 GiB file with a 4 KiB in-place edit: bytes the second save stores
+#   5. the durability floor of a first save: cp -a of the corpus + sync
+#      (what making the same bytes durable costs without ckpt) vs ckpt's first save
+#
+# Usage: bench/copy.sh [--runs N] [--corpus DIR] [--scratch DIR] [--ckpt PATH] [--only 1,2,3,4,5]
+# Every timed run starts from a clean destination and a `sync` (untimed). Drop-cache
+# runs need root (echo 3 > /proc/sys/vm/drop_caches); without it they are skipped.
+set -euo pipefail
+
+RUNS=5
+CORPUS=${BENCH_CORPUS:-/work/corpus}
+SCRATCH=${BENCH_SCRATCH:-/work/bench-scratch-copy}
+HERE=$(cd "$(dirname "$0")" && pwd)
+CKPT=${CKPT:-$HERE/../target/release/ckpt}
+ONLY=1,2,3,4,5
+while [ $# -gt 0 ]; do
+  case $1 in
+    --runs) RUNS=$2; shift 2 ;;
+    --corpus) CORPUS=$2; shift 2 ;;
+    --scratch) SCRATCH=$2; shift 2 ;;
+    --ckpt) CKPT=$2; shift 2 ;;
+    --only) ONLY=$2; shift 2 ;;
+    *) echo "unknown option $1" >&2; exit 2 ;;
+  esac
+done
+want() { [[ ",$ONLY," == *",$1,"* ]]; }
+[ -x "$CKPT" ] || (cd "$HERE/.." && cargo build --release -p ckpt-cli)
+export HOME=$SCRATCH XDG_DATA_HOME=$SCRATCH/xdg
+mkdir -p "$SCRATCH"
+ROOT=$( [ "$(id -u)" = 0 ] && echo yes || echo no )
+
+now_ns() { date +%s%N; }
+median() { sort -n | awk '{a[NR]=$1} END {m=(NR%2)?a[(NR+1)/2]:(a[NR/2]+a[NR/2+1])/2; printf "%.0f", m}'; }
+drop_caches() { sync; echo 3 > /proc/sys/vm/drop_caches; }
+
+# time_cmd LABEL PREP CMD: runs PREP (untimed) then CMD, RUNS times; prints "LABEL median_ms".
+time_cmd() {
+  local label=$1 prep=$2 cmd=$3 i t0 t1
+  local samples=()
+  for ((i = 0; i < RUNS; i++)); do
+    eval "$prep"
+    t0=$(now_ns); eval "$cmd" >/dev/null; t1=$(now_ns)
+    samples+=($(( (t1 - t0) / 1000000 )))
+  done
+  printf '%-34s %8s ms   (runs: %s)\n' "$label" "$(printf '%s\n' "${samples[@]}" | median)" "${samples[*]}"
+}
+
+if want 1; then
+  echo "## 1. one 1 GiB file ($SCRATCH, $(df -T "$SCRATCH" | awk 'NR==2{print $2}'))"
+  BIG=$SCRATCH/big.bin
+  [ -f "$BIG" ] || head -c $((1 << 30)) /dev/urandom > "$BIG"
+  for cache in warm cold; do
+    if [ $cache = cold ] && [ $ROOT = no ]; then echo "(cold: SKIPPED, not root)"; continue; fi
+    prep="rm -f $SCRATCH/big.out; sync"
+    [ $cache = cold ] && prep="$prep; drop_caches"
+    [ $cache = warm ] && prep="$prep; cat $BIG > /dev/null"
+    time_cmd "$cache: ckpt cp" "$prep" "$CKPT cp $BIG $SCRATCH/big.out"
+    time_cmd "$cache: ckpt cp --strategy userspace" "$prep" "$CKPT cp --strategy userspace $BIG $SCRATCH/big.out"
+    time_cmd "$cache: rsync -a" "$prep" "rsync -a $BIG $SCRATCH/big.out"
+    time_cmd "$cache: cp -a" "$prep" "cp -a $BIG $SCRATCH/big.out"
+  done
+  rm -f "$SCRATCH/big.out"
+fi
+
+tree_bench() { # DIR-ON-TARGET-FS LABEL
+  local base=$1 label=$2
+  echo "## $label: reference workspace ($(du -sh "$CORPUS" | cut -f1), $(find "$CORPUS" | wc -l) entries)"
+  rm -rf "$base/ws" "$base/store" && cp -a "$CORPUS" "$base/ws"
+  "$CKPT" init "$base/ws" --store "$base/store" -q
+  "$CKPT" -C "$base/ws" save -q -m bench >/dev/null
+  local prep="rm -rf $base/out $base/out-store; sync"
+  time_cmd "$label: ckpt cp" "$prep" "$CKPT cp $base/ws $base/out"
+  time_cmd "$label: ckpt fork" "$prep" "$CKPT -C $base/ws fork HEAD $base/out --store $base/out-store"
+  time_cmd "$label: cp -a" "$prep" "cp -a $base/ws $base/out"
+  time_cmd "$label: rsync -a" "$prep" "rsync -a $base/ws/ $base/out"
+  rm -rf "$base/out" "$base/out-store" "$base/ws" "$base/store"
+}
+
+want 2 && tree_bench "$SCRATCH" "$(df -T "$SCRATCH" | awk 'NR==2{print $2}')"
+
+if want 3; then
+  if [ $ROOT = yes ] && command -v mkfs.xfs >/dev/null; then
+    IMG=$SCRATCH/xfs.img MNT=$SCRATCH/xfs
+    mkdir -p "$MNT"; truncate -s 3G "$IMG"; mkfs.xfs -q -f -m reflink=1 "$IMG"
+    mount -o loop "$IMG" "$MNT"
+    trap 'umount "$MNT" 2>/dev/null || umount -l "$MNT"; rm -f "$IMG"' EXIT
+    tree_bench "$MNT" "xfs (loop, reflink)"
+  else
+    echo "## xfs: SKIPPED (needs root and mkfs.xfs)"
+  fi
+fi
+
+if want 4; then
+  echo "## 4. 1 GiB file, 4 KiB in-place edit: bytes stored by the second save"
+  W=$SCRATCH/edit
+  rm -rf "$W" "$W-store"; mkdir -p "$W"
+  head -c $((1 << 30)) /dev/urandom > "$W/db.bin"
+  "$CKPT" init "$W" --store "$W-store" -q
+  "$CKPT" -C "$W" save -q -m one >/dev/null
+  before=$(du -sb "$W-store/objects" | cut -f1)
+  head -c 4096 /dev/urandom | dd of="$W/db.bin" bs=4096 seek=1000 conv=notrunc status=none
+  "$CKPT" -C "$W" save -q -m two >/dev/null
+  after=$(du -sb "$W-store/objects" | cut -f1)
+  echo "second save stored $(( (after - before) / 1048576 )) MiB (goal ≤ 8 MiB)"
+  rm -rf "$W" "$W-store"
+fi
+
+if want 5; then
+  echo "## 5. first save vs the durability floor (same bytes, cp -a + sync)"
+  base=$SCRATCH/first
+  mkdir -p "$base"; rm -rf "$base/ws"; cp -a "$CORPUS" "$base/ws"
+  prep="rm -rf $base/store $base/ws/.ckpt $base/floor; sync"
+  time_cmd "floor: cp -a + sync" "$prep" "cp -a $base/ws $base/floor && sync"
+  time_cmd "floor: ckpt cp + sync" "$prep" "$CKPT cp $base/ws $base/floor && sync"
+  time_cmd "ckpt init + first save" "$prep" "$CKPT init $base/ws --store $base/store -q && $CKPT -C $base/ws save -q -m first"
+  rm -rf "$base"
+fi

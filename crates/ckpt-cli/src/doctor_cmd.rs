@@ -1,0 +1,74 @@
+//! `ckpt doctor`: filesystems, probed copy capabilities, store location and
+//! free space, inotify limits, and the copy strategy ckpt will use and why
+//! (the facts come from [`ckpt::doctor`]).
+
+use ckpt::doctor::{self, Report};
+use ckpt::platform::copy::Caps;
+use ckpt::Result;
+
+use crate::render;
+use crate::{print_json, Ctx};
+
+/// Runs `ckpt doctor` (`json`: machine-readable).
+pub fn run(ctx: &Ctx, json: bool) -> Result<()> {
+    let ws = ctx.workspace()?;
+    let cached: Option<Caps> = {
+        let store = ws.open_store(ctx.lock_timeout)?;
+        let r = store.catalog.reader()?;
+        r.meta_json("caps")?
+    };
+    let rep = doctor::diagnose(&ws.root, &ws.store_path, cached)?;
+    if json {
+        let mut v = serde_json::to_value(&rep).expect("report serialises");
+        v["schema"] = serde_json::json!(render::SCHEMA);
+        print_json(&v);
+        return Ok(());
+    }
+    print_text(&rep);
+    Ok(())
+}
+
+fn caps_line(c: &Caps) -> String {
+    let yn = |b: bool| if b { "yes" } else { "no" };
+    format!(
+        "reflink {}, copy_file_range {}, hard links {}, fallocate {}, SEEK_HOLE {}",
+        yn(c.reflink),
+        yn(c.copy_file_range),
+        yn(c.hard_link),
+        yn(c.fallocate),
+        yn(c.seek_hole)
+    )
+}
+
+fn print_text(rep: &Report) {
+    let opt = |v: Option<u64>| v.map_or("unknown".to_string(), |n| n.to_string());
+    println!(
+        "workspace: {} ({})",
+        rep.workspace.path.display(),
+        rep.workspace.fs_type
+    );
+    println!(
+        "store:     {} ({}), {} free of {}",
+        rep.store.path.display(),
+        rep.store.fs_type,
+        render::bytes(rep.store.free_bytes),
+        render::bytes(rep.store.total_bytes)
+    );
+    println!("probed workspace → store: {}", caps_line(&rep.save_caps));
+    println!("probed within the store:  {}", caps_line(&rep.store_caps));
+    match &rep.cached_caps {
+        Some(c) if *c != rep.save_caps => println!(
+            "cached at init (differs from the live probe; re-create the store to refresh): {}",
+            caps_line(c)
+        ),
+        Some(_) => println!("cached at init: same as the live probe"),
+        None => println!("cached at init: none (old store; userspace copies until re-created)"),
+    }
+    println!(
+        "inotify: max_user_watches {}, max_user_instances {}, max_queued_events {}",
+        opt(rep.inotify.max_user_watches),
+        opt(rep.inotify.max_user_instances),
+        opt(rep.inotify.max_queued_events)
+    );
+    println!("copy strategy: {} — {}", rep.strategy.name(), rep.why);
+}
