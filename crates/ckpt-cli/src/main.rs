@@ -4,6 +4,11 @@
 //! (text for people, `--json` for programs; see `render`). Exit codes are
 //! those of [`ckpt::Error::exit_code`], documented in README.md.
 
+mod du_cmd;
+mod gc_cmd;
+mod gen_cmd;
+mod hook_cmd;
+mod mcp_cmd;
 mod render;
 mod state_cmd;
 
@@ -54,6 +59,17 @@ enum Cmd {
         /// Where to keep the store (default: see README, "Where the store lives").
         #[arg(long, value_name = "DIR")]
         store: Option<PathBuf>,
+        /// Also set up hooks for an agent harness: print its configuration,
+        /// or merge it with --write (an existing workspace is kept).
+        #[arg(long, value_enum, value_name = "HARNESS")]
+        agent: Option<hook_cmd::Agent>,
+        /// With --agent: merge the hooks into the harness settings file
+        /// (.claude/settings.json), keeping everything already there.
+        #[arg(long, requires = "agent")]
+        write: bool,
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
     },
     /// Record a checkpoint of the whole workspace.
     Save {
@@ -172,7 +188,8 @@ enum Cmd {
         #[command(subcommand)]
         cmd: state_cmd::StateCmd,
     },
-    /// Remove stored data that no checkpoint references.
+    /// Remove stored data that no checkpoint references; with --keep-*
+    /// flags (or a saved policy), first drop the checkpoints no rule keeps.
     Gc {
         /// Only report what would be removed.
         #[arg(long)]
@@ -180,7 +197,31 @@ enum Cmd {
         /// JSON output.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        keep: gc_cmd::KeepArgs,
     },
+    /// Record a checkpoint for an agent-harness hook event (JSON on stdin);
+    /// silent, and nothing saved, when nothing changed.
+    Hook {
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run a Model Context Protocol server on stdin/stdout.
+    Mcp,
+    /// Store size, the bytes unique to each checkpoint, what gc would free.
+    Du {
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a shell completion script.
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff).
+    Man,
 }
 
 fn main() -> ExitCode {
@@ -275,7 +316,13 @@ fn run(cli: &Cli) -> Result<ExitCode> {
         verbose: cli.verbose,
     };
     match &cli.cmd {
-        Cmd::Init { dir, store } => cmd_init(&ctx, dir.as_deref(), store.as_deref()),
+        Cmd::Init {
+            dir,
+            store,
+            agent,
+            write,
+            json,
+        } => cmd_init(&ctx, dir.as_deref(), store.as_deref(), *agent, *write, *json),
         Cmd::Save {
             message,
             tags,
@@ -319,7 +366,16 @@ fn run(cli: &Cli) -> Result<ExitCode> {
             )
         }
         Cmd::Delete { id } => cmd_delete(&ctx, id),
-        Cmd::Gc { dry_run, json } => cmd_gc(&ctx, *dry_run, *json),
+        Cmd::Gc {
+            dry_run,
+            json,
+            keep,
+        } => gc_cmd::run(&ctx, keep, *dry_run, *json),
+        Cmd::Hook { json } => return Ok(hook_cmd::run(&ctx, cli.chdir.is_some(), *json)),
+        Cmd::Mcp => mcp_cmd::run(&ctx),
+        Cmd::Du { json } => du_cmd::run(&ctx, *json),
+        Cmd::Completions { shell } => gen_cmd::completions::<Cli>(*shell),
+        Cmd::Man => gen_cmd::man::<Cli>(),
         Cmd::Verify { id, store, json } => return cmd_verify(&ctx, id.as_deref(), *store, *json),
         Cmd::Hash { dir, full, json } => cmd_hash(&ctx, dir, *full, *json),
         Cmd::State { cmd } => return state_cmd::run(&ctx, cmd),
@@ -327,11 +383,31 @@ fn run(cli: &Cli) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn cmd_init(ctx: &Ctx, dir: Option<&Path>, store: Option<&Path>) -> Result<()> {
+fn cmd_init(
+    ctx: &Ctx,
+    dir: Option<&Path>,
+    store: Option<&Path>,
+    agent: Option<hook_cmd::Agent>,
+    write: bool,
+    json: bool,
+) -> Result<()> {
     let dir = dir.map_or_else(|| ctx.cwd.clone(), |d| ctx.cwd.join(d));
     let store = store.map(|s| ctx.cwd.join(s));
+    if let Some(agent) = agent {
+        let ws = match Workspace::init(&dir, store.as_deref()) {
+            Err(Error::AlreadyAWorkspace(_)) => Workspace::discover(&dir)?,
+            r => r?,
+        };
+        return hook_cmd::init_agent(ctx, &ws, agent, write, json);
+    }
     let ws = Workspace::init(&dir, store.as_deref())?;
-    if !ctx.quiet {
+    if json {
+        print_json(&json!({
+            "schema": SCHEMA,
+            "root": ws.root.display().to_string(),
+            "store": ws.store_path.display().to_string(),
+        }));
+    } else if !ctx.quiet {
         let s = ws.open_store(ctx.lock_timeout)?;
         println!("initialised workspace {}", ws.root.display());
         println!(
@@ -360,6 +436,9 @@ fn cmd_save(
     };
     let captured = checkpoint::capture(&ws, &store, &opts, true)?;
     let elapsed = t0.elapsed();
+    if let SaveOutcome::Saved(_) = &captured.outcome {
+        gc_cmd::after_save(ctx, &store)?;
+    }
     match &captured.outcome {
         SaveOutcome::Saved(cp) => {
             if json {
@@ -872,7 +951,7 @@ fn cmd_delete(ctx: &Ctx, id: &str) -> Result<()> {
     Ok(())
 }
 
-fn cmd_gc(ctx: &Ctx, dry_run: bool, json: bool) -> Result<()> {
+pub(crate) fn cmd_gc(ctx: &Ctx, dry_run: bool, json: bool) -> Result<()> {
     let ws = ctx.workspace()?;
     let store = ws.open_store(ctx.lock_timeout)?;
     let rep = ckpt::gc::gc(&store, dry_run)?;
