@@ -40,7 +40,10 @@ pub fn run(ctx: &Ctx, json_out: bool) -> Result<()> {
     if ctx.quiet || u.checkpoints.is_empty() {
         return Ok(());
     }
-    println!("\n{:<8} {:>12} {:>9} {:>12}", "id", "unique", "objects", "added");
+    println!(
+        "\n{:<8} {:>12} {:>9} {:>12}",
+        "id", "unique", "objects", "added"
+    );
     for c in u.checkpoints.iter().rev() {
         println!(
             "{:<8} {:>12} {:>9} {:>12}",

@@ -106,13 +106,15 @@ fn print_report(ctx: &Ctx, rep: &RetentionReport, dry_run: bool, json_out: bool)
     if ctx.quiet {
         return;
     }
-    let ids = |s: &[u64]| s.iter().map(|q| format!("v{q}")).collect::<Vec<_>>().join(" ");
+    let ids = |s: &[u64]| {
+        s.iter()
+            .map(|q| format!("v{q}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
     println!("policy: {}", describe(&rep.policy));
     if rep.selection.drop.is_empty() {
-        println!(
-            "all {} checkpoints are kept",
-            rep.selection.keep.len()
-        );
+        println!("all {} checkpoints are kept", rep.selection.keep.len());
     } else {
         println!(
             "{} {} checkpoints: {}; keeping {}",

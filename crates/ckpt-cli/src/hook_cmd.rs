@@ -64,7 +64,7 @@ impl HookEvent {
         } else {
             serde_json::from_slice(stdin).map_err(|e| {
                 Error::Usage(format!(
-                    "ckpt hook: stdin is not a hook event (JSON object): {e}; nothing was saved"
+                    "stdin is not a hook event (JSON object): {e}; nothing was saved"
                 ))
             })?
         };
@@ -237,7 +237,9 @@ fn hook(ctx: &Ctx, chdir_given: bool, json_out: bool) -> Result<()> {
         v.insert("tags".into(), json!(opts.tags));
         v.insert(
             "dropped".into(),
-            json!(retention.as_ref().map_or(&[][..], |r| &r.selection.drop[..])),
+            json!(retention
+                .as_ref()
+                .map_or(&[][..], |r| &r.selection.drop[..])),
         );
         v.insert("elapsed_ms".into(), json!(elapsed.as_secs_f64() * 1e3));
         print_json(&Value::Object(v));
@@ -327,7 +329,13 @@ pub fn merge_claude_settings(settings: &mut Value) -> Result<Vec<String>> {
 }
 
 /// `ckpt init --agent claude [--write]` after the workspace exists.
-pub fn init_agent(ctx: &Ctx, ws: &Workspace, agent: Agent, write: bool, json_out: bool) -> Result<()> {
+pub fn init_agent(
+    ctx: &Ctx,
+    ws: &Workspace,
+    agent: Agent,
+    write: bool,
+    json_out: bool,
+) -> Result<()> {
     let Agent::Claude = agent;
     if !write {
         let v = claude_hooks();
@@ -374,7 +382,10 @@ pub fn init_agent(ctx: &Ctx, ws: &Workspace, agent: Agent, write: bool, json_out
         }));
     } else if !ctx.quiet {
         if added.is_empty() {
-            println!("{} already runs `ckpt hook`; nothing changed", path.display());
+            println!(
+                "{} already runs `ckpt hook`; nothing changed",
+                path.display()
+            );
         } else {
             println!(
                 "added `{HOOK_COMMAND}` for {} to {}",
@@ -418,7 +429,10 @@ mod tests {
         let added = merge_claude_settings(&mut s).unwrap();
         assert_eq!(added.len(), 4);
         assert_eq!(s["model"], "opus");
-        assert_eq!(s["hooks"]["PreToolUse"][0]["hooks"][0]["command"], "lint.sh");
+        assert_eq!(
+            s["hooks"]["PreToolUse"][0]["hooks"][0]["command"],
+            "lint.sh"
+        );
         assert_eq!(s["hooks"]["PreToolUse"].as_array().unwrap().len(), 2);
         let before = s.clone();
         assert!(merge_claude_settings(&mut s).unwrap().is_empty());

@@ -322,7 +322,14 @@ fn run(cli: &Cli) -> Result<ExitCode> {
             agent,
             write,
             json,
-        } => cmd_init(&ctx, dir.as_deref(), store.as_deref(), *agent, *write, *json),
+        } => cmd_init(
+            &ctx,
+            dir.as_deref(),
+            store.as_deref(),
+            *agent,
+            *write,
+            *json,
+        ),
         Cmd::Save {
             message,
             tags,

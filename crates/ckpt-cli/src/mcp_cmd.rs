@@ -24,9 +24,7 @@ use std::process::Command;
 use ckpt::{Error, Result};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::{
-    CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig,
-};
+use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
 use rmcp::{tool, tool_handler, tool_router, ErrorData, ServerHandler, ServiceExt};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -180,7 +178,9 @@ impl CkptServer {
         }
         match serde_json::from_str::<Value>(&stdout) {
             Ok(v) => CallToolResult::structured(v),
-            Err(e) => text_error(format!("ckpt printed something that is not JSON ({e}): {stdout}")),
+            Err(e) => text_error(format!(
+                "ckpt printed something that is not JSON ({e}): {stdout}"
+            )),
         }
     }
 }
@@ -260,7 +260,9 @@ impl CkptServer {
         Parameters(a): Parameters<ListArgs>,
     ) -> Result<CallToolResult, ErrorData> {
         let n = a.limit.unwrap_or(20).to_string();
-        Ok(self.ckpt(vec![os("log"), os("--json"), os("-n"), os(n)]).await)
+        Ok(self
+            .ckpt(vec![os("log"), os("--json"), os("-n"), os(n)])
+            .await)
     }
 
     #[tool(description = "Show one checkpoint: its record and the paths it changed.")]

@@ -20,7 +20,8 @@ fn python() -> Result<PathBuf, String> {
     if let Some(p) = std::env::var_os("CKPT_MCP_PYTHON") {
         candidates.push(PathBuf::from(p));
     }
-    candidates.push(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/mcp-venv/bin/python"));
+    candidates
+        .push(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/mcp-venv/bin/python"));
     candidates.push(PathBuf::from("python3"));
     for c in &candidates {
         let ok = Command::new(c)
@@ -70,11 +71,21 @@ fn python_client_saves_diffs_and_restores() {
     // touched a.txt and the agent state; everything else is the saved tree.
     let after = snapshot(&ws.root);
     for p in ["b.txt", "docs/keep.md"] {
-        assert_eq!(after.get(p.as_bytes()), before.get(p.as_bytes()), "{p} differs");
+        assert_eq!(
+            after.get(p.as_bytes()),
+            before.get(p.as_bytes()),
+            "{p} differs"
+        );
     }
-    assert!(after.get(&b"src/new.py"[..]).is_none(), "src/new.py survived the restore");
+    assert!(
+        after.get(&b"src/new.py"[..]).is_none(),
+        "src/new.py survived the restore"
+    );
     // The restore is recorded: an undo checkpoint exists and the log names it.
     let log = ws.run(&["log", "--json"]).ok().json();
     let n = log["checkpoints"].as_array().unwrap().len();
-    assert!(n >= 3, "expected base, undo and timing checkpoints, got {n}");
+    assert!(
+        n >= 3,
+        "expected base, undo and timing checkpoints, got {n}"
+    );
 }

@@ -61,10 +61,12 @@ impl Policy {
     }
 
     fn tagged(&self, cp: &Checkpoint) -> bool {
-        self.keep_tagged.iter().any(|rule| match rule.split_once('=') {
-            Some((k, v)) => cp.tags.get(k).is_some_and(|x| x == v),
-            None => cp.tags.contains_key(rule),
-        })
+        self.keep_tagged
+            .iter()
+            .any(|rule| match rule.split_once('=') {
+                Some((k, v)) => cp.tags.get(k).is_some_and(|x| x == v),
+                None => cp.tags.contains_key(rule),
+            })
     }
 }
 
@@ -138,11 +140,19 @@ pub fn protected(store: &Store) -> Result<Vec<u64>> {
 /// Applies `policy` at `now_ns`: deletes the dropped checkpoint records and
 /// then collects garbage. With `dry_run` nothing changes and the gc figures
 /// are exactly what deleting the dropped checkpoints would free.
-pub fn apply(store: &Store, policy: &Policy, now_ns: i64, dry_run: bool) -> Result<RetentionReport> {
+pub fn apply(
+    store: &Store,
+    policy: &Policy,
+    now_ns: i64,
+    dry_run: bool,
+) -> Result<RetentionReport> {
     let checkpoints = store.catalog.reader()?.checkpoints()?;
     let selection = select(&checkpoints, &protected(store)?, policy, now_ns);
     if !dry_run {
-        for c in checkpoints.iter().filter(|c| selection.drop.contains(&c.seq)) {
+        for c in checkpoints
+            .iter()
+            .filter(|c| selection.drop.contains(&c.seq))
+        {
             store.catalog.delete_checkpoint(c)?;
         }
     }
@@ -165,7 +175,8 @@ pub fn configured(store: &Store) -> Result<Policy> {
 
 /// Stores `policy` as the persistent one (an empty policy removes it).
 pub fn set_configured(store: &Store, policy: &Policy) -> Result<()> {
-    let value = (!policy.is_empty()).then(|| serde_json::to_vec(policy).expect("policy serialises"));
+    let value =
+        (!policy.is_empty()).then(|| serde_json::to_vec(policy).expect("policy serialises"));
     store.catalog.set_meta(&[(POLICY_KEY, value)])
 }
 

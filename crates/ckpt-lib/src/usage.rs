@@ -116,11 +116,9 @@ pub fn usage(store: &Store) -> Result<Usage> {
     let mut unreferenced_objects = 0;
     let mut unreferenced_bytes = 0;
     for h in &objects {
-        let size = crate::platform::fs::stat_at(
-            store.objects.dir_fd(),
-            &crate::objects::object_name(h),
-        )
-        .map_or(0, |m| m.size);
+        let size =
+            crate::platform::fs::stat_at(store.objects.dir_fd(), &crate::objects::object_name(h))
+                .map_or(0, |m| m.size);
         object_bytes += size;
         if !obj_owner.contains_key(h) {
             unreferenced_objects += 1;

@@ -237,7 +237,10 @@ fn apply_frees_exactly_the_unreferenced_objects() {
     let g = dry.gc.as_ref().unwrap();
     assert_eq!(g.objects_removed, freed.len() as u64);
     assert_eq!(g.bytes_freed, freed_bytes);
-    assert_eq!(store.catalog.reader().unwrap().checkpoints().unwrap().len(), 7);
+    assert_eq!(
+        store.catalog.reader().unwrap().checkpoints().unwrap().len(),
+        7
+    );
     for c in &freed {
         assert!(store.objects.contains(&Hash::of(c)), "dry run removed data");
     }
@@ -259,8 +262,18 @@ fn apply_frees_exactly_the_unreferenced_objects() {
     assert_eq!(left, vec![2, 5, 6, 7]);
     for (i, (shared, only)) in contents.iter().enumerate() {
         let gone = dropped.contains(&(i + 1));
-        assert_eq!(store.objects.contains(&Hash::of(shared)), !gone, "shared v{}", i + 1);
-        assert_eq!(store.objects.contains(&Hash::of(only)), !gone, "only v{}", i + 1);
+        assert_eq!(
+            store.objects.contains(&Hash::of(shared)),
+            !gone,
+            "shared v{}",
+            i + 1
+        );
+        assert_eq!(
+            store.objects.contains(&Hash::of(only)),
+            !gone,
+            "only v{}",
+            i + 1
+        );
     }
     assert!(store.objects.contains(&Hash::of(b"always here")));
     // A second gc finds nothing more; every survivor's data is intact.
