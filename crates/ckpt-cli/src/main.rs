@@ -9,6 +9,7 @@ mod gc_cmd;
 mod gen_cmd;
 mod hook_cmd;
 mod mcp_cmd;
+mod progress;
 mod render;
 mod state_cmd;
 
@@ -441,7 +442,9 @@ fn cmd_save(
         tags: parse_tags(tags)?,
         allow_empty,
     };
+    let spinner = progress::Progress::start("saving", ctx.quiet || json);
     let captured = checkpoint::capture(&ws, &store, &opts, true)?;
+    drop(spinner);
     let elapsed = t0.elapsed();
     if let SaveOutcome::Saved(_) = &captured.outcome {
         gc_cmd::after_save(ctx, &store)?;
@@ -563,7 +566,7 @@ fn cmd_show(ctx: &Ctx, id: &str, json: bool) -> Result<()> {
         "parent:   {}",
         cp.parent.map_or("none".into(), |p| format!("v{p}"))
     );
-    println!("time:     {}", render::time(cp.time_ns));
+    println!("time:     {}", render::when(cp.time_ns));
     println!("message:  {}", cp.message);
     for (k, v) in &cp.tags {
         println!("tag:      {k}={v}");
@@ -781,7 +784,7 @@ fn cmd_diff(
             }
             match content(c)? {
                 Some(ContentDiff::Text(t)) if !t.is_empty() => {
-                    let _ = write!(out, "\n{t}");
+                    let _ = write!(out, "\n{}", render::paint_diff(&t));
                 }
                 Some(ContentDiff::Binary { old_size, new_size }) => {
                     let _ = writeln!(
@@ -822,7 +825,9 @@ fn cmd_restore(
                 dest.display()
             )));
         }
+        let spinner = progress::Progress::start("materialising", ctx.quiet || json);
         let rep = restore::restore_to(&store, id, &dest, &rel)?;
+        drop(spinner);
         if json {
             print_json(&json!({
                 "schema": SCHEMA, "restored": rep.target.id(), "to": dest.display().to_string(),
@@ -1035,7 +1040,9 @@ fn cmd_verify(ctx: &Ctx, id: Option<&str>, check_store: bool, json: bool) -> Res
             ExitCode::from(5)
         });
     }
+    let spinner = progress::Progress::start("verifying", ctx.quiet || json);
     let rep = ckpt::verify::verify_workspace(&ws, &store, id.unwrap_or("HEAD"))?;
+    drop(spinner);
     let elapsed = t0.elapsed();
     let rate = rep.bytes as f64 / elapsed.as_secs_f64().max(1e-9);
     if json {
