@@ -33,7 +33,16 @@ use render::SCHEMA;
 
 /// Instant checkpoint, diff and restore for a working directory.
 #[derive(Parser)]
-#[command(name = "ckpt", version, about, long_about = None)]
+#[command(
+    name = "ckpt",
+    version,
+    about = "Instant checkpoints of a whole working directory: save, diff, restore",
+    long_about = None,
+    after_help = "Start with `ckpt init`, then `ckpt save -m MESSAGE` before anything risky, \
+`ckpt log`, `ckpt diff`, `ckpt restore ID` (itself undoable).\n\
+Agents: `ckpt init --agent claude --write` (hooks), `ckpt mcp` (MCP server). \
+Every command takes --json; exit codes are listed in README.md."
+)]
 struct Cli {
     /// Run as if started in DIR.
     #[arg(short = 'C', global = true, value_name = "DIR", id = "chdir")]
@@ -159,6 +168,9 @@ enum Cmd {
     Delete {
         /// Checkpoint id.
         id: String,
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
     },
     /// Check that the workspace is exactly a checkpoint's state (default:
     /// HEAD), or with --store that every stored object, tree and record is
@@ -373,7 +385,7 @@ fn run(cli: &Cli) -> Result<ExitCode> {
                 *json,
             )
         }
-        Cmd::Delete { id } => cmd_delete(&ctx, id),
+        Cmd::Delete { id, json } => cmd_delete(&ctx, id, *json),
         Cmd::Gc {
             dry_run,
             json,
@@ -952,12 +964,14 @@ fn cmd_restore(
     Ok(())
 }
 
-fn cmd_delete(ctx: &Ctx, id: &str) -> Result<()> {
+fn cmd_delete(ctx: &Ctx, id: &str, json: bool) -> Result<()> {
     let ws = ctx.workspace()?;
     let store = ws.open_store(ctx.lock_timeout)?;
     let cp = store.catalog.reader()?.resolve(id)?;
     store.catalog.delete_checkpoint(&cp)?;
-    if !ctx.quiet {
+    if json {
+        print_json(&json!({ "schema": SCHEMA, "deleted": cp.id() }));
+    } else if !ctx.quiet {
         println!("deleted {}; run `ckpt gc` to free its data", cp.id());
     }
     Ok(())
