@@ -78,7 +78,7 @@ fn python_client_saves_diffs_and_restores() {
         );
     }
     assert!(
-        after.get(&b"src/new.py"[..]).is_none(),
+        !after.contains_key(&b"src/new.py"[..]),
         "src/new.py survived the restore"
     );
     // The restore is recorded: an undo checkpoint exists and the log names it.
