@@ -6,7 +6,12 @@
 
 mod cp_cmd;
 mod doctor_cmd;
+mod du_cmd;
 mod fork_cmd;
+mod gc_cmd;
+mod gen_cmd;
+mod hook_cmd;
+mod mcp_cmd;
 mod progress;
 mod render;
 mod state_cmd;
@@ -31,7 +36,16 @@ use render::SCHEMA;
 
 /// Instant checkpoint, diff and restore for a working directory.
 #[derive(Parser)]
-#[command(name = "ckpt", version, about, long_about = None)]
+#[command(
+    name = "ckpt",
+    version,
+    about = "Instant checkpoints of a whole working directory: save, diff, restore",
+    long_about = None,
+    after_help = "Start with `ckpt init`, then `ckpt save -m MESSAGE` before anything risky, \
+`ckpt log`, `ckpt diff`, `ckpt restore ID` (itself undoable).\n\
+Agents: `ckpt init --agent claude --write` (hooks), `ckpt mcp` (MCP server). \
+Every command takes --json; exit codes are listed in README.md."
+)]
 struct Cli {
     /// Run as if started in DIR.
     #[arg(short = 'C', global = true, value_name = "DIR", id = "chdir")]
@@ -58,6 +72,17 @@ enum Cmd {
         /// Where to keep the store (default: see README, "Where the store lives").
         #[arg(long, value_name = "DIR")]
         store: Option<PathBuf>,
+        /// Also set up hooks for an agent harness: print its configuration,
+        /// or merge it with --write (an existing workspace is kept).
+        #[arg(long, value_enum, value_name = "HARNESS")]
+        agent: Option<hook_cmd::Agent>,
+        /// With --agent: merge the hooks into the harness settings file
+        /// (.claude/settings.json), keeping everything already there.
+        #[arg(long, requires = "agent")]
+        write: bool,
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
     },
     /// Record a checkpoint of the whole workspace.
     Save {
@@ -146,6 +171,9 @@ enum Cmd {
     Delete {
         /// Checkpoint id.
         id: String,
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
     },
     /// Check that the workspace is exactly a checkpoint's state (default:
     /// HEAD), or with --store that every stored object, tree and record is
@@ -187,7 +215,8 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
-    /// Remove stored data that no checkpoint references.
+    /// Remove stored data that no checkpoint references; with --keep-*
+    /// flags (or a saved policy), first drop the checkpoints no rule keeps.
     Gc {
         /// Only report what would be removed.
         #[arg(long)]
@@ -195,7 +224,31 @@ enum Cmd {
         /// JSON output.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        keep: gc_cmd::KeepArgs,
     },
+    /// Record a checkpoint for an agent-harness hook event (JSON on stdin);
+    /// silent, and nothing saved, when nothing changed.
+    Hook {
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run a Model Context Protocol server on stdin/stdout.
+    Mcp,
+    /// Store size, the bytes unique to each checkpoint, what gc would free.
+    Du {
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a shell completion script.
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff).
+    Man,
 }
 
 fn main() -> ExitCode {
@@ -290,7 +343,20 @@ fn run(cli: &Cli) -> Result<ExitCode> {
         verbose: cli.verbose,
     };
     match &cli.cmd {
-        Cmd::Init { dir, store } => cmd_init(&ctx, dir.as_deref(), store.as_deref()),
+        Cmd::Init {
+            dir,
+            store,
+            agent,
+            write,
+            json,
+        } => cmd_init(
+            &ctx,
+            dir.as_deref(),
+            store.as_deref(),
+            *agent,
+            *write,
+            *json,
+        ),
         Cmd::Save {
             message,
             tags,
@@ -333,8 +399,17 @@ fn run(cli: &Cli) -> Result<ExitCode> {
                 *json,
             )
         }
-        Cmd::Delete { id } => cmd_delete(&ctx, id),
-        Cmd::Gc { dry_run, json } => cmd_gc(&ctx, *dry_run, *json),
+        Cmd::Delete { id, json } => cmd_delete(&ctx, id, *json),
+        Cmd::Gc {
+            dry_run,
+            json,
+            keep,
+        } => gc_cmd::run(&ctx, keep, *dry_run, *json),
+        Cmd::Hook { json } => return Ok(hook_cmd::run(&ctx, cli.chdir.is_some(), *json)),
+        Cmd::Mcp => mcp_cmd::run(&ctx),
+        Cmd::Du { json } => du_cmd::run(&ctx, *json),
+        Cmd::Completions { shell } => gen_cmd::completions::<Cli>(*shell),
+        Cmd::Man => gen_cmd::man::<Cli>(),
         Cmd::Verify { id, store, json } => return cmd_verify(&ctx, id.as_deref(), *store, *json),
         Cmd::Hash { dir, full, json } => cmd_hash(&ctx, dir, *full, *json),
         Cmd::State { cmd } => return state_cmd::run(&ctx, cmd),
@@ -345,11 +420,31 @@ fn run(cli: &Cli) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn cmd_init(ctx: &Ctx, dir: Option<&Path>, store: Option<&Path>) -> Result<()> {
+fn cmd_init(
+    ctx: &Ctx,
+    dir: Option<&Path>,
+    store: Option<&Path>,
+    agent: Option<hook_cmd::Agent>,
+    write: bool,
+    json: bool,
+) -> Result<()> {
     let dir = dir.map_or_else(|| ctx.cwd.clone(), |d| ctx.cwd.join(d));
     let store = store.map(|s| ctx.cwd.join(s));
+    if let Some(agent) = agent {
+        let ws = match Workspace::init(&dir, store.as_deref()) {
+            Err(Error::AlreadyAWorkspace(_)) => Workspace::discover(&dir)?,
+            r => r?,
+        };
+        return hook_cmd::init_agent(ctx, &ws, agent, write, json);
+    }
     let ws = Workspace::init(&dir, store.as_deref())?;
-    if !ctx.quiet {
+    if json {
+        print_json(&json!({
+            "schema": SCHEMA,
+            "root": ws.root.display().to_string(),
+            "store": ws.store_path.display().to_string(),
+        }));
+    } else if !ctx.quiet {
         let s = ws.open_store(ctx.lock_timeout)?;
         println!("initialised workspace {}", ws.root.display());
         println!(
@@ -376,8 +471,13 @@ fn cmd_save(
         tags: parse_tags(tags)?,
         allow_empty,
     };
+    let spinner = progress::Spinner::start("saving", ctx.quiet || json);
     let captured = checkpoint::capture(&ws, &store, &opts, true)?;
+    drop(spinner);
     let elapsed = t0.elapsed();
+    if let SaveOutcome::Saved(_) = &captured.outcome {
+        gc_cmd::after_save(ctx, &store)?;
+    }
     match &captured.outcome {
         SaveOutcome::Saved(cp) => {
             if json {
@@ -495,7 +595,7 @@ fn cmd_show(ctx: &Ctx, id: &str, json: bool) -> Result<()> {
         "parent:   {}",
         cp.parent.map_or("none".into(), |p| format!("v{p}"))
     );
-    println!("time:     {}", render::time(cp.time_ns));
+    println!("time:     {}", render::when(cp.time_ns));
     println!("message:  {}", cp.message);
     for (k, v) in &cp.tags {
         println!("tag:      {k}={v}");
@@ -710,7 +810,7 @@ fn cmd_diff(
             }
             match content(c)? {
                 Some(ContentDiff::Text(t)) if !t.is_empty() => {
-                    let _ = write!(out, "\n{t}");
+                    let _ = write!(out, "\n{}", render::paint_diff(&t));
                 }
                 Some(ContentDiff::Binary { old_size, new_size }) => {
                     let _ = writeln!(
@@ -751,7 +851,9 @@ fn cmd_restore(
                 dest.display()
             )));
         }
+        let spinner = progress::Spinner::start("materialising", ctx.quiet || json);
         let rep = restore::restore_to(&store, id, &dest, &rel)?;
+        drop(spinner);
         if json {
             print_json(&json!({
                 "schema": SCHEMA, "restored": rep.target.id(), "to": dest.display().to_string(),
@@ -876,18 +978,20 @@ fn cmd_restore(
     Ok(())
 }
 
-fn cmd_delete(ctx: &Ctx, id: &str) -> Result<()> {
+fn cmd_delete(ctx: &Ctx, id: &str, json: bool) -> Result<()> {
     let ws = ctx.workspace()?;
     let store = ws.open_store(ctx.lock_timeout)?;
     let cp = store.catalog.reader()?.resolve(id)?;
     store.catalog.delete_checkpoint(&cp)?;
-    if !ctx.quiet {
+    if json {
+        print_json(&json!({ "schema": SCHEMA, "deleted": cp.id() }));
+    } else if !ctx.quiet {
         println!("deleted {}; run `ckpt gc` to free its data", cp.id());
     }
     Ok(())
 }
 
-fn cmd_gc(ctx: &Ctx, dry_run: bool, json: bool) -> Result<()> {
+pub(crate) fn cmd_gc(ctx: &Ctx, dry_run: bool, json: bool) -> Result<()> {
     let ws = ctx.workspace()?;
     let store = ws.open_store(ctx.lock_timeout)?;
     let rep = ckpt::gc::gc(&store, dry_run)?;
@@ -964,7 +1068,9 @@ fn cmd_verify(ctx: &Ctx, id: Option<&str>, check_store: bool, json: bool) -> Res
             ExitCode::from(5)
         });
     }
+    let spinner = progress::Spinner::start("verifying", ctx.quiet || json);
     let rep = ckpt::verify::verify_workspace(&ws, &store, id.unwrap_or("HEAD"))?;
+    drop(spinner);
     let elapsed = t0.elapsed();
     let rate = rep.bytes as f64 / elapsed.as_secs_f64().max(1e-9);
     if json {

@@ -5,6 +5,11 @@
 //! `"path_hex"` when the bytes are not valid UTF-8, so no name is lost.
 //! Agent-state keys and values follow the same rule (`key`/`key_hex`,
 //! `value`/`value_hex`).
+//!
+//! For people: times in local time plus a relative age ("3 min ago"); JSON
+//! keeps UTC RFC 3339 (`time`) and nanoseconds (`time_ns`). Colour only when
+//! stdout is a terminal, `NO_COLOR` is unset or empty and `TERM` is not
+//! `dumb` (`CLICOLOR_FORCE=1` forces it), decided once per process.
 
 use std::fmt::Write as _;
 
@@ -81,6 +86,115 @@ pub fn time(ns: i64) -> String {
     humantime::format_rfc3339_seconds(t).to_string()
 }
 
+/// Local time, to the second, with the UTC offset: `2026-11-21 17:03:09 +0100`.
+pub fn local_time(ns: i64) -> String {
+    let secs = ns.div_euclid(1_000_000_000) as libc::time_t;
+    // SAFETY: localtime_r writes only into `tm`, which we own; a zeroed tm
+    // is a valid initial value.
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    let ok = unsafe { !libc::localtime_r(&secs, &mut tm).is_null() };
+    if !ok {
+        return time(ns);
+    }
+    let off = tm.tm_gmtoff / 60;
+    format!(
+        "{:04}-{:02}-{:02} {:02}:{:02}:{:02} {}{:02}{:02}",
+        tm.tm_year + 1900,
+        tm.tm_mon + 1,
+        tm.tm_mday,
+        tm.tm_hour,
+        tm.tm_min,
+        tm.tm_sec,
+        if off < 0 { '-' } else { '+' },
+        off.abs() / 60,
+        off.abs() % 60
+    )
+}
+
+/// How long before `now_ns` a time was, for people: `just now`,
+/// `42 s ago`, `5 min ago`, `3 h ago`, `2 days ago`, `in the future`.
+pub fn age(ns: i64, now_ns: i64) -> String {
+    let d = now_ns.saturating_sub(ns);
+    if d < -5_000_000_000 {
+        return "in the future".into();
+    }
+    let s = d.max(0) / 1_000_000_000;
+    match s {
+        0..=4 => "just now".into(),
+        5..=59 => format!("{s} s ago"),
+        60..=3599 => format!("{} min ago", s / 60),
+        3600..=86_399 => format!("{} h ago", s / 3600),
+        86_400..=172_799 => "1 day ago".into(),
+        _ => format!("{} days ago", s / 86_400),
+    }
+}
+
+/// Local time and age: `2026-11-21 17:03:09 +0100 (5 min ago)`.
+pub fn when(ns: i64) -> String {
+    format!(
+        "{} ({})",
+        local_time(ns),
+        age(ns, ckpt::platform::fs::now_ns())
+    )
+}
+
+/// Whether to colour stdout (see the module doc).
+pub fn colour() -> bool {
+    use std::io::IsTerminal;
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| {
+        let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty());
+        if var("NO_COLOR").is_some() {
+            return false;
+        }
+        if var("CLICOLOR_FORCE").is_some_and(|v| v != "0") {
+            return true;
+        }
+        std::io::stdout().is_terminal() && var("TERM").is_none_or(|t| t != "dumb")
+    })
+}
+
+/// Wraps `text` in an SGR colour code when colour is on.
+pub fn paint(code: &str, text: &str) -> String {
+    if colour() {
+        format!("\x1b[{code}m{text}\x1b[0m")
+    } else {
+        text.to_string()
+    }
+}
+
+/// Colours a unified diff line by line (+ green, - red, @@ cyan).
+pub fn paint_diff(t: &str) -> String {
+    if !colour() {
+        return t.to_string();
+    }
+    let mut out = String::with_capacity(t.len() + 64);
+    for line in t.split_inclusive('\n') {
+        let (body, nl) = match line.strip_suffix('\n') {
+            Some(b) => (b, "\n"),
+            None => (line, ""),
+        };
+        let code = if body.starts_with("+++") || body.starts_with("---") {
+            "1"
+        } else if body.starts_with('+') {
+            "32"
+        } else if body.starts_with('-') {
+            "31"
+        } else if body.starts_with("@@") {
+            "36"
+        } else {
+            ""
+        };
+        if code.is_empty() {
+            out.push_str(line);
+        } else {
+            out.push_str(&paint(code, body));
+            out.push_str(nl);
+        }
+    }
+    out
+}
+
 /// Milliseconds with one decimal.
 pub fn ms(d: std::time::Duration) -> String {
     format!("{:.1} ms", d.as_secs_f64() * 1e3)
@@ -123,7 +237,14 @@ pub fn change_line(c: &Change) -> String {
         .as_ref()
         .or(c.old.as_ref())
         .is_some_and(|e| matches!(e.node, Node::Dir { .. }));
-    let mut line = format!("{} {}", c.kind.letter(), quote(&c.path));
+    let letter = c.kind.letter().to_string();
+    let code = match letter.as_str() {
+        "A" => "32",
+        "D" => "31",
+        "M" => "33",
+        _ => "36",
+    };
+    let mut line = format!("{} {}", paint(code, &letter), quote(&c.path));
     if is_dir {
         line.push('/');
     }
@@ -225,10 +346,10 @@ pub fn preview(value: &[u8], max: usize) -> String {
 pub fn checkpoint_line(cp: &Checkpoint, head: Option<u64>) -> String {
     let s = &cp.stats;
     let mut line = format!(
-        "{}{:<5} {}  +{} ~{} -{}  {:>10} new  {}",
+        "{}{} {}  +{} ~{} -{}  {:>10} new  {}",
         if head == Some(cp.seq) { "* " } else { "  " },
-        cp.id(),
-        time(cp.time_ns),
+        paint("33", &format!("{:<5}", cp.id())),
+        when(cp.time_ns),
         s.files_added,
         s.files_modified,
         s.files_deleted,
@@ -256,5 +377,21 @@ mod tests {
         assert_eq!(quote(b"a\nb"), "\"a\\nb\"");
         assert_eq!(quote(b"x\xffy"), "\"x\\xffy\"");
         assert_eq!(bytes(1536), "1.5 KiB");
+    }
+
+    #[test]
+    fn ages() {
+        let s = 1_000_000_000i64;
+        let now = 1_000_000 * s;
+        assert_eq!(age(now, now), "just now");
+        assert_eq!(age(now - 42 * s, now), "42 s ago");
+        assert_eq!(age(now - 5 * 60 * s, now), "5 min ago");
+        assert_eq!(age(now - 3 * 3600 * s, now), "3 h ago");
+        assert_eq!(age(now - 30 * 3600 * s, now), "1 day ago");
+        assert_eq!(age(now - 9 * 86_400 * s, now), "9 days ago");
+        assert_eq!(age(now + 60 * s, now), "in the future");
+        // Local time has a date, a time and an offset.
+        let t = local_time(1_700_000_000 * s);
+        assert_eq!(t.len(), "2023-11-14 22:13:20 +0000".len(), "{t}");
     }
 }

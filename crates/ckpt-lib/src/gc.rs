@@ -52,8 +52,18 @@ pub struct GcReport {
 
 /// The trees and objects reachable from every checkpoint.
 pub fn live_set(store: &Store) -> Result<(HashSet<Hash>, HashSet<Hash>, u64)> {
+    live_set_excluding(store, &[])
+}
+
+/// The trees and objects reachable from every checkpoint except those in
+/// `exclude` (sequence numbers): what would stay live if they were deleted.
+pub fn live_set_excluding(
+    store: &Store,
+    exclude: &[u64],
+) -> Result<(HashSet<Hash>, HashSet<Hash>, u64)> {
     let reader = store.catalog.reader()?;
-    let checkpoints = reader.checkpoints()?;
+    let mut checkpoints = reader.checkpoints()?;
+    checkpoints.retain(|c| !exclude.contains(&c.seq));
     let mut trees = HashSet::new();
     let mut objects = HashSet::new();
     let mut stack: Vec<Hash> = checkpoints.iter().map(|c| c.root).collect();
@@ -76,7 +86,14 @@ pub fn live_set(store: &Store) -> Result<(HashSet<Hash>, HashSet<Hash>, u64)> {
 
 /// Runs gc.
 pub fn gc(store: &Store, dry_run: bool) -> Result<GcReport> {
-    let (live_trees, live_objects, checkpoints) = live_set(store)?;
+    gc_excluding(store, &[], dry_run)
+}
+
+/// Runs gc as if the checkpoints in `exclude` were deleted (retention's
+/// dry run uses this to report exactly what dropping them would free; a
+/// real run deletes their records first, so the exclusion changes nothing).
+pub fn gc_excluding(store: &Store, exclude: &[u64], dry_run: bool) -> Result<GcReport> {
+    let (live_trees, live_objects, checkpoints) = live_set_excluding(store, exclude)?;
     let state = crate::state::gc(store, dry_run)?;
     ckpt_fault::point("gc.after_state_gc");
     let (all_trees, generation) = {

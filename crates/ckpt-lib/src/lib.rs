@@ -42,11 +42,13 @@ pub mod lock;
 pub mod objects;
 pub mod platform;
 pub mod restore;
+pub mod retention;
 pub mod scan;
 pub mod state;
 pub mod store;
 pub mod trace;
 pub mod tree;
+pub mod usage;
 pub mod verify;
 pub mod workspace;
 
