@@ -6,6 +6,7 @@
 
 mod render;
 mod state_cmd;
+mod watch_cmd;
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -41,6 +42,9 @@ struct Cli {
     /// Print more (timings, what was read).
     #[arg(short, long, global = true)]
     verbose: bool,
+    /// Scan the whole workspace even when a watcher could say what changed.
+    #[arg(long, global = true)]
+    full_scan: bool,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -181,6 +185,8 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Run a watcher so that saves, status, diff and restore cost what changed.
+    Watch(watch_cmd::WatchArgs),
 }
 
 fn main() -> ExitCode {
@@ -192,7 +198,16 @@ fn main() -> ExitCode {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
     let cli = Cli::parse();
-    match run(&cli) {
+    if cli.full_scan {
+        ckpt::watch::client::force_full_scan();
+    }
+    let result = run(&cli);
+    if cli.verbose {
+        for n in ckpt::watch::client::notes() {
+            eprintln!("watch: {n}");
+        }
+    }
+    match result {
         Ok(code) => code,
         Err(e) => {
             let _ = std::io::stdout().flush();
@@ -323,6 +338,7 @@ fn run(cli: &Cli) -> Result<ExitCode> {
         Cmd::Verify { id, store, json } => return cmd_verify(&ctx, id.as_deref(), *store, *json),
         Cmd::Hash { dir, full, json } => cmd_hash(&ctx, dir, *full, *json),
         Cmd::State { cmd } => return state_cmd::run(&ctx, cmd),
+        Cmd::Watch(args) => watch_cmd::run(&ctx, args),
     }?;
     Ok(ExitCode::SUCCESS)
 }

@@ -60,8 +60,13 @@ pub struct Captured {
     pub files_read: u64,
 }
 
-/// Scans the workspace in the given mode.
+/// Scans the workspace in the given mode: only the directories a live
+/// watcher reports dirty when it can vouch for the rest (see
+/// [`crate::watch`]), else everything.
 pub fn scan_workspace(ws: &Workspace, store: &Store, capture: bool) -> Result<ScanResult> {
+    let t = trace::span("watch plan");
+    let plan = crate::watch::client::plan(ws, store);
+    drop(t);
     let t = trace::span("load index");
     let index = store.load_index()?;
     drop(t);
@@ -73,17 +78,46 @@ pub fn scan_workspace(ws: &Workspace, store: &Store, capture: bool) -> Result<Sc
         Mode::HashOnly
     };
     let _t = trace::span("scan");
-    let result = scan::scan(&ScanInput {
+    let input = ScanInput {
         root: &ws.root,
         index: &index,
         ignore: &ignore,
         exclude: &exclude,
         mode,
-    });
-    if result.is_err() {
-        store.objects.abort();
+    };
+    let (result, token) = match plan {
+        crate::watch::client::Plan::Partial { dirs, token }
+            if index.dirs.contains_key(&Vec::new()) =>
+        {
+            (scan::scan_partial(&input, &dirs), Some(token))
+        }
+        crate::watch::client::Plan::Partial { token, .. } => {
+            crate::watch::client::note_full("the index is missing or stale");
+            (scan::scan(&input), Some(token))
+        }
+        crate::watch::client::Plan::Full { token } => (scan::scan(&input), token),
+    };
+    match result {
+        Ok(mut r) => {
+            r.watch = token;
+            Ok(r)
+        }
+        Err(e) => {
+            store.objects.abort();
+            Err(e)
+        }
     }
-    result
+}
+
+/// Saves the index of a capture scan, then records its watch token.
+fn save_index(store: &Store, scan: &ScanResult) -> Result<()> {
+    if !scan.index_unchanged {
+        scan.index.save(&store.index_path())?;
+    }
+    if let Some(t) = &scan.watch {
+        crate::watch::client::record(store, t);
+    }
+    Ok(())
 }
 
 /// Records a checkpoint of the workspace.
@@ -123,9 +157,7 @@ pub fn capture(
             )?);
     if !commit_checkpoint || (!changed && !opts.allow_empty) {
         store.objects.commit()?;
-        if !scan.index_unchanged {
-            scan.index.save(&store.index_path())?;
-        }
+        save_index(store, &scan)?;
         return Ok(Captured {
             outcome: SaveOutcome::Unchanged(head),
             scan,
@@ -194,7 +226,7 @@ pub fn capture(
     let cp = store.catalog.commit_checkpoint(&trees, record)?;
     drop(t);
     let _t = trace::span("index save");
-    scan.index.save(&store.index_path())?;
+    save_index(store, &scan)?;
     Ok(Captured {
         outcome: SaveOutcome::Saved(cp),
         scan,
