@@ -224,7 +224,7 @@ impl Watcher {
             }
             self.mark(&base);
             if !base.is_empty() {
-                self.mark(&parent_of(&base).to_vec());
+                self.mark(parent_of(&base));
             }
             return;
         }
