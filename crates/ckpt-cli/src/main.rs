@@ -368,15 +368,40 @@ fn cmd_save(
 ) -> Result<()> {
     let t0 = Instant::now();
     let ws = ctx.workspace()?;
-    let store = ws.open_store(ctx.lock_timeout)?;
     let opts = SaveOptions {
         message: message.to_string(),
         tags: parse_tags(tags)?,
         allow_empty,
     };
+    // A live watcher saves from its in-memory index (it takes the lock).
+    if let Some(r) = ckpt::watch::client::save_via_watcher(&ws, &opts, ctx.lock_timeout) {
+        let outcome = match (r.saved, r.checkpoint) {
+            (true, Some(cp)) => Some(SaveOutcome::Saved(cp)),
+            (false, head) => Some(SaveOutcome::Unchanged(head)),
+            (true, None) => None,
+        };
+        if let Some(outcome) = outcome {
+            let counts = [r.entries, r.files_read, r.new_objects, r.new_bytes];
+            print_save(ctx, &outcome, t0.elapsed(), json, counts);
+            return Ok(());
+        }
+    }
+    let store = ws.open_store(ctx.lock_timeout)?;
     let captured = checkpoint::capture(&ws, &store, &opts, true)?;
-    let elapsed = t0.elapsed();
-    match &captured.outcome {
+    let counts = [
+        captured.scan.entries,
+        captured.files_read,
+        captured.scan.new_objects,
+        captured.scan.new_bytes,
+    ];
+    print_save(ctx, &captured.outcome, t0.elapsed(), json, counts);
+    Ok(())
+}
+
+/// Prints a save's outcome; `counts` = entries scanned, files read, new
+/// objects, new bytes (for `--verbose`).
+fn print_save(ctx: &Ctx, outcome: &SaveOutcome, elapsed: Duration, json: bool, counts: [u64; 4]) {
+    match outcome {
         SaveOutcome::Saved(cp) => {
             if json {
                 let mut v = render::checkpoint_json(cp, Some(cp.seq));
@@ -426,13 +451,12 @@ fn cmd_save(
     if ctx.verbose {
         eprintln!(
             "scanned {} entries, read {} files, {} new objects ({})",
-            captured.scan.entries,
-            captured.files_read,
-            captured.scan.new_objects,
-            render::bytes(captured.scan.new_bytes)
+            counts[0],
+            counts[1],
+            counts[2],
+            render::bytes(counts[3])
         );
     }
-    Ok(())
 }
 
 fn cmd_log(ctx: &Ctx, limit: Option<usize>, json: bool) -> Result<()> {

@@ -707,3 +707,33 @@ fn scripted_edge_cases_through_the_watcher_save_what_a_full_scan_saves() {
         assert_full_scan_agrees(&ws, what);
     }
 }
+
+#[test]
+fn gc_between_saves_through_the_watcher_forces_one_full_scan() {
+    let ws = Ws::new();
+    ws.init();
+    write(&ws.root, "f", b"first content");
+    write(&ws.root, "d/g", b"kept");
+    let (v1, _) = ws.save();
+    let _w = Watcher::start(&ws, &[]);
+    save_v(&ws);
+    write(&ws.root, "f", b"second content");
+    let (v, err) = save_v(&ws);
+    assert_eq!(v["saved"], true);
+    assert!(err.contains("partial scan"), "{err}");
+    ws.run(&["delete", &v1]).ok();
+    let g = ws.run(&["gc", "--json"]).ok().json();
+    assert!(g["objects_removed"].as_u64().unwrap() >= 1, "{g}");
+    write(&ws.root, "d/g", b"changed after gc");
+    let (v, err) = save_v(&ws);
+    assert_eq!(v["saved"], true);
+    assert!(
+        err.contains("full scan"),
+        "gc must invalidate the watcher's index: {err}"
+    );
+    assert_full_scan_agrees(&ws, "after gc");
+    write(&ws.root, "f", b"third");
+    let (_, err) = save_v(&ws);
+    assert!(err.contains("partial scan"), "{err}");
+    assert_full_scan_agrees(&ws, "after gc, second save");
+}

@@ -135,12 +135,28 @@ pub fn capture(
     commit_checkpoint: bool,
 ) -> Result<Captured> {
     let t0 = Instant::now();
+    let scan = scan_workspace(ws, store, true)?;
+    capture_scanned(ws, store, opts, commit_checkpoint, scan, t0, true)
+}
+
+/// [`capture`] from a capture-mode scan already made (the watcher's
+/// in-memory engine, [`crate::watch`]). With `persist_index == false` the
+/// index file and watch token are left alone: the caller keeps
+/// `Captured::scan.index` and persists it later.
+pub fn capture_scanned(
+    ws: &Workspace,
+    store: &Store,
+    opts: &SaveOptions,
+    commit_checkpoint: bool,
+    scan: ScanResult,
+    t0: Instant,
+    persist_index: bool,
+) -> Result<Captured> {
     let reader = store.catalog.reader()?;
     let head = match reader.head()? {
         Some(s) => reader.checkpoint(s)?,
         None => None,
     };
-    let scan = scan_workspace(ws, store, true)?;
     remove_temp_files(ws, &scan.temp_files)?;
     let files_read = scan.files_read;
     let state_version = if commit_checkpoint {
@@ -157,7 +173,9 @@ pub fn capture(
             )?);
     if !commit_checkpoint || (!changed && !opts.allow_empty) {
         store.objects.commit()?;
-        save_index(store, &scan)?;
+        if persist_index {
+            save_index(store, &scan)?;
+        }
         return Ok(Captured {
             outcome: SaveOutcome::Unchanged(head),
             scan,
@@ -226,7 +244,9 @@ pub fn capture(
     let cp = store.catalog.commit_checkpoint(&trees, record)?;
     drop(t);
     let _t = trace::span("index save");
-    save_index(store, &scan)?;
+    if persist_index {
+        save_index(store, &scan)?;
+    }
     Ok(Captured {
         outcome: SaveOutcome::Saved(cp),
         scan,

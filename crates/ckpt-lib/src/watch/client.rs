@@ -93,19 +93,27 @@ pub fn check_socket(path: &Path) -> Result<(), String> {
 /// Sends one request to the watcher of the store at `store` and reads the
 /// answer.
 pub fn request(store: &Path, op: Op, epoch: u64, seq: u64) -> Result<Response, String> {
+    exchange(
+        store,
+        &Request {
+            v: PROTOCOL,
+            op,
+            epoch,
+            seq,
+            save: None,
+        },
+        TIMEOUT,
+    )
+}
+
+fn exchange(store: &Path, req: &Request, timeout: Duration) -> Result<Response, String> {
     let path = socket_path(store);
     check_socket(&path)?;
     let fail = |what: &str, e: std::io::Error| format!("{}: {what}: {e}", path.display());
     let stream = UnixStream::connect(&path).map_err(|e| fail("connect", e))?;
-    stream.set_read_timeout(Some(TIMEOUT)).ok();
+    stream.set_read_timeout(Some(timeout)).ok();
     stream.set_write_timeout(Some(TIMEOUT)).ok();
-    let mut line = serde_json::to_vec(&Request {
-        v: PROTOCOL,
-        op,
-        epoch,
-        seq,
-    })
-    .expect("request serialises");
+    let mut line = serde_json::to_vec(req).expect("request serialises");
     line.push(b'\n');
     (&stream).write_all(&line).map_err(|e| fail("send", e))?;
     let mut answer = String::new();
@@ -134,7 +142,8 @@ pub fn ignore_hash(ws: &Workspace) -> String {
     }
 }
 
-fn read_token(store: &Path) -> Option<Token> {
+/// The recorded token, if readable.
+pub fn read_token(store: &Path) -> Option<Token> {
     serde_json::from_slice(&std::fs::read(token_path(store)).ok()?).ok()
 }
 
@@ -199,14 +208,8 @@ pub fn plan(ws: &Workspace, store: &Store) -> Plan {
 /// Records `token` after the index of its scan was saved, then lets the
 /// watcher forget what it covers. Failures only cost a full scan later.
 pub fn record(store: &Store, token: &Token) {
-    let path = token_path(&store.root);
-    let tmp = path.with_extension("tmp");
-    let bytes = serde_json::to_vec(token).expect("token serialises");
-    if let Err(e) = std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, &path)) {
-        note(format!(
-            "could not record the watch token {}: {e}",
-            path.display()
-        ));
+    if let Err(e) = write_token(&store.root, token) {
+        note(format!("could not record the watch token: {e}"));
         return;
     }
     if let Err(e) = request(&store.root, Op::Ack, token.epoch, token.seq) {
@@ -214,8 +217,63 @@ pub fn record(store: &Store, token: &Token) {
     }
 }
 
+/// Writes the token file (temp + rename; a cache, not fsynced).
+pub fn write_token(store: &Path, token: &Token) -> std::io::Result<()> {
+    let path = token_path(store);
+    let tmp = path.with_extension("tmp");
+    let bytes = serde_json::to_vec(token).expect("token serialises");
+    std::fs::write(&tmp, bytes)
+        .and_then(|()| std::fs::rename(&tmp, &path))
+        .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", path.display())))
+}
+
 /// Forgets the recorded token, so the next scan is a full one (used when
 /// the index is rewritten by something that is not a scan, such as gc).
 pub fn forget(store: &Path) {
     let _ = std::fs::remove_file(token_path(store));
+}
+
+/// Asks a live watcher to save (see "The in-memory engine" in
+/// [`crate::watch`]). `None` (with a note saying why) means: save in this
+/// process instead. Called without holding the store lock.
+pub fn save_via_watcher(
+    ws: &Workspace,
+    opts: &crate::checkpoint::SaveOptions,
+    lock_timeout: Duration,
+) -> Option<super::SaveReply> {
+    if forced() {
+        note("full scan: forced (--full-scan or CKPT_FULL_SCAN)".into());
+        return None;
+    }
+    if !socket_path(&ws.store_path).exists() {
+        return None;
+    }
+    let req = Request {
+        v: PROTOCOL,
+        op: Op::Save,
+        epoch: 0,
+        seq: 0,
+        save: Some(super::SaveParams {
+            message: opts.message.clone(),
+            tags: opts.tags.clone(),
+            allow_empty: opts.allow_empty,
+            lock_timeout_ms: lock_timeout.as_millis() as u64,
+        }),
+    };
+    // The watcher may wait for the lock and then capture many files.
+    let timeout = lock_timeout + Duration::from_secs(120);
+    match exchange(&ws.store_path, &req, timeout) {
+        Ok(Response { saved: Some(r), .. }) => {
+            note(format!("saved by the watcher: {}", r.scan));
+            Some(r)
+        }
+        Ok(_) => {
+            note("the watcher did not save; saving here".into());
+            None
+        }
+        Err(e) => {
+            note(format!("the watcher did not save ({e}); saving here"));
+            None
+        }
+    }
 }

@@ -53,6 +53,22 @@
 //!    a directory marks its parent too, and the partial scan re-stats every
 //!    directory on the path from the root to a dirty one.
 //!
+//! ## The in-memory engine
+//! Loading and writing the whole index file costs more than everything else
+//! in a small save, so `ckpt save` asks a live watcher to save *in its own
+//! process* (`op: save`): it takes the store lock like any command, scans
+//! the directories dirty since its in-memory index's sequence number
+//! (`mem.seq`, the drain before that index's scan) and commits exactly as
+//! `ckpt save` does, but keeps the new index in memory instead of writing
+//! it. It writes index and token (`seq = mem.seq`) later, under the store
+//! lock, when no request came for a while and when it stops. Marks `≤ seq`
+//! are forgotten only up to `min(acked seq, mem.seq)`, so the in-memory
+//! index always has the marks it needs; the on-disk index and token are
+//! older but consistent, so commands that scan themselves stay correct. The
+//! in-memory index is dropped (reloaded from disk) when the catalog
+//! generation or `.ckptignore` changed. Any failure of the watcher's save
+//! makes the command save by itself.
+//!
 //! Restore's own writes are marked dirty like any others; they stat-match the
 //! index restore writes, so they are relisted once and never reported.
 //!
@@ -106,6 +122,42 @@ pub enum Op {
     Status,
     /// Exit.
     Stop,
+    /// Save a checkpoint in the watcher's process, from its in-memory
+    /// index (see "The in-memory engine" above).
+    Save,
+}
+
+/// What `save` records (`op: save`).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct SaveParams {
+    /// Message.
+    pub message: String,
+    /// Tags.
+    pub tags: std::collections::BTreeMap<String, String>,
+    /// Record a checkpoint even if nothing changed.
+    pub allow_empty: bool,
+    /// How long to wait for the store lock, ms.
+    pub lock_timeout_ms: u64,
+}
+
+/// What a `save` through the watcher did.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SaveReply {
+    /// A new checkpoint was recorded (`checkpoint` is it); else
+    /// `checkpoint` is the unchanged head.
+    pub saved: bool,
+    /// The new checkpoint, or the head.
+    pub checkpoint: Option<crate::catalog::Checkpoint>,
+    /// Entries visited by the scan.
+    pub entries: u64,
+    /// Files read.
+    pub files_read: u64,
+    /// Objects stored.
+    pub new_objects: u64,
+    /// Bytes stored.
+    pub new_bytes: u64,
+    /// How the watcher scanned.
+    pub scan: String,
 }
 
 /// A request (one line of JSON).
@@ -121,6 +173,9 @@ pub struct Request {
     /// Sequence number of the client's token.
     #[serde(default)]
     pub seq: u64,
+    /// For `save`.
+    #[serde(default)]
+    pub save: Option<SaveParams>,
 }
 
 /// A watcher's description of itself (`ckpt watch --status`).
@@ -176,6 +231,8 @@ pub struct Response {
     pub dirs: Option<Vec<Vec<u8>>>,
     /// For `status`.
     pub status: Option<WatchStatus>,
+    /// For `save`.
+    pub saved: Option<SaveReply>,
 }
 
 /// The token recorded with the index (see the module doc).

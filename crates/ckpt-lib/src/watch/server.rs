@@ -31,11 +31,17 @@ use rustix::event::{poll, PollFd, PollFlags};
 use rustix::fs::inotify::ReadFlags;
 use rustix::io::Errno;
 
-use super::{lock_path, socket_path, Op, Request, Response, WatchStatus, PROTOCOL};
+use super::{
+    client, lock_path, socket_path, Op, Request, Response, SaveParams, SaveReply, Token,
+    WatchStatus, PROTOCOL,
+};
+use crate::checkpoint::{self, SaveOptions, SaveOutcome};
 use crate::error::IoContext;
+use crate::index::Index;
 use crate::lock::Lock;
 use crate::platform::fs::join;
 use crate::platform::inotify::{peer_uid, Event, Inotify};
+use crate::scan::{self, Mode, ScanInput};
 use crate::workspace::Workspace;
 use crate::{Error, Result};
 
@@ -71,7 +77,25 @@ struct Watcher {
     auto_child: Option<Child>,
     auto_saves: u64,
     uid: u32,
+    ws: Workspace,
+    /// The in-memory engine's index (see "The in-memory engine").
+    mem: Option<MemIndex>,
+    /// `mem` is newer than the index file.
+    persist_due: bool,
+    last_request: Instant,
+    /// Why the next save cannot be partial, when it cannot.
+    full_reason: &'static str,
 }
+
+/// An index held in memory, exact for every directory not marked after `seq`.
+struct MemIndex {
+    index: Index,
+    seq: u64,
+    ignore: String,
+}
+
+/// Quiet time after which the in-memory index is written to disk.
+const PERSIST_AFTER: Duration = Duration::from_secs(1);
 
 fn new_epoch() -> u64 {
     let seed = format!(
@@ -186,6 +210,10 @@ impl Watcher {
         self.path_wd.clear();
         self.dirty.clear();
         self.epoch = new_epoch();
+        // The in-memory index relied on the marks just dropped.
+        self.mem = None;
+        self.persist_due = false;
+        self.full_reason = "the watcher lost events (queue overflow) and watched everything again";
         // Discard what is queued (it refers to dropped watches) before the walk.
         let _ = self.ino.drain();
         self.walk(Vec::new(), false);
@@ -305,13 +333,154 @@ impl Watcher {
             }
             Op::Ack => {
                 if req.epoch == self.epoch {
-                    self.dirty.retain(|_, s| *s > req.seq);
+                    // Keep what the in-memory index still needs.
+                    let upto = self.mem.as_ref().map_or(req.seq, |m| m.seq.min(req.seq));
+                    self.dirty.retain(|_, s| *s > upto);
                 }
             }
+            Op::Save => match &req.save {
+                Some(p) => match self.engine_save(p) {
+                    Ok(reply) => r.saved = Some(reply),
+                    Err(e) => r.error = Some(e),
+                },
+                None => r.error = Some("save without parameters".into()),
+            },
             Op::Status => r.status = Some(self.status()),
             Op::Stop => {}
         }
         r
+    }
+
+    /// Saves from the in-memory index (see "The in-memory engine").
+    fn engine_save(&mut self, p: &SaveParams) -> std::result::Result<SaveReply, String> {
+        if let Some(r) = &self.incomplete {
+            return Err(format!("cannot vouch for completeness: {r}"));
+        }
+        let t0 = Instant::now();
+        let err = |e: Error| e.to_string();
+        let store = self
+            .ws
+            .open_store(Duration::from_millis(p.lock_timeout_ms))
+            .map_err(err)?;
+        let generation = store
+            .catalog
+            .reader()
+            .and_then(|r| r.generation())
+            .map_err(err)?;
+        let ignore = client::ignore_hash(&self.ws);
+        let seq_now = self.seq;
+        let (index, base) = match self.mem.take() {
+            Some(m) if m.index.generation == generation && m.ignore == ignore => {
+                (m.index, Some(m.seq))
+            }
+            _ => {
+                let index = store.load_index().map_err(err)?;
+                let base = client::read_token(&self.ws.store_path)
+                    .filter(|t| {
+                        t.epoch == self.epoch
+                            && t.generation == generation
+                            && t.ignore == ignore
+                            && index.dirs.contains_key(&Vec::new())
+                    })
+                    .map(|t| t.seq);
+                (index, base)
+            }
+        };
+        let ignore_rules = self.ws.ignore().map_err(err)?;
+        let exclude = self.ws.excluded();
+        let input = ScanInput {
+            root: &self.ws.root,
+            index: &index,
+            ignore: &ignore_rules,
+            exclude: &exclude,
+            mode: Mode::Capture(&store.objects),
+        };
+        let (scan, how) = match base {
+            Some(b) => {
+                let dirs: std::collections::HashSet<Vec<u8>> = self
+                    .dirty
+                    .iter()
+                    .filter(|(_, s)| **s > b)
+                    .map(|(p, _)| p.clone())
+                    .collect();
+                let how = format!("partial scan: {} dirty directories", dirs.len());
+                (scan::scan_partial(&input, &dirs), how)
+            }
+            None => (
+                scan::scan(&input),
+                format!("full scan: {}", self.full_reason),
+            ),
+        };
+        let scan = match scan {
+            Ok(s) => s,
+            Err(e) => {
+                store.objects.abort();
+                return Err(e.to_string());
+            }
+        };
+        let opts = SaveOptions {
+            message: p.message.clone(),
+            tags: p.tags.clone(),
+            allow_empty: p.allow_empty,
+        };
+        let cap = checkpoint::capture_scanned(&self.ws, &store, &opts, true, scan, t0, false)
+            .map_err(err)?;
+        let (saved, checkpoint) = match cap.outcome {
+            SaveOutcome::Saved(c) => (true, Some(c)),
+            SaveOutcome::Unchanged(h) => (false, h),
+        };
+        let reply = SaveReply {
+            saved,
+            checkpoint,
+            entries: cap.scan.entries,
+            files_read: cap.files_read,
+            new_objects: cap.scan.new_objects,
+            new_bytes: cap.scan.new_bytes,
+            scan: how,
+        };
+        self.mem = Some(MemIndex {
+            index: cap.scan.index,
+            seq: seq_now,
+            ignore,
+        });
+        self.persist_due = true;
+        Ok(reply)
+    }
+
+    /// Writes the in-memory index and its token, under the store lock (if
+    /// the lock is busy, later).
+    fn persist(&mut self) {
+        let Some(m) = &self.mem else {
+            self.persist_due = false;
+            return;
+        };
+        let Ok(store) = self.ws.open_store(Duration::ZERO) else {
+            return;
+        };
+        let generation = store.catalog.reader().and_then(|r| r.generation());
+        if !matches!(generation, Ok(g) if g == m.index.generation) {
+            // gc rewrote the index: ours is stale.
+            self.mem = None;
+            self.persist_due = false;
+            return;
+        }
+        self.persist_due = false;
+        if let Err(e) = m.index.save(&store.index_path()) {
+            eprintln!("ckpt watch: writing the index: {e}");
+            return;
+        }
+        let token = Token {
+            epoch: self.epoch,
+            seq: m.seq,
+            generation: m.index.generation,
+            ignore: m.ignore.clone(),
+        };
+        if let Err(e) = client::write_token(&store.root, &token) {
+            eprintln!("ckpt watch: writing the watch token: {e}");
+            return;
+        }
+        let upto = m.seq;
+        self.dirty.retain(|_, s| *s > upto);
     }
 
     fn serve(&mut self, stream: UnixStream) -> bool {
@@ -350,6 +519,7 @@ impl Watcher {
                 return false;
             }
         };
+        self.last_request = Instant::now();
         let resp = self.answer(&req);
         let mut out = serde_json::to_vec(&resp).expect("response serialises");
         out.push(b'\n');
@@ -484,6 +654,11 @@ pub fn run(ws: &Workspace, opts: WatchOptions) -> Result<()> {
         auto_child: None,
         auto_saves: 0,
         uid,
+        ws: ws.clone(),
+        mem: None,
+        persist_due: false,
+        last_request: Instant::now(),
+        full_reason: "the watcher restarted or started after the last save",
     };
     w.walk(Vec::new(), false);
     w.startup_ms = Some(w.started.elapsed().as_secs_f64() * 1e3);
@@ -491,6 +666,9 @@ pub fn run(ws: &Workspace, opts: WatchOptions) -> Result<()> {
         f(&w.status());
     }
     let result = event_loop(&mut w, &listener);
+    if w.persist_due {
+        w.persist();
+    }
     // Remove the socket only if it is still ours.
     if std::fs::symlink_metadata(&sock).is_ok_and(|m| m.ino() == sock_ino) {
         let _ = std::fs::remove_file(&sock);
@@ -501,7 +679,7 @@ pub fn run(ws: &Workspace, opts: WatchOptions) -> Result<()> {
 
 fn event_loop(w: &mut Watcher, listener: &UnixListener) -> Result<()> {
     loop {
-        let timeout = if w.opts.auto_save.is_some() {
+        let timeout = if w.opts.auto_save.is_some() || w.persist_due {
             Some(rustix::time::Timespec {
                 tv_sec: 0,
                 tv_nsec: 200_000_000,
@@ -540,6 +718,9 @@ fn event_loop(w: &mut Watcher, listener: &UnixListener) -> Result<()> {
             }
         }
         w.auto_save_tick();
+        if w.persist_due && w.last_request.elapsed() >= PERSIST_AFTER {
+            w.persist();
+        }
     }
 }
 
