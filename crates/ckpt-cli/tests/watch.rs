@@ -99,12 +99,24 @@ fn assert_full_scan_agrees(ws: &Ws, what: &str) {
     );
 }
 
+/// `status --json` changes; through the watcher (`full == false`) it must
+/// not have scanned everything.
+#[track_caller]
 fn changes(ws: &Ws, full: bool) -> Value {
-    let mut args = vec!["status", "--json"];
-    if full {
-        args.insert(0, "--full-scan");
+    let args = if full {
+        vec!["--full-scan", "status", "--json"]
+    } else {
+        vec!["-v", "status", "--json"]
+    };
+    let r = ws.run(&args).ok();
+    if !full {
+        assert!(
+            r.stderr.contains("partial scan"),
+            "status scanned everything:\n{}",
+            r.stderr
+        );
     }
-    ws.run(&args).ok().json()["changes"].clone()
+    r.json()["changes"].clone()
 }
 
 /// Every directory and file below `root` (relative), marker excluded.

@@ -64,6 +64,12 @@ pub struct Captured {
 /// watcher reports dirty when it can vouch for the rest (see
 /// [`crate::watch`]), else everything.
 pub fn scan_workspace(ws: &Workspace, store: &Store, capture: bool) -> Result<ScanResult> {
+    if !capture {
+        let _t = trace::span("watcher scan");
+        if let Some(r) = crate::watch::client::scan_via_watcher(ws, store) {
+            return Ok(r);
+        }
+    }
     let t = trace::span("watch plan");
     let plan = crate::watch::client::plan(ws, store);
     drop(t);

@@ -101,6 +101,7 @@ pub fn request(store: &Path, op: Op, epoch: u64, seq: u64) -> Result<Response, S
             epoch,
             seq,
             save: None,
+            generation: 0,
         },
         TIMEOUT,
     )
@@ -259,6 +260,7 @@ pub fn save_via_watcher(
             allow_empty: opts.allow_empty,
             lock_timeout_ms: lock_timeout.as_millis() as u64,
         }),
+        generation: 0,
     };
     // The watcher may wait for the lock and then capture many files.
     let timeout = lock_timeout + Duration::from_secs(120);
@@ -276,4 +278,53 @@ pub fn save_via_watcher(
             None
         }
     }
+}
+
+/// Asks a live watcher for a hash-only scan from its in-memory index (the
+/// caller holds the store lock). `None` (with a note) means: scan here.
+pub fn scan_via_watcher(ws: &Workspace, store: &Store) -> Option<crate::scan::ScanResult> {
+    if forced() || !socket_path(&store.root).exists() {
+        return None;
+    }
+    let generation = store.catalog.reader().and_then(|r| r.generation()).ok()?;
+    let req = Request {
+        v: PROTOCOL,
+        op: Op::Scan,
+        epoch: 0,
+        seq: 0,
+        save: None,
+        generation,
+    };
+    let r = match exchange(&ws.store_path, &req, TIMEOUT) {
+        Ok(Response {
+            scanned: Some(r), ..
+        }) => r,
+        Ok(_) => {
+            note("the watcher did not scan; scanning here".into());
+            return None;
+        }
+        Err(e) => {
+            note(format!("the watcher did not scan ({e}); scanning here"));
+            return None;
+        }
+    };
+    note(format!("scanned by the watcher: {}", r.scan));
+    Some(crate::scan::ScanResult {
+        root: crate::Hash(r.root),
+        new_trees: r
+            .new_trees
+            .into_iter()
+            .map(|(h, b)| (crate::Hash(h), b))
+            .collect(),
+        // Read-only callers use only root, trees and skipped entries.
+        index: crate::index::Index::default(),
+        skipped: r.skipped,
+        temp_files: Vec::new(),
+        files_read: r.files_read,
+        new_objects: 0,
+        new_bytes: 0,
+        entries: r.entries,
+        index_unchanged: true,
+        watch: None,
+    })
 }

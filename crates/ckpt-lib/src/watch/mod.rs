@@ -69,6 +69,13 @@
 //! generation or `.ckptignore` changed. Any failure of the watcher's save
 //! makes the command save by itself.
 //!
+//! `status`, `diff` and restore planning (which hold the store lock) ask for
+//! a hash-only scan (`op: scan`) at the catalog generation they read; the
+//! watcher answers from its in-memory index (loading index file + token if
+//! it has none) or refuses, and the command then scans by itself. A
+//! hash-only scan never updates the in-memory index (the hashes it computes
+//! are not stored objects).
+//!
 //! Restore's own writes are marked dirty like any others; they stat-match the
 //! index restore writes, so they are relisted once and never reported.
 //!
@@ -125,6 +132,26 @@ pub enum Op {
     /// Save a checkpoint in the watcher's process, from its in-memory
     /// index (see "The in-memory engine" above).
     Save,
+    /// Hash-only scan from the in-memory index (status, diff, restore
+    /// planning), for a client that holds the store lock at `generation`.
+    Scan,
+}
+
+/// What a hash-only scan in the watcher found (`op: scan`).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ScanReply {
+    /// Root tree hash.
+    pub root: [u8; 32],
+    /// Trees built (changed directories): hash and encoding.
+    pub new_trees: Vec<([u8; 32], Vec<u8>)>,
+    /// Entries that would be skipped.
+    pub skipped: Vec<crate::catalog::Skipped>,
+    /// Entries visited.
+    pub entries: u64,
+    /// Files hashed.
+    pub files_read: u64,
+    /// How the watcher scanned.
+    pub scan: String,
 }
 
 /// What `save` records (`op: save`).
@@ -176,6 +203,9 @@ pub struct Request {
     /// For `save`.
     #[serde(default)]
     pub save: Option<SaveParams>,
+    /// For `scan`: the catalog generation the client holds the lock at.
+    #[serde(default)]
+    pub generation: u64,
 }
 
 /// A watcher's description of itself (`ckpt watch --status`).
@@ -233,6 +263,8 @@ pub struct Response {
     pub status: Option<WatchStatus>,
     /// For `save`.
     pub saved: Option<SaveReply>,
+    /// For `scan`.
+    pub scanned: Option<ScanReply>,
 }
 
 /// The token recorded with the index (see the module doc).

@@ -32,7 +32,7 @@ use rustix::fs::inotify::ReadFlags;
 use rustix::io::Errno;
 
 use super::{
-    client, lock_path, socket_path, Op, Request, Response, SaveParams, SaveReply, Token,
+    client, lock_path, socket_path, Op, Request, Response, SaveParams, SaveReply, ScanReply, Token,
     WatchStatus, PROTOCOL,
 };
 use crate::checkpoint::{self, SaveOptions, SaveOutcome};
@@ -338,6 +338,10 @@ impl Watcher {
                     self.dirty.retain(|_, s| *s > upto);
                 }
             }
+            Op::Scan => match self.engine_scan(req.generation) {
+                Ok(reply) => r.scanned = Some(reply),
+                Err(e) => r.error = Some(e),
+            },
             Op::Save => match &req.save {
                 Some(p) => match self.engine_save(p) {
                     Ok(reply) => r.saved = Some(reply),
@@ -445,6 +449,72 @@ impl Watcher {
         });
         self.persist_due = true;
         Ok(reply)
+    }
+
+    /// Makes sure `mem` is an index for `generation` and the current
+    /// `.ckptignore`, loading index file + token when it is not (the caller
+    /// of `scan` holds the store lock, so they are not being written).
+    fn ensure_mem(&mut self, generation: u64, ignore: &str) -> bool {
+        if let Some(m) = &self.mem {
+            if m.index.generation == generation && m.ignore == ignore {
+                return true;
+            }
+            if self.persist_due {
+                return false; // newer than the file; a save will reconcile
+            }
+        }
+        let Some(t) = client::read_token(&self.ws.store_path) else {
+            return false;
+        };
+        if t.epoch != self.epoch || t.generation != generation || t.ignore != ignore {
+            return false;
+        }
+        let index = Index::load(&self.ws.store_path.join("index"), generation);
+        if !index.dirs.contains_key(&Vec::new()) {
+            return false;
+        }
+        self.mem = Some(MemIndex {
+            index,
+            seq: t.seq,
+            ignore: t.ignore,
+        });
+        true
+    }
+
+    /// A hash-only partial scan from the in-memory index.
+    fn engine_scan(&mut self, generation: u64) -> std::result::Result<ScanReply, String> {
+        if let Some(r) = &self.incomplete {
+            return Err(format!("cannot vouch for completeness: {r}"));
+        }
+        let ignore = client::ignore_hash(&self.ws);
+        if !self.ensure_mem(generation, &ignore) {
+            return Err("no index for this epoch and generation yet".into());
+        }
+        let m = self.mem.as_ref().expect("ensured");
+        let dirs: std::collections::HashSet<Vec<u8>> = self
+            .dirty
+            .iter()
+            .filter(|(_, s)| **s > m.seq)
+            .map(|(p, _)| p.clone())
+            .collect();
+        let ignore_rules = self.ws.ignore().map_err(|e| e.to_string())?;
+        let exclude = self.ws.excluded();
+        let input = ScanInput {
+            root: &self.ws.root,
+            index: &m.index,
+            ignore: &ignore_rules,
+            exclude: &exclude,
+            mode: Mode::HashOnly,
+        };
+        let r = scan::scan_partial(&input, &dirs).map_err(|e| e.to_string())?;
+        Ok(ScanReply {
+            root: r.root.0,
+            new_trees: r.new_trees.into_iter().map(|(h, b)| (h.0, b)).collect(),
+            skipped: r.skipped,
+            entries: r.entries,
+            files_read: r.files_read,
+            scan: format!("partial scan: {} dirty directories", dirs.len()),
+        })
     }
 
     /// Writes the in-memory index and its token, under the store lock (if
