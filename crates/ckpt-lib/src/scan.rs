@@ -343,6 +343,9 @@ impl Scanner<'_> {
             listed.push(Listed { name, meta });
         }
         listed.sort_unstable_by(|a, b| a.name.cmp(&b.name));
+        // getdents may return a name twice when it is renamed within the
+        // directory during the listing; a tree holds each name once.
+        listed.dedup_by(|a, b| a.name == b.name);
         self.out
             .entries
             .fetch_add(listed.len() as u64, Ordering::Relaxed);
