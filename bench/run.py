@@ -7,6 +7,7 @@ Python 3.11, standard library only.
 from __future__ import annotations
 
 import argparse
+import atexit
 import datetime as _dt
 import hashlib
 import json
@@ -33,9 +34,12 @@ OPS = [
     ("restore-1-nosave", "restore after 1-file edit, no pre-save"),
     ("restore-nm", "restore after rm -rf node_modules"),
     ("restore-empty", "full restore into empty dir"),
+    # ckpt-watch only (figures about the watcher, not an operation of the others):
+    ("watch-start", "watcher start-up until ready (`ckpt watch --daemon`)"),
+    ("watch-rss", "watcher memory after the ops (RSS, MB — not ms)"),
 ]
 OP_TITLES = dict(OPS)
-TOOLS = ["ckpt", "git", "rsync", "cp"]
+TOOLS = ["ckpt", "ckpt-watch", "git", "rsync", "cp"]
 
 EDIT1 = "app/src/mod1.ts"
 CMD_TIMEOUT = 1800
@@ -227,6 +231,9 @@ class Tool:
 
     def notes(self) -> dict:
         return {}
+
+    def finish(self, record):              # untimed: after the ops, before cleanup
+        pass
 
 
 class CkptTool(Tool):
@@ -436,7 +443,53 @@ class CpTool(RsyncTool):
         }
 
 
-TOOL_CLASSES = {"ckpt": CkptTool, "git": GitTool, "rsync": RsyncTool, "cp": CpTool}
+class CkptWatchTool(CkptTool):
+    """ckpt with a live watcher (`ckpt watch --daemon`) for the workspace: save,
+    status and restore ask it for the dirty directories instead of scanning. Each
+    fresh store gets a fresh watcher; its start-up (wall time until `--daemon`
+    returns ready) is recorded as the watch-start row, its RSS at the end as
+    watch-rss. The first save through a new watcher is a full scan by design."""
+    name = "ckpt-watch"
+
+    def __init__(self, root, ws, args):
+        super().__init__(root, ws, args)
+        self.watching = False
+        self.starts = []
+        atexit.register(self.stop_watch)   # never leave a watcher behind
+
+    def stop_watch(self):
+        if self.watching:
+            run([self.bin, "watch", "--stop"], cwd=self.ws, ok=(0, 1, 2, 3))
+            self.watching = False
+
+    def reset_store(self):
+        self.stop_watch()
+        super().reset_store()
+        t0 = time.perf_counter()
+        run([self.bin, "watch", "--daemon", "-q"], cwd=self.ws)
+        self.starts.append((time.perf_counter() - t0) * 1e3)
+        self.watching = True
+
+    def supports(self, op):
+        return True
+
+    def finish(self, record):
+        for ms in self.starts:
+            record("watch-start", ms)
+        st = json.loads(run([self.bin, "watch", "--status", "--json"], cwd=self.ws).stdout)
+        if not st.get("running") or not st.get("complete"):
+            raise BenchError(f"ckpt-watch: the watcher is not running and complete: {st}")
+        record("watch-rss", st["rss_bytes"] / 1e6)
+        self.stop_watch()
+
+    def notes(self):
+        n = dict(super().notes())
+        n["watch"] = ("ckpt watch --daemon before the ops (untimed except the watch-start "
+                      "row); the same commands then use the watcher")
+        return n
+
+
+TOOL_CLASSES = {"ckpt": CkptTool, "ckpt-watch": CkptWatchTool, "git": GitTool, "rsync": RsyncTool, "cp": CpTool}
 
 
 # ---------------------------------------------------------------------------------------
@@ -634,6 +687,7 @@ class Bench:
                                 exclude_top=({".git"} if name == "git" else set()))
                 rmtree(d)
 
+        tool.finish(record)
         if not args.keep:
             rmtree(root)
 

@@ -6,7 +6,6 @@
 use std::time::Duration;
 
 use ckpt::retention::{self, Policy, RetentionReport};
-use ckpt::store::Store;
 use ckpt::{Error, Result};
 use clap::Args;
 use serde_json::json;
@@ -137,16 +136,13 @@ fn print_report(ctx: &Ctx, rep: &RetentionReport, dry_run: bool, json_out: bool)
 }
 
 /// Applies the saved policy after a save (`ckpt save`, `ckpt hook`).
-pub fn after_save(ctx: &Ctx, store: &Store) -> Result<()> {
-    if let Some(rep) = retention::apply_configured(store, ckpt::platform::fs::now_ns())? {
-        if ctx.verbose {
-            let freed = rep.gc.as_ref().map_or(0, |g| g.bytes_freed);
-            eprintln!(
-                "retention: dropped {} checkpoints, freed {}",
-                rep.selection.drop.len(),
-                render::bytes(freed)
-            );
-        }
+pub fn report_retention(ctx: &Ctx, rep: &retention::RetentionReport) {
+    if ctx.verbose {
+        let freed = rep.gc.as_ref().map_or(0, |g| g.bytes_freed);
+        eprintln!(
+            "retention: dropped {} checkpoints, freed {}",
+            rep.selection.drop.len(),
+            render::bytes(freed)
+        );
     }
-    Ok(())
 }

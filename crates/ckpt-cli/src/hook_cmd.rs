@@ -9,7 +9,7 @@
 //! from `-C`, else the event's `cwd`, else the current directory.
 //!
 //! Output: a checkpoint saved through the same library entry point as
-//! `ckpt save` ([`ckpt::checkpoint::capture`]), tagged `session`, `event`
+//! `ckpt save` ([`ckpt::checkpoint::save_workspace`]: through a live watcher when there is one), tagged `session`, `event`
 //! and `tool`, with a one-line summary of the event as its message; then
 //! the workspace's retention policy. Nothing is printed on success and
 //! nothing is saved when nothing changed (exit 0 either way), so it can run
@@ -212,21 +212,17 @@ fn hook(ctx: &Ctx, chdir_given: bool, json_out: bool) -> Result<()> {
         }
         Err(e) => return Err(e),
     };
-    let store = ws.open_store(ctx.lock_timeout)?;
     let opts = SaveOptions {
         message: ev.summary(),
         tags: ev.tags(),
         allow_empty: false,
     };
-    let captured = checkpoint::capture(&ws, &store, &opts, true)?;
-    let saved = match &captured.outcome {
+    let done = checkpoint::save_workspace(&ws, &opts, ctx.lock_timeout)?;
+    let saved = match &done.outcome {
         SaveOutcome::Saved(cp) => Some(cp),
         SaveOutcome::Unchanged(_) => None,
     };
-    let retention = match saved {
-        Some(_) => ckpt::retention::apply_configured(&store, ckpt::platform::fs::now_ns())?,
-        None => None,
-    };
+    let retention = done.retention;
     let elapsed = t0.elapsed();
     if json_out {
         let mut v = Map::new();

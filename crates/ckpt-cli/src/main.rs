@@ -15,6 +15,7 @@ mod mcp_cmd;
 mod progress;
 mod render;
 mod state_cmd;
+mod watch_cmd;
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -59,6 +60,9 @@ struct Cli {
     /// Print more (timings, what was read).
     #[arg(short, long, global = true)]
     verbose: bool,
+    /// Scan the whole workspace even when a watcher could say what changed.
+    #[arg(long, global = true)]
+    full_scan: bool,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -249,6 +253,8 @@ enum Cmd {
     },
     /// Print the man page (roff).
     Man,
+    /// Run a watcher so that saves, status, diff and restore cost what changed.
+    Watch(watch_cmd::WatchArgs),
 }
 
 fn main() -> ExitCode {
@@ -260,7 +266,16 @@ fn main() -> ExitCode {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
     let cli = Cli::parse();
-    match run(&cli) {
+    if cli.full_scan {
+        ckpt::watch::client::force_full_scan();
+    }
+    let result = run(&cli);
+    if cli.verbose {
+        for n in ckpt::watch::client::notes() {
+            eprintln!("watch: {n}");
+        }
+    }
+    match result {
         Ok(code) => code,
         Err(e) => {
             let _ = std::io::stdout().flush();
@@ -416,6 +431,7 @@ fn run(cli: &Cli) -> Result<ExitCode> {
         Cmd::Cp(args) => cp_cmd::run(&ctx, args),
         Cmd::Fork(args) => fork_cmd::run(&ctx, args),
         Cmd::Doctor { json } => doctor_cmd::run(&ctx, *json),
+        Cmd::Watch(args) => watch_cmd::run(&ctx, args),
     }?;
     Ok(ExitCode::SUCCESS)
 }
@@ -465,20 +481,25 @@ fn cmd_save(
 ) -> Result<()> {
     let t0 = Instant::now();
     let ws = ctx.workspace()?;
-    let store = ws.open_store(ctx.lock_timeout)?;
     let opts = SaveOptions {
         message: message.to_string(),
         tags: parse_tags(tags)?,
         allow_empty,
     };
     let spinner = progress::Spinner::start("saving", ctx.quiet || json);
-    let captured = checkpoint::capture(&ws, &store, &opts, true)?;
+    let saved = checkpoint::save_workspace(&ws, &opts, ctx.lock_timeout)?;
     drop(spinner);
-    let elapsed = t0.elapsed();
-    if let SaveOutcome::Saved(_) = &captured.outcome {
-        gc_cmd::after_save(ctx, &store)?;
+    if let Some(rep) = &saved.retention {
+        gc_cmd::report_retention(ctx, rep);
     }
-    match &captured.outcome {
+    print_save(ctx, &saved.outcome, t0.elapsed(), json, saved.counts);
+    Ok(())
+}
+
+/// Prints a save's outcome; `counts` = entries scanned, files read, new
+/// objects, new bytes (for `--verbose`).
+fn print_save(ctx: &Ctx, outcome: &SaveOutcome, elapsed: Duration, json: bool, counts: [u64; 4]) {
+    match outcome {
         SaveOutcome::Saved(cp) => {
             if json {
                 let mut v = render::checkpoint_json(cp, Some(cp.seq));
@@ -528,13 +549,12 @@ fn cmd_save(
     if ctx.verbose {
         eprintln!(
             "scanned {} entries, read {} files, {} new objects ({})",
-            captured.scan.entries,
-            captured.files_read,
-            captured.scan.new_objects,
-            render::bytes(captured.scan.new_bytes)
+            counts[0],
+            counts[1],
+            counts[2],
+            render::bytes(counts[3])
         );
     }
-    Ok(())
 }
 
 fn cmd_log(ctx: &Ctx, limit: Option<usize>, json: bool) -> Result<()> {

@@ -93,7 +93,10 @@ pub fn with_bar<T>(
                     bar.set_draw_target(ProgressDrawTarget::stderr());
                 }
                 bar.set_position(progress.bytes.load(Ordering::Relaxed));
-                bar.set_message(format!("{} entries", progress.entries.load(Ordering::Relaxed)));
+                bar.set_message(format!(
+                    "{} entries",
+                    progress.entries.load(Ordering::Relaxed)
+                ));
             }
             bar.finish_and_clear();
         });

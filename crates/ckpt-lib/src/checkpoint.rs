@@ -60,8 +60,19 @@ pub struct Captured {
     pub files_read: u64,
 }
 
-/// Scans the workspace in the given mode.
+/// Scans the workspace in the given mode: only the directories a live
+/// watcher reports dirty when it can vouch for the rest (see
+/// [`crate::watch`]), else everything.
 pub fn scan_workspace(ws: &Workspace, store: &Store, capture: bool) -> Result<ScanResult> {
+    if !capture {
+        let _t = trace::span("watcher scan");
+        if let Some(r) = crate::watch::client::scan_via_watcher(ws, store) {
+            return Ok(r);
+        }
+    }
+    let t = trace::span("watch plan");
+    let plan = crate::watch::client::plan(ws, store);
+    drop(t);
     let t = trace::span("load index");
     let index = store.load_index()?;
     drop(t);
@@ -73,22 +84,105 @@ pub fn scan_workspace(ws: &Workspace, store: &Store, capture: bool) -> Result<Sc
         Mode::HashOnly
     };
     let _t = trace::span("scan");
-    let result = scan::scan(&ScanInput {
+    let input = ScanInput {
         root: &ws.root,
         index: &index,
         ignore: &ignore,
         exclude: &exclude,
         mode,
-    });
-    if result.is_err() {
-        store.objects.abort();
+    };
+    let (result, token) = match plan {
+        crate::watch::client::Plan::Partial { dirs, token }
+            if index.dirs.contains_key(&Vec::new()) =>
+        {
+            (scan::scan_partial(&input, &dirs), Some(token))
+        }
+        crate::watch::client::Plan::Partial { token, .. } => {
+            crate::watch::client::note_full("the index is missing or stale");
+            (scan::scan(&input), Some(token))
+        }
+        crate::watch::client::Plan::Full { token } => (scan::scan(&input), token),
+    };
+    match result {
+        Ok(mut r) => {
+            r.watch = token;
+            Ok(r)
+        }
+        Err(e) => {
+            store.objects.abort();
+            Err(e)
+        }
     }
-    result
+}
+
+/// Saves the index of a capture scan, then records its watch token.
+fn save_index(store: &Store, scan: &ScanResult) -> Result<()> {
+    if !scan.index_unchanged {
+        scan.index.save(&store.index_path())?;
+    }
+    if let Some(t) = &scan.watch {
+        crate::watch::client::record(store, t);
+    }
+    Ok(())
 }
 
 /// Records a checkpoint of the workspace.
 pub fn save(ws: &Workspace, store: &Store, opts: &SaveOptions) -> Result<SaveOutcome> {
     Ok(capture(ws, store, opts, true)?.outcome)
+}
+
+/// What [`save_workspace`] did.
+#[derive(Debug)]
+pub struct Saved {
+    /// The outcome.
+    pub outcome: SaveOutcome,
+    /// Entries scanned, files read, new objects, new bytes (for `--verbose`).
+    pub counts: [u64; 4],
+    /// What the saved retention policy dropped after this save, when it
+    /// dropped anything (only reported for saves made in this process).
+    pub retention: Option<crate::retention::RetentionReport>,
+}
+
+/// The save of `ckpt save` and `ckpt hook`: through a live watcher when it
+/// vouches for the workspace (it keeps the index in memory, takes the store
+/// lock and applies the retention policy itself, see [`crate::watch`]);
+/// otherwise a scan in this process under the store lock, then the saved
+/// retention policy ([`crate::retention::apply_configured`]).
+pub fn save_workspace(
+    ws: &Workspace,
+    opts: &SaveOptions,
+    lock_timeout: std::time::Duration,
+) -> Result<Saved> {
+    if let Some(r) = crate::watch::client::save_via_watcher(ws, opts, lock_timeout) {
+        let outcome = match (r.saved, r.checkpoint) {
+            (true, Some(cp)) => Some(SaveOutcome::Saved(cp)),
+            (false, head) => Some(SaveOutcome::Unchanged(head)),
+            (true, None) => None,
+        };
+        if let Some(outcome) = outcome {
+            return Ok(Saved {
+                outcome,
+                counts: [r.entries, r.files_read, r.new_objects, r.new_bytes],
+                retention: None,
+            });
+        }
+    }
+    let store = ws.open_store(lock_timeout)?;
+    let captured = capture(ws, &store, opts, true)?;
+    let retention = match &captured.outcome {
+        SaveOutcome::Saved(_) => crate::retention::apply_configured(&store, fs::now_ns())?,
+        SaveOutcome::Unchanged(_) => None,
+    };
+    Ok(Saved {
+        outcome: captured.outcome,
+        counts: [
+            captured.scan.entries,
+            captured.files_read,
+            captured.scan.new_objects,
+            captured.scan.new_bytes,
+        ],
+        retention,
+    })
 }
 
 /// Scans, stores and (if anything changed, or `allow_empty`) commits a
@@ -101,12 +195,28 @@ pub fn capture(
     commit_checkpoint: bool,
 ) -> Result<Captured> {
     let t0 = Instant::now();
+    let scan = scan_workspace(ws, store, true)?;
+    capture_scanned(ws, store, opts, commit_checkpoint, scan, t0, true)
+}
+
+/// [`capture`] from a capture-mode scan already made (the watcher's
+/// in-memory engine, [`crate::watch`]). With `persist_index == false` the
+/// index file and watch token are left alone: the caller keeps
+/// `Captured::scan.index` and persists it later.
+pub fn capture_scanned(
+    ws: &Workspace,
+    store: &Store,
+    opts: &SaveOptions,
+    commit_checkpoint: bool,
+    scan: ScanResult,
+    t0: Instant,
+    persist_index: bool,
+) -> Result<Captured> {
     let reader = store.catalog.reader()?;
     let head = match reader.head()? {
         Some(s) => reader.checkpoint(s)?,
         None => None,
     };
-    let scan = scan_workspace(ws, store, true)?;
     remove_temp_files(ws, &scan.temp_files)?;
     ckpt_fault::point("save.after_scan");
     let files_read = scan.files_read;
@@ -124,8 +234,8 @@ pub fn capture(
             )?);
     if !commit_checkpoint || (!changed && !opts.allow_empty) {
         store.objects.commit()?;
-        if !scan.index_unchanged {
-            scan.index.save(&store.index_path())?;
+        if persist_index {
+            save_index(store, &scan)?;
         }
         return Ok(Captured {
             outcome: SaveOutcome::Unchanged(head),
@@ -197,7 +307,9 @@ pub fn capture(
     ckpt_fault::point("catalog.after_commit");
     drop(t);
     let _t = trace::span("index save");
-    scan.index.save(&store.index_path())?;
+    if persist_index {
+        save_index(store, &scan)?;
+    }
     Ok(Captured {
         outcome: SaveOutcome::Saved(cp),
         scan,

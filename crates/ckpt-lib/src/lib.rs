@@ -23,6 +23,9 @@
 //!   `<store>/state.redb`) to checkpoints: a save records the state version,
 //!   restore brings it back, diff compares it, gc keeps the pinned versions.
 //!
+//! - [`watch`] is watch mode: a watcher process folds inotify events into
+//!   dirty directories so scans cost what changed (`ckpt watch`).
+//!
 //! Every public operation takes the store [`lock`] first, so two `ckpt`
 //! processes on one workspace serialise instead of corrupting each other.
 
@@ -50,6 +53,7 @@ pub mod trace;
 pub mod tree;
 pub mod usage;
 pub mod verify;
+pub mod watch;
 pub mod workspace;
 
 pub use error::{Error, Result};

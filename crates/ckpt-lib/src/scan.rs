@@ -12,13 +12,19 @@
 //! The result is the root tree hash, the trees that were (re)built, and the
 //! new index. Nothing is written to the catalog here.
 //!
+//! [`scan_partial`] is the same scan restricted to the directories a watcher
+//! reported dirty (see [`crate::watch`]): those are listed and every entry
+//! re-stated as above; directories on the path from the root to one of them
+//! keep their old listing but re-stat the subdirectories on that path; every
+//! other directory keeps its index record and tree without being opened.
+//!
 //! What is never captured: the workspace marker `.ckpt` at the root, the
 //! store if it lies inside the workspace, ckpt's own temporary files
 //! ([`is_temp_name`]), paths matched by `.ckptignore`, and sockets, FIFOs and
 //! devices (reported as skipped).
 
-use std::collections::HashMap;
-use std::os::fd::{BorrowedFd, OwnedFd};
+use std::collections::{HashMap, HashSet};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -93,6 +99,9 @@ pub struct ScanResult {
     /// Every directory record was taken over unchanged from the old index,
     /// so writing the index again would change nothing.
     pub index_unchanged: bool,
+    /// The watch token to record once this scan's index is saved (set by
+    /// [`crate::checkpoint::scan_workspace`] when a watcher vouched).
+    pub watch: Option<crate::watch::Token>,
 }
 
 #[derive(Default)]
@@ -112,6 +121,15 @@ struct Scanner<'a> {
     input: &'a ScanInput<'a>,
     scan_start_ns: i64,
     out: Collector,
+    partial: Option<Partial>,
+}
+
+/// The restriction of a partial scan.
+struct Partial {
+    /// Directories to list (dirty, or whose record's tree is unknown).
+    listed: HashSet<Vec<u8>>,
+    /// `listed` and every ancestor of each.
+    affected: HashSet<Vec<u8>>,
 }
 
 /// Scans the workspace.
@@ -122,6 +140,7 @@ pub fn scan(input: &ScanInput<'_>) -> Result<ScanResult> {
         input,
         scan_start_ns,
         out: Collector::default(),
+        partial: None,
     };
     let root = scanner.scan_dir(root_fd, Vec::new())?;
     let out = scanner.out;
@@ -146,7 +165,123 @@ pub fn scan(input: &ScanInput<'_>) -> Result<ScanResult> {
         new_bytes: out.new_bytes.into_inner(),
         entries: out.entries.into_inner(),
         index_unchanged,
+        watch: None,
     })
+}
+
+/// Scans only what may have changed: the directories in `dirty` (and those
+/// whose index record has no known tree), re-statting the path from the root
+/// to each; every other directory keeps its index record. The caller
+/// guarantees (see [`crate::watch`]) that no directory outside `dirty` has
+/// changed since `input.index` was produced, and that the index holds the
+/// root's record.
+pub fn scan_partial(input: &ScanInput<'_>, dirty: &HashSet<Vec<u8>>) -> Result<ScanResult> {
+    let scan_start_ns = fs::now_ns();
+    let old_dirs = &input.index.dirs;
+    let mut listed: HashSet<Vec<u8>> = dirty.clone();
+    listed.extend(
+        old_dirs
+            .iter()
+            .filter(|(_, r)| r.tree == UNKNOWN_TREE)
+            .map(|(p, _)| p.clone()),
+    );
+    if !old_dirs.contains_key(&Vec::new()) {
+        listed.insert(Vec::new());
+    }
+    let mut affected = HashSet::with_capacity(listed.len() * 2);
+    for p in &listed {
+        let mut p: &[u8] = p;
+        while affected.insert(p.to_vec()) && !p.is_empty() {
+            p = parent_of(p);
+        }
+    }
+    if !affected.contains(&Vec::new()) {
+        let root = old_dirs[&Vec::new()].tree;
+        return Ok(ScanResult {
+            root,
+            new_trees: HashMap::new(),
+            index: Index {
+                generation: input.index.generation,
+                scan_start_ns: input.index.scan_start_ns,
+                dirs: old_dirs.clone(),
+                raw: input.index.raw.clone(),
+            },
+            skipped: Vec::new(),
+            temp_files: Vec::new(),
+            files_read: 0,
+            new_objects: 0,
+            new_bytes: 0,
+            entries: 0,
+            index_unchanged: true,
+            watch: None,
+        });
+    }
+    let root_fd = fs::open_dir_path(input.root).ctx("open", input.root)?;
+    let scanner = Scanner {
+        input,
+        scan_start_ns,
+        out: Collector::default(),
+        partial: Some(Partial { listed, affected }),
+    };
+    let root = scanner.scan_dir(root_fd, Vec::new())?;
+    let out = scanner.out;
+    let records = out.records.into_inner().unwrap();
+    // Subdirectories that went away take their records with them.
+    let mut removed: Vec<Vec<u8>> = Vec::new();
+    let mut unchanged = true;
+    for (path, rec) in &records {
+        let Some(old) = old_dirs.get(path) else {
+            unchanged = false;
+            continue;
+        };
+        if Arc::ptr_eq(old, rec) {
+            continue;
+        }
+        unchanged = false;
+        for e in &old.entries {
+            if matches!(e.entry.node, Node::Dir { .. })
+                && !rec
+                    .get(&e.entry.name)
+                    .is_some_and(|n| matches!(n.entry.node, Node::Dir { .. }))
+            {
+                removed.push(join(path, &e.entry.name));
+            }
+        }
+    }
+    let mut dirs = old_dirs.clone();
+    if !removed.is_empty() {
+        dirs.retain(|p, _| !removed.iter().any(|r| is_within(p, r)));
+    }
+    dirs.extend(records);
+    Ok(ScanResult {
+        root,
+        new_trees: out.new_trees.into_inner().unwrap(),
+        index: Index {
+            generation: input.index.generation,
+            scan_start_ns,
+            dirs,
+            raw: input.index.raw.clone(),
+        },
+        skipped: out.skipped.into_inner().unwrap(),
+        temp_files: out.temps.into_inner().unwrap(),
+        files_read: out.files_read.into_inner(),
+        new_objects: out.new_objects.into_inner(),
+        new_bytes: out.new_bytes.into_inner(),
+        entries: out.entries.into_inner(),
+        index_unchanged: unchanged,
+        watch: None,
+    })
+}
+
+fn parent_of(p: &[u8]) -> &[u8] {
+    match p.iter().rposition(|&b| b == b'/') {
+        Some(i) => &p[..i],
+        None => &p[..0],
+    }
+}
+
+fn is_within(p: &[u8], dir: &[u8]) -> bool {
+    p == dir || (p.len() > dir.len() && p.starts_with(dir) && p[dir.len()] == b'/')
 }
 
 /// An entry as listed, before its content is known.
@@ -173,6 +308,13 @@ impl Scanner<'_> {
 
     fn scan_dir(&self, dir: OwnedFd, rel: Vec<u8>) -> Result<Hash> {
         let old = self.input.index.dirs.get(&rel);
+        if let (Some(p), Some(o)) = (&self.partial, old) {
+            if !p.listed.contains(&rel) {
+                if let Some(h) = self.scan_ancestor(&dir, &rel, o)? {
+                    return Ok(h);
+                }
+            }
+        }
         let mut listing = fs::list_dir(dir).ctx("read directory", self.shown(&rel))?;
         let names = std::mem::take(&mut listing.names);
         let dirfd = listing.fd();
@@ -201,6 +343,9 @@ impl Scanner<'_> {
             listed.push(Listed { name, meta });
         }
         listed.sort_unstable_by(|a, b| a.name.cmp(&b.name));
+        // getdents may return a name twice when it is renamed within the
+        // directory during the listing; a tree holds each name once.
+        listed.dedup_by(|a, b| a.name == b.name);
         self.out
             .entries
             .fetch_add(listed.len() as u64, Ordering::Relaxed);
@@ -214,6 +359,9 @@ impl Scanner<'_> {
             .par_iter()
             .map(|l| {
                 let child_rel = join(&rel, &l.name);
+                if let Some(h) = self.clean_subtree(&child_rel) {
+                    return Ok(Some(h));
+                }
                 match fs::open_dir_at(dirfd, &l.name) {
                     Ok(fd) => self.scan_dir(fd, child_rel).map(Some),
                     // Removed since it was listed: it is simply not there.
@@ -239,6 +387,7 @@ impl Scanner<'_> {
 
         if let Some(old) = old {
             if self.unchanged(old, &listed, &child_trees) {
+                self.out.reused_dirs.fetch_add(1, Ordering::Relaxed);
                 self.out
                     .records
                     .lock()
@@ -308,6 +457,96 @@ impl Scanner<'_> {
             .unwrap()
             .push((rel, Arc::new(DirRecord { tree, entries })));
         Ok(tree)
+    }
+
+    /// In a partial scan, the tree of a subdirectory nothing changed in
+    /// (its record is kept as is; it is not opened).
+    fn clean_subtree(&self, rel: &[u8]) -> Option<Hash> {
+        let p = self.partial.as_ref()?;
+        if p.affected.contains(rel) {
+            return None;
+        }
+        let rec = self.input.index.dirs.get(rel)?;
+        (rec.tree != UNKNOWN_TREE).then_some(rec.tree)
+    }
+
+    /// In a partial scan, a directory whose own listing did not change but
+    /// that lies on the path to one that did: keep its entries, re-stat and
+    /// rescan only the affected subdirectories. `None` when what is on disk
+    /// does not match the record (then the caller lists it in full).
+    fn scan_ancestor(
+        &self,
+        dir: &OwnedFd,
+        rel: &[u8],
+        old: &Arc<DirRecord>,
+    ) -> Result<Option<Hash>> {
+        let p = self.partial.as_ref().expect("partial scan");
+        let mut todo = Vec::new();
+        for (i, e) in old.entries.iter().enumerate() {
+            if !matches!(e.entry.node, Node::Dir { .. }) {
+                continue;
+            }
+            let child = join(rel, &e.entry.name);
+            if !p.affected.contains(&child) {
+                continue;
+            }
+            match fs::stat_at(dir.as_fd(), &e.entry.name) {
+                Ok(m) if m.file_type() == FileType::Directory => todo.push((i, child, m)),
+                _ => return Ok(None),
+            }
+        }
+        let trees: Vec<Hash> = todo
+            .par_iter()
+            .map(|(i, child, _)| {
+                let name = &old.entries[*i].entry.name;
+                match fs::open_dir_at(dir.as_fd(), name) {
+                    Ok(fd) => self.scan_dir(fd, child.clone()),
+                    Err(Errno::NOENT | Errno::LOOP | Errno::NOTDIR) => {
+                        Err(Error::Unstable(self.shown(child)))
+                    }
+                    Err(e) => Err(Error::io("open directory", self.shown(child), e.into())),
+                }
+            })
+            .collect::<Result<_>>()?;
+        let mut entries = old.entries.clone();
+        for ((i, _, m), tree) in todo.into_iter().zip(trees) {
+            let e = &mut entries[i];
+            e.entry.mode = m.perm();
+            e.entry.mtime_ns = m.mtime_ns;
+            e.entry.node = Node::Dir { tree };
+            e.meta = m;
+        }
+        if entries == old.entries {
+            self.out.reused_dirs.fetch_add(1, Ordering::Relaxed);
+            self.out
+                .records
+                .lock()
+                .unwrap()
+                .push((rel.to_vec(), Arc::clone(old)));
+            return Ok(Some(old.tree));
+        }
+        let same_tree = old.entries.len() == entries.len()
+            && old
+                .entries
+                .iter()
+                .zip(&entries)
+                .all(|(a, b)| a.entry == b.entry);
+        let tree = if same_tree {
+            old.tree
+        } else {
+            let t = Tree {
+                entries: entries.iter().map(|e| e.entry.clone()).collect(),
+            };
+            let (h, bytes) = t.encode_and_hash();
+            self.out.new_trees.lock().unwrap().insert(h, bytes);
+            h
+        };
+        self.out
+            .records
+            .lock()
+            .unwrap()
+            .push((rel.to_vec(), Arc::new(DirRecord { tree, entries })));
+        Ok(Some(tree))
     }
 
     /// True when every listed entry matches the old record exactly (names,

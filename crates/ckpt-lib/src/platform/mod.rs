@@ -7,6 +7,9 @@
 //!   index compares.
 //! - [`copy`]: the copy engine (reflink → `copy_file_range` → userspace) and
 //!   capability probing.
+//! - [`inotify`]: directory watches for `ckpt watch`, and the peer
+//!   credentials of its socket.
 
 pub mod copy;
 pub mod fs;
+pub mod inotify;

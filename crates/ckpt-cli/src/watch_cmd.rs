@@ -1,0 +1,224 @@
+//! `ckpt watch`: run, detach, stop and describe the workspace's watcher
+//! (the watcher itself is `ckpt::watch::server`).
+//!
+//! `--daemon` re-executes this binary as `ckpt -C ROOT watch …` in a new
+//! session (setsid), with stdin closed and output appended to
+//! `<store>/watch.log`, and returns once the child answers `--status` as
+//! ready (or fails, quoting the end of the log).
+
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use ckpt::watch::server::{self, WatchOptions};
+use ckpt::watch::{self, client, Op, WatchStatus};
+use ckpt::{Error, Result};
+use clap::Args;
+use serde_json::json;
+
+use crate::{print_json, render, Ctx, SCHEMA};
+
+/// `ckpt watch` arguments.
+#[derive(Args)]
+pub struct WatchArgs {
+    /// Run detached in the background (log: <store>/watch.log).
+    #[arg(long, conflicts_with_all = ["stop", "status"])]
+    daemon: bool,
+    /// Stop the running watcher.
+    #[arg(long, conflicts_with = "status")]
+    stop: bool,
+    /// Describe the running watcher (pid, epoch, watches, dirty, memory, uptime).
+    #[arg(long)]
+    status: bool,
+    /// Save a checkpoint after the tree has been quiet this long, if anything changed.
+    #[arg(long, value_name = "QUIET_SECS")]
+    auto_save: Option<f64>,
+    /// Tag KEY=VALUE for auto-saves (repeatable).
+    #[arg(
+        long = "auto-save-tag",
+        value_name = "KEY=VALUE",
+        requires = "auto_save"
+    )]
+    auto_save_tags: Vec<String>,
+    /// JSON output (with --status, --stop, --daemon).
+    #[arg(long)]
+    json: bool,
+}
+
+/// Longest wait for a detached watcher to become ready.
+const START_TIMEOUT: Duration = Duration::from_secs(300);
+
+fn print_ready(st: &WatchStatus) {
+    eprintln!(
+        "ckpt watch: watching {} ({} directories, ready in {:.0} ms, pid {})",
+        st.root.display(),
+        st.watches,
+        st.startup_ms.unwrap_or(0.0),
+        st.pid
+    );
+}
+
+fn status_json(st: Option<&WatchStatus>) -> serde_json::Value {
+    match st {
+        None => json!({"schema": SCHEMA, "running": false}),
+        Some(st) => {
+            let mut v = serde_json::to_value(st).expect("status serialises");
+            v["schema"] = json!(SCHEMA);
+            v["running"] = json!(true);
+            v
+        }
+    }
+}
+
+/// Runs `ckpt watch`.
+pub fn run(ctx: &Ctx, args: &WatchArgs) -> Result<()> {
+    let ws = ctx.workspace()?;
+    let store = ws.store_path.clone();
+    if args.status {
+        let st = match client::request(&store, Op::Status, 0, 0) {
+            Ok(r) => r.status,
+            Err(e) => {
+                if ctx.verbose {
+                    eprintln!("watch: {e}");
+                }
+                None
+            }
+        };
+        if args.json {
+            print_json(&status_json(st.as_ref()));
+        } else {
+            match st {
+                None => println!("no watcher is running for {}", ws.root.display()),
+                Some(s) => {
+                    println!("watcher for {} (pid {})", s.root.display(), s.pid);
+                    println!(
+                        "  state: {}",
+                        match &s.reason {
+                            None => "complete (saves scan only dirty directories)".to_string(),
+                            Some(r) => format!("incomplete, saves do full scans: {r}"),
+                        }
+                    );
+                    println!("  epoch {:016x}, seq {}", s.epoch, s.seq);
+                    println!("  {} directories watched, {} dirty", s.watches, s.dirty);
+                    println!(
+                        "  memory {} RSS, up {:.0} s, started in {:.0} ms, {} queue overflows",
+                        render::bytes(s.rss_bytes),
+                        s.uptime_secs,
+                        s.startup_ms.unwrap_or(0.0),
+                        s.overflows
+                    );
+                    if let Some(q) = s.auto_save_secs {
+                        println!("  auto-save after {q} s quiet ({} so far)", s.auto_saves);
+                    }
+                }
+            }
+        }
+        return Ok(());
+    }
+    if args.stop {
+        let stopped = server::stop(&store, ctx.lock_timeout)?;
+        if args.json {
+            print_json(&json!({"schema": SCHEMA, "stopped": stopped}));
+        } else if !ctx.quiet {
+            if stopped {
+                println!("stopped the watcher for {}", ws.root.display());
+            } else {
+                println!("no watcher was running for {}", ws.root.display());
+            }
+        }
+        return Ok(());
+    }
+    let tags = crate::parse_tags(&args.auto_save_tags)?;
+    let auto_save = match args.auto_save {
+        Some(q) if !(q.is_finite() && q >= 0.0) => {
+            return Err(Error::Usage(format!(
+                "--auto-save {q}: expected a number of seconds"
+            )))
+        }
+        Some(q) => Some(Duration::from_secs_f64(q)),
+        None => None,
+    };
+    if args.daemon {
+        return daemonize(ctx, &ws, args);
+    }
+    let opts = WatchOptions {
+        auto_save,
+        auto_save_tags: tags.into_iter().collect(),
+        on_ready: (!ctx.quiet).then_some(print_ready as fn(&WatchStatus)),
+    };
+    server::run(&ws, opts)
+}
+
+fn daemonize(ctx: &Ctx, ws: &ckpt::workspace::Workspace, args: &WatchArgs) -> Result<()> {
+    let store = &ws.store_path;
+    let log_path = watch::log_path(store);
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log_path)
+        .map_err(|e| Error::io("open", &log_path, e))?;
+    let log_start = log.metadata().map(|m| m.len()).unwrap_or(0);
+    let exe = std::env::current_exe().map_err(|e| Error::io("find own binary", "ckpt", e))?;
+    let mut cmd = Command::new(exe);
+    cmd.arg("-C").arg(&ws.root).arg("watch");
+    if let Some(q) = args.auto_save {
+        cmd.arg("--auto-save").arg(q.to_string());
+    }
+    for t in &args.auto_save_tags {
+        cmd.arg("--auto-save-tag").arg(t);
+    }
+    cmd.stdin(Stdio::null())
+        .stdout(
+            log.try_clone()
+                .map_err(|e| Error::io("dup", &log_path, e))?,
+        )
+        .stderr(log);
+    // SAFETY: setsid is async-signal-safe; it detaches the child from our
+    // session and terminal so it outlives us.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+    }
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| Error::io("start watcher", &ws.root, e))?;
+    let t0 = Instant::now();
+    loop {
+        if let Ok(r) = client::request(store, Op::Status, 0, 0) {
+            if let Some(st) = r.status.filter(|s| s.pid == child.id()) {
+                if args.json {
+                    print_json(&status_json(Some(&st)));
+                } else if !ctx.quiet {
+                    println!(
+                        "watcher started (pid {}): {} directories in {:.0} ms; log {}",
+                        st.pid,
+                        st.watches,
+                        st.startup_ms.unwrap_or(0.0),
+                        log_path.display()
+                    );
+                }
+                return Ok(());
+            }
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            let text = std::fs::read(&log_path).unwrap_or_default();
+            let tail = String::from_utf8_lossy(&text[(log_start as usize).min(text.len())..])
+                .trim()
+                .to_string();
+            return Err(Error::Usage(format!(
+                "the watcher exited ({status}) before it was ready: {tail}"
+            )));
+        }
+        if t0.elapsed() > START_TIMEOUT {
+            return Err(Error::Usage(format!(
+                "the watcher (pid {}) did not become ready within {} s; see {}",
+                child.id(),
+                START_TIMEOUT.as_secs(),
+                log_path.display()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}

@@ -1,0 +1,330 @@
+//! The client side of watch mode: before a scan, ask the workspace's watcher
+//! (if one is live) which directories changed since the token recorded with
+//! the index, and decide between a partial and a full scan.
+//!
+//! Invariants: a partial scan is planned only when the watcher answered
+//! `complete` for the token's epoch, the token's generation and
+//! `.ckptignore` hash match the store's, and the socket is a socket owned by
+//! the current user (a socket planted by someone else is never spoken to).
+//! Any error, timeout or refusal means a full scan; the reason is kept as a
+//! note ([`notes`]) that the CLI prints under `--verbose`. The token is
+//! written only after the index of the scan it belongs to was saved
+//! ([`record`]); see the argument in [`crate::watch`].
+
+use std::collections::HashSet;
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use super::{socket_path, token_path, Op, Request, Response, Token, PROTOCOL};
+use crate::store::Store;
+use crate::workspace::Workspace;
+
+static FORCE_FULL: AtomicBool = AtomicBool::new(false);
+static NOTES: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// How long a command waits for the watcher before scanning without it.
+const TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Makes every scan of this process a full scan (`--full-scan`).
+pub fn force_full_scan() {
+    FORCE_FULL.store(true, Ordering::Relaxed);
+}
+
+fn forced() -> bool {
+    FORCE_FULL.load(Ordering::Relaxed)
+        || std::env::var_os("CKPT_FULL_SCAN").is_some_and(|v| !v.is_empty() && v != "0")
+}
+
+/// What happened with the watcher in this process, for `--verbose`.
+pub fn notes() -> Vec<String> {
+    NOTES.lock().map(|n| n.clone()).unwrap_or_default()
+}
+
+/// Notes that a planned partial scan became a full one, and why.
+pub fn note_full(why: &str) {
+    note(format!("full scan instead: {why}"));
+}
+
+fn note(s: String) {
+    if let Ok(mut n) = NOTES.lock() {
+        n.push(s);
+    }
+}
+
+/// How to scan.
+#[derive(Debug)]
+pub enum Plan {
+    /// Scan everything; record `token` (if any) after the index is saved.
+    Full {
+        /// The watcher's current position, when it is live and complete.
+        token: Option<Token>,
+    },
+    /// Relist only `dirs` (plus the path from the root to each).
+    Partial {
+        /// Dirty directories.
+        dirs: HashSet<Vec<u8>>,
+        /// The token to record after the index is saved.
+        token: Token,
+    },
+}
+
+/// Refuses a socket that is not a socket owned by the current user.
+pub fn check_socket(path: &Path) -> Result<(), String> {
+    let m = std::fs::symlink_metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let me = rustix::process::geteuid().as_raw();
+    if !m.file_type().is_socket() {
+        return Err(format!("{} is not a socket; ignoring it", path.display()));
+    }
+    if m.uid() != me {
+        return Err(format!(
+            "{} is owned by uid {}, not by you (uid {me}); refusing to use it",
+            path.display(),
+            m.uid()
+        ));
+    }
+    Ok(())
+}
+
+/// Sends one request to the watcher of the store at `store` and reads the
+/// answer.
+pub fn request(store: &Path, op: Op, epoch: u64, seq: u64) -> Result<Response, String> {
+    exchange(
+        store,
+        &Request {
+            v: PROTOCOL,
+            op,
+            epoch,
+            seq,
+            save: None,
+            generation: 0,
+        },
+        TIMEOUT,
+    )
+}
+
+fn exchange(store: &Path, req: &Request, timeout: Duration) -> Result<Response, String> {
+    let path = socket_path(store);
+    check_socket(&path)?;
+    let fail = |what: &str, e: std::io::Error| format!("{}: {what}: {e}", path.display());
+    let stream = UnixStream::connect(&path).map_err(|e| fail("connect", e))?;
+    stream.set_read_timeout(Some(timeout)).ok();
+    stream.set_write_timeout(Some(TIMEOUT)).ok();
+    let mut line = serde_json::to_vec(req).expect("request serialises");
+    line.push(b'\n');
+    (&stream).write_all(&line).map_err(|e| fail("send", e))?;
+    let mut answer = String::new();
+    BufReader::new(&stream)
+        .read_line(&mut answer)
+        .map_err(|e| fail("receive", e))?;
+    let resp: Response = serde_json::from_str(&answer)
+        .map_err(|e| format!("{}: bad answer from watcher: {e}", path.display()))?;
+    if resp.v != PROTOCOL {
+        return Err(format!(
+            "watcher speaks protocol {}, this ckpt {PROTOCOL}",
+            resp.v
+        ));
+    }
+    if let Some(e) = resp.error {
+        return Err(format!("watcher refused: {e}"));
+    }
+    Ok(resp)
+}
+
+/// The BLAKE3 of the workspace's `.ckptignore` (hex; empty when absent).
+pub fn ignore_hash(ws: &Workspace) -> String {
+    match std::fs::read(ws.root.join(crate::ignore::IGNORE_FILE)) {
+        Ok(b) => crate::Hash::of(&b).to_hex(),
+        Err(_) => String::new(),
+    }
+}
+
+/// The recorded token, if readable.
+pub fn read_token(store: &Path) -> Option<Token> {
+    serde_json::from_slice(&std::fs::read(token_path(store)).ok()?).ok()
+}
+
+/// Decides how to scan (called under the store lock, before the scan).
+pub fn plan(ws: &Workspace, store: &Store) -> Plan {
+    if forced() {
+        note("full scan: forced (--full-scan or CKPT_FULL_SCAN)".into());
+        return Plan::Full { token: None };
+    }
+    if !socket_path(&store.root).exists() {
+        note("full scan: no watcher for this workspace".into());
+        return Plan::Full { token: None };
+    }
+    let generation = match store.catalog.reader().and_then(|r| r.generation()) {
+        Ok(g) => g,
+        Err(e) => {
+            note(format!("full scan: {e}"));
+            return Plan::Full { token: None };
+        }
+    };
+    let old = read_token(&store.root);
+    let (epoch, seq) = old.as_ref().map_or((0, 0), |t| (t.epoch, t.seq));
+    let resp = match request(&store.root, Op::Dirty, epoch, seq) {
+        Ok(r) => r,
+        Err(e) => {
+            note(format!("full scan: watcher unavailable: {e}"));
+            return Plan::Full { token: None };
+        }
+    };
+    if !resp.complete {
+        note(format!(
+            "full scan: the watcher cannot vouch for completeness: {}",
+            resp.reason.as_deref().unwrap_or("unknown")
+        ));
+        return Plan::Full { token: None };
+    }
+    let token = Token {
+        epoch: resp.epoch,
+        seq: resp.seq,
+        generation,
+        ignore: ignore_hash(ws),
+    };
+    let why = match (&old, &resp.dirs) {
+        (None, _) => Some("no save has been made through this watcher yet"),
+        (Some(o), _) if o.epoch != resp.epoch => {
+            Some("the watcher restarted or lost events since the last save")
+        }
+        (Some(o), _) if o.generation != generation => Some("gc rewrote the index"),
+        (Some(o), _) if o.ignore != token.ignore => Some(".ckptignore changed"),
+        (_, None) => Some("the watcher sent no dirty set"),
+        _ => None,
+    };
+    if let Some(why) = why {
+        note(format!("full scan: {why}"));
+        return Plan::Full { token: Some(token) };
+    }
+    let dirs: HashSet<Vec<u8>> = resp.dirs.unwrap_or_default().into_iter().collect();
+    note(format!("partial scan: {} dirty directories", dirs.len()));
+    Plan::Partial { dirs, token }
+}
+
+/// Records `token` after the index of its scan was saved, then lets the
+/// watcher forget what it covers. Failures only cost a full scan later.
+pub fn record(store: &Store, token: &Token) {
+    if let Err(e) = write_token(&store.root, token) {
+        note(format!("could not record the watch token: {e}"));
+        return;
+    }
+    if let Err(e) = request(&store.root, Op::Ack, token.epoch, token.seq) {
+        note(format!("watcher ack failed: {e}"));
+    }
+}
+
+/// Writes the token file (temp + rename; a cache, not fsynced).
+pub fn write_token(store: &Path, token: &Token) -> std::io::Result<()> {
+    let path = token_path(store);
+    let tmp = path.with_extension("tmp");
+    let bytes = serde_json::to_vec(token).expect("token serialises");
+    std::fs::write(&tmp, bytes)
+        .and_then(|()| std::fs::rename(&tmp, &path))
+        .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", path.display())))
+}
+
+/// Forgets the recorded token, so the next scan is a full one (used when
+/// the index is rewritten by something that is not a scan, such as gc).
+pub fn forget(store: &Path) {
+    let _ = std::fs::remove_file(token_path(store));
+}
+
+/// Asks a live watcher to save (see "The in-memory engine" in
+/// [`crate::watch`]). `None` (with a note saying why) means: save in this
+/// process instead. Called without holding the store lock.
+pub fn save_via_watcher(
+    ws: &Workspace,
+    opts: &crate::checkpoint::SaveOptions,
+    lock_timeout: Duration,
+) -> Option<super::SaveReply> {
+    if forced() {
+        note("full scan: forced (--full-scan or CKPT_FULL_SCAN)".into());
+        return None;
+    }
+    if !socket_path(&ws.store_path).exists() {
+        return None;
+    }
+    let req = Request {
+        v: PROTOCOL,
+        op: Op::Save,
+        epoch: 0,
+        seq: 0,
+        save: Some(super::SaveParams {
+            message: opts.message.clone(),
+            tags: opts.tags.clone(),
+            allow_empty: opts.allow_empty,
+            lock_timeout_ms: lock_timeout.as_millis() as u64,
+        }),
+        generation: 0,
+    };
+    // The watcher may wait for the lock and then capture many files.
+    let timeout = lock_timeout + Duration::from_secs(120);
+    match exchange(&ws.store_path, &req, timeout) {
+        Ok(Response { saved: Some(r), .. }) => {
+            note(format!("saved by the watcher: {}", r.scan));
+            Some(r)
+        }
+        Ok(_) => {
+            note("the watcher did not save; saving here".into());
+            None
+        }
+        Err(e) => {
+            note(format!("the watcher did not save ({e}); saving here"));
+            None
+        }
+    }
+}
+
+/// Asks a live watcher for a hash-only scan from its in-memory index (the
+/// caller holds the store lock). `None` (with a note) means: scan here.
+pub fn scan_via_watcher(ws: &Workspace, store: &Store) -> Option<crate::scan::ScanResult> {
+    if forced() || !socket_path(&store.root).exists() {
+        return None;
+    }
+    let generation = store.catalog.reader().and_then(|r| r.generation()).ok()?;
+    let req = Request {
+        v: PROTOCOL,
+        op: Op::Scan,
+        epoch: 0,
+        seq: 0,
+        save: None,
+        generation,
+    };
+    let r = match exchange(&ws.store_path, &req, TIMEOUT) {
+        Ok(Response {
+            scanned: Some(r), ..
+        }) => r,
+        Ok(_) => {
+            note("the watcher did not scan; scanning here".into());
+            return None;
+        }
+        Err(e) => {
+            note(format!("the watcher did not scan ({e}); scanning here"));
+            return None;
+        }
+    };
+    note(format!("scanned by the watcher: {}", r.scan));
+    Some(crate::scan::ScanResult {
+        root: crate::Hash(r.root),
+        new_trees: r
+            .new_trees
+            .into_iter()
+            .map(|(h, b)| (crate::Hash(h), b))
+            .collect(),
+        // Read-only callers use only root, trees and skipped entries.
+        index: crate::index::Index::default(),
+        skipped: r.skipped,
+        temp_files: Vec::new(),
+        files_read: r.files_read,
+        new_objects: 0,
+        new_bytes: 0,
+        entries: r.entries,
+        index_unchanged: true,
+        watch: None,
+    })
+}

@@ -1,0 +1,281 @@
+//! Watch mode: a per-workspace watcher process that keeps the set of
+//! directories whose listing or entries may have changed, so that save,
+//! status, diff and restore stat only those instead of the whole tree.
+//!
+//! - [`server`]: the watcher (`ckpt watch`): one inotify watch per
+//!   directory, events folded into dirty directory paths stamped with a
+//!   sequence number, a Unix socket `<store>/watch.sock` (mode 0600, peer uid
+//!   checked), optional auto-save.
+//! - [`client`]: what a command does before its scan: ask the watcher which
+//!   directories are dirty since the token recorded with the index, and fall
+//!   back to a full scan (saying why) whenever the watcher cannot vouch.
+//! - [`crate::scan::scan_partial`]: the scan restricted to those directories.
+//!
+//! ## Protocol (version [`PROTOCOL`])
+//! One JSON object per line, one request per connection: the client writes a
+//! [`Request`], the watcher answers one [`Response`] and closes.
+//!
+//! ## The token, and why no change can be missed
+//! The *token* `(epoch, seq, generation, ignore)` is stored in
+//! `<store>/watch.token` (JSON, temp + rename). `epoch` is a random number
+//! the watcher draws when it starts and again whenever it loses events;
+//! `seq` counts the dirty marks it has made; `generation` is the catalog
+//! generation of the index; `ignore` the hash of `.ckptignore`.
+//!
+//! 1. The watcher adds the watch on a directory *before* listing it (initial
+//!    walk, new and moved-in directories), so every entry is either seen by
+//!    the listing or produces an event. It answers `complete: false` until
+//!    its initial walk is done, after a watch could not be added (limit hit,
+//!    permission, unsupported filesystem) and after the root went away.
+//! 2. inotify queues an event inside the system call that makes the change.
+//!    On each request the watcher first drains its queue without blocking
+//!    and marks every affected directory with `seq += 1`; the `seq` it
+//!    answers is taken after that drain. So every change that completed
+//!    before the request is marked with a number `≤ seq`, and every change
+//!    after it with a number `> seq`.
+//! 3. A save through the watcher scans (partially) after the request and
+//!    writes the token `seq` only after the index produced by that scan has
+//!    been saved; the token therefore never runs ahead of the index. A
+//!    directory marked `> token` is relisted next time; one not marked since
+//!    the token has not changed since the index's scan, so its index record
+//!    is exact. Any other writer of the index (a scan without watcher,
+//!    restore) writes a *newer* index and leaves the token older: that only
+//!    makes the dirty set larger than needed.
+//! 4. The watcher forgets marks `≤ seq` only when told (`ack`) after the
+//!    token file holding `seq` was written, under the store lock.
+//! 5. A full scan is used (and its token recorded, so the next save is
+//!    partial) whenever: the watcher is absent, unreachable, not ready or
+//!    incomplete; the epoch differs (the watcher restarted, was killed, or
+//!    lost events: `IN_Q_OVERFLOW` makes it re-walk every directory and draw
+//!    a new epoch); the catalog generation changed (gc rewrote the index);
+//!    `.ckptignore` changed; the index is missing or unreadable.
+//! 6. A directory's own mode/mtime live in its parent's record: a change to
+//!    a directory marks its parent too, and the partial scan re-stats every
+//!    directory on the path from the root to a dirty one.
+//!
+//! ## The in-memory engine
+//! Loading and writing the whole index file costs more than everything else
+//! in a small save, so `ckpt save` asks a live watcher to save *in its own
+//! process* (`op: save`): it takes the store lock like any command, scans
+//! the directories dirty since its in-memory index's sequence number
+//! (`mem.seq`, the drain before that index's scan) and commits exactly as
+//! `ckpt save` does, but keeps the new index in memory instead of writing
+//! it. It writes index and token (`seq = mem.seq`) later, under the store
+//! lock, when no request came for a while and when it stops. Marks `≤ seq`
+//! are forgotten only up to `min(acked seq, mem.seq)`, so the in-memory
+//! index always has the marks it needs; the on-disk index and token are
+//! older but consistent, so commands that scan themselves stay correct. The
+//! in-memory index is dropped (reloaded from disk) when the catalog
+//! generation or `.ckptignore` changed. Any failure of the watcher's save
+//! makes the command save by itself.
+//!
+//! `status`, `diff` and restore planning (which hold the store lock) ask for
+//! a hash-only scan (`op: scan`) at the catalog generation they read; the
+//! watcher answers from its in-memory index (loading index file + token if
+//! it has none) or refuses, and the command then scans by itself. A
+//! hash-only scan never updates the in-memory index (the hashes it computes
+//! are not stored objects).
+//!
+//! Restore's own writes are marked dirty like any others; they stat-match the
+//! index restore writes, so they are relisted once and never reported.
+//!
+//! ## Blind spots (documented in README.md)
+//! Writes through a shared `mmap` do not generate `IN_MODIFY`; changes made
+//! on another machine (network filesystems) generate no events; a file
+//! hard-linked from outside the workspace (or to another directory inside
+//! it) changed through the other name produces an event only in that other
+//! directory. Use `ckpt save --full-scan` (or `CKPT_FULL_SCAN=1`) where those
+//! matter.
+
+pub mod client;
+pub mod server;
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// Version of the socket protocol; a mismatch is a refusal (full scan).
+pub const PROTOCOL: u32 = 1;
+
+/// The socket beside the store.
+pub fn socket_path(store: &Path) -> PathBuf {
+    store.join("watch.sock")
+}
+
+/// The token file.
+pub fn token_path(store: &Path) -> PathBuf {
+    store.join("watch.token")
+}
+
+/// The lock a running watcher holds (one watcher per store).
+pub fn lock_path(store: &Path) -> PathBuf {
+    store.join("watch.lock")
+}
+
+/// The log of a `--daemon` watcher.
+pub fn log_path(store: &Path) -> PathBuf {
+    store.join("watch.log")
+}
+
+/// What a client asks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Op {
+    /// The dirty directories since `seq` of `epoch`.
+    Dirty,
+    /// Forget marks `≤ seq` of `epoch` (the token was recorded).
+    Ack,
+    /// Describe yourself.
+    Status,
+    /// Exit.
+    Stop,
+    /// Save a checkpoint in the watcher's process, from its in-memory
+    /// index (see "The in-memory engine" above).
+    Save,
+    /// Hash-only scan from the in-memory index (status, diff, restore
+    /// planning), for a client that holds the store lock at `generation`.
+    Scan,
+}
+
+/// What a hash-only scan in the watcher found (`op: scan`).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ScanReply {
+    /// Root tree hash.
+    pub root: [u8; 32],
+    /// Trees built (changed directories): hash and encoding.
+    pub new_trees: Vec<([u8; 32], Vec<u8>)>,
+    /// Entries that would be skipped.
+    pub skipped: Vec<crate::catalog::Skipped>,
+    /// Entries visited.
+    pub entries: u64,
+    /// Files hashed.
+    pub files_read: u64,
+    /// How the watcher scanned.
+    pub scan: String,
+}
+
+/// What `save` records (`op: save`).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct SaveParams {
+    /// Message.
+    pub message: String,
+    /// Tags.
+    pub tags: std::collections::BTreeMap<String, String>,
+    /// Record a checkpoint even if nothing changed.
+    pub allow_empty: bool,
+    /// How long to wait for the store lock, ms.
+    pub lock_timeout_ms: u64,
+}
+
+/// What a `save` through the watcher did.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SaveReply {
+    /// A new checkpoint was recorded (`checkpoint` is it); else
+    /// `checkpoint` is the unchanged head.
+    pub saved: bool,
+    /// The new checkpoint, or the head.
+    pub checkpoint: Option<crate::catalog::Checkpoint>,
+    /// Entries visited by the scan.
+    pub entries: u64,
+    /// Files read.
+    pub files_read: u64,
+    /// Objects stored.
+    pub new_objects: u64,
+    /// Bytes stored.
+    pub new_bytes: u64,
+    /// How the watcher scanned.
+    pub scan: String,
+}
+
+/// A request (one line of JSON).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Request {
+    /// [`PROTOCOL`].
+    pub v: u32,
+    /// What.
+    pub op: Op,
+    /// Epoch of the client's token (0: none).
+    #[serde(default)]
+    pub epoch: u64,
+    /// Sequence number of the client's token.
+    #[serde(default)]
+    pub seq: u64,
+    /// For `save`.
+    #[serde(default)]
+    pub save: Option<SaveParams>,
+    /// For `scan`: the catalog generation the client holds the lock at.
+    #[serde(default)]
+    pub generation: u64,
+}
+
+/// A watcher's description of itself (`ckpt watch --status`).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct WatchStatus {
+    /// Process id.
+    pub pid: u32,
+    /// The workspace root.
+    pub root: PathBuf,
+    /// Current epoch.
+    pub epoch: u64,
+    /// Current sequence number.
+    pub seq: u64,
+    /// Directories watched.
+    pub watches: u64,
+    /// Dirty directories not yet acknowledged by a save.
+    pub dirty: u64,
+    /// Resident memory, bytes.
+    pub rss_bytes: u64,
+    /// Seconds since start.
+    pub uptime_secs: f64,
+    /// Milliseconds the initial walk took (None until done).
+    pub startup_ms: Option<f64>,
+    /// Can it vouch for completeness?
+    pub complete: bool,
+    /// If not, why.
+    pub reason: Option<String>,
+    /// Queue overflows survived (each forced a re-walk and a new epoch).
+    pub overflows: u64,
+    /// Auto-save quiet period, seconds.
+    pub auto_save_secs: Option<f64>,
+    /// Auto-saves started.
+    pub auto_saves: u64,
+}
+
+/// A response (one line of JSON).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Response {
+    /// [`PROTOCOL`].
+    pub v: u32,
+    /// A refusal or failure.
+    pub error: Option<String>,
+    /// The watcher's epoch.
+    pub epoch: u64,
+    /// Its sequence number after draining the queue.
+    pub seq: u64,
+    /// Whether it can vouch for completeness.
+    pub complete: bool,
+    /// If not, why.
+    pub reason: Option<String>,
+    /// For `dirty` with a matching epoch: directories (workspace-relative
+    /// byte paths, `[]` is the root) marked after the client's `seq`.
+    pub dirs: Option<Vec<Vec<u8>>>,
+    /// For `status`.
+    pub status: Option<WatchStatus>,
+    /// For `save`.
+    pub saved: Option<SaveReply>,
+    /// For `scan`.
+    pub scanned: Option<ScanReply>,
+}
+
+/// The token recorded with the index (see the module doc).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Token {
+    /// Watcher epoch.
+    pub epoch: u64,
+    /// Sequence number drained before the scan started.
+    pub seq: u64,
+    /// Catalog generation of the index.
+    pub generation: u64,
+    /// BLAKE3 of `.ckptignore` (hex; empty when absent).
+    pub ignore: String,
+}
