@@ -116,7 +116,7 @@ pub fn scan_workspace(ws: &Workspace, store: &Store, capture: bool) -> Result<Sc
 }
 
 /// Saves the index of a capture scan, then records its watch token.
-fn save_index(store: &Store, scan: &ScanResult) -> Result<()> {
+pub(crate) fn save_index(store: &Store, scan: &ScanResult) -> Result<()> {
     if !scan.index_unchanged {
         scan.index.save(&store.index_path())?;
     }

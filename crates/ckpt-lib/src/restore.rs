@@ -174,7 +174,12 @@ pub fn restore(
         allow_empty: false,
     };
     let commit = !opts.no_save && !resumed;
-    let captured = checkpoint::capture(ws, store, &save_opts, commit)?;
+    // The pre-save's index is not written here: the restore writes the index
+    // once, updated with what it applied (the index is only a cache, so a
+    // crash in between costs re-hashing, nothing else).
+    let t0 = std::time::Instant::now();
+    let scanned = checkpoint::scan_workspace(ws, store, true)?;
+    let captured = checkpoint::capture_scanned(ws, store, &save_opts, commit, scanned, t0, false)?;
     let (pre_save, undo) = match (&captured.outcome, resumed) {
         (_, true) => (None, journal.as_ref().and_then(|j| j.undo)),
         (SaveOutcome::Saved(cp), _) => (Some(cp.clone()), Some(cp.seq)),
@@ -185,6 +190,7 @@ pub fn restore(
     ckpt_fault::point("restore.after_pre_save");
 
     if state_only {
+        checkpoint::save_index(store, &scan)?;
         let state = state::restore_state(store, &target, false)?;
         return Ok(RestoreReport {
             target,
@@ -203,6 +209,7 @@ pub fn restore(
     let full = filter.is_all();
 
     if changes.is_empty() {
+        checkpoint::save_index(store, &scan)?;
         let state = match with_state {
             true => state::restore_state(store, &target, false)?,
             false => None,
@@ -255,6 +262,7 @@ pub fn restore(
     let lookup = TargetLookup::new(&reader, target.root);
     applier.apply(&changes, &lookup)?;
 
+    let token = scan.watch;
     let index = updated_index(
         scan.index,
         &changes,
@@ -269,6 +277,12 @@ pub fn restore(
     store.catalog.set_meta(&meta)?;
     ckpt_fault::point("restore.after_journal_end");
     index.save(&store.index_path())?;
+    // The pre-save scan's watch token is valid for this index too: every
+    // directory marked up to it was listed by that scan, and restore's own
+    // writes are marked after it (see `crate::watch`).
+    if let Some(t) = &token {
+        crate::watch::client::record(store, t);
+    }
     let written = changes
         .iter()
         .filter(|c| {
