@@ -27,14 +27,6 @@ use common::*;
 /// Liveness bound per command (generous: the machine is shared).
 const BOUND: Duration = Duration::from_secs(120);
 
-fn soak() -> usize {
-    std::env::var("CKPT_SOAK")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1usize)
-        .max(1)
-}
-
 /// Runs `ckpt ARGS`, killing it (and failing) if it outlives [`BOUND`].
 fn bounded(root: &std::path::Path, args: &[&str]) -> (Run, Duration) {
     let t = Instant::now();
@@ -160,18 +152,7 @@ fn agents(n: usize, ops_each: usize) {
     distinct.dedup();
     assert_eq!(distinct.len(), acked.len(), "two saves reported one id");
     let log = ws.log_ids();
-    for id in &acked {
-        assert!(log.contains(id), "acknowledged {id} lost");
-        let snap = ws.materialise(id);
-        for (rel, s) in &snap {
-            if let What::File(c) = &s.what {
-                let rel = String::from_utf8(rel.clone()).unwrap();
-                if let Err(e) = check_lines(&rel, c) {
-                    panic!("checkpoint {id}: {e}");
-                }
-            }
-        }
-    }
+    assert_untorn(&ws, &acked, &log);
     assert_store_verifies(&ws, "after the agents");
     assert!(store_leftovers(&ws.store).is_empty());
     assert!(workspace_temps(&ws.root).is_empty());

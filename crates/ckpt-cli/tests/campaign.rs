@@ -56,14 +56,6 @@ fn reachable(op: Op, p: &str) -> bool {
     }
 }
 
-fn soak() -> usize {
-    std::env::var("CKPT_SOAK")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1usize)
-        .max(1)
-}
-
 fn edit(ws: &Ws, i: usize, rng: &mut Rng) {
     let n = 1 + rng.below(4);
     for _ in 0..n {

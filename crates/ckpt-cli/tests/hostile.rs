@@ -788,18 +788,7 @@ fn files_changing_during_capture_are_captured_whole_or_not_at_all() {
         ids.len()
     );
     let log = ws.log_ids();
-    for id in &ids {
-        assert!(log.contains(id), "{id} missing from the log");
-        let snap = ws.materialise(id);
-        for (rel, s) in &snap {
-            if let What::File(c) = &s.what {
-                let rel = String::from_utf8(rel.clone()).unwrap();
-                if let Err(e) = check_lines(&rel, c) {
-                    panic!("checkpoint {id}: {e}");
-                }
-            }
-        }
-    }
+    assert_untorn(&ws, &ids, &log);
     assert_store_verifies(&ws, "after saves during changes");
     assert!(store_leftovers(&ws.store).is_empty());
 }

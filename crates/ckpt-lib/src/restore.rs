@@ -55,7 +55,7 @@ use crate::error::IoContext;
 use crate::ignore::Ignore;
 use crate::index::{DirRecord, Index, IndexEntry, UNKNOWN_TREE};
 use crate::objects::Objects;
-use crate::platform::fs::{self, display_path, join, Meta};
+use crate::platform::fs::{self, display_path, join, parent_of, Meta};
 use crate::scan::TEMP_PREFIX;
 use crate::state::{self, StateRestore};
 use crate::store::Store;
@@ -474,13 +474,6 @@ fn drop_ignored(changes: &mut Vec<Change>, ignore: &Ignore) {
             };
             !ignore.is_ignored(&c.path, is_dir(&c.new) || is_dir(&c.old))
         });
-    }
-}
-
-fn parent_of(path: &[u8]) -> &[u8] {
-    match path.iter().rposition(|&b| b == b'/') {
-        Some(i) => &path[..i],
-        None => b"",
     }
 }
 

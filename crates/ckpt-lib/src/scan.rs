@@ -34,11 +34,12 @@ use rustix::fs::FileType;
 use rustix::io::Errno;
 
 use crate::catalog::Skipped;
+use crate::diff::is_within;
 use crate::error::IoContext;
 use crate::ignore::Ignore;
 use crate::index::{DirRecord, Index, IndexEntry, RACY_WINDOW_NS, UNKNOWN_TREE};
 use crate::objects::{hash_file, CaptureError, Objects};
-use crate::platform::fs::{self, display_path, join, Meta};
+use crate::platform::fs::{self, display_path, join, parent_of, Meta};
 use crate::tree::{Entry, Node, Tree};
 use crate::{Error, Hash, Result};
 
@@ -271,17 +272,6 @@ pub fn scan_partial(input: &ScanInput<'_>, dirty: &HashSet<Vec<u8>>) -> Result<S
         index_unchanged: unchanged,
         watch: None,
     })
-}
-
-fn parent_of(p: &[u8]) -> &[u8] {
-    match p.iter().rposition(|&b| b == b'/') {
-        Some(i) => &p[..i],
-        None => &p[..0],
-    }
-}
-
-fn is_within(p: &[u8], dir: &[u8]) -> bool {
-    p == dir || (p.len() > dir.len() && p.starts_with(dir) && p[dir.len()] == b'/')
 }
 
 /// An entry as listed, before its content is known.

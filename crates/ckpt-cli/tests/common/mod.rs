@@ -679,3 +679,32 @@ pub fn check_lines(rel: &str, content: &[u8]) -> Result<(), String> {
     }
     Ok(())
 }
+
+/// `CKPT_SOAK=N` multiplies the iterations of the long reliability tests.
+pub fn soak() -> usize {
+    std::env::var("CKPT_SOAK")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1usize)
+        .max(1)
+}
+
+/// Every checkpoint in `ids` is in `log`, and each file it holds is a version
+/// the writer really wrote ([`check_lines`]): no lost and no torn checkpoint.
+pub fn assert_untorn(ws: &Ws, ids: &[String], log: &[String]) {
+    for id in ids {
+        assert!(
+            log.contains(id),
+            "acknowledged checkpoint {id} missing from the log"
+        );
+        let snap = ws.materialise(id);
+        for (rel, s) in &snap {
+            if let What::File(c) = &s.what {
+                let rel = String::from_utf8(rel.clone()).unwrap();
+                if let Err(e) = check_lines(&rel, c) {
+                    panic!("checkpoint {id}: {e}");
+                }
+            }
+        }
+    }
+}

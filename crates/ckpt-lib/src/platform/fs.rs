@@ -219,6 +219,15 @@ pub fn now_ns() -> i64 {
     ts.tv_sec * 1_000_000_000 + ts.tv_nsec as i64
 }
 
+/// The parent of a workspace-relative byte path (`""` for a top-level name
+/// and for the root).
+pub fn parent_of(path: &[u8]) -> &[u8] {
+    match path.iter().rposition(|&b| b == b'/') {
+        Some(i) => &path[..i],
+        None => b"",
+    }
+}
+
 /// Joins a workspace-relative byte path and a name with `/`.
 pub fn join(rel: &[u8], name: &[u8]) -> Vec<u8> {
     let mut p = Vec::with_capacity(rel.len() + 1 + name.len());

@@ -36,10 +36,11 @@ use super::{
     WatchStatus, PROTOCOL,
 };
 use crate::checkpoint::{self, SaveOptions, SaveOutcome};
+use crate::diff::is_within;
 use crate::error::IoContext;
 use crate::index::Index;
 use crate::lock::Lock;
-use crate::platform::fs::join;
+use crate::platform::fs::{join, parent_of};
 use crate::platform::inotify::{peer_uid, Event, Inotify};
 use crate::scan::{self, Mode, ScanInput};
 use crate::workspace::Workspace;
@@ -106,17 +107,6 @@ fn new_epoch() -> u64 {
     );
     let h = crate::Hash::of(seed.as_bytes());
     u64::from_le_bytes(h.0[..8].try_into().expect("8 bytes")) | 1
-}
-
-fn parent_of(p: &[u8]) -> &[u8] {
-    match p.iter().rposition(|&b| b == b'/') {
-        Some(i) => &p[..i],
-        None => &p[..0],
-    }
-}
-
-fn is_within(p: &[u8], dir: &[u8]) -> bool {
-    p == dir || (p.len() > dir.len() && p.starts_with(dir) && p[dir.len()] == b'/')
 }
 
 impl Watcher {
