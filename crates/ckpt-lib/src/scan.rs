@@ -421,6 +421,12 @@ impl Scanner<'_> {
                 racy,
             });
         }
+        Ok(self.record_dir(rel, old.map(|o| &**o), entries))
+    }
+
+    /// Records `rel`'s new listing and returns its tree hash: `old`'s tree
+    /// when the tree entries are the same as its, else the newly encoded one.
+    fn record_dir(&self, rel: Vec<u8>, old: Option<&DirRecord>, entries: Vec<IndexEntry>) -> Hash {
         let tree = match old {
             Some(o)
                 if o.tree != UNKNOWN_TREE
@@ -446,7 +452,7 @@ impl Scanner<'_> {
             .lock()
             .unwrap()
             .push((rel, Arc::new(DirRecord { tree, entries })));
-        Ok(tree)
+        tree
     }
 
     /// In a partial scan, the tree of a subdirectory nothing changed in
@@ -515,28 +521,7 @@ impl Scanner<'_> {
                 .push((rel.to_vec(), Arc::clone(old)));
             return Ok(Some(old.tree));
         }
-        let same_tree = old.entries.len() == entries.len()
-            && old
-                .entries
-                .iter()
-                .zip(&entries)
-                .all(|(a, b)| a.entry == b.entry);
-        let tree = if same_tree {
-            old.tree
-        } else {
-            let t = Tree {
-                entries: entries.iter().map(|e| e.entry.clone()).collect(),
-            };
-            let (h, bytes) = t.encode_and_hash();
-            self.out.new_trees.lock().unwrap().insert(h, bytes);
-            h
-        };
-        self.out
-            .records
-            .lock()
-            .unwrap()
-            .push((rel.to_vec(), Arc::new(DirRecord { tree, entries })));
-        Ok(Some(tree))
+        Ok(Some(self.record_dir(rel.to_vec(), Some(old), entries)))
     }
 
     /// True when every listed entry matches the old record exactly (names,
