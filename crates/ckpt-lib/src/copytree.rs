@@ -429,6 +429,16 @@ impl Job<'_> {
             (None, Some(s)) => FileType::from_raw_mode(s.mode),
             (None, None) => unreachable!("callers pass a type or a stat"),
         };
+        // Symlinks and special files: the caller's stat, else an lstat.
+        let lstat = |st: Option<St>| -> Result<St> {
+            match st {
+                Some(s) => Ok(s),
+                None => Ok(St::from(
+                    &rustix::fs::statat(sdir, sname, AtFlags::SYMLINK_NOFOLLOW)
+                        .ctx("stat", src_shown())?,
+                )),
+            }
+        };
         match ft {
             FileType::RegularFile => {
                 let src = match fs::open_file_at(sdir, sname) {
@@ -467,26 +477,11 @@ impl Job<'_> {
                 r.bytes += st.size;
             }
             FileType::Symlink => {
-                let st = match st {
-                    Some(s) => s,
-                    None => St::from(
-                        &rustix::fs::statat(sdir, sname, AtFlags::SYMLINK_NOFOLLOW)
-                            .ctx("stat", src_shown())?,
-                    ),
-                };
+                let st = lstat(st)?;
                 let target = fs::read_link_at(sdir, sname).ctx("read symlink", src_shown())?;
                 rustix::fs::symlinkat(target.as_slice(), ddir, dname)
                     .ctx("create symlink", dst_shown())?;
-                if self.is_root {
-                    rustix::fs::chownat(
-                        ddir,
-                        dname,
-                        Some(rustix::fs::Uid::from_raw(st.uid)),
-                        Some(rustix::fs::Gid::from_raw(st.gid)),
-                        AtFlags::SYMLINK_NOFOLLOW,
-                    )
-                    .ctx("chown", dst_shown())?;
-                }
+                self.chown_at(ddir, dname, &st, &dst_shown)?;
                 rustix::fs::utimensat(ddir, dname, &st.times(), AtFlags::SYMLINK_NOFOLLOW)
                     .ctx("set times", dst_shown())?;
                 self.report.lock().unwrap().symlinks += 1;
@@ -496,13 +491,7 @@ impl Job<'_> {
             }
             _ => {
                 // FIFOs and device nodes.
-                let st = match st {
-                    Some(s) => s,
-                    None => St::from(
-                        &rustix::fs::statat(sdir, sname, AtFlags::SYMLINK_NOFOLLOW)
-                            .ctx("stat", src_shown())?,
-                    ),
-                };
+                let st = lstat(st)?;
                 rustix::fs::mknodat(
                     ddir,
                     dname,
@@ -511,16 +500,7 @@ impl Job<'_> {
                     st.rdev as _,
                 )
                 .ctx("create special file", dst_shown())?;
-                if self.is_root {
-                    rustix::fs::chownat(
-                        ddir,
-                        dname,
-                        Some(rustix::fs::Uid::from_raw(st.uid)),
-                        Some(rustix::fs::Gid::from_raw(st.gid)),
-                        AtFlags::SYMLINK_NOFOLLOW,
-                    )
-                    .ctx("chown", dst_shown())?;
-                }
+                self.chown_at(ddir, dname, &st, &dst_shown)?;
                 rustix::fs::chmodat(
                     ddir,
                     dname,
@@ -534,6 +514,27 @@ impl Job<'_> {
             }
         }
         self.progress.entries.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Gives `dname` (not followed) the owner of `st`, when run as root.
+    fn chown_at(
+        &self,
+        ddir: BorrowedFd<'_>,
+        dname: &[u8],
+        st: &St,
+        shown: &dyn Fn() -> PathBuf,
+    ) -> Result<()> {
+        if self.is_root {
+            rustix::fs::chownat(
+                ddir,
+                dname,
+                Some(rustix::fs::Uid::from_raw(st.uid)),
+                Some(rustix::fs::Gid::from_raw(st.gid)),
+                AtFlags::SYMLINK_NOFOLLOW,
+            )
+            .ctx("chown", shown())?;
+        }
         Ok(())
     }
 
