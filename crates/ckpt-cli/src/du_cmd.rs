@@ -10,7 +10,7 @@ use crate::{print_json, Ctx};
 /// `ckpt du`.
 pub fn run(ctx: &Ctx, json_out: bool) -> Result<()> {
     let ws = ctx.workspace()?;
-    let store = ws.open_store(ctx.lock_timeout)?;
+    let store = ws.open_store_read_only(ctx.lock_timeout)?;
     let u = ckpt::usage::usage(&store)?;
     if json_out {
         let mut v = serde_json::to_value(&u).expect("json");

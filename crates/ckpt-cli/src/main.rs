@@ -559,7 +559,7 @@ fn print_save(ctx: &Ctx, outcome: &SaveOutcome, elapsed: Duration, json: bool, c
 
 fn cmd_log(ctx: &Ctx, limit: Option<usize>, json: bool) -> Result<()> {
     let ws = ctx.workspace()?;
-    let store = ws.open_store(ctx.lock_timeout)?;
+    let store = ws.open_store_read_only(ctx.lock_timeout)?;
     let r = store.catalog.reader()?;
     let head = r.head()?;
     let mut cps = r.checkpoints()?;
@@ -584,7 +584,7 @@ fn cmd_log(ctx: &Ctx, limit: Option<usize>, json: bool) -> Result<()> {
 
 fn cmd_show(ctx: &Ctx, id: &str, json: bool) -> Result<()> {
     let ws = ctx.workspace()?;
-    let store = ws.open_store(ctx.lock_timeout)?;
+    let store = ws.open_store_read_only(ctx.lock_timeout)?;
     let r = store.catalog.reader()?;
     let cp = r.resolve(id)?;
     let head = r.head()?;
@@ -648,7 +648,7 @@ fn cmd_show(ctx: &Ctx, id: &str, json: bool) -> Result<()> {
 fn cmd_status(ctx: &Ctx, paths: &[PathBuf], json: bool) -> Result<()> {
     let t0 = Instant::now();
     let ws = ctx.workspace()?;
-    let store = ws.open_store(ctx.lock_timeout)?;
+    let store = ws.open_store_read_only(ctx.lock_timeout)?;
     let filter = PathFilter::new(ctx.rel_paths(&ws, paths)?);
     let st = checkpoint::status(&ws, &store, &filter)?;
     let shown: Vec<_> = st.changes.iter().filter(|c| c.is_interesting()).collect();
@@ -714,7 +714,7 @@ fn cmd_diff(
     json: bool,
 ) -> Result<()> {
     let ws = ctx.workspace()?;
-    let store = ws.open_store(ctx.lock_timeout)?;
+    let store = ws.open_store_read_only(ctx.lock_timeout)?;
     let filter = PathFilter::new(ctx.rel_paths(&ws, paths)?);
     // Scan first when the working directory is one side (it needs no read txn).
     let scan = if b.is_none() {
@@ -861,9 +861,9 @@ fn cmd_restore(
 ) -> Result<()> {
     let t0 = Instant::now();
     let ws = ctx.workspace()?;
-    let store = ws.open_store(ctx.lock_timeout)?;
     let rel = ctx.rel_paths(&ws, paths)?;
     if let Some(dest) = to {
+        let store = ws.open_store(ctx.lock_timeout)?;
         let dest = ctx.cwd.join(dest);
         if normalize(&dest).starts_with(&ws.root) {
             return Err(Error::Usage(format!(
@@ -899,7 +899,15 @@ fn cmd_restore(
         no_save,
         scope,
     };
-    let rep = restore::restore(&ws, &store, id, &opts)?;
+    // Through a live watcher when it vouches for the workspace (it keeps
+    // the index in memory); otherwise here.
+    let rep = match ckpt::watch::client::restore_via_watcher(&ws, id, &opts, ctx.lock_timeout) {
+        Some(rep) => rep,
+        None => {
+            let store = ws.open_store(ctx.lock_timeout)?;
+            restore::restore(&ws, &store, id, &opts)?
+        }
+    };
     let shown: Vec<_> = rep.changes.iter().filter(|c| c.is_interesting()).collect();
     let stats = diff::stats(&rep.changes);
     if json {
@@ -1047,7 +1055,7 @@ fn hex(b: &[u8]) -> String {
 fn cmd_verify(ctx: &Ctx, id: Option<&str>, check_store: bool, json: bool) -> Result<ExitCode> {
     let t0 = Instant::now();
     let ws = ctx.workspace()?;
-    let store = ws.open_store(ctx.lock_timeout)?;
+    let store = ws.open_store_read_only(ctx.lock_timeout)?;
     if check_store {
         let rep = ckpt::verify::verify_store(&store)?;
         let ok = rep.problems.is_empty();

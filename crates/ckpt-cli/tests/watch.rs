@@ -362,7 +362,8 @@ fn restore_through_the_watcher_leaves_nothing_dirty_and_is_exact() {
     write(&ws.root, "new/dir/file", b"new");
     let (v, _) = save_v(&ws);
     assert_eq!(v["saved"], true);
-    ws.run(&["restore", &v1]).ok();
+    let r = ws.run(&["-v", "restore", &v1]).ok();
+    assert!(r.stderr.contains("restored by the watcher"), "{}", r.stderr);
     assert_same(&want, &snapshot(&ws.root), "restore through the watcher");
     // Restore's own writes are in the dirty set but match the index.
     let st = ws.run(&["-v", "status", "--json"]).ok();
@@ -375,6 +376,67 @@ fn restore_through_the_watcher_leaves_nothing_dirty_and_is_exact() {
     );
     assert!(err.contains("partial scan"), "{err}");
     assert_full_scan_agrees(&ws, "after restore");
+}
+
+/// Random edits, saves and restores (whole tree, some paths, no pre-save,
+/// undo) run by the watcher: every restore gives exactly the saved tree,
+/// and afterwards the watcher's view (status, next save) equals a full
+/// scan's.
+#[test]
+fn random_restores_in_the_watcher_are_exact_and_leave_its_index_exact() {
+    let ws = Ws::new();
+    ws.init();
+    let mut rng = Rng::new("watch-random-restores", 9);
+    build_tree(&ws.root, 4, 5, &mut rng);
+    let outside = ws.tmp.path().join("outside");
+    std::fs::create_dir(&outside).unwrap();
+    let (first, _) = ws.save();
+    let mut saved = vec![(first, snapshot(&ws.root))];
+    let w = Watcher::start(&ws, &[]);
+    save_v(&ws);
+    let mut n = 0;
+    for round in 0..25 {
+        let mut log = Vec::new();
+        for _ in 0..1 + rng.below(4) {
+            n += 1;
+            log.push(random_edit(&mut rng, &ws.root, &outside, n));
+        }
+        let what = format!("round {round}: {log:#?}");
+        if rng.below(2) == 0 {
+            let (v, _) = save_v(&ws);
+            if v["saved"] == true {
+                let id = v["id"].as_str().unwrap().to_string();
+                saved.push((id, snapshot(&ws.root)));
+            }
+        }
+        let (id, want) = saved[rng.below(saved.len() as u64) as usize].clone();
+        let mut args = vec!["-v", "restore", "--json", id.as_str()];
+        if rng.below(3) == 0 {
+            args.push("--no-save");
+        }
+        let r = ws.run(&args).ok();
+        assert!(
+            r.stderr.contains("restored by the watcher"),
+            "{what}: the restore did not run in the watcher:\n{}",
+            r.stderr
+        );
+        assert_same(&want, &snapshot(&ws.root), &format!("{what}: restore {id}"));
+        assert_eq!(
+            changes(&ws, false),
+            changes(&ws, true),
+            "{what}: status through the watcher differs from a full scan after restore {id}"
+        );
+        assert_full_scan_agrees(&ws, &format!("{what}: after restore {id}"));
+        // The undo id brings back what was there before (when a pre-save ran).
+        if let Some(undo) = r.json()["undo"].as_str() {
+            if rng.below(4) == 0 {
+                let r = ws.run(&["-v", "restore", "--no-save", undo]).ok();
+                assert!(r.stderr.contains("restored by the watcher"), "{}", r.stderr);
+                assert_full_scan_agrees(&ws, &format!("{what}: after undo {undo}"));
+            }
+        }
+    }
+    assert_eq!(w.status()["complete"], true);
 }
 
 #[test]

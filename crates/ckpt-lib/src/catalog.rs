@@ -20,7 +20,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use redb::{
-    Database, Durability, ReadTransaction, ReadableDatabase, ReadableTable, TableDefinition,
+    Database, Durability, ReadOnlyDatabase, ReadTransaction, ReadableDatabase, ReadableTable,
+    TableDefinition,
 };
 use serde::{Deserialize, Serialize};
 
@@ -123,8 +124,17 @@ pub struct Journal {
 
 /// The open catalog.
 pub struct Catalog {
-    db: Database,
+    db: Db,
     path: PathBuf,
+}
+
+/// How the catalog is open. A writable redb database records its allocator
+/// state in a final commit when it is closed (several `fdatasync`s, ~1–2 ms
+/// here); a read-only handle writes nothing, so commands that only read
+/// ([`Catalog::open_read_only`]) do not pay for it.
+enum Db {
+    Write(Database),
+    Read(ReadOnlyDatabase),
 }
 
 fn u64_bytes(v: u64) -> [u8; 8] {
@@ -144,10 +154,10 @@ impl Catalog {
     pub fn create(path: &Path) -> Result<Catalog> {
         let db = Database::create(path).map_err(|e| catalog_error(path, e))?;
         let cat = Catalog {
-            db,
+            db: Db::Write(db),
             path: path.to_path_buf(),
         };
-        let txn = cat.db.begin_write().map_err(|e| cat.err(e))?;
+        let txn = cat.writable()?.begin_write().map_err(|e| cat.err(e))?;
         {
             let mut meta = txn.open_table(META).map_err(|e| cat.err(e))?;
             meta.insert("format", u64_bytes(1).as_slice())
@@ -171,15 +181,46 @@ impl Catalog {
         }
         let db = Database::open(path).map_err(|e| catalog_error(path, e))?;
         Ok(Catalog {
-            db,
+            db: Db::Write(db),
             path: path.to_path_buf(),
         })
     }
 
+    /// Opens an existing catalog for reading only: nothing is written, not
+    /// even when it is closed. A catalog that needs a repair (the last
+    /// writer crashed) cannot be read without one, so it is then opened
+    /// writable, which repairs it.
+    pub fn open_read_only(path: &Path) -> Result<Catalog> {
+        if !path.exists() {
+            return Err(Error::Corrupt(format!("{} is missing", path.display())));
+        }
+        match Database::builder().open_read_only(path) {
+            Ok(db) => Ok(Catalog {
+                db: Db::Read(db),
+                path: path.to_path_buf(),
+            }),
+            Err(_) => Catalog::open(path),
+        }
+    }
+
+    fn writable(&self) -> Result<&Database> {
+        match &self.db {
+            Db::Write(db) => Ok(db),
+            Db::Read(_) => Err(Error::Usage(format!(
+                "internal error: a write to {} through a read-only handle (nothing was changed)",
+                self.path.display()
+            ))),
+        }
+    }
+
     /// Begins a read transaction (a consistent snapshot).
     pub fn reader(&self) -> Result<CatalogReader<'_>> {
+        let txn = match &self.db {
+            Db::Write(db) => db.begin_read(),
+            Db::Read(db) => db.begin_read(),
+        };
         Ok(CatalogReader {
-            txn: self.db.begin_read().map_err(|e| self.err(e))?,
+            txn: txn.map_err(|e| self.err(e))?,
             cat: self,
         })
     }
@@ -191,7 +232,7 @@ impl Catalog {
         new_trees: &[(Hash, Vec<u8>)],
         mut record: Checkpoint,
     ) -> Result<Checkpoint> {
-        let mut txn = self.db.begin_write().map_err(|e| self.err(e))?;
+        let mut txn = self.writable()?.begin_write().map_err(|e| self.err(e))?;
         txn.set_durability(Durability::Immediate)
             .map_err(|e| self.err(redb::Error::from(e)))?;
         {
@@ -229,7 +270,7 @@ impl Catalog {
 
     /// Writes (or with `None` removes) meta values in one durable transaction.
     pub fn set_meta(&self, entries: &[(&str, Option<Vec<u8>>)]) -> Result<()> {
-        let txn = self.db.begin_write().map_err(|e| self.err(e))?;
+        let txn = self.writable()?.begin_write().map_err(|e| self.err(e))?;
         {
             let mut meta = txn.open_table(META).map_err(|e| self.err(e))?;
             for (k, v) in entries {
@@ -259,7 +300,7 @@ impl Catalog {
     /// Deletes a checkpoint record. If it was the head, the head moves to its
     /// parent. Objects and trees stay until `gc`.
     pub fn delete_checkpoint(&self, cp: &Checkpoint) -> Result<()> {
-        let txn = self.db.begin_write().map_err(|e| self.err(e))?;
+        let txn = self.writable()?.begin_write().map_err(|e| self.err(e))?;
         {
             let mut meta = txn.open_table(META).map_err(|e| self.err(e))?;
             let head = meta
@@ -290,7 +331,7 @@ impl Catalog {
 
     /// Removes trees and bumps the generation in one transaction (gc).
     pub fn remove_trees(&self, dead: &[Hash], generation: u64) -> Result<()> {
-        let txn = self.db.begin_write().map_err(|e| self.err(e))?;
+        let txn = self.writable()?.begin_write().map_err(|e| self.err(e))?;
         {
             let mut trees = txn.open_table(TREES).map_err(|e| self.err(e))?;
             for h in dead {

@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use similar::TextDiff;
 
 use crate::catalog::{CatalogReader, ChangeStats};
@@ -17,7 +17,7 @@ use crate::tree::{Entry, Kind, Node, Tree};
 use crate::{Hash, Result};
 
 /// How one path differs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ChangeKind {
     /// Only in the new state.
@@ -49,7 +49,7 @@ impl ChangeKind {
 }
 
 /// One difference.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Change {
     /// Workspace-relative path.
     pub path: Vec<u8>,

@@ -90,6 +90,9 @@ pub struct Objects {
     fsynced_each: AtomicUsize,
     unsynced: AtomicUsize,
     counter: AtomicU64,
+    /// Opened by [`Objects::open_read_only`]: `tmp` is the shared `tmp/`
+    /// root, nothing may be written, and nothing is removed on drop.
+    read_only: bool,
 }
 
 thread_local! {
@@ -98,6 +101,9 @@ thread_local! {
 
 impl Drop for Objects {
     fn drop(&mut self) {
+        if self.read_only {
+            return;
+        }
         if let (Some(parent), Some(name)) = (self.tmp_path.parent(), self.tmp_path.file_name()) {
             if let Ok(p) = fs::open_dir_path(parent) {
                 let _ = fs::remove_all_at(p.as_fd(), name.as_encoded_bytes());
@@ -167,6 +173,31 @@ impl Objects {
             fsynced_each: AtomicUsize::new(0),
             unsynced: AtomicUsize::new(0),
             counter: AtomicU64::new(0),
+            read_only: false,
+        })
+    }
+
+    /// Opens `objects/` for reading only (`status`, `diff`, `log`, `show`):
+    /// no temporary directory is made and stale temporary files are left
+    /// for the next writer to remove. Nothing may be stored through it.
+    pub fn open_read_only(store: &Path, copier: Copier) -> Result<Objects> {
+        let path = store.join("objects");
+        let tmp_path = store.join("tmp");
+        let dir = fs::open_dir_path(&path).ctx("open", &path)?;
+        let tmp = fs::open_dir_path(&tmp_path).ctx("open", &tmp_path)?;
+        Ok(Objects {
+            path,
+            dir,
+            tmp_path,
+            tmp,
+            copier,
+            pending: Mutex::new(HashMap::new()),
+            pending_manifests: Mutex::new(HashMap::new()),
+            band_min: bands::DEFAULT_BAND_MIN,
+            fsynced_each: AtomicUsize::new(0),
+            unsynced: AtomicUsize::new(0),
+            counter: AtomicU64::new(0),
+            read_only: true,
         })
     }
 

@@ -56,7 +56,7 @@ use crate::ignore::Ignore;
 use crate::index::{DirRecord, Index, IndexEntry, UNKNOWN_TREE};
 use crate::objects::Objects;
 use crate::platform::fs::{self, display_path, join, parent_of, Meta};
-use crate::scan::TEMP_PREFIX;
+use crate::scan::{ScanResult, TEMP_PREFIX};
 use crate::state::{self, StateRestore};
 use crate::store::Store;
 use crate::tree::{Entry, Node, Tree};
@@ -64,7 +64,7 @@ use crate::workspace::Workspace;
 use crate::{Error, Hash, Result};
 
 /// Options of an in-place restore.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct RestoreOptions {
     /// Restore only these relative paths (and below); empty = everything.
     pub paths: Vec<Vec<u8>>,
@@ -77,7 +77,7 @@ pub struct RestoreOptions {
 }
 
 /// What an in-place restore brings back.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Scope {
     /// Files and agent state (state only when no `paths` are given).
     #[default]
@@ -89,7 +89,7 @@ pub enum Scope {
 }
 
 /// What a restore did (or, with `dry_run`, would do).
-#[derive(Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct RestoreReport {
     /// The checkpoint restored.
     pub target: Checkpoint,
@@ -110,12 +110,51 @@ pub struct RestoreReport {
     pub state: Option<StateRestore>,
 }
 
+/// Where an in-place restore gets the current state of the workspace, and
+/// where the stat index it leaves behind goes. A command scans through
+/// [`checkpoint::scan_workspace`] and writes the index file ([`OnDisk`]);
+/// the watcher scans from its in-memory index and keeps the result in
+/// memory (see "The in-memory engine" in [`crate::watch`]).
+pub trait Engine {
+    /// The scan behind the pre-restore save (`capture`), or a hash-only
+    /// scan for a dry run.
+    fn scan(&mut self, ws: &Workspace, store: &Store, capture: bool) -> Result<ScanResult>;
+    /// Keeps `scan.index` (unless `scan.index_unchanged`) as the index of
+    /// the workspace as it now is.
+    fn keep_index(&mut self, store: &Store, scan: ScanResult) -> Result<()>;
+}
+
+/// The [`Engine`] of a command: scan in this process, write the index file
+/// and its watch token.
+pub struct OnDisk;
+
+impl Engine for OnDisk {
+    fn scan(&mut self, ws: &Workspace, store: &Store, capture: bool) -> Result<ScanResult> {
+        checkpoint::scan_workspace(ws, store, capture)
+    }
+
+    fn keep_index(&mut self, store: &Store, scan: ScanResult) -> Result<()> {
+        checkpoint::save_index(store, &scan)
+    }
+}
+
 /// Restores the workspace in place to checkpoint `rev`.
 pub fn restore(
     ws: &Workspace,
     store: &Store,
     rev: &str,
     opts: &RestoreOptions,
+) -> Result<RestoreReport> {
+    restore_with(ws, store, rev, opts, &mut OnDisk)
+}
+
+/// [`restore`] through an [`Engine`].
+pub fn restore_with(
+    ws: &Workspace,
+    store: &Store,
+    rev: &str,
+    opts: &RestoreOptions,
+    engine: &mut dyn Engine,
 ) -> Result<RestoreReport> {
     let filter = PathFilter::new(opts.paths.clone());
     let state_only = opts.scope == Scope::StateOnly;
@@ -149,7 +188,7 @@ pub fn restore(
                 state,
             });
         }
-        let scan = checkpoint::scan_workspace(ws, store, false)?;
+        let scan = engine.scan(ws, store, false)?;
         let reader = store.catalog.reader()?;
         let changes = plan(&reader, &scan, target.root, &filter, &ignore)?;
         return Ok(RestoreReport {
@@ -178,7 +217,7 @@ pub fn restore(
     // once, updated with what it applied (the index is only a cache, so a
     // crash in between costs re-hashing, nothing else).
     let t0 = std::time::Instant::now();
-    let scanned = checkpoint::scan_workspace(ws, store, true)?;
+    let scanned = engine.scan(ws, store, true)?;
     let captured = checkpoint::capture_scanned(ws, store, &save_opts, commit, scanned, t0, false)?;
     let (pre_save, undo) = match (&captured.outcome, resumed) {
         (_, true) => (None, journal.as_ref().and_then(|j| j.undo)),
@@ -186,11 +225,11 @@ pub fn restore(
         (SaveOutcome::Unchanged(head), _) if !opts.no_save => (None, head.as_ref().map(|h| h.seq)),
         _ => (None, None),
     };
-    let scan = captured.scan;
+    let mut scan = captured.scan;
     ckpt_fault::point("restore.after_pre_save");
 
     if state_only {
-        checkpoint::save_index(store, &scan)?;
+        engine.keep_index(store, scan)?;
         let state = state::restore_state(store, &target, false)?;
         return Ok(RestoreReport {
             target,
@@ -209,7 +248,7 @@ pub fn restore(
     let full = filter.is_all();
 
     if changes.is_empty() {
-        checkpoint::save_index(store, &scan)?;
+        engine.keep_index(store, scan)?;
         let state = match with_state {
             true => state::restore_state(store, &target, false)?,
             false => None,
@@ -262,13 +301,13 @@ pub fn restore(
     let lookup = TargetLookup::new(&reader, target.root);
     applier.apply(&changes, &lookup)?;
 
-    let token = scan.watch;
-    let index = updated_index(
-        scan.index,
+    scan.index = updated_index(
+        std::mem::take(&mut scan.index),
         &changes,
         &applier.written.into_inner().unwrap(),
         &lookup,
     )?;
+    scan.index_unchanged = false;
     let mut meta: Vec<(&str, Option<Vec<u8>>)> = vec![("journal", None)];
     if full {
         meta.push(("head", Some(target.seq.to_le_bytes().to_vec())));
@@ -276,13 +315,10 @@ pub fn restore(
     ckpt_fault::point("restore.before_journal_end");
     store.catalog.set_meta(&meta)?;
     ckpt_fault::point("restore.after_journal_end");
-    index.save(&store.index_path())?;
     // The pre-save scan's watch token is valid for this index too: every
     // directory marked up to it was listed by that scan, and restore's own
     // writes are marked after it (see `crate::watch`).
-    if let Some(t) = &token {
-        crate::watch::client::record(store, t);
-    }
+    engine.keep_index(store, scan)?;
     let written = changes
         .iter()
         .filter(|c| {

@@ -38,7 +38,7 @@ pub use ckpt_state::{
     ChangeKind, Error as StateError, GcStats, Options, ScanEntry, StateChange, StateStore,
     Versioned,
 };
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::catalog::Checkpoint;
 use crate::store::Store;
@@ -158,7 +158,7 @@ pub fn changed_since(state: &LazyState, pinned: Option<u64>, now: Option<u64>) -
 }
 
 /// What a restore did (or would do) to the state.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct StateRestore {
     /// The version restored to (the checkpoint's, 0 when it had none).
     pub target: u64,

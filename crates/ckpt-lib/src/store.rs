@@ -90,6 +90,18 @@ impl Store {
 
     /// Opens and locks a store.
     pub fn open(root: &Path, lock_timeout: Duration) -> Result<Store> {
+        Store::open_mode(root, lock_timeout, false)
+    }
+
+    /// Opens and locks a store for commands that only read (`status`,
+    /// `diff`, `log`, `show`): the catalog is opened read-only and no
+    /// temporary directory is made, so nothing is written, not even on
+    /// close. Writing through it fails (an internal error).
+    pub fn open_read_only(root: &Path, lock_timeout: Duration) -> Result<Store> {
+        Store::open_mode(root, lock_timeout, true)
+    }
+
+    fn open_mode(root: &Path, lock_timeout: Duration, read_only: bool) -> Result<Store> {
         match std::fs::read_to_string(root.join(MARKER)) {
             Ok(t) if t == MARKER_TEXT => {}
             Ok(_) => {
@@ -108,18 +120,27 @@ impl Store {
         }
         let _t = crate::trace::span("open store");
         let lock = Lock::acquire(&root.join("lock"), lock_timeout)?;
-        // A crash between writing the index's temporary file and renaming it
-        // leaves `index.tmp`; only a lock holder writes it, so it is stale.
-        let index_tmp = root.join("index.tmp");
-        match std::fs::remove_file(&index_tmp) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(Error::io("remove stale temporary file", index_tmp, e)),
-        }
-        let catalog = Catalog::open(&root.join("catalog.redb"))?;
+        let catalog = if read_only {
+            Catalog::open_read_only(&root.join("catalog.redb"))?
+        } else {
+            // A crash between writing the index's temporary file and
+            // renaming it leaves `index.tmp`; only a writer under the lock
+            // writes it, so it is stale.
+            let index_tmp = root.join("index.tmp");
+            match std::fs::remove_file(&index_tmp) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(Error::io("remove stale temporary file", index_tmp, e)),
+            }
+            Catalog::open(&root.join("catalog.redb"))?
+        };
         let caps: Caps = catalog.reader()?.meta_json("caps")?.unwrap_or(Caps::NONE);
         let caps = caps.with_env_override();
-        let objects = Objects::open(root, Copier::new(caps))?;
+        let objects = if read_only {
+            Objects::open_read_only(root, Copier::new(caps))?
+        } else {
+            Objects::open(root, Copier::new(caps))?
+        };
         Ok(Store {
             root: root.to_path_buf(),
             catalog,

@@ -23,7 +23,7 @@
 use crate::{Error, Hash, Result};
 
 /// What an entry is, with what identifies its content.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Node {
     /// A regular file: its size and content hash (an object in the store).
     File {
@@ -87,7 +87,7 @@ impl Node {
 }
 
 /// One named entry of a directory.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Entry {
     /// The name within its directory: raw bytes, never empty, no `/`.
     pub name: Vec<u8>,

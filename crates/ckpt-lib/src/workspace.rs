@@ -112,6 +112,12 @@ impl Workspace {
         Store::open(&self.store_path, lock_timeout)
     }
 
+    /// Opens (and locks) the workspace's store for reading only
+    /// ([`Store::open_read_only`]).
+    pub fn open_store_read_only(&self, lock_timeout: Duration) -> Result<Store> {
+        Store::open_read_only(&self.store_path, lock_timeout)
+    }
+
     /// Loads `.ckptignore`.
     pub fn ignore(&self) -> Result<Ignore> {
         Ignore::load(&self.root)

@@ -4,7 +4,7 @@
 //! are owned copies (no borrow of the store), so callers may keep them across commits.
 
 /// A live value with the commit version that wrote it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Versioned {
     /// Commit version that last wrote the key (≥ 1).
     pub version: u64,
@@ -24,7 +24,9 @@ pub struct ScanEntry {
 }
 
 /// How a key differs between two versions.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 pub enum ChangeKind {
     /// Absent at `from`, present at `to`.
     Added,
@@ -35,7 +37,7 @@ pub enum ChangeKind {
 }
 
 /// One key's difference between two versions (see `StateStore::diff`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct StateChange {
     /// Key.
     pub key: Vec<u8>,

@@ -101,6 +101,7 @@ pub fn request(store: &Path, op: Op, epoch: u64, seq: u64) -> Result<Response, S
             epoch,
             seq,
             save: None,
+            restore: None,
             generation: 0,
         },
         TIMEOUT,
@@ -260,6 +261,7 @@ pub fn save_via_watcher(
             allow_empty: opts.allow_empty,
             lock_timeout_ms: lock_timeout.as_millis() as u64,
         }),
+        restore: None,
         generation: 0,
     };
     // The watcher may wait for the lock and then capture many files.
@@ -280,6 +282,54 @@ pub fn save_via_watcher(
     }
 }
 
+/// Asks a live watcher to restore in place (see "The in-memory engine" in
+/// [`crate::watch`]); never for a dry run. `None` (with a note saying why)
+/// means: restore in this process instead, which is safe whatever the
+/// watcher did, because an interrupted restore is finished by running it
+/// again. Called without holding the store lock.
+pub fn restore_via_watcher(
+    ws: &Workspace,
+    rev: &str,
+    opts: &crate::restore::RestoreOptions,
+    lock_timeout: Duration,
+) -> Option<crate::restore::RestoreReport> {
+    if forced() || opts.dry_run || !socket_path(&ws.store_path).exists() {
+        return None;
+    }
+    let req = Request {
+        v: PROTOCOL,
+        op: Op::Restore,
+        epoch: 0,
+        seq: 0,
+        save: None,
+        restore: Some(super::RestoreParams {
+            rev: rev.to_string(),
+            opts: opts.clone(),
+            lock_timeout_ms: lock_timeout.as_millis() as u64,
+        }),
+        generation: 0,
+    };
+    // The watcher may wait for the lock, then capture and write many files.
+    let timeout = lock_timeout + Duration::from_secs(600);
+    match exchange(&ws.store_path, &req, timeout) {
+        Ok(Response {
+            restored: Some((r, how)),
+            ..
+        }) => {
+            note(format!("restored by the watcher: {how}"));
+            Some(r)
+        }
+        Ok(_) => {
+            note("the watcher did not restore; restoring here".into());
+            None
+        }
+        Err(e) => {
+            note(format!("the watcher did not restore ({e}); restoring here"));
+            None
+        }
+    }
+}
+
 /// Asks a live watcher for a hash-only scan from its in-memory index (the
 /// caller holds the store lock). `None` (with a note) means: scan here.
 pub fn scan_via_watcher(ws: &Workspace, store: &Store) -> Option<crate::scan::ScanResult> {
@@ -293,6 +343,7 @@ pub fn scan_via_watcher(ws: &Workspace, store: &Store) -> Option<crate::scan::Sc
         epoch: 0,
         seq: 0,
         save: None,
+        restore: None,
         generation,
     };
     let r = match exchange(&ws.store_path, &req, TIMEOUT) {

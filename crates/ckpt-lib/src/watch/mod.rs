@@ -135,6 +135,20 @@ pub enum Op {
     /// Hash-only scan from the in-memory index (status, diff, restore
     /// planning), for a client that holds the store lock at `generation`.
     Scan,
+    /// Restore in place in the watcher's process, from and into its
+    /// in-memory index (see "The in-memory engine" above).
+    Restore,
+}
+
+/// What an in-place restore asks (`op: restore`; never a dry run).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct RestoreParams {
+    /// The checkpoint to restore.
+    pub rev: String,
+    /// What to restore.
+    pub opts: crate::restore::RestoreOptions,
+    /// How long to wait for the store lock, ms.
+    pub lock_timeout_ms: u64,
 }
 
 /// What a hash-only scan in the watcher found (`op: scan`).
@@ -203,6 +217,9 @@ pub struct Request {
     /// For `save`.
     #[serde(default)]
     pub save: Option<SaveParams>,
+    /// For `restore`.
+    #[serde(default)]
+    pub restore: Option<RestoreParams>,
     /// For `scan`: the catalog generation the client holds the lock at.
     #[serde(default)]
     pub generation: u64,
@@ -265,6 +282,8 @@ pub struct Response {
     pub saved: Option<SaveReply>,
     /// For `scan`.
     pub scanned: Option<ScanReply>,
+    /// For `restore`: what it did, and how the watcher scanned.
+    pub restored: Option<(crate::restore::RestoreReport, String)>,
 }
 
 /// The token recorded with the index (see the module doc).

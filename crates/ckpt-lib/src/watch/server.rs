@@ -32,8 +32,8 @@ use rustix::fs::inotify::ReadFlags;
 use rustix::io::Errno;
 
 use super::{
-    client, lock_path, socket_path, Op, Request, Response, SaveParams, SaveReply, ScanReply, Token,
-    WatchStatus, PROTOCOL,
+    client, lock_path, socket_path, Op, Request, Response, RestoreParams, SaveParams, SaveReply,
+    ScanReply, Token, WatchStatus, PROTOCOL,
 };
 use crate::checkpoint::{self, SaveOptions, SaveOutcome};
 use crate::diff::is_within;
@@ -42,7 +42,9 @@ use crate::index::Index;
 use crate::lock::Lock;
 use crate::platform::fs::{join, parent_of};
 use crate::platform::inotify::{peer_uid, Event, Inotify};
-use crate::scan::{self, Mode, ScanInput};
+use crate::restore::RestoreReport;
+use crate::scan::{self, Mode, ScanInput, ScanResult};
+use crate::store::Store;
 use crate::workspace::Workspace;
 use crate::{Error, Result};
 
@@ -86,6 +88,54 @@ struct Watcher {
     last_request: Instant,
     /// Why the next save cannot be partial, when it cannot.
     full_reason: &'static str,
+}
+
+/// A capture scan made by the watcher, with what [`Watcher::keep`] needs.
+struct MemScan {
+    scan: ScanResult,
+    /// How it scanned (for `--verbose`).
+    how: String,
+    /// The sequence number drained before the scan.
+    seq: u64,
+    /// `.ckptignore` hash at the scan.
+    ignore: String,
+}
+
+/// The [`crate::restore::Engine`] of a restore run by the watcher.
+struct InWatcher<'w> {
+    w: &'w mut Watcher,
+    how: Option<String>,
+}
+
+impl crate::restore::Engine for InWatcher<'_> {
+    fn scan(&mut self, _ws: &Workspace, store: &Store, capture: bool) -> Result<ScanResult> {
+        if !capture {
+            return Err(Error::Usage(
+                "a dry run is planned by the command itself".into(),
+            ));
+        }
+        let m = self.w.capture_scan(store)?;
+        self.how = Some(m.how);
+        // Carried to `keep_index` through the scan's token slot.
+        let mut scan = m.scan;
+        scan.watch = Some(Token {
+            epoch: self.w.epoch,
+            seq: m.seq,
+            generation: scan.index.generation,
+            ignore: m.ignore,
+        });
+        Ok(scan)
+    }
+
+    fn keep_index(&mut self, _store: &Store, scan: ScanResult) -> Result<()> {
+        let Some(t) = scan.watch else {
+            return Err(Error::Usage(
+                "internal error: a restore scan without its token".into(),
+            ));
+        };
+        self.w.keep(scan.index, t.seq, t.ignore);
+        Ok(())
+    }
 }
 
 /// An index held in memory, exact for every directory not marked after `seq`.
@@ -330,14 +380,21 @@ impl Watcher {
             }
             Op::Scan => match self.engine_scan(req.generation) {
                 Ok(reply) => r.scanned = Some(reply),
-                Err(e) => r.error = Some(e),
+                Err(e) => r.error = Some(e.to_string()),
             },
             Op::Save => match &req.save {
                 Some(p) => match self.engine_save(p) {
                     Ok(reply) => r.saved = Some(reply),
-                    Err(e) => r.error = Some(e),
+                    Err(e) => r.error = Some(e.to_string()),
                 },
                 None => r.error = Some("save without parameters".into()),
+            },
+            Op::Restore => match &req.restore {
+                Some(p) => match self.engine_restore(p) {
+                    Ok(reply) => r.restored = Some(reply),
+                    Err(e) => r.error = Some(e.to_string()),
+                },
+                None => r.error = Some("restore without parameters".into()),
             },
             Op::Status => r.status = Some(self.status()),
             Op::Stop => {}
@@ -345,30 +402,20 @@ impl Watcher {
         r
     }
 
-    /// Saves from the in-memory index (see "The in-memory engine").
-    fn engine_save(&mut self, p: &SaveParams) -> std::result::Result<SaveReply, String> {
-        if let Some(r) = &self.incomplete {
-            return Err(format!("cannot vouch for completeness: {r}"));
-        }
-        let t0 = Instant::now();
-        let err = |e: Error| e.to_string();
-        let store = self
-            .ws
-            .open_store(Duration::from_millis(p.lock_timeout_ms))
-            .map_err(err)?;
-        let generation = store
-            .catalog
-            .reader()
-            .and_then(|r| r.generation())
-            .map_err(err)?;
+    /// A capture-mode scan for a save or a restore's pre-save: partial from
+    /// the in-memory index (taken out of `mem`; the caller puts the index of
+    /// the result back with [`Watcher::keep`]), else from the index file and
+    /// its token, else full.
+    fn capture_scan(&mut self, store: &Store) -> Result<MemScan> {
+        let generation = store.catalog.reader()?.generation()?;
         let ignore = client::ignore_hash(&self.ws);
-        let seq_now = self.seq;
+        let seq = self.seq;
         let (index, base) = match self.mem.take() {
             Some(m) if m.index.generation == generation && m.ignore == ignore => {
                 (m.index, Some(m.seq))
             }
             _ => {
-                let index = store.load_index().map_err(err)?;
+                let index = store.load_index()?;
                 let base = client::read_token(&self.ws.store_path)
                     .filter(|t| {
                         t.epoch == self.epoch
@@ -380,7 +427,7 @@ impl Watcher {
                 (index, base)
             }
         };
-        let ignore_rules = self.ws.ignore().map_err(err)?;
+        let ignore_rules = self.ws.ignore()?;
         let exclude = self.ws.excluded();
         let input = ScanInput {
             root: &self.ws.root,
@@ -391,12 +438,7 @@ impl Watcher {
         };
         let (scan, how) = match base {
             Some(b) => {
-                let dirs: std::collections::HashSet<Vec<u8>> = self
-                    .dirty
-                    .iter()
-                    .filter(|(_, s)| **s > b)
-                    .map(|(p, _)| p.clone())
-                    .collect();
+                let dirs = self.dirty_since(b);
                 let how = format!("partial scan: {} dirty directories", dirs.len());
                 (scan::scan_partial(&input, &dirs), how)
             }
@@ -405,20 +447,50 @@ impl Watcher {
                 format!("full scan: {}", self.full_reason),
             ),
         };
-        let scan = match scan {
-            Ok(s) => s,
+        match scan {
+            Ok(scan) => Ok(MemScan {
+                scan,
+                how,
+                seq,
+                ignore,
+            }),
             Err(e) => {
                 store.objects.abort();
-                return Err(e.to_string());
+                Err(e)
             }
-        };
+        }
+    }
+
+    /// Directories marked after `seq`.
+    fn dirty_since(&self, seq: u64) -> std::collections::HashSet<Vec<u8>> {
+        self.dirty
+            .iter()
+            .filter(|(_, s)| **s > seq)
+            .map(|(p, _)| p.clone())
+            .collect()
+    }
+
+    /// Makes `index` (of a scan that started after the drain numbered
+    /// `seq`) the in-memory index, to be written later.
+    fn keep(&mut self, index: Index, seq: u64, ignore: String) {
+        self.mem = Some(MemIndex { index, seq, ignore });
+        self.persist_due = true;
+    }
+
+    /// Saves from the in-memory index (see "The in-memory engine").
+    fn engine_save(&mut self, p: &SaveParams) -> Result<SaveReply> {
+        self.vouch()?;
+        let t0 = Instant::now();
+        let store = self
+            .ws
+            .open_store(Duration::from_millis(p.lock_timeout_ms))?;
+        let m = self.capture_scan(&store)?;
         let opts = SaveOptions {
             message: p.message.clone(),
             tags: p.tags.clone(),
             allow_empty: p.allow_empty,
         };
-        let cap = checkpoint::capture_scanned(&self.ws, &store, &opts, true, scan, t0, false)
-            .map_err(err)?;
+        let cap = checkpoint::capture_scanned(&self.ws, &store, &opts, true, m.scan, t0, false)?;
         let (saved, checkpoint) = match cap.outcome {
             SaveOutcome::Saved(c) => (true, Some(c)),
             SaveOutcome::Unchanged(h) => (false, h),
@@ -426,8 +498,7 @@ impl Watcher {
         // The saved retention policy, as after a save in the CLI. If it runs
         // gc, the generation changes and the next request reloads the index.
         if saved {
-            crate::retention::apply_configured(&store, crate::platform::fs::now_ns())
-                .map_err(err)?;
+            crate::retention::apply_configured(&store, crate::platform::fs::now_ns())?;
         }
         let reply = SaveReply {
             saved,
@@ -436,15 +507,38 @@ impl Watcher {
             files_read: cap.files_read,
             new_objects: cap.scan.new_objects,
             new_bytes: cap.scan.new_bytes,
-            scan: how,
+            scan: m.how,
         };
-        self.mem = Some(MemIndex {
-            index: cap.scan.index,
-            seq: seq_now,
-            ignore,
-        });
-        self.persist_due = true;
+        self.keep(cap.scan.index, m.seq, m.ignore);
         Ok(reply)
+    }
+
+    /// Restores in place from and into the in-memory index: the same
+    /// [`crate::restore::restore_with`] as `ckpt restore`, whose pre-save
+    /// scans like [`Watcher::engine_save`] and whose final index is kept in
+    /// memory instead of being written. Restore's own writes are marked
+    /// dirty after `seq`, so the next scan relists their directories and
+    /// finds them equal to the index.
+    fn engine_restore(&mut self, p: &RestoreParams) -> Result<(RestoreReport, String)> {
+        self.vouch()?;
+        if p.opts.dry_run {
+            return Err(Error::Usage(
+                "a dry run is planned by the command itself".into(),
+            ));
+        }
+        let ws = self.ws.clone();
+        let store = ws.open_store(Duration::from_millis(p.lock_timeout_ms))?;
+        let mut engine = InWatcher { w: self, how: None };
+        let report = crate::restore::restore_with(&ws, &store, &p.rev, &p.opts, &mut engine)?;
+        let how = engine.how.unwrap_or_default();
+        Ok((report, how))
+    }
+
+    fn vouch(&self) -> Result<()> {
+        match &self.incomplete {
+            Some(r) => Err(Error::Usage(format!("cannot vouch for completeness: {r}"))),
+            None => Ok(()),
+        }
     }
 
     /// Makes sure `mem` is an index for `generation` and the current
@@ -478,22 +572,17 @@ impl Watcher {
     }
 
     /// A hash-only partial scan from the in-memory index.
-    fn engine_scan(&mut self, generation: u64) -> std::result::Result<ScanReply, String> {
-        if let Some(r) = &self.incomplete {
-            return Err(format!("cannot vouch for completeness: {r}"));
-        }
+    fn engine_scan(&mut self, generation: u64) -> Result<ScanReply> {
+        self.vouch()?;
         let ignore = client::ignore_hash(&self.ws);
         if !self.ensure_mem(generation, &ignore) {
-            return Err("no index for this epoch and generation yet".into());
+            return Err(Error::Usage(
+                "no index for this epoch and generation yet".into(),
+            ));
         }
         let m = self.mem.as_ref().expect("ensured");
-        let dirs: std::collections::HashSet<Vec<u8>> = self
-            .dirty
-            .iter()
-            .filter(|(_, s)| **s > m.seq)
-            .map(|(p, _)| p.clone())
-            .collect();
-        let ignore_rules = self.ws.ignore().map_err(|e| e.to_string())?;
+        let dirs = self.dirty_since(m.seq);
+        let ignore_rules = self.ws.ignore()?;
         let exclude = self.ws.excluded();
         let input = ScanInput {
             root: &self.ws.root,
@@ -502,7 +591,7 @@ impl Watcher {
             exclude: &exclude,
             mode: Mode::HashOnly,
         };
-        let r = scan::scan_partial(&input, &dirs).map_err(|e| e.to_string())?;
+        let r = scan::scan_partial(&input, &dirs)?;
         Ok(ScanReply {
             root: r.root.0,
             new_trees: r.new_trees.into_iter().map(|(h, b)| (h.0, b)).collect(),
