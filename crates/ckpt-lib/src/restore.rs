@@ -244,7 +244,9 @@ pub fn restore_with(
     }
 
     let reader = store.catalog.reader()?;
+    let t = crate::trace::span("restore plan");
     let changes = plan(&reader, &scan, target.root, &filter, &ignore)?;
+    drop(t);
     let full = filter.is_all();
 
     if changes.is_empty() {
@@ -273,12 +275,16 @@ pub fn restore_with(
         });
     }
 
+    let t = crate::trace::span("check objects");
     check_objects(&store.objects, &changes)?;
+    drop(t);
+    let t = crate::trace::span("journal");
     store.catalog.set_journal(Some(&Journal {
         target: target.seq,
         paths: filter.paths().to_vec(),
         undo,
     }))?;
+    drop(t);
     ckpt_fault::point("restore.after_journal");
     let state = match with_state {
         true => state::restore_state(store, &target, false)?,
@@ -299,8 +305,11 @@ pub fn restore_with(
         progress: None,
     };
     let lookup = TargetLookup::new(&reader, target.root);
+    let t = crate::trace::span("apply");
     applier.apply(&changes, &lookup)?;
+    drop(t);
 
+    let t = crate::trace::span("update index");
     scan.index = updated_index(
         std::mem::take(&mut scan.index),
         &changes,
@@ -308,12 +317,15 @@ pub fn restore_with(
         &lookup,
     )?;
     scan.index_unchanged = false;
+    drop(t);
     let mut meta: Vec<(&str, Option<Vec<u8>>)> = vec![("journal", None)];
     if full {
         meta.push(("head", Some(target.seq.to_le_bytes().to_vec())));
     }
     ckpt_fault::point("restore.before_journal_end");
+    let t = crate::trace::span("journal end");
     store.catalog.set_meta(&meta)?;
+    drop(t);
     ckpt_fault::point("restore.after_journal_end");
     // The pre-save scan's watch token is valid for this index too: every
     // directory marked up to it was listed by that scan, and restore's own

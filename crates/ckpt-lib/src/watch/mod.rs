@@ -69,8 +69,17 @@
 //! generation or `.ckptignore` changed. Any failure of the watcher's save
 //! makes the command save by itself.
 //!
-//! `status`, `diff` and restore planning (which hold the store lock) ask for
-//! a hash-only scan (`op: scan`) at the catalog generation they read; the
+//! `ckpt restore` (in place, not a dry run) likewise runs in the watcher
+//! (`op: restore`): [`crate::restore::restore_with`] with an engine whose
+//! pre-restore scan is the save's partial capture scan and whose resulting
+//! index (the scan's, updated with what restore wrote) becomes the in-memory
+//! index at the scan's `seq`. Restore's writes happen after that drain, so
+//! they are marked `> seq`: their directories are relisted by the next scan
+//! and match the index. A failure makes the command restore by itself,
+//! which is safe because re-running a restore finishes it.
+//!
+//! `status`, `diff` and dry-run restore planning (which hold the store lock)
+//! ask for a hash-only scan (`op: scan`) at the catalog generation they read; the
 //! watcher answers from its in-memory index (loading index file + token if
 //! it has none) or refuses, and the command then scans by itself. A
 //! hash-only scan never updates the in-memory index (the hashes it computes

@@ -510,6 +510,8 @@ impl Watcher {
             scan: m.how,
         };
         self.keep(cap.scan.index, m.seq, m.ignore);
+        let _t = crate::trace::span("close store");
+        drop(store);
         Ok(reply)
     }
 
@@ -531,6 +533,8 @@ impl Watcher {
         let mut engine = InWatcher { w: self, how: None };
         let report = crate::restore::restore_with(&ws, &store, &p.rev, &p.opts, &mut engine)?;
         let how = engine.how.unwrap_or_default();
+        let _t = crate::trace::span("close store");
+        drop(store);
         Ok((report, how))
     }
 
