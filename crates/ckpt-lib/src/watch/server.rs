@@ -88,6 +88,12 @@ struct Watcher {
     last_request: Instant,
     /// Why the next save cannot be partial, when it cannot.
     full_reason: &'static str,
+    /// The store of the request being answered, closed (and its lock
+    /// released) only after the answer was sent: what a save or restore
+    /// promised is durable before it answers, and closing the catalog
+    /// (redb records its allocator state, several `fdatasync`s) is
+    /// housekeeping the client need not wait for.
+    closing: Option<Store>,
 }
 
 /// A capture scan made by the watcher, with what [`Watcher::keep`] needs.
@@ -510,8 +516,7 @@ impl Watcher {
             scan: m.how,
         };
         self.keep(cap.scan.index, m.seq, m.ignore);
-        let _t = crate::trace::span("close store");
-        drop(store);
+        self.closing = Some(store);
         Ok(reply)
     }
 
@@ -533,8 +538,7 @@ impl Watcher {
         let mut engine = InWatcher { w: self, how: None };
         let report = crate::restore::restore_with(&ws, &store, &p.rev, &p.opts, &mut engine)?;
         let how = engine.how.unwrap_or_default();
-        let _t = crate::trace::span("close store");
-        drop(store);
+        self.closing = Some(store);
         Ok((report, how))
     }
 
@@ -683,6 +687,11 @@ impl Watcher {
         let mut out = serde_json::to_vec(&resp).expect("response serialises");
         out.push(b'\n');
         let _ = (&stream).write_all(&out);
+        drop(stream);
+        if let Some(store) = self.closing.take() {
+            let _t = crate::trace::span("close store");
+            drop(store);
+        }
         req.op == Op::Stop && resp.error.is_none()
     }
 
@@ -818,6 +827,7 @@ pub fn run(ws: &Workspace, opts: WatchOptions) -> Result<()> {
         persist_due: false,
         last_request: Instant::now(),
         full_reason: "the watcher restarted or started after the last save",
+        closing: None,
     };
     w.walk(Vec::new(), false);
     w.startup_ms = Some(w.started.elapsed().as_secs_f64() * 1e3);
