@@ -340,33 +340,40 @@ impl Scanner<'_> {
             .entries
             .fetch_add(listed.len() as u64, Ordering::Relaxed);
 
-        // Subdirectories first, in parallel: their tree hashes are inputs.
+        // Subdirectories first: their tree hashes are inputs. In parallel
+        // only when more than one must be opened: a partial scan keeps most
+        // subtrees as they are, and handing one directory to the thread pool
+        // costs more than it saves.
         let subdirs: Vec<&Listed> = listed
             .iter()
             .filter(|l| l.meta.file_type() == FileType::Directory)
             .collect();
-        let child_trees: Vec<Option<Hash>> = subdirs
-            .par_iter()
-            .map(|l| {
-                let child_rel = join(&rel, &l.name);
-                if let Some(h) = self.clean_subtree(&child_rel) {
-                    return Ok(Some(h));
-                }
-                match fs::open_dir_at(dirfd, &l.name) {
-                    Ok(fd) => self.scan_dir(fd, child_rel).map(Some),
-                    // Removed since it was listed: it is simply not there.
-                    Err(Errno::NOENT) => Ok(None),
-                    Err(Errno::LOOP | Errno::NOTDIR) => {
-                        Err(Error::Unstable(self.shown(&child_rel)))
-                    }
-                    Err(e) => Err(Error::io(
-                        "open directory",
-                        self.shown(&child_rel),
-                        e.into(),
-                    )),
-                }
-            })
-            .collect::<Result<_>>()?;
+        let scan_child = |l: &&Listed| -> Result<Option<Hash>> {
+            let child_rel = join(&rel, &l.name);
+            if let Some(h) = self.clean_subtree(&child_rel) {
+                return Ok(Some(h));
+            }
+            match fs::open_dir_at(dirfd, &l.name) {
+                Ok(fd) => self.scan_dir(fd, child_rel).map(Some),
+                // Removed since it was listed: it is simply not there.
+                Err(Errno::NOENT) => Ok(None),
+                Err(Errno::LOOP | Errno::NOTDIR) => Err(Error::Unstable(self.shown(&child_rel))),
+                Err(e) => Err(Error::io(
+                    "open directory",
+                    self.shown(&child_rel),
+                    e.into(),
+                )),
+            }
+        };
+        let to_open = subdirs
+            .iter()
+            .filter(|l| self.clean_subtree(&join(&rel, &l.name)).is_none())
+            .count();
+        let child_trees: Vec<Option<Hash>> = if to_open > 1 {
+            subdirs.par_iter().map(scan_child).collect::<Result<_>>()?
+        } else {
+            subdirs.iter().map(scan_child).collect::<Result<_>>()?
+        };
         if child_trees.iter().any(Option::is_none) {
             let mut keep = child_trees.iter().map(Option::is_some);
             listed.retain(|l| {
@@ -491,19 +498,22 @@ impl Scanner<'_> {
                 _ => return Ok(None),
             }
         }
-        let trees: Vec<Hash> = todo
-            .par_iter()
-            .map(|(i, child, _)| {
-                let name = &old.entries[*i].entry.name;
-                match fs::open_dir_at(dir.as_fd(), name) {
-                    Ok(fd) => self.scan_dir(fd, child.clone()),
-                    Err(Errno::NOENT | Errno::LOOP | Errno::NOTDIR) => {
-                        Err(Error::Unstable(self.shown(child)))
-                    }
-                    Err(e) => Err(Error::io("open directory", self.shown(child), e.into())),
+        let scan_child = |(i, child, _): &(usize, Vec<u8>, Meta)| -> Result<Hash> {
+            let name = &old.entries[*i].entry.name;
+            match fs::open_dir_at(dir.as_fd(), name) {
+                Ok(fd) => self.scan_dir(fd, child.clone()),
+                Err(Errno::NOENT | Errno::LOOP | Errno::NOTDIR) => {
+                    Err(Error::Unstable(self.shown(child)))
                 }
-            })
-            .collect::<Result<_>>()?;
+                Err(e) => Err(Error::io("open directory", self.shown(child), e.into())),
+            }
+        };
+        // In parallel only when more than one directory must be opened.
+        let trees: Vec<Hash> = if todo.len() > 1 {
+            todo.par_iter().map(scan_child).collect::<Result<_>>()?
+        } else {
+            todo.iter().map(scan_child).collect::<Result<_>>()?
+        };
         let mut entries = old.entries.clone();
         for ((i, _, m), tree) in todo.into_iter().zip(trees) {
             let e = &mut entries[i];
