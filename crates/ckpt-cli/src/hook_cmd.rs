@@ -216,6 +216,7 @@ fn hook(ctx: &Ctx, chdir_given: bool, json_out: bool) -> Result<()> {
         message: ev.summary(),
         tags: ev.tags(),
         allow_empty: false,
+        journal: None,
     };
     let done = checkpoint::save_workspace(&ws, &opts, ctx.lock_timeout)?;
     let saved = match &done.outcome {

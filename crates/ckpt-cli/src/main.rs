@@ -485,6 +485,7 @@ fn cmd_save(
         message: message.to_string(),
         tags: parse_tags(tags)?,
         allow_empty,
+        journal: None,
     };
     let spinner = progress::Spinner::start("saving", ctx.quiet || json);
     let saved = checkpoint::save_workspace(&ws, &opts, ctx.lock_timeout)?;

@@ -210,7 +210,10 @@ fn crafted_tree_that_escapes_is_refused() {
             rec.root = root;
             rec.digest = None;
             rec.message = "crafted".into();
-            let cp = store.catalog.commit_checkpoint(&[(root, t)], rec).unwrap();
+            let cp = store
+                .catalog
+                .commit_checkpoint(&[(root, t)], rec, None)
+                .unwrap();
             // Put the head back so the workspace's state is unchanged.
             store.catalog.set_head(Some(head.seq)).unwrap();
             cp.seq

@@ -45,6 +45,7 @@ fn bench_scan(c: &mut Criterion) {
             &store,
             &SaveOptions {
                 allow_empty: true,
+                journal: None,
                 ..Default::default()
             },
         )

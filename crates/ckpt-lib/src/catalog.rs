@@ -226,11 +226,14 @@ impl Catalog {
     }
 
     /// Commits a new checkpoint with its new trees, making it the head.
-    /// Fills in `seq` and `hash`.
+    /// Fills in `seq` and `hash`. With `journal`, that restore journal is
+    /// recorded in the same transaction, its `undo` set to the new
+    /// checkpoint.
     pub fn commit_checkpoint(
         &self,
         new_trees: &[(Hash, Vec<u8>)],
         mut record: Checkpoint,
+        journal: Option<&Journal>,
     ) -> Result<Checkpoint> {
         let mut txn = self.writable()?.begin_write().map_err(|e| self.err(e))?;
         txn.set_durability(Durability::Immediate)
@@ -248,6 +251,15 @@ impl Catalog {
                 .map_err(|e| self.err(e))?;
             meta.insert("head", u64_bytes(seq).as_slice())
                 .map_err(|e| self.err(e))?;
+            if let Some(j) = journal {
+                let j = Journal {
+                    undo: Some(seq),
+                    ..j.clone()
+                };
+                let json = serde_json::to_vec(&j).expect("journal serialises");
+                meta.insert("journal", json.as_slice())
+                    .map_err(|e| self.err(e))?;
+            }
             let mut trees = txn.open_table(TREES).map_err(|e| self.err(e))?;
             for (h, bytes) in new_trees {
                 trees

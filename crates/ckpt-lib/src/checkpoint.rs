@@ -39,6 +39,10 @@ pub struct SaveOptions {
     pub tags: BTreeMap<String, String>,
     /// Record a checkpoint even if nothing changed.
     pub allow_empty: bool,
+    /// A restore journal to commit in the checkpoint's own transaction, its
+    /// `undo` set to the new checkpoint (the pre-restore save, see
+    /// [`crate::restore`]); ignored when no checkpoint is recorded.
+    pub journal: Option<crate::catalog::Journal>,
 }
 
 /// What a save did.
@@ -303,7 +307,9 @@ pub fn capture_scanned(
         .collect();
     let t = trace::span("catalog commit");
     ckpt_fault::point("catalog.before_commit");
-    let cp = store.catalog.commit_checkpoint(&trees, record)?;
+    let cp = store
+        .catalog
+        .commit_checkpoint(&trees, record, opts.journal.as_ref())?;
     ckpt_fault::point("catalog.after_commit");
     drop(t);
     let _t = trace::span("index save");

@@ -112,6 +112,20 @@ impl Drop for Objects {
     }
 }
 
+/// Removes everything below the store's `tmp/` (left by crashed processes;
+/// the caller holds the store lock) and returns its listing's descriptor.
+fn remove_stale_temps(tmp_root: &Path) -> Result<fs::Listing> {
+    let root =
+        fs::list_dir(fs::open_dir_path(tmp_root).ctx("open", tmp_root)?).ctx("read", tmp_root)?;
+    for (name, _) in &root.names {
+        fs::remove_all_at(root.fd(), name).ctx(
+            "remove stale temporary file",
+            tmp_root.join(fs::as_path(name)),
+        )?;
+    }
+    Ok(root)
+}
+
 /// `ab/cdef….bands`: the path of a band manifest below `objects/`.
 pub fn manifest_name(h: &Hash) -> Vec<u8> {
     let mut n = object_name(h);
@@ -140,14 +154,7 @@ impl Objects {
         let path = store.join("objects");
         let tmp_root = store.join("tmp");
         let dir = fs::open_dir_path(&path).ctx("open", &path)?;
-        let root = fs::list_dir(fs::open_dir_path(&tmp_root).ctx("open", &tmp_root)?)
-            .ctx("read", &tmp_root)?;
-        for (name, _) in &root.names {
-            fs::remove_all_at(root.fd(), name).ctx(
-                "remove stale temporary file",
-                tmp_root.join(fs::as_path(name)),
-            )?;
-        }
+        let root = remove_stale_temps(&tmp_root)?;
         let own = format!("{}.{}", std::process::id(), fs::now_ns());
         let tmp_path = tmp_root.join(&own);
         rustix::fs::mkdirat(
@@ -178,12 +185,14 @@ impl Objects {
     }
 
     /// Opens `objects/` for reading only (`status`, `diff`, `log`, `show`):
-    /// no temporary directory is made and stale temporary files are left
-    /// for the next writer to remove. Nothing may be stored through it.
+    /// temporary files left by a crashed process are removed as by
+    /// [`Objects::open`] (the caller holds the lock), but no temporary
+    /// directory of its own is made. Nothing may be stored through it.
     pub fn open_read_only(store: &Path, copier: Copier) -> Result<Objects> {
         let path = store.join("objects");
         let tmp_path = store.join("tmp");
         let dir = fs::open_dir_path(&path).ctx("open", &path)?;
+        drop(remove_stale_temps(&tmp_path)?);
         let tmp = fs::open_dir_path(&tmp_path).ctx("open", &tmp_path)?;
         Ok(Objects {
             path,

@@ -207,17 +207,39 @@ pub fn restore_with(
         && journal
             .as_ref()
             .is_some_and(|j| j.target == target.seq && j.paths == filter.paths());
-    let save_opts = SaveOptions {
-        message: format!("before restore to {}", target.id()),
-        tags: [(REASON_TAG.to_string(), "pre-restore".to_string())].into(),
-        allow_empty: false,
-    };
     let commit = !opts.no_save && !resumed;
     // The pre-save's index is not written here: the restore writes the index
     // once, updated with what it applied (the index is only a cache, so a
     // crash in between costs re-hashing, nothing else).
     let t0 = std::time::Instant::now();
     let scanned = engine.scan(ws, store, true)?;
+    // Plan and check before anything is committed: a damaged store fails
+    // the restore with nothing changed, and when there is something to do,
+    // the journal is committed in the pre-save's own transaction.
+    let reader = store.catalog.reader()?;
+    let t = crate::trace::span("restore plan");
+    let changes = match state_only {
+        true => Vec::new(),
+        false => plan(&reader, &scanned, target.root, &filter, &ignore)?,
+    };
+    drop(t);
+    drop(reader);
+    let full = filter.is_all();
+    let new_journal = (!changes.is_empty() && !resumed).then(|| Journal {
+        target: target.seq,
+        paths: filter.paths().to_vec(),
+        undo: None,
+    });
+    if !changes.is_empty() {
+        let _t = crate::trace::span("check objects");
+        check_objects(&store.objects, &changes)?;
+    }
+    let save_opts = SaveOptions {
+        message: format!("before restore to {}", target.id()),
+        tags: [(REASON_TAG.to_string(), "pre-restore".to_string())].into(),
+        allow_empty: false,
+        journal: new_journal.clone(),
+    };
     let captured = checkpoint::capture_scanned(ws, store, &save_opts, commit, scanned, t0, false)?;
     let (pre_save, undo) = match (&captured.outcome, resumed) {
         (_, true) => (None, journal.as_ref().and_then(|j| j.undo)),
@@ -227,6 +249,12 @@ pub fn restore_with(
     };
     let mut scan = captured.scan;
     ckpt_fault::point("restore.after_pre_save");
+    // Without a pre-save checkpoint the journal gets its own transaction.
+    if let (Some(j), None) = (new_journal, &pre_save) {
+        let _t = crate::trace::span("journal");
+        store.catalog.set_journal(Some(&Journal { undo, ..j }))?;
+    }
+    ckpt_fault::point("restore.after_journal");
 
     if state_only {
         engine.keep_index(store, scan)?;
@@ -244,11 +272,6 @@ pub fn restore_with(
     }
 
     let reader = store.catalog.reader()?;
-    let t = crate::trace::span("restore plan");
-    let changes = plan(&reader, &scan, target.root, &filter, &ignore)?;
-    drop(t);
-    let full = filter.is_all();
-
     if changes.is_empty() {
         engine.keep_index(store, scan)?;
         let state = match with_state {
@@ -275,17 +298,6 @@ pub fn restore_with(
         });
     }
 
-    let t = crate::trace::span("check objects");
-    check_objects(&store.objects, &changes)?;
-    drop(t);
-    let t = crate::trace::span("journal");
-    store.catalog.set_journal(Some(&Journal {
-        target: target.seq,
-        paths: filter.paths().to_vec(),
-        undo,
-    }))?;
-    drop(t);
-    ckpt_fault::point("restore.after_journal");
     let state = match with_state {
         true => state::restore_state(store, &target, false)?,
         false => None,

@@ -95,8 +95,9 @@ impl Store {
 
     /// Opens and locks a store for commands that only read (`status`,
     /// `diff`, `log`, `show`): the catalog is opened read-only and no
-    /// temporary directory is made, so nothing is written, not even on
-    /// close. Writing through it fails (an internal error).
+    /// temporary directory is made, so nothing is written (not even when the
+    /// catalog is closed) beyond removing what crashed processes left.
+    /// Writing through it fails (an internal error).
     pub fn open_read_only(root: &Path, lock_timeout: Duration) -> Result<Store> {
         Store::open_mode(root, lock_timeout, true)
     }
@@ -120,18 +121,19 @@ impl Store {
         }
         let _t = crate::trace::span("open store");
         let lock = Lock::acquire(&root.join("lock"), lock_timeout)?;
+        // A crash between writing the index's temporary file and renaming
+        // it leaves `index.tmp`; only a lock holder writes it, so it is
+        // stale. (Read-only commands remove it too: every command leaves a
+        // store without temporary files.)
+        let index_tmp = root.join("index.tmp");
+        match std::fs::remove_file(&index_tmp) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io("remove stale temporary file", index_tmp, e)),
+        }
         let catalog = if read_only {
             Catalog::open_read_only(&root.join("catalog.redb"))?
         } else {
-            // A crash between writing the index's temporary file and
-            // renaming it leaves `index.tmp`; only a writer under the lock
-            // writes it, so it is stale.
-            let index_tmp = root.join("index.tmp");
-            match std::fs::remove_file(&index_tmp) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(Error::io("remove stale temporary file", index_tmp, e)),
-            }
             Catalog::open(&root.join("catalog.redb"))?
         };
         let caps: Caps = catalog.reader()?.meta_json("caps")?.unwrap_or(Caps::NONE);

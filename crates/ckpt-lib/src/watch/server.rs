@@ -495,6 +495,7 @@ impl Watcher {
             message: p.message.clone(),
             tags: p.tags.clone(),
             allow_empty: p.allow_empty,
+            journal: None,
         };
         let cap = checkpoint::capture_scanned(&self.ws, &store, &opts, true, m.scan, t0, false)?;
         let (saved, checkpoint) = match cap.outcome {
