@@ -947,7 +947,13 @@ fn updated_index(
             }
             None => UNKNOWN_TREE,
         };
-        index.dirs.insert(d, Arc::new(DirRecord { tree, entries }));
+        index.dirs.insert(
+            d,
+            Arc::new(DirRecord {
+                tree,
+                entries: entries.into(),
+            }),
+        );
     }
     Ok(index)
 }

@@ -40,7 +40,7 @@ use crate::ignore::Ignore;
 use crate::index::{DirRecord, Index, IndexEntry, RACY_WINDOW_NS, UNKNOWN_TREE};
 use crate::objects::{hash_file, CaptureError, Objects};
 use crate::platform::fs::{self, display_path, join, parent_of, Meta};
-use crate::tree::{Entry, Node, Tree};
+use crate::tree::{Entry, Node, NodeRef, Tree};
 use crate::{Error, Hash, Result};
 
 /// The workspace marker file name (at the root only).
@@ -157,7 +157,7 @@ pub fn scan(input: &ScanInput<'_>) -> Result<ScanResult> {
             generation: input.index.generation,
             scan_start_ns,
             dirs,
-            raw: input.index.raw.clone(),
+            base: input.index.base.clone(),
         },
         skipped: out.skipped.into_inner().unwrap(),
         temp_files: out.temps.into_inner().unwrap(),
@@ -205,7 +205,7 @@ pub fn scan_partial(input: &ScanInput<'_>, dirty: &HashSet<Vec<u8>>) -> Result<S
                 generation: input.index.generation,
                 scan_start_ns: input.index.scan_start_ns,
                 dirs: old_dirs.clone(),
-                raw: input.index.raw.clone(),
+                base: input.index.base.clone(),
             },
             skipped: Vec::new(),
             temp_files: Vec::new(),
@@ -261,7 +261,7 @@ pub fn scan_partial(input: &ScanInput<'_>, dirty: &HashSet<Vec<u8>>) -> Result<S
             generation: input.index.generation,
             scan_start_ns,
             dirs,
-            raw: input.index.raw.clone(),
+            base: input.index.base.clone(),
         },
         skipped: out.skipped.into_inner().unwrap(),
         temp_files: out.temps.into_inner().unwrap(),
@@ -447,11 +447,13 @@ impl Scanner<'_> {
                 h
             }
         };
-        self.out
-            .records
-            .lock()
-            .unwrap()
-            .push((rel, Arc::new(DirRecord { tree, entries })));
+        self.out.records.lock().unwrap().push((
+            rel,
+            Arc::new(DirRecord {
+                tree,
+                entries: entries.into(),
+            }),
+        ));
         tree
     }
 
@@ -504,7 +506,7 @@ impl Scanner<'_> {
                 }
             })
             .collect::<Result<_>>()?;
-        let mut entries = old.entries.clone();
+        let mut entries = old.entries.to_vec();
         for ((i, _, m), tree) in todo.into_iter().zip(trees) {
             let e = &mut entries[i];
             e.entry.mode = m.perm();
@@ -512,7 +514,7 @@ impl Scanner<'_> {
             e.entry.node = Node::Dir { tree };
             e.meta = m;
         }
-        if entries == old.entries {
+        if entries[..] == old.entries[..] {
             self.out.reused_dirs.fetch_add(1, Ordering::Relaxed);
             self.out
                 .records
@@ -531,18 +533,21 @@ impl Scanner<'_> {
             return false;
         }
         let mut child = child_trees.iter();
-        old.entries.iter().zip(listed).all(|(o, l)| {
+        let mut n = 0;
+        let same = old.entries.views().zip(listed).all(|(o, l)| {
+            n += 1;
             o.entry.name == l.name
-                && match &o.entry.node {
-                    Node::Dir { tree } => {
+                && match o.entry.node {
+                    NodeRef::Dir { tree } => {
                         l.meta.file_type() == FileType::Directory
                             && o.entry.mode == l.meta.perm()
                             && o.entry.mtime_ns == l.meta.mtime_ns
-                            && child.next() == Some(tree)
+                            && child.next() == Some(&tree)
                     }
-                    _ => same_stat(o, &l.meta),
+                    _ => !o.racy && o.meta == l.meta,
                 }
-        })
+        });
+        same && n == listed.len()
     }
 
     fn file_node(
