@@ -275,8 +275,8 @@ pub fn scan_partial(input: &ScanInput<'_>, dirty: &HashSet<Vec<u8>>) -> Result<S
 }
 
 /// An entry as listed, before its content is known.
-struct Listed {
-    name: Vec<u8>,
+struct Listed<'a> {
+    name: &'a [u8],
     meta: Meta,
 }
 
@@ -305,26 +305,26 @@ impl Scanner<'_> {
                 }
             }
         }
-        let mut listing = fs::list_dir(dir).ctx("read directory", self.shown(&rel))?;
-        let names = std::mem::take(&mut listing.names);
+        let listing = fs::list_dir_packed(dir).ctx("read directory", self.shown(&rel))?;
         let dirfd = listing.fd();
-        let mut listed = Vec::with_capacity(names.len());
-        for (name, _) in names {
+        let mut listed = Vec::with_capacity(listing.len());
+        for i in 0..listing.len() {
+            let name = listing.name(i);
             if rel.is_empty() && name == MARKER {
                 continue;
             }
-            if is_temp_name(&name) {
-                self.out.temps.lock().unwrap().push(join(&rel, &name));
+            if is_temp_name(name) {
+                self.out.temps.lock().unwrap().push(join(&rel, name));
                 continue;
             }
-            let meta = match fs::stat_at(dirfd, &name) {
+            let meta = match fs::stat_at_c(dirfd, listing.c_name(i)) {
                 Ok(m) => m,
                 Err(Errno::NOENT) => continue, // vanished since listed
-                Err(e) => return Err(Error::io("stat", self.shown(&join(&rel, &name)), e.into())),
+                Err(e) => return Err(Error::io("stat", self.shown(&join(&rel, name)), e.into())),
             };
             let is_dir = meta.file_type() == FileType::Directory;
             if self.input.ignore.is_active() || !self.input.exclude.is_empty() {
-                let path = join(&rel, &name);
+                let path = join(&rel, name);
                 if self.input.exclude.contains(&path) || self.input.ignore.is_ignored(&path, is_dir)
                 {
                     continue;
@@ -412,7 +412,7 @@ impl Scanner<'_> {
                 && meta.mtime_ns >= self.scan_start_ns - RACY_WINDOW_NS;
             entries.push(IndexEntry {
                 entry: Entry {
-                    name: l.name,
+                    name: l.name.to_vec(),
                     mode: meta.perm(),
                     mtime_ns: meta.mtime_ns,
                     node,
