@@ -332,7 +332,7 @@ impl Scanner<'_> {
             }
             listed.push(Listed { name, meta });
         }
-        listed.sort_unstable_by(|a, b| a.name.cmp(&b.name));
+        listed.sort_unstable_by(|a, b| a.name.cmp(b.name));
         // getdents may return a name twice when it is renamed within the
         // directory during the listing; a tree holds each name once.
         listed.dedup_by(|a, b| a.name == b.name);
@@ -348,11 +348,11 @@ impl Scanner<'_> {
         let child_trees: Vec<Option<Hash>> = subdirs
             .par_iter()
             .map(|l| {
-                let child_rel = join(&rel, &l.name);
+                let child_rel = join(&rel, l.name);
                 if let Some(h) = self.clean_subtree(&child_rel) {
                     return Ok(Some(h));
                 }
-                match fs::open_dir_at(dirfd, &l.name) {
+                match fs::open_dir_at(dirfd, l.name) {
                     Ok(fd) => self.scan_dir(fd, child_rel).map(Some),
                     // Removed since it was listed: it is simply not there.
                     Err(Errno::NOENT) => Ok(None),
@@ -390,7 +390,7 @@ impl Scanner<'_> {
         let mut entries = Vec::with_capacity(listed.len());
         let mut child = child_trees.into_iter();
         for l in listed {
-            let prev = old.and_then(|o| o.get(&l.name));
+            let prev = old.and_then(|o| o.get(l.name));
             let ft = l.meta.file_type();
             let item = match ft {
                 FileType::Directory => {
@@ -401,7 +401,7 @@ impl Scanner<'_> {
                 FileType::Symlink => self.symlink_node(dirfd, &rel, &l, prev)?,
                 other => {
                     self.out.skipped.lock().unwrap().push(Skipped {
-                        path: join(&rel, &l.name),
+                        path: join(&rel, l.name),
                         kind: kind_name(other).into(),
                     });
                     None
@@ -560,11 +560,11 @@ impl Scanner<'_> {
         if let Some(node) = cached(prev, &l.meta, |n| matches!(n, Node::File { .. })) {
             return Ok(Some((node, l.meta)));
         }
-        let path = join(rel, &l.name);
+        let path = join(rel, l.name);
         let shown = || self.shown(&path);
         self.out.files_read.fetch_add(1, Ordering::Relaxed);
         let res = match self.input.mode {
-            Mode::Capture(objects) => objects.capture(dir, &l.name, &shown).map(|c| {
+            Mode::Capture(objects) => objects.capture(dir, l.name, &shown).map(|c| {
                 if c.new_bytes > 0 || c.meta.size == 0 {
                     self.out.new_bytes.fetch_add(c.new_bytes, Ordering::Relaxed);
                 }
@@ -573,7 +573,7 @@ impl Scanner<'_> {
                 }
                 (c.hash, c.meta)
             }),
-            Mode::HashOnly => hash_file(dir, &l.name, &shown),
+            Mode::HashOnly => hash_file(dir, l.name, &shown),
         };
         match res {
             Ok((hash, meta)) => Ok(Some((
@@ -585,7 +585,7 @@ impl Scanner<'_> {
             ))),
             // It changed kind or vanished between listing and reading: the
             // state we saw is gone; report it rather than guess.
-            Err(CaptureError::Gone) => match fs::stat_at(dir, &l.name) {
+            Err(CaptureError::Gone) => match fs::stat_at(dir, l.name) {
                 Err(Errno::NOENT) => Ok(None),
                 _ => Err(Error::Unstable(shown())),
             },
@@ -603,13 +603,13 @@ impl Scanner<'_> {
         if let Some(node) = cached(prev, &l.meta, |n| matches!(n, Node::Symlink { .. })) {
             return Ok(Some((node, l.meta)));
         }
-        match fs::read_link_at(dir, &l.name) {
+        match fs::read_link_at(dir, l.name) {
             Ok(target) => Ok(Some((Node::Symlink { target }, l.meta))),
             Err(Errno::NOENT) => Ok(None),
-            Err(Errno::INVAL) => Err(Error::Unstable(self.shown(&join(rel, &l.name)))),
+            Err(Errno::INVAL) => Err(Error::Unstable(self.shown(&join(rel, l.name)))),
             Err(e) => Err(Error::io(
                 "readlink",
-                self.shown(&join(rel, &l.name)),
+                self.shown(&join(rel, l.name)),
                 e.into(),
             )),
         }

@@ -163,8 +163,9 @@ fn real_delta(index: &[u8]) -> Vec<u8> {
             entries: empty.entries.clone(),
         }),
     );
-    ix.dirs.remove(&b"src/deep".to_vec()).unwrap();
-    ix.encode_delta(&base).expect("a one-record change fits a delta")
+    ix.dirs.remove(b"src/deep".as_slice()).unwrap();
+    ix.encode_delta(&base)
+        .expect("a one-record change fits a delta")
 }
 
 /// A delta applied to the sample index: either it applies and the result
@@ -214,8 +215,8 @@ fn real_encodings_decode() {
     Index::decode(&s.index).unwrap();
     let mut ix = Index::decode(&s.index).unwrap();
     ix.apply_delta(s.delta.clone()).unwrap();
-    assert!(ix.dirs.contains_key(&b"src".to_vec()));
-    assert!(!ix.dirs.contains_key(&b"src/deep".to_vec()));
+    assert!(ix.dirs.contains_key(b"src".as_slice()));
+    assert!(!ix.dirs.contains_key(b"src/deep".as_slice()));
     assert_eq!(ix.dirs[&b"empty".to_vec()].tree, Hash::of(b"other"));
     for (seq, r) in &s.records {
         decode_checkpoint(*seq, r).unwrap();

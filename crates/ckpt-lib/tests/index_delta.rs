@@ -53,7 +53,7 @@ fn entry(name: &str, seed: u64, kind: u8) -> IndexEntry {
             mtime_ns: (seed as i64).wrapping_mul(7),
             ctime_ns: (seed as i64).wrapping_mul(3),
         },
-        racy: seed % 5 == 0,
+        racy: seed.is_multiple_of(5),
     }
 }
 
