@@ -11,7 +11,10 @@
 //!   any delta file that existed (or none), loads as one of the states the
 //!   history saved (or as empty) — never a mixture of two states;
 //! - a delta is applied only to the base it names: after the base is
-//!   replaced in any other way, the in-memory index writes a whole base.
+//!   replaced in any other way, the in-memory index writes a whole base;
+//! - end to end (real saves and a restore): small changes write only the
+//!   delta, and the index loaded from base + delta keeps every unchanged
+//!   file from being read again.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -328,4 +331,76 @@ fn gc_durable_save_removes_the_delta() {
     ix.save_durable(&path).unwrap();
     assert!(!delta_path(&path).exists());
     assert_matches(&Index::load(&path, 5), &model, "after gc");
+}
+
+/// Sets a file's mtime to a fixed past instant, so no entry is racy and
+/// the test does not depend on timing.
+fn set_past_mtime(path: &Path, secs: u64) {
+    let f = std::fs::File::options().write(true).open(path).unwrap();
+    f.set_modified(std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs))
+        .unwrap();
+}
+
+/// End to end through real saves and a restore: after a 1-file edit the
+/// save reads one file and writes only `index.delta` (the base file's
+/// bytes untouched); the next save, from base + delta, again reads only the
+/// one file edited since (so the delta carried the first file's new stat);
+/// a restore then writes a delta too, and the saves after it read nothing
+/// that did not change.
+#[test]
+fn saves_and_restores_write_deltas_that_keep_the_cache_warm() {
+    use ckpt::checkpoint::{self, SaveOptions, SaveOutcome};
+    use ckpt::restore::{self, RestoreOptions};
+    use ckpt::workspace::Workspace;
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("ws");
+    for d in 0..30 {
+        std::fs::create_dir_all(root.join(format!("d{d:02}"))).unwrap();
+        for f in 0..10 {
+            let p = root.join(format!("d{d:02}/f{f}"));
+            std::fs::write(&p, format!("{d} {f}\n")).unwrap();
+            set_past_mtime(&p, 1_600_000_000);
+        }
+    }
+    let ws = Workspace::init(&root, Some(&tmp.path().join("store"))).unwrap();
+    let t = std::time::Duration::from_secs(10);
+    let index_path = tmp.path().join("store/index");
+    let save = |expect_read: u64, what: &str| {
+        let store = ws.open_store(t).unwrap();
+        let c = checkpoint::capture(&ws, &store, &SaveOptions::default(), true).unwrap();
+        assert_eq!(c.files_read, expect_read, "{what}: files read");
+        match c.outcome {
+            SaveOutcome::Saved(cp) => Some(cp.seq),
+            SaveOutcome::Unchanged(_) => None,
+        }
+    };
+    let edit = |rel: &str, body: &str, secs: u64| {
+        let p = root.join(rel);
+        std::fs::write(&p, body).unwrap();
+        set_past_mtime(&p, secs);
+    };
+    let v1 = save(300, "first save").unwrap();
+    assert!(!delta_path(&index_path).exists());
+    let base = std::fs::read(&index_path).unwrap();
+
+    edit("d05/f3", "edited once\n", 1_600_000_100);
+    save(1, "after one edit").unwrap();
+    assert_eq!(std::fs::read(&index_path).unwrap(), base, "base rewritten");
+    assert!(delta_path(&index_path).exists(), "no delta written");
+
+    edit("d07/f1", "edited twice\n", 1_600_000_200);
+    save(1, "second edit, index from base + delta").unwrap();
+    assert_eq!(std::fs::read(&index_path).unwrap(), base);
+    assert_eq!(save(0, "nothing changed"), None);
+
+    // Restore v1 (its pre-save finds nothing new), then nothing to read.
+    let store = ws.open_store(t).unwrap();
+    restore::restore(&ws, &store, &format!("v{v1}"), &RestoreOptions::default()).unwrap();
+    drop(store);
+    assert_eq!(std::fs::read(root.join("d05/f3")).unwrap(), b"5 3\n");
+    assert_eq!(std::fs::read(&index_path).unwrap(), base);
+    assert!(delta_path(&index_path).exists());
+    // The restored files have v1's mtime and a new ctime: their index
+    // entries came from the restore, so a save reads nothing.
+    assert_eq!(save(0, "after restore"), None);
 }
