@@ -933,7 +933,7 @@ fn updated_index(
                 }
             }
         }
-        let entries: Vec<IndexEntry> = entries.into_values().collect();
+        let entries: crate::index::Entries = entries.into_values().collect();
         let tree = match lookup.dir_tree(&d)? {
             Some(h) => {
                 let t = lookup.tree(&h)?;
@@ -947,13 +947,7 @@ fn updated_index(
             }
             None => UNKNOWN_TREE,
         };
-        index.dirs.insert(
-            d,
-            Arc::new(DirRecord {
-                tree,
-                entries: entries.into(),
-            }),
-        );
+        index.dirs.insert(d, Arc::new(DirRecord { tree, entries }));
     }
     Ok(index)
 }
