@@ -993,7 +993,7 @@ fn updated_index(
                 }
             }
         }
-        let entries: Vec<IndexEntry> = entries.into_values().collect();
+        let entries: crate::index::Entries = entries.into_values().collect();
         let tree = match lookup.dir_tree(&d)? {
             Some(h) => {
                 let t = lookup.tree(&h)?;

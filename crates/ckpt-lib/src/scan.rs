@@ -40,7 +40,7 @@ use crate::ignore::Ignore;
 use crate::index::{DirRecord, Index, IndexEntry, RACY_WINDOW_NS, UNKNOWN_TREE};
 use crate::objects::{hash_file, CaptureError, Objects};
 use crate::platform::fs::{self, display_path, join, parent_of, Meta};
-use crate::tree::{Entry, Node, Tree};
+use crate::tree::{Entry, Node, NodeRef, Tree};
 use crate::{Error, Hash, Result};
 
 /// The workspace marker file name (at the root only).
@@ -157,7 +157,7 @@ pub fn scan(input: &ScanInput<'_>) -> Result<ScanResult> {
             generation: input.index.generation,
             scan_start_ns,
             dirs,
-            raw: input.index.raw.clone(),
+            base: input.index.base.clone(),
         },
         skipped: out.skipped.into_inner().unwrap(),
         temp_files: out.temps.into_inner().unwrap(),
@@ -205,7 +205,7 @@ pub fn scan_partial(input: &ScanInput<'_>, dirty: &HashSet<Vec<u8>>) -> Result<S
                 generation: input.index.generation,
                 scan_start_ns: input.index.scan_start_ns,
                 dirs: old_dirs.clone(),
-                raw: input.index.raw.clone(),
+                base: input.index.base.clone(),
             },
             skipped: Vec::new(),
             temp_files: Vec::new(),
@@ -261,7 +261,7 @@ pub fn scan_partial(input: &ScanInput<'_>, dirty: &HashSet<Vec<u8>>) -> Result<S
             generation: input.index.generation,
             scan_start_ns,
             dirs,
-            raw: input.index.raw.clone(),
+            base: input.index.base.clone(),
         },
         skipped: out.skipped.into_inner().unwrap(),
         temp_files: out.temps.into_inner().unwrap(),
@@ -275,8 +275,8 @@ pub fn scan_partial(input: &ScanInput<'_>, dirty: &HashSet<Vec<u8>>) -> Result<S
 }
 
 /// An entry as listed, before its content is known.
-struct Listed {
-    name: Vec<u8>,
+struct Listed<'a> {
+    name: &'a [u8],
     meta: Meta,
 }
 
@@ -305,26 +305,26 @@ impl Scanner<'_> {
                 }
             }
         }
-        let mut listing = fs::list_dir(dir).ctx("read directory", self.shown(&rel))?;
-        let names = std::mem::take(&mut listing.names);
+        let listing = fs::list_dir_packed(dir).ctx("read directory", self.shown(&rel))?;
         let dirfd = listing.fd();
-        let mut listed = Vec::with_capacity(names.len());
-        for (name, _) in names {
+        let mut listed = Vec::with_capacity(listing.len());
+        for i in 0..listing.len() {
+            let name = listing.name(i);
             if rel.is_empty() && name == MARKER {
                 continue;
             }
-            if is_temp_name(&name) {
-                self.out.temps.lock().unwrap().push(join(&rel, &name));
+            if is_temp_name(name) {
+                self.out.temps.lock().unwrap().push(join(&rel, name));
                 continue;
             }
-            let meta = match fs::stat_at(dirfd, &name) {
+            let meta = match fs::stat_at_c(dirfd, listing.c_name(i)) {
                 Ok(m) => m,
                 Err(Errno::NOENT) => continue, // vanished since listed
-                Err(e) => return Err(Error::io("stat", self.shown(&join(&rel, &name)), e.into())),
+                Err(e) => return Err(Error::io("stat", self.shown(&join(&rel, name)), e.into())),
             };
             let is_dir = meta.file_type() == FileType::Directory;
             if self.input.ignore.is_active() || !self.input.exclude.is_empty() {
-                let path = join(&rel, &name);
+                let path = join(&rel, name);
                 if self.input.exclude.contains(&path) || self.input.ignore.is_ignored(&path, is_dir)
                 {
                     continue;
@@ -332,7 +332,7 @@ impl Scanner<'_> {
             }
             listed.push(Listed { name, meta });
         }
-        listed.sort_unstable_by(|a, b| a.name.cmp(&b.name));
+        listed.sort_unstable_by(|a, b| a.name.cmp(b.name));
         // getdents may return a name twice when it is renamed within the
         // directory during the listing; a tree holds each name once.
         listed.dedup_by(|a, b| a.name == b.name);
@@ -349,11 +349,11 @@ impl Scanner<'_> {
             .filter(|l| l.meta.file_type() == FileType::Directory)
             .collect();
         let scan_child = |l: &&Listed| -> Result<Option<Hash>> {
-            let child_rel = join(&rel, &l.name);
+            let child_rel = join(&rel, l.name);
             if let Some(h) = self.clean_subtree(&child_rel) {
                 return Ok(Some(h));
             }
-            match fs::open_dir_at(dirfd, &l.name) {
+            match fs::open_dir_at(dirfd, l.name) {
                 Ok(fd) => self.scan_dir(fd, child_rel).map(Some),
                 // Removed since it was listed: it is simply not there.
                 Err(Errno::NOENT) => Ok(None),
@@ -367,7 +367,7 @@ impl Scanner<'_> {
         };
         let to_open = subdirs
             .iter()
-            .filter(|l| self.clean_subtree(&join(&rel, &l.name)).is_none())
+            .filter(|l| self.clean_subtree(&join(&rel, l.name)).is_none())
             .count();
         let child_trees: Vec<Option<Hash>> = if to_open > 1 {
             subdirs.par_iter().map(scan_child).collect::<Result<_>>()?
@@ -397,7 +397,7 @@ impl Scanner<'_> {
         let mut entries = Vec::with_capacity(listed.len());
         let mut child = child_trees.into_iter();
         for l in listed {
-            let prev = old.and_then(|o| o.get(&l.name));
+            let prev = old.and_then(|o| o.get(l.name));
             let ft = l.meta.file_type();
             let item = match ft {
                 FileType::Directory => {
@@ -408,7 +408,7 @@ impl Scanner<'_> {
                 FileType::Symlink => self.symlink_node(dirfd, &rel, &l, prev)?,
                 other => {
                     self.out.skipped.lock().unwrap().push(Skipped {
-                        path: join(&rel, &l.name),
+                        path: join(&rel, l.name),
                         kind: kind_name(other).into(),
                     });
                     None
@@ -419,7 +419,7 @@ impl Scanner<'_> {
                 && meta.mtime_ns >= self.scan_start_ns - RACY_WINDOW_NS;
             entries.push(IndexEntry {
                 entry: Entry {
-                    name: l.name,
+                    name: l.name.to_vec(),
                     mode: meta.perm(),
                     mtime_ns: meta.mtime_ns,
                     node,
@@ -454,11 +454,13 @@ impl Scanner<'_> {
                 h
             }
         };
-        self.out
-            .records
-            .lock()
-            .unwrap()
-            .push((rel, Arc::new(DirRecord { tree, entries })));
+        self.out.records.lock().unwrap().push((
+            rel,
+            Arc::new(DirRecord {
+                tree,
+                entries: entries.into(),
+            }),
+        ));
         tree
     }
 
@@ -514,7 +516,7 @@ impl Scanner<'_> {
         } else {
             todo.iter().map(scan_child).collect::<Result<_>>()?
         };
-        let mut entries = old.entries.clone();
+        let mut entries = old.entries.to_vec();
         for ((i, _, m), tree) in todo.into_iter().zip(trees) {
             let e = &mut entries[i];
             e.entry.mode = m.perm();
@@ -522,7 +524,7 @@ impl Scanner<'_> {
             e.entry.node = Node::Dir { tree };
             e.meta = m;
         }
-        if entries == old.entries {
+        if entries[..] == old.entries[..] {
             self.out.reused_dirs.fetch_add(1, Ordering::Relaxed);
             self.out
                 .records
@@ -541,18 +543,21 @@ impl Scanner<'_> {
             return false;
         }
         let mut child = child_trees.iter();
-        old.entries.iter().zip(listed).all(|(o, l)| {
+        let mut n = 0;
+        let same = old.entries.views().zip(listed).all(|(o, l)| {
+            n += 1;
             o.entry.name == l.name
-                && match &o.entry.node {
-                    Node::Dir { tree } => {
+                && match o.entry.node {
+                    NodeRef::Dir { tree } => {
                         l.meta.file_type() == FileType::Directory
                             && o.entry.mode == l.meta.perm()
                             && o.entry.mtime_ns == l.meta.mtime_ns
-                            && child.next() == Some(tree)
+                            && child.next() == Some(&tree)
                     }
-                    _ => same_stat(o, &l.meta),
+                    _ => !o.racy && o.meta == l.meta,
                 }
-        })
+        });
+        same && n == listed.len()
     }
 
     fn file_node(
@@ -565,11 +570,11 @@ impl Scanner<'_> {
         if let Some(node) = cached(prev, &l.meta, |n| matches!(n, Node::File { .. })) {
             return Ok(Some((node, l.meta)));
         }
-        let path = join(rel, &l.name);
+        let path = join(rel, l.name);
         let shown = || self.shown(&path);
         self.out.files_read.fetch_add(1, Ordering::Relaxed);
         let res = match self.input.mode {
-            Mode::Capture(objects) => objects.capture(dir, &l.name, &shown).map(|c| {
+            Mode::Capture(objects) => objects.capture(dir, l.name, &shown).map(|c| {
                 if c.new_bytes > 0 || c.meta.size == 0 {
                     self.out.new_bytes.fetch_add(c.new_bytes, Ordering::Relaxed);
                 }
@@ -578,7 +583,7 @@ impl Scanner<'_> {
                 }
                 (c.hash, c.meta)
             }),
-            Mode::HashOnly => hash_file(dir, &l.name, &shown),
+            Mode::HashOnly => hash_file(dir, l.name, &shown),
         };
         match res {
             Ok((hash, meta)) => Ok(Some((
@@ -590,7 +595,7 @@ impl Scanner<'_> {
             ))),
             // It changed kind or vanished between listing and reading: the
             // state we saw is gone; report it rather than guess.
-            Err(CaptureError::Gone) => match fs::stat_at(dir, &l.name) {
+            Err(CaptureError::Gone) => match fs::stat_at(dir, l.name) {
                 Err(Errno::NOENT) => Ok(None),
                 _ => Err(Error::Unstable(shown())),
             },
@@ -608,13 +613,13 @@ impl Scanner<'_> {
         if let Some(node) = cached(prev, &l.meta, |n| matches!(n, Node::Symlink { .. })) {
             return Ok(Some((node, l.meta)));
         }
-        match fs::read_link_at(dir, &l.name) {
+        match fs::read_link_at(dir, l.name) {
             Ok(target) => Ok(Some((Node::Symlink { target }, l.meta))),
             Err(Errno::NOENT) => Ok(None),
-            Err(Errno::INVAL) => Err(Error::Unstable(self.shown(&join(rel, &l.name)))),
+            Err(Errno::INVAL) => Err(Error::Unstable(self.shown(&join(rel, l.name)))),
             Err(e) => Err(Error::io(
                 "readlink",
-                self.shown(&join(rel, &l.name)),
+                self.shown(&join(rel, l.name)),
                 e.into(),
             )),
         }

@@ -121,15 +121,21 @@ impl Store {
         }
         let _t = crate::trace::span("open store");
         let lock = Lock::acquire(&root.join("lock"), lock_timeout)?;
-        // A crash between writing the index's temporary file and renaming
-        // it leaves `index.tmp`; only a lock holder writes it, so it is
-        // stale. (Read-only commands remove it too: every command leaves a
-        // store without temporary files.)
-        let index_tmp = root.join("index.tmp");
-        match std::fs::remove_file(&index_tmp) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(Error::io("remove stale temporary file", index_tmp, e)),
+        // A crash between writing the index's (or its delta's) temporary
+        // file and renaming it leaves `index.tmp` (`index.delta.tmp`); only
+        // a lock holder writes them, so they are stale. (Read-only commands
+        // remove them too: every command leaves a store without temporary
+        // files.)
+        let index_path = root.join("index");
+        for tmp in [
+            crate::index::temp_path(&index_path),
+            crate::index::temp_path(&crate::index::delta_path(&index_path)),
+        ] {
+            match std::fs::remove_file(&tmp) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(Error::io("remove stale temporary file", tmp, e)),
+            }
         }
         let catalog = if read_only {
             Catalog::open_read_only(&root.join("catalog.redb"))?

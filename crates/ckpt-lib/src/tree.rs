@@ -127,34 +127,93 @@ impl Entry {
 
     /// Parses one entry written by [`Entry::encode_into`], validating it.
     pub(crate) fn decode_from(r: &mut Reader<'_>) -> Result<Entry> {
+        EntryRef::decode_from(r).map(|e| e.to_entry())
+    }
+}
+
+/// An entry borrowed from its encoding, for readers that compare entries
+/// without allocating (the stat index, see [`crate::index`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct EntryRef<'a> {
+    pub(crate) name: &'a [u8],
+    pub(crate) mode: u32,
+    pub(crate) mtime_ns: i64,
+    pub(crate) node: NodeRef<'a>,
+}
+
+/// A [`Node`] borrowed from its encoding.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum NodeRef<'a> {
+    File { size: u64, hash: Hash },
+    Dir { tree: Hash },
+    Symlink { target: &'a [u8] },
+}
+
+impl<'a> EntryRef<'a> {
+    /// Parses one entry written by [`Entry::encode_into`], validating it
+    /// (the one parser of the entry encoding).
+    pub(crate) fn decode_from(r: &mut Reader<'a>) -> Result<EntryRef<'a>> {
         let kind = r.take(1)?[0];
         let mode = r.u32()?;
         let mtime_ns = r.u64()? as i64;
         let name_len = r.u32()? as usize;
-        let name = r.take(name_len)?.to_vec();
+        let name = r.take(name_len)?;
         let node = match kind {
-            1 => Node::File {
+            1 => NodeRef::File {
                 size: r.u64()?,
                 hash: r.hash()?,
             },
-            2 => Node::Dir { tree: r.hash()? },
+            2 => NodeRef::Dir { tree: r.hash()? },
             3 => {
                 let n = r.u32()? as usize;
-                Node::Symlink {
-                    target: r.take(n)?.to_vec(),
-                }
+                NodeRef::Symlink { target: r.take(n)? }
             }
             k => return Err(Error::Corrupt(format!("entry has unknown kind {k}"))),
         };
-        if !valid_name(&name) || mode & !0o7777 != 0 {
+        if !valid_name(name) || mode & !0o7777 != 0 {
             return Err(Error::Corrupt("entry has an invalid name or mode".into()));
         }
-        Ok(Entry {
+        Ok(EntryRef {
             name,
             mode,
             mtime_ns,
             node,
         })
+    }
+
+    /// The owned entry.
+    pub(crate) fn to_entry(self) -> Entry {
+        Entry {
+            name: self.name.to_vec(),
+            mode: self.mode,
+            mtime_ns: self.mtime_ns,
+            node: match self.node {
+                NodeRef::File { size, hash } => Node::File { size, hash },
+                NodeRef::Dir { tree } => Node::Dir { tree },
+                NodeRef::Symlink { target } => Node::Symlink {
+                    target: target.to_vec(),
+                },
+            },
+        }
+    }
+}
+
+impl Entry {
+    /// This entry as an [`EntryRef`].
+    pub(crate) fn borrowed(&self) -> EntryRef<'_> {
+        EntryRef {
+            name: &self.name,
+            mode: self.mode,
+            mtime_ns: self.mtime_ns,
+            node: match &self.node {
+                Node::File { size, hash } => NodeRef::File {
+                    size: *size,
+                    hash: *hash,
+                },
+                Node::Dir { tree } => NodeRef::Dir { tree: *tree },
+                Node::Symlink { target } => NodeRef::Symlink { target },
+            },
+        }
     }
 }
 

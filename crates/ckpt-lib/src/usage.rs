@@ -128,10 +128,16 @@ pub fn usage(store: &Store) -> Result<Usage> {
     let file_size = |name: &str| std::fs::metadata(store.root.join(name)).map_or(0, |m| m.len());
     let catalog_bytes = file_size("catalog.redb");
     let state_bytes = file_size("state.redb");
-    let other = ["index", "CKPT_STORE", "lock", "state.redb.lock"]
-        .iter()
-        .map(|n| file_size(n))
-        .sum::<u64>();
+    let other = [
+        "index",
+        "index.delta",
+        "CKPT_STORE",
+        "lock",
+        "state.redb.lock",
+    ]
+    .iter()
+    .map(|n| file_size(n))
+    .sum::<u64>();
     Ok(Usage {
         store_bytes: object_bytes + catalog_bytes + state_bytes + other,
         object_bytes,

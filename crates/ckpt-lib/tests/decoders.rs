@@ -1,12 +1,13 @@
 //! Every decoder of on-disk data, on hostile bytes: the tree (`CKT1`), the
-//! stat index (`CKIX`), a checkpoint record (JSON + hash), a stored digest
+//! stat index (`CKIX`) and its delta (`CKID`), a checkpoint record (JSON + hash), a stored digest
 //! (base64url LtHash16) and an agent-state value record. Properties:
 //! - random bytes, and real encodings with bytes flipped, cut or inserted,
 //!   never panic: each decoder returns `Ok` or a corruption error;
 //! - whatever a decoder accepts is canonical: a decoded tree re-encodes to
 //!   the same bytes (so a hash check over the bytes covers its meaning), a
 //!   decoded record's hash matches, a decoded index re-encodes and decodes
-//!   to the same directories;
+//!   to the same directories, a delta either applies (and the result
+//!   re-encodes to the same directories) or leaves the index unchanged;
 //! - real encodings decode.
 //!
 //! The same decoders are the cargo-fuzz targets in `fuzz/`; setting
@@ -28,6 +29,8 @@ use proptest::prelude::*;
 struct Samples {
     trees: Vec<Vec<u8>>,
     index: Vec<u8>,
+    /// A delta against `index` (one record changed, one removed).
+    delta: Vec<u8>,
     records: Vec<(u64, Vec<u8>)>,
     digests: Vec<String>,
 }
@@ -72,9 +75,11 @@ fn samples() -> &'static Samples {
             .filter_map(|c| c.digest.clone())
             .collect();
         let index = std::fs::read(store.index_path()).unwrap();
+        let delta = real_delta(&index);
         let s = Samples {
             trees,
             index,
+            delta,
             records,
             digests,
         };
@@ -95,6 +100,7 @@ fn write_corpus(dir: &std::path::Path, s: &Samples) {
         put("tree", format!("real-{i}"), t);
     }
     put("index", "real-0".into(), &s.index);
+    put("index_delta", "real-0".into(), &s.delta);
     for (seq, r) in &s.records {
         let mut b = seq.to_le_bytes().to_vec();
         b.extend_from_slice(r);
@@ -144,6 +150,39 @@ fn check_index(bytes: &[u8]) {
     }
 }
 
+/// A delta as `Index::save` writes it: the sample index with its `empty`
+/// directory's record given another tree and its `src/deep` record gone.
+fn real_delta(index: &[u8]) -> Vec<u8> {
+    let mut ix = Index::decode(index).unwrap();
+    let base = ix.base.clone().unwrap();
+    let empty = ix.dirs[&b"empty".to_vec()].clone();
+    ix.dirs.insert(
+        b"empty".to_vec(),
+        std::sync::Arc::new(ckpt::index::DirRecord {
+            tree: Hash::of(b"other"),
+            entries: empty.entries.clone(),
+        }),
+    );
+    ix.dirs.remove(b"src/deep".as_slice()).unwrap();
+    ix.encode_delta(&base)
+        .expect("a one-record change fits a delta")
+}
+
+/// A delta applied to the sample index: either it applies and the result
+/// re-encodes and decodes to the same directories, or it is refused and the
+/// index is left exactly as it was.
+fn check_index_delta(delta: &[u8]) {
+    let mut ix = Index::decode(&samples().index).unwrap();
+    let before = ix.dirs.clone();
+    match ix.apply_delta(delta.to_vec()) {
+        Ok(()) => {
+            let again = Index::decode(&ix.encode()).expect("re-encoded index decodes");
+            assert_eq!(again.dirs, ix.dirs);
+        }
+        Err(_) => assert_eq!(ix.dirs, before, "a refused delta changed the index"),
+    }
+}
+
 fn check_record(seq: u64, bytes: &[u8]) {
     if let Ok(cp) = decode_checkpoint(seq, bytes) {
         assert_eq!(cp.seq, seq);
@@ -174,6 +213,11 @@ fn real_encodings_decode() {
         Tree::decode(t).unwrap();
     }
     Index::decode(&s.index).unwrap();
+    let mut ix = Index::decode(&s.index).unwrap();
+    ix.apply_delta(s.delta.clone()).unwrap();
+    assert!(ix.dirs.contains_key(b"src".as_slice()));
+    assert!(!ix.dirs.contains_key(b"src/deep".as_slice()));
+    assert_eq!(ix.dirs[&b"empty".to_vec()].tree, Hash::of(b"other"));
     for (seq, r) in &s.records {
         decode_checkpoint(*seq, r).unwrap();
     }
@@ -223,6 +267,10 @@ proptest! {
         let mut ix = b"CKIX".to_vec();
         ix.extend_from_slice(&b);
         check_index(&ix);
+        check_index_delta(&b);
+        let mut d = b"CKID".to_vec();
+        d.extend_from_slice(&b);
+        check_index_delta(&d);
         check_record(seq, &b);
         check_digest(&b);
         check_state_value(&b);
@@ -248,6 +296,22 @@ proptest! {
         let h = *blake3::hash(&b).as_bytes();
         b.extend_from_slice(&h);
         check_index(&b);
+    }
+
+    #[test]
+    fn damaged_index_delta_never_panics(b in damaged(samples().delta.clone())) {
+        check_index_delta(&b);
+    }
+
+    /// The same for the delta, below a recomputed trailer.
+    #[test]
+    fn damaged_index_delta_body_with_valid_trailer_never_panics(
+        b in damaged(samples().delta[..samples().delta.len() - 32].to_vec())
+    ) {
+        let mut b = b;
+        let h = *blake3::hash(&b).as_bytes();
+        b.extend_from_slice(&h);
+        check_index_delta(&b);
     }
 
     #[test]

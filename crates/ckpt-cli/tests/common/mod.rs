@@ -584,6 +584,7 @@ pub const STORE_NAMES: &[&str] = &[
     "lock",
     "catalog.redb",
     "index",
+    "index.delta",
     "objects",
     "tmp",
     "state.redb",

@@ -270,3 +270,86 @@ pub fn remove_all_at(dir: BorrowedFd<'_>, name: &[u8]) -> rustix::io::Result<()>
         rustix::fs::unlinkat(dir, name, AtFlags::empty())
     }
 }
+
+/// Size of the `getdents64` buffer of [`list_dir_packed`]: most directories
+/// fit in one call (rustix's `Dir` starts at 768 bytes and grows slowly, so
+/// a directory of a few dozen names took several calls, and each call on an
+/// ext4 htree directory rebuilds its hash-ordered batch).
+const GETDENTS_BUF: usize = 32 * 1024;
+
+/// An open directory whose names have been read into one buffer, each name
+/// followed by a NUL (one allocation per directory, not one per name).
+pub struct PackedListing {
+    fd: OwnedFd,
+    buf: Vec<u8>,
+    /// `(start, len)` of each name in `buf` (without its NUL).
+    names: Vec<(u32, u32)>,
+}
+
+impl PackedListing {
+    /// The directory's descriptor, for `*at()` calls on its entries.
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+
+    /// Number of names (without `.` and `..`).
+    pub fn len(&self) -> usize {
+        self.names.len()
+    }
+
+    /// Whether the directory is empty.
+    pub fn is_empty(&self) -> bool {
+        self.names.is_empty()
+    }
+
+    /// The `i`-th name, in `getdents` order.
+    pub fn name(&self, i: usize) -> &[u8] {
+        let (s, l) = self.names[i];
+        &self.buf[s as usize..(s + l) as usize]
+    }
+
+    /// The `i`-th name with its NUL, for syscalls.
+    pub fn c_name(&self, i: usize) -> &std::ffi::CStr {
+        let (s, l) = self.names[i];
+        std::ffi::CStr::from_bytes_until_nul(&self.buf[s as usize..=(s + l) as usize])
+            .unwrap_or_default()
+    }
+}
+
+/// Reads the names in the directory `fd` (taking ownership of it) with a
+/// [`GETDENTS_BUF`]-byte buffer reused by the calling thread.
+pub fn list_dir_packed(fd: OwnedFd) -> rustix::io::Result<PackedListing> {
+    use std::mem::MaybeUninit;
+    thread_local! {
+        static BUF: std::cell::RefCell<Vec<MaybeUninit<u8>>> =
+            std::cell::RefCell::new(vec![MaybeUninit::uninit(); GETDENTS_BUF]);
+    }
+    let mut buf = Vec::new();
+    let mut names = Vec::new();
+    BUF.with(|b| {
+        let mut b = b.borrow_mut();
+        let mut dir = rustix::fs::RawDir::new(fd.as_fd(), &mut b[..]);
+        while let Some(ent) = dir.next() {
+            let ent = match ent {
+                Ok(e) => e,
+                Err(Errno::INTR) => continue,
+                // Removed while being listed (as rustix's `Dir` treats it).
+                Err(Errno::NOENT) => break,
+                Err(e) => return Err(e),
+            };
+            let name = ent.file_name().to_bytes_with_nul();
+            if name == b".\0" || name == b"..\0" {
+                continue;
+            }
+            names.push((buf.len() as u32, (name.len() - 1) as u32));
+            buf.extend_from_slice(name);
+        }
+        Ok::<(), Errno>(())
+    })?;
+    Ok(PackedListing { fd, buf, names })
+}
+
+/// [`stat_at`] for a name that is already NUL-terminated.
+pub fn stat_at_c(dir: BorrowedFd<'_>, name: &std::ffi::CStr) -> rustix::io::Result<Meta> {
+    rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).map(|st| Meta::from_stat(&st))
+}
