@@ -775,9 +775,11 @@ pub fn hash_file(
 ) -> Result<(Hash, Meta), CaptureError> {
     for _ in 0..MAX_ATTEMPTS {
         let (src, m1) = open_regular(dir, name, shown)?;
-        let (hash, len) = hash_fd(src.as_fd()).ctx("read", shown())?;
+        // Exactly m1.size bytes (see crate::content_hash); a file that grew
+        // or changed while read shows up in the second stat.
+        let hash = crate::content_hash::hash_exact(src.as_fd(), m1.size).ctx("read", shown())?;
         let m2 = fs::stat_fd(src.as_fd()).ctx("stat", shown())?;
-        if m1 == m2 && len == m1.size {
+        if let (Some(hash), true) = (hash, m1 == m2) {
             return Ok((hash, m1));
         }
     }
