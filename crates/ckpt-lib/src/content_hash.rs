@@ -25,8 +25,7 @@ use std::cell::RefCell;
 use std::os::fd::BorrowedFd;
 
 use blake3::hazmat::{
-    left_subtree_len, merge_subtrees_non_root, merge_subtrees_root, ChainingValue, HasherExt,
-    Mode,
+    left_subtree_len, merge_subtrees_non_root, merge_subtrees_root, ChainingValue, HasherExt, Mode,
 };
 use rustix::io::Errno;
 
@@ -148,7 +147,15 @@ mod tests {
     /// could get wrong, for a given leaf.
     fn edge_lengths(leaf: usize) -> Vec<usize> {
         let mut v = vec![0, 1, 1023, 1024, 1025, 2048, 3 * 1024 + 7];
-        for base in [leaf, 2 * leaf, 3 * leaf, 4 * leaf, 5 * leaf, BUF_LEN, 2 * BUF_LEN] {
+        for base in [
+            leaf,
+            2 * leaf,
+            3 * leaf,
+            4 * leaf,
+            5 * leaf,
+            BUF_LEN,
+            2 * BUF_LEN,
+        ] {
             v.extend([base - 1, base, base + 1, base + 1024]);
         }
         v

@@ -759,7 +759,8 @@ fn open_regular(
         Err(Errno::NOENT) | Err(Errno::LOOP) | Err(Errno::NXIO) => return Err(CaptureError::Gone),
         Err(e) => return Err(Error::io("open", shown(), e.into()).into()),
     };
-    let meta = fs::stat_fd(src.as_fd()).ctx("stat", shown())?;
+    // (`map_err`, not `ctx`: the shown path is built only on error.)
+    let meta = fs::stat_fd(src.as_fd()).map_err(|e| Error::io("stat", shown(), e.into()))?;
     if meta.file_type() != FileType::RegularFile {
         return Err(CaptureError::Gone);
     }
@@ -777,8 +778,9 @@ pub fn hash_file(
         let (src, m1) = open_regular(dir, name, shown)?;
         // Exactly m1.size bytes (see crate::content_hash); a file that grew
         // or changed while read shows up in the second stat.
-        let hash = crate::content_hash::hash_exact(src.as_fd(), m1.size).ctx("read", shown())?;
-        let m2 = fs::stat_fd(src.as_fd()).ctx("stat", shown())?;
+        let hash = crate::content_hash::hash_exact(src.as_fd(), m1.size)
+            .map_err(|e| Error::io("read", shown(), e))?;
+        let m2 = fs::stat_fd(src.as_fd()).map_err(|e| Error::io("stat", shown(), e.into()))?;
         if let (Some(hash), true) = (hash, m1 == m2) {
             return Ok((hash, m1));
         }

@@ -598,12 +598,14 @@ impl Scanner<'_> {
         l: &Listed,
         prev: Option<&IndexEntry>,
     ) -> Result<Option<(Node, Meta)>> {
-        debug_assert!(!l.deferred || prev.is_none(), "deferred stat with an index entry");
+        debug_assert!(
+            !l.deferred || prev.is_none(),
+            "deferred stat with an index entry"
+        );
         if let Some(node) = cached(prev, &l.meta, |n| matches!(n, Node::File { .. })) {
             return Ok(Some((node, l.meta)));
         }
-        let path = join(rel, &l.name);
-        let shown = || self.shown(&path);
+        let shown = || self.shown(&join(rel, &l.name));
         self.out.files_read.fetch_add(1, Ordering::Relaxed);
         let res = match self.input.mode {
             Mode::Capture(objects) => objects.capture(dir, &l.name, &shown).map(|c| {
