@@ -127,6 +127,7 @@ pub fn encode_digest(d: &Digest) -> String {
 /// entries, so this equals [`tree_digest`] of `scan.root` without decoding
 /// the trees again. Elements are computed in parallel.
 fn scanned_digest(scan: &ScanResult) -> (Digest, u64) {
+    let _t = crate::trace::span("digest elements");
     scan.index
         .dirs
         .par_iter()
@@ -153,6 +154,7 @@ fn scanned_digest(scan: &ScanResult) -> (Digest, u64) {
 
 /// Scans `root` reading every file (no stat cache), hashing only.
 fn full_scan(root: &Path, exclude: &[Vec<u8>]) -> Result<ScanResult> {
+    let _t = crate::trace::span("full scan");
     let ignore = Ignore::load(root)?;
     scan::scan(&ScanInput {
         root,
