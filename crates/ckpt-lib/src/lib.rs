@@ -32,6 +32,7 @@
 pub mod bands;
 pub mod catalog;
 pub mod checkpoint;
+pub mod content_hash;
 pub mod copytree;
 pub mod diff;
 pub mod doctor;

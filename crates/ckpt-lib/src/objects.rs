@@ -799,7 +799,8 @@ fn open_regular(
         Err(Errno::NOENT) | Err(Errno::LOOP) | Err(Errno::NXIO) => return Err(CaptureError::Gone),
         Err(e) => return Err(Error::io("open", shown(), e.into()).into()),
     };
-    let meta = fs::stat_fd(src.as_fd()).ctx("stat", shown())?;
+    // (`map_err`, not `ctx`: the shown path is built only on error.)
+    let meta = fs::stat_fd(src.as_fd()).map_err(|e| Error::io("stat", shown(), e.into()))?;
     if meta.file_type() != FileType::RegularFile {
         return Err(CaptureError::Gone);
     }
@@ -815,9 +816,12 @@ pub fn hash_file(
 ) -> Result<(Hash, Meta), CaptureError> {
     for _ in 0..MAX_ATTEMPTS {
         let (src, m1) = open_regular(dir, name, shown)?;
-        let (hash, len) = hash_fd(src.as_fd()).ctx("read", shown())?;
-        let m2 = fs::stat_fd(src.as_fd()).ctx("stat", shown())?;
-        if m1 == m2 && len == m1.size {
+        // Exactly m1.size bytes (see crate::content_hash); a file that grew
+        // or changed while read shows up in the second stat.
+        let hash = crate::content_hash::hash_exact(src.as_fd(), m1.size)
+            .map_err(|e| Error::io("read", shown(), e))?;
+        let m2 = fs::stat_fd(src.as_fd()).map_err(|e| Error::io("stat", shown(), e.into()))?;
+        if let (Some(hash), true) = (hash, m1 == m2) {
             return Ok((hash, m1));
         }
     }

@@ -277,7 +277,12 @@ pub fn scan_partial(input: &ScanInput<'_>, dirty: &HashSet<Vec<u8>>) -> Result<S
 /// An entry as listed, before its content is known.
 struct Listed<'a> {
     name: &'a [u8],
+    /// Its `lstat`; when `deferred`, only the file type (regular) is known.
     meta: Meta,
+    /// A regular file (per the directory entry's type) in a directory
+    /// without an index record: it is read whatever its stat says, so it is
+    /// not `lstat`ed here and its stat comes from the open descriptor.
+    deferred: bool,
 }
 
 fn same_stat(old: &IndexEntry, m: &Meta) -> bool {
@@ -308,6 +313,9 @@ impl Scanner<'_> {
         let listing = fs::list_dir_packed(dir).ctx("read directory", self.shown(&rel))?;
         let dirfd = listing.fd();
         let mut listed = Vec::with_capacity(listing.len());
+        // Without an old record no entry can be taken from the index, so
+        // every regular file will be opened and read: its stat is taken then.
+        let defer_files = old.is_none();
         for i in 0..listing.len() {
             let name = listing.name(i);
             if rel.is_empty() && name == MARKER {
@@ -317,10 +325,20 @@ impl Scanner<'_> {
                 self.out.temps.lock().unwrap().push(join(&rel, name));
                 continue;
             }
-            let meta = match fs::stat_at_c(dirfd, listing.c_name(i)) {
-                Ok(m) => m,
-                Err(Errno::NOENT) => continue, // vanished since listed
-                Err(e) => return Err(Error::io("stat", self.shown(&join(&rel, name)), e.into())),
+            let deferred = defer_files && listing.file_type(i) == FileType::RegularFile;
+            let meta = if deferred {
+                Meta {
+                    mode: FileType::RegularFile.as_raw_mode(),
+                    ..Meta::default()
+                }
+            } else {
+                match fs::stat_at_c(dirfd, listing.c_name(i)) {
+                    Ok(m) => m,
+                    Err(Errno::NOENT) => continue, // vanished since listed
+                    Err(e) => {
+                        return Err(Error::io("stat", self.shown(&join(&rel, name)), e.into()))
+                    }
+                }
             };
             let is_dir = meta.file_type() == FileType::Directory;
             if self.input.ignore.is_active() || !self.input.exclude.is_empty() {
@@ -330,7 +348,11 @@ impl Scanner<'_> {
                     continue;
                 }
             }
-            listed.push(Listed { name, meta });
+            listed.push(Listed {
+                name,
+                meta,
+                deferred,
+            });
         }
         listed.sort_unstable_by(|a, b| a.name.cmp(b.name));
         // getdents may return a name twice when it is renamed within the
@@ -394,18 +416,42 @@ impl Scanner<'_> {
             }
         }
 
+        // Reading file contents (and symlink targets) runs in parallel when
+        // more than one file must be read, so a directory of many files
+        // does not leave the other cores idle; taking an entry from the
+        // index is too cheap to be worth a task.
+        let prev_of = |l: &Listed| old.and_then(|o| o.get(&l.name));
+        let to_read = listed
+            .iter()
+            .filter(|l| {
+                l.meta.file_type() == FileType::RegularFile
+                    && (l.deferred
+                        || cached(prev_of(l), &l.meta, |n| matches!(n, Node::File { .. }))
+                            .is_none())
+            })
+            .take(2)
+            .count();
+        let content = |l: &Listed| match l.meta.file_type() {
+            FileType::RegularFile => self.file_node(dirfd, &rel, l, prev_of(l)),
+            FileType::Symlink => self.symlink_node(dirfd, &rel, l, prev_of(l)),
+            _ => Ok(None), // directories: below; others are skipped
+        };
+        let items: Vec<Option<(Node, Meta)>> = if to_read > 1 {
+            listed.par_iter().map(content).collect::<Result<_>>()?
+        } else {
+            listed.iter().map(content).collect::<Result<_>>()?
+        };
+
         let mut entries = Vec::with_capacity(listed.len());
         let mut child = child_trees.into_iter();
-        for l in listed {
-            let prev = old.and_then(|o| o.get(l.name));
+        for (l, item) in listed.into_iter().zip(items) {
             let ft = l.meta.file_type();
             let item = match ft {
                 FileType::Directory => {
                     let tree = child.next().expect("one tree per subdirectory");
                     Some((Node::Dir { tree }, l.meta))
                 }
-                FileType::RegularFile => self.file_node(dirfd, &rel, &l, prev)?,
-                FileType::Symlink => self.symlink_node(dirfd, &rel, &l, prev)?,
+                FileType::RegularFile | FileType::Symlink => item,
                 other => {
                     self.out.skipped.lock().unwrap().push(Skipped {
                         path: join(&rel, l.name),
@@ -567,6 +613,10 @@ impl Scanner<'_> {
         l: &Listed,
         prev: Option<&IndexEntry>,
     ) -> Result<Option<(Node, Meta)>> {
+        debug_assert!(
+            !l.deferred || prev.is_none(),
+            "deferred stat with an index entry"
+        );
         if let Some(node) = cached(prev, &l.meta, |n| matches!(n, Node::File { .. })) {
             return Ok(Some((node, l.meta)));
         }

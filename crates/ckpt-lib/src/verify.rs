@@ -121,8 +121,40 @@ pub fn encode_digest(d: &Digest) -> String {
     d.state().to_base64url()
 }
 
+/// The digest of the state a [`full_scan`] saw and its bytes of file
+/// content, from the scan's directory records: with an empty index every
+/// directory is listed and recorded exactly once, holding exactly its tree's
+/// entries, so this equals [`tree_digest`] of `scan.root` without decoding
+/// the trees again. Elements are computed in parallel.
+fn scanned_digest(scan: &ScanResult) -> (Digest, u64) {
+    let _t = crate::trace::span("digest elements");
+    scan.index
+        .dirs
+        .par_iter()
+        .fold(
+            || (Digest::new(), 0u64),
+            |(mut d, mut bytes), (rel, rec)| {
+                for e in &rec.entries {
+                    insert(&mut d, &join(rel, &e.entry.name), &e.entry);
+                    if let Node::File { size, .. } = e.entry.node {
+                        bytes += size;
+                    }
+                }
+                (d, bytes)
+            },
+        )
+        .reduce(
+            || (Digest::new(), 0),
+            |(mut a, x), (b, y)| {
+                a.merge(&b);
+                (a, x + y)
+            },
+        )
+}
+
 /// Scans `root` reading every file (no stat cache), hashing only.
 fn full_scan(root: &Path, exclude: &[Vec<u8>]) -> Result<ScanResult> {
+    let _t = crate::trace::span("full scan");
     let ignore = Ignore::load(root)?;
     scan::scan(&ScanInput {
         root,
@@ -170,8 +202,7 @@ pub fn verify_workspace(ws: &Workspace, store: &Store, rev: &str) -> Result<Veri
         Some(d) => d,
         None => tree_digest(&src, cp.root)?,
     };
-    let found = entries_below(|h| src.tree(h), scan.root)?;
-    let actual = digest_of(&found);
+    let (actual, bytes) = scanned_digest(&scan);
     let differences = if expected == actual {
         Vec::new()
     } else {
@@ -180,13 +211,6 @@ pub fn verify_workspace(ws: &Workspace, store: &Store, rev: &str) -> Result<Veri
             .filter(|c| c.kind != ChangeKind::Touched)
             .collect()
     };
-    let bytes = found
-        .iter()
-        .map(|(_, e)| match e.node {
-            Node::File { size, .. } => size,
-            _ => 0,
-        })
-        .sum();
     Ok(VerifyReport {
         checkpoint: cp,
         expected: expected.checksum(),
@@ -201,12 +225,7 @@ pub fn verify_workspace(ws: &Workspace, store: &Store, rev: &str) -> Result<Veri
 /// (`.ckptignore` honoured, a `.ckpt` marker skipped). Needs no workspace.
 pub fn hash_dir(dir: &Path) -> Result<(Digest, ScanResult)> {
     let scan = full_scan(dir, &[])?;
-    // The index was empty, so the scan built every tree afresh.
-    let load = |h: &Hash| match scan.new_trees.get(h) {
-        Some(bytes) => Tree::decode(bytes),
-        None => Err(Error::Corrupt(format!("scan lost tree {h}"))),
-    };
-    let d = digest_of(&entries_below(load, scan.root)?);
+    let (d, _) = scanned_digest(&scan);
     Ok((d, scan))
 }
 

@@ -34,6 +34,27 @@ fn bench_xof(c: &mut Criterion) {
             })
         });
     }
+    // The floor of every element: the 32 BLAKE3 output-block compressions
+    // alone (the hasher is finalized once, outside the loop).
+    let mut h = blake3::Hasher::new();
+    h.update(&input(113));
+    let reader = h.finalize_xof();
+    g.bench_function("xof_fill_2048B_only", |b| {
+        let mut out = [0u8; STATE_BYTES];
+        b.iter(|| {
+            black_box(&reader).clone().fill(&mut out);
+            black_box(&out);
+        })
+    });
+    // Everything of an element except the output: hasher, absorb, finalize.
+    g.bench_function("absorb_113B_and_finalize_only", |b| {
+        let data = input(113);
+        b.iter(|| {
+            let mut h = blake3::Hasher::new();
+            h.update(black_box(&data));
+            black_box(h.finalize_xof());
+        })
+    });
     g.finish();
 }
 

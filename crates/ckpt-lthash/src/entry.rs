@@ -27,6 +27,11 @@ pub const PERM_MASK: u32 = 0o7777;
 /// Byte length of the fixed-width prefix: tag, kind (1), mode (4).
 const FIXED_LEN: usize = ENTRY_TAG.len() + 1 + 4;
 
+/// Elements up to this many bytes (paths up to ~430 bytes for a file) are
+/// assembled on the stack and absorbed with one `update`, which is cheaper
+/// than five small ones; longer ones are streamed piece by piece.
+const INLINE_LEN: usize = 512;
+
 /// The kind of a workspace entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum EntryKind {
@@ -136,19 +141,42 @@ impl<'a> Entry<'a> {
         entry_element(self.path, self.kind, self.mode, self.content)
     }
 
-    /// A BLAKE3 hasher that has absorbed the element bytes.
-    pub(crate) fn hasher(&self) -> blake3::Hasher {
-        let mut h = blake3::Hasher::new();
+    /// Length of the element bytes.
+    fn encoded_len(&self) -> usize {
+        FIXED_LEN + 8 + self.path.len() + 8 + self.content.len()
+    }
+
+    /// Passes the element bytes to `f` in order, in pieces: the one
+    /// definition of the layout that [`encode_entry`] and the hasher share.
+    fn pieces(&self, mut f: impl FnMut(&[u8])) {
         let mut fixed = [0u8; FIXED_LEN];
         fixed[..ENTRY_TAG.len()].copy_from_slice(ENTRY_TAG);
         fixed[ENTRY_TAG.len()] = self.kind.code();
         fixed[ENTRY_TAG.len() + 1..]
             .copy_from_slice(&encoded_mode(self.kind, self.mode).to_le_bytes());
-        h.update(&fixed);
-        h.update(&(self.path.len() as u64).to_le_bytes());
-        h.update(self.path);
-        h.update(&(self.content.len() as u64).to_le_bytes());
-        h.update(self.content);
+        f(&fixed);
+        f(&(self.path.len() as u64).to_le_bytes());
+        f(self.path);
+        f(&(self.content.len() as u64).to_le_bytes());
+        f(self.content);
+    }
+
+    /// A BLAKE3 hasher that has absorbed the element bytes.
+    pub(crate) fn hasher(&self) -> blake3::Hasher {
+        let mut h = blake3::Hasher::new();
+        if self.encoded_len() <= INLINE_LEN {
+            let mut buf = [0u8; INLINE_LEN];
+            let mut n = 0;
+            self.pieces(|p| {
+                buf[n..n + p.len()].copy_from_slice(p);
+                n += p.len();
+            });
+            h.update(&buf[..n]);
+        } else {
+            self.pieces(|p| {
+                h.update(p);
+            });
+        }
         h
     }
 }
@@ -168,14 +196,15 @@ impl<'a> Entry<'a> {
 /// ```
 #[must_use]
 pub fn encode_entry(path: &[u8], kind: EntryKind, mode: u32, content: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(FIXED_LEN + 16 + path.len() + content.len());
-    out.extend_from_slice(ENTRY_TAG);
-    out.push(kind.code());
-    out.extend_from_slice(&encoded_mode(kind, mode).to_le_bytes());
-    out.extend_from_slice(&(path.len() as u64).to_le_bytes());
-    out.extend_from_slice(path);
-    out.extend_from_slice(&(content.len() as u64).to_le_bytes());
-    out.extend_from_slice(content);
+    let e = Entry {
+        path,
+        kind,
+        mode,
+        content,
+    };
+    let mut out = Vec::with_capacity(e.encoded_len());
+    e.pieces(|p| out.extend_from_slice(p));
+    debug_assert_eq!(out.len(), e.encoded_len());
     out
 }
 
@@ -254,5 +283,26 @@ mod tests {
             Entry::dir(&long, 0o755).element(),
             LtHash::of_element(&Entry::dir(&long, 0o755).encode())
         );
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(200))]
+        /// Both hasher paths (one stack buffer up to INLINE_LEN, streamed
+        /// beyond) absorb exactly the encoded bytes, at every length around
+        /// the switch.
+        #[test]
+        fn element_equals_encoded_around_the_inline_limit(
+            path_len in (INLINE_LEN - FIXED_LEN - 16 - 40)..(INLINE_LEN - FIXED_LEN - 16 + 40),
+            content in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..40),
+            kind in 1u8..4,
+            mode in proptest::prelude::any::<u32>(),
+        ) {
+            let path: Vec<u8> = (0..path_len).map(|i| (i % 251) as u8).collect();
+            let kind = EntryKind::from_code(kind).unwrap();
+            proptest::prop_assert_eq!(
+                entry_element(&path, kind, mode, &content),
+                LtHash::of_element(&encode_entry(&path, kind, mode, &content))
+            );
+        }
     }
 }

@@ -111,29 +111,29 @@ impl LtHash {
 
     /// Adds the contribution of the element already fed to `hasher`.
     pub fn add_xof(&mut self, hasher: &blake3::Hasher) {
-        let mut buf = [0u8; STATE_BYTES];
-        hasher.finalize_xof().fill(&mut buf);
-        self.add_le_bytes(&buf);
+        self.apply_xof(hasher, u16::wrapping_add);
     }
 
     /// Subtracts the contribution of the element already fed to `hasher`.
     pub fn sub_xof(&mut self, hasher: &blake3::Hasher) {
-        let mut buf = [0u8; STATE_BYTES];
-        hasher.finalize_xof().fill(&mut buf);
-        self.sub_le_bytes(&buf);
+        self.apply_xof(hasher, u16::wrapping_sub);
     }
 
+    /// Combines the XOF output of `hasher` into the lanes with `op`, one
+    /// BLAKE3 output block (64 bytes = 32 lanes) at a time: the output goes
+    /// from the compression into the lanes while in L1, with no 2 KiB
+    /// buffer to zero, fill and read back. The 32 compressions themselves
+    /// are the cost (see `BENCH_RESULTS.md`).
     #[inline]
-    fn add_le_bytes(&mut self, buf: &[u8; STATE_BYTES]) {
-        for (i, lane) in self.0.iter_mut().enumerate() {
-            *lane = lane.wrapping_add(u16::from_le_bytes([buf[2 * i], buf[2 * i + 1]]));
-        }
-    }
-
-    #[inline]
-    fn sub_le_bytes(&mut self, buf: &[u8; STATE_BYTES]) {
-        for (i, lane) in self.0.iter_mut().enumerate() {
-            *lane = lane.wrapping_sub(u16::from_le_bytes([buf[2 * i], buf[2 * i + 1]]));
+    fn apply_xof(&mut self, hasher: &blake3::Hasher, op: impl Fn(u16, u16) -> u16) {
+        const BLOCK: usize = 64;
+        let mut reader = hasher.finalize_xof();
+        let mut block = [0u8; BLOCK];
+        for lanes in self.0.chunks_exact_mut(BLOCK / 2) {
+            reader.fill(&mut block);
+            for (lane, b) in lanes.iter_mut().zip(block.chunks_exact(2)) {
+                *lane = op(*lane, u16::from_le_bytes([b[0], b[1]]));
+            }
         }
     }
 

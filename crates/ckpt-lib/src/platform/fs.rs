@@ -284,6 +284,8 @@ pub struct PackedListing {
     buf: Vec<u8>,
     /// `(start, len)` of each name in `buf` (without its NUL).
     names: Vec<(u32, u32)>,
+    /// The kernel's `d_type` hint of each name (may be `Unknown`).
+    types: Vec<FileType>,
 }
 
 impl PackedListing {
@@ -308,6 +310,11 @@ impl PackedListing {
         &self.buf[s as usize..(s + l) as usize]
     }
 
+    /// The kernel's `d_type` hint for the `i`-th name (may be `Unknown`).
+    pub fn file_type(&self, i: usize) -> FileType {
+        self.types[i]
+    }
+
     /// The `i`-th name with its NUL, for syscalls.
     pub fn c_name(&self, i: usize) -> &std::ffi::CStr {
         let (s, l) = self.names[i];
@@ -326,6 +333,7 @@ pub fn list_dir_packed(fd: OwnedFd) -> rustix::io::Result<PackedListing> {
     }
     let mut buf = Vec::new();
     let mut names = Vec::new();
+    let mut types = Vec::new();
     BUF.with(|b| {
         let mut b = b.borrow_mut();
         let mut dir = rustix::fs::RawDir::new(fd.as_fd(), &mut b[..]);
@@ -342,11 +350,17 @@ pub fn list_dir_packed(fd: OwnedFd) -> rustix::io::Result<PackedListing> {
                 continue;
             }
             names.push((buf.len() as u32, (name.len() - 1) as u32));
+            types.push(ent.file_type());
             buf.extend_from_slice(name);
         }
         Ok::<(), Errno>(())
     })?;
-    Ok(PackedListing { fd, buf, names })
+    Ok(PackedListing {
+        fd,
+        buf,
+        names,
+        types,
+    })
 }
 
 /// [`stat_at`] for a name that is already NUL-terminated.
