@@ -32,10 +32,11 @@
 //! `O_NOFOLLOW` from the workspace root, so a symlink in the workspace or the
 //! checkpoint can never make restore write outside the workspace.
 //!
-//! Into another directory ([`restore_to`], `--to DIR`): the same apply engine
-//! against an empty directory, without journal or index. If writing fails
-//! (a full disk), what was written is removed again: the destination is
-//! left missing or empty, as it was.
+//! Into another directory ([`restore_to`], `--to DIR`, and `ckpt fork`):
+//! [`crate::materialize`] writes the tree into the empty directory, verifying
+//! each object as it writes it, without journal or index. If writing fails
+//! (a damaged object, a full disk), what was written is removed again: the
+//! destination is left missing or empty, as it was.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -364,64 +365,39 @@ pub fn restore_to_with(
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
         Err(e) => return Err(Error::io("open", dest, e)),
     };
-    let src = TreeSource {
-        fresh: None,
-        catalog: &reader,
-    };
     let filter = PathFilter::new(paths.to_vec());
-    let changes = diff::diff_trees(&src, None, Some(target.root), &filter)?;
-    check_objects(&store.objects, &changes)?;
     if missing {
         std::fs::create_dir_all(dest).ctx("create", dest)?;
     }
-    let root_fd = fs::open_dir_path(dest).ctx("open", dest)?;
-    let applier = Applier {
-        root: root_fd,
-        root_path: dest,
-        objects: &store.objects,
-        ignore: None,
-        written: Mutex::new(HashMap::new()),
-        removed: AtomicU64::new(0),
-        counter: AtomicU64::new(0),
-        link: std::sync::atomic::AtomicBool::new(opts.link),
-        progress: opts.progress,
-    };
-    let lookup = TargetLookup::new(&reader, target.root);
-    if let Err(e) = applier.apply(&changes, &lookup) {
-        // Leave the destination as it was: gone if we created it, else
-        // empty again (it was empty when we started).
-        drop(applier);
-        // Best effort: the write error is what the user must see.
-        if missing {
-            let _ = std::fs::remove_dir_all(dest);
-        } else if let Ok(rd) = std::fs::read_dir(dest) {
-            for entry in rd.flatten() {
-                let p = entry.path();
-                let _ = match entry.file_type() {
-                    Ok(t) if t.is_dir() => std::fs::remove_dir_all(&p),
-                    _ => std::fs::remove_file(&p),
-                };
-            }
+    // Every object is verified as it is written (see crate::materialize).
+    let written = fs::open_dir_path(dest)
+        .ctx("open", dest)
+        .and_then(|root_fd| {
+            crate::materialize::write_tree(
+                &store.objects,
+                &reader,
+                target.root,
+                root_fd,
+                dest,
+                &filter,
+                opts,
+            )
+        });
+    let counts = match written {
+        Ok(c) => c,
+        Err(e) => {
+            // Leave the destination as it was: gone if we created it, else
+            // empty again (it was empty when we started).
+            crate::materialize::remove_partial(dest, missing);
+            return Err(e);
         }
-        return Err(e);
-    }
-    let mut report = MaterializeReport {
+    };
+    Ok(MaterializeReport {
         target,
-        files: 0,
-        dirs: 0,
-        bytes: 0,
-    };
-    for c in &changes {
-        match c.new.as_ref().map(|e| &e.node) {
-            Some(Node::Dir { .. }) => report.dirs += 1,
-            Some(n) => {
-                report.files += 1;
-                report.bytes += n.size();
-            }
-            None => {}
-        }
-    }
-    Ok(report)
+        files: counts.files,
+        dirs: counts.dirs,
+        bytes: counts.bytes,
+    })
 }
 
 /// Re-hashes every object `changes` will write, in parallel, so a damaged
