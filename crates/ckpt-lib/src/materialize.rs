@@ -447,6 +447,24 @@ impl Writer<'_> {
     }
 }
 
+/// Checks that `dest` is a new or empty directory; returns whether it is
+/// missing.
+pub fn check_fresh(dest: &Path) -> Result<bool> {
+    match std::fs::read_dir(dest) {
+        Ok(mut it) => {
+            if it.next().is_some() {
+                return Err(Error::Usage(format!(
+                    "{} is not empty; --to needs a new or empty directory (nothing was changed)",
+                    dest.display()
+                )));
+            }
+            Ok(false)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(true),
+        Err(e) => Err(Error::io("open", dest, e)),
+    }
+}
+
 /// Removes what a failed [`write_tree`] left in `dest`: `dest` itself too
 /// if `remove_dest` (it did not exist before), else only its entries.
 /// Directories already given a read-only mode are made writable first.

@@ -350,21 +350,8 @@ pub fn restore_to_with(
 ) -> Result<MaterializeReport> {
     let reader = store.catalog.reader()?;
     let target = reader.resolve(rev)?;
-    // Refuse before creating anything: a non-empty destination, or a damaged
-    // object the checkpoint needs.
-    let missing = match std::fs::read_dir(dest) {
-        Ok(mut it) => {
-            if it.next().is_some() {
-                return Err(Error::Usage(format!(
-                    "{} is not empty; --to needs a new or empty directory (nothing was changed)",
-                    dest.display()
-                )));
-            }
-            false
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
-        Err(e) => return Err(Error::io("open", dest, e)),
-    };
+    // Refuse a non-empty destination before creating anything.
+    let missing = crate::materialize::check_fresh(dest)?;
     let filter = PathFilter::new(paths.to_vec());
     if missing {
         std::fs::create_dir_all(dest).ctx("create", dest)?;
