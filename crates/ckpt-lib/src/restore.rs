@@ -257,8 +257,6 @@ pub fn restore(
         written: Mutex::new(HashMap::new()),
         removed: AtomicU64::new(0),
         counter: AtomicU64::new(0),
-        link: std::sync::atomic::AtomicBool::new(false),
-        progress: None,
     };
     let lookup = TargetLookup::new(&reader, target.root);
     applier.apply(&changes, &lookup)?;
@@ -508,9 +506,6 @@ struct Applier<'a> {
     written: Mutex<HashMap<Vec<u8>, Meta>>,
     removed: AtomicU64,
     counter: AtomicU64,
-    /// Hard-link objects instead of copying (turned off on `EXDEV`).
-    link: std::sync::atomic::AtomicBool,
-    progress: Option<&'a Progress>,
 }
 
 impl Applier<'_> {
@@ -695,41 +690,7 @@ impl Applier<'_> {
     /// Writes a file or symlink under a temporary name and renames it into
     /// place.
     fn write_entry(&self, dir: BorrowedFd<'_>, path: &[u8], e: &Entry) -> Result<()> {
-        let tmp = self.temp_name();
-        let name = name_of(path);
-        let shown = || self.shown(path);
-        if let Some(p) = self.progress {
-            p.entries.fetch_add(1, Ordering::Relaxed);
-            p.bytes.fetch_add(e.node.size(), Ordering::Relaxed);
-        }
-        match &e.node {
-            Node::File { size, hash }
-                if *size > 0 && e.mode & 0o111 == 0 && self.link.load(Ordering::Relaxed) =>
-            {
-                match self.objects.link_to(hash, dir, &tmp) {
-                    Ok(()) => {
-                        let done = (|| -> Result<Meta> {
-                            rustix::fs::renameat(dir, tmp.as_slice(), dir, name)
-                                .ctx("rename", shown())?;
-                            fs::stat_at(dir, name).ctx("stat", shown())
-                        })();
-                        if done.is_err() {
-                            let _ = rustix::fs::unlinkat(dir, tmp.as_slice(), AtFlags::empty());
-                        }
-                        self.written.lock().unwrap().insert(path.to_vec(), done?);
-                        Ok(())
-                    }
-                    // Stored as bands: no single file to link to.
-                    Err(Errno::NOENT) => self.write_entry_copy(dir, path, e, tmp),
-                    Err(Errno::XDEV) | Err(Errno::PERM) | Err(Errno::MLINK) => {
-                        self.link.store(false, Ordering::Relaxed);
-                        self.write_entry_copy(dir, path, e, tmp)
-                    }
-                    Err(err) => Err(Error::io("link", shown(), err.into())),
-                }
-            }
-            _ => self.write_entry_copy(dir, path, e, tmp),
-        }
+        self.write_entry_copy(dir, path, e, self.temp_name())
     }
 
     /// [`write_entry`](Self::write_entry) by copying (or, for a symlink,
