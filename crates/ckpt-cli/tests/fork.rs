@@ -5,7 +5,9 @@
 //!   objects, written from memory, and large ones, cloned or copied) makes
 //!   the fork fail with exit 5 naming the object, and leaves the destination
 //!   missing or empty as it was, with no fork store; once the object is
-//!   repaired the same fork succeeds exactly, so the failure was the damage;
+//!   repaired the same fork succeeds exactly, so the failure was the damage
+//!   (with each copy strategy forced, so both the clone path and the
+//!   from-memory path see damaged objects);
 //! - modes (read-only and setgid directories, setuid, 0444, 0600 files) and
 //!   mtimes come out exactly under any umask;
 //! - directories nested deeper than `materialize::HOLD_DEPTH` are written
@@ -68,6 +70,7 @@ proptest! {
         large in any::<bool>(),
         damage in prop_oneof![Just(Damage::Flip), Just(Damage::Truncate), Just(Damage::Append)],
         into_empty in any::<bool>(),
+        strategy in prop_oneof![Just(""), Just("reflink"), Just("copy_file_range"), Just("userspace")],
     ) {
         let ws = Ws::new();
         let mut rng = Rng::new("fork_damaged", seed);
@@ -106,9 +109,23 @@ proptest! {
             std::fs::create_dir(&dest).unwrap();
         }
         let fork_store = ws.tmp.path().join("fork-store");
-        let fork = |ws: &Ws| ws.run(&[
-            "fork", &v1, dest.to_str().unwrap(), "--store", fork_store.to_str().unwrap(),
-        ]);
+        // Each copy strategy forced in turn (a forced reflink where the
+        // filesystem has none also takes the clone-then-fall-back path).
+        let fork = |ws: &Ws| {
+            let args = ["fork", &v1, dest.to_str().unwrap(), "--store", fork_store.to_str().unwrap()];
+            let args: Vec<&std::ffi::OsStr> = args.iter().map(std::ffi::OsStr::new).collect();
+            let mut c = command(&ws.root, &args);
+            if !strategy.is_empty() {
+                c.env("CKPT_COPY_STRATEGY", strategy);
+            }
+            let out = c.output().unwrap();
+            Run {
+                what: format!("fork with CKPT_COPY_STRATEGY={strategy:?}"),
+                code: out.status.code(),
+                stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+                stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+            }
+        };
         let r = fork(&ws);
         if r.code == Some(0) {
             // Only acceptable when the fork holds exactly the checkpoint:
