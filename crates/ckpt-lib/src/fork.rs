@@ -2,9 +2,11 @@
 //! workspace for a parallel agent.
 //!
 //! The files are written by the same code path as `restore --to`
-//! ([`restore::restore_to_with`]), so on xfs/btrfs every file is a reflink
-//! of its store object (no data is copied), elsewhere the copy engine's
-//! best strategy. Then DIR is made a workspace with **its own store**: a
+//! ([`restore::restore_to_with`], [`crate::materialize`]): every object is
+//! verified as it is written; on xfs/btrfs every file above the small-file
+//! limit is a reflink of its store object (no data is copied), smaller ones
+//! are written from the verified bytes; elsewhere the copy engine's best
+//! strategy. Then DIR is made a workspace with **its own store**: a
 //! store has one head, one stat index and one restore journal, all of which
 //! belong to exactly one directory, so two workspaces cannot share one.
 //! The fork's store is placed by the usual rule (or `store`), on DIR's
@@ -27,6 +29,13 @@ use crate::Result;
 
 /// Materialises checkpoint `rev` of `store` into the new or empty directory
 /// `dest` and makes it a workspace with its own store.
+///
+/// Order: the new store is created first (while `dest` is still empty), then
+/// the files are written, then the workspace marker. The store's own fsyncs
+/// then force out a nearly empty filesystem journal, not the metadata of
+/// every file the fork just created (on xfs that flush cost more than a
+/// tenth of the whole fork). On any error the new store is removed and
+/// `dest` is left missing or empty, as it was.
 pub fn fork(
     store: &Store,
     rev: &str,
@@ -35,8 +44,36 @@ pub fn fork(
     link: bool,
     progress: Option<&Progress>,
 ) -> Result<(MaterializeReport, Workspace)> {
-    let rep =
-        restore::restore_to_with(store, rev, dest, &[], MaterializeOptions { link, progress })?;
-    let ws = Workspace::init(dest, new_store)?;
+    let missing = crate::materialize::check_fresh(dest)?;
+    store.catalog.reader()?.resolve(rev)?;
+    let ws = Workspace::plan(dest, new_store)?;
+    // Only a store this call created (its directory did not exist) is removed.
+    let undo = |store_made: bool| {
+        if store_made {
+            let _ = std::fs::remove_dir_all(&ws.store_path);
+        }
+        crate::materialize::remove_partial(&ws.root, missing);
+    };
+    // A store inside the fork would make `dest` non-empty: created after.
+    let store_first = !ws.store_path.starts_with(&ws.root) && !ws.store_path.exists();
+    if store_first {
+        let _t = crate::trace::span("fork store init");
+        if let Err(e) = Store::create_for(&ws.store_path, Some(&ws.root)) {
+            undo(true);
+            return Err(e);
+        }
+    }
+    let opts = MaterializeOptions { link, progress };
+    let rep = match restore::restore_to_with(store, rev, &ws.root, &[], opts) {
+        Ok(rep) => rep,
+        Err(e) => {
+            undo(store_first);
+            return Err(e);
+        }
+    };
+    if !store_first {
+        Store::create_for(&ws.store_path, Some(&ws.root))?;
+    }
+    ws.write_marker()?;
     Ok((rep, ws))
 }

@@ -43,6 +43,7 @@ pub mod hash;
 pub mod ignore;
 pub mod index;
 pub mod lock;
+pub mod materialize;
 pub mod objects;
 pub mod platform;
 pub mod restore;

@@ -32,10 +32,11 @@
 //! `O_NOFOLLOW` from the workspace root, so a symlink in the workspace or the
 //! checkpoint can never make restore write outside the workspace.
 //!
-//! Into another directory ([`restore_to`], `--to DIR`): the same apply engine
-//! against an empty directory, without journal or index. If writing fails
-//! (a full disk), what was written is removed again: the destination is
-//! left missing or empty, as it was.
+//! Into another directory ([`restore_to`], `--to DIR`, and `ckpt fork`):
+//! [`crate::materialize`] writes the tree into the empty directory, verifying
+//! each object as it writes it, without journal or index. If writing fails
+//! (a damaged object, a full disk), what was written is removed again: the
+//! destination is left missing or empty, as it was.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -313,8 +314,6 @@ pub fn restore_with(
         written: Mutex::new(HashMap::new()),
         removed: AtomicU64::new(0),
         counter: AtomicU64::new(0),
-        link: std::sync::atomic::AtomicBool::new(false),
-        progress: None,
     };
     let lookup = TargetLookup::new(&reader, target.root);
     let t = crate::trace::span("apply");
@@ -409,79 +408,41 @@ pub fn restore_to_with(
 ) -> Result<MaterializeReport> {
     let reader = store.catalog.reader()?;
     let target = reader.resolve(rev)?;
-    // Refuse before creating anything: a non-empty destination, or a damaged
-    // object the checkpoint needs.
-    let missing = match std::fs::read_dir(dest) {
-        Ok(mut it) => {
-            if it.next().is_some() {
-                return Err(Error::Usage(format!(
-                    "{} is not empty; --to needs a new or empty directory (nothing was changed)",
-                    dest.display()
-                )));
-            }
-            false
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
-        Err(e) => return Err(Error::io("open", dest, e)),
-    };
-    let src = TreeSource {
-        fresh: None,
-        catalog: &reader,
-    };
+    // Refuse a non-empty destination before creating anything.
+    let missing = crate::materialize::check_fresh(dest)?;
     let filter = PathFilter::new(paths.to_vec());
-    let changes = diff::diff_trees(&src, None, Some(target.root), &filter)?;
-    check_objects(&store.objects, &changes)?;
     if missing {
         std::fs::create_dir_all(dest).ctx("create", dest)?;
     }
-    let root_fd = fs::open_dir_path(dest).ctx("open", dest)?;
-    let applier = Applier {
-        root: root_fd,
-        root_path: dest,
-        objects: &store.objects,
-        ignore: None,
-        written: Mutex::new(HashMap::new()),
-        removed: AtomicU64::new(0),
-        counter: AtomicU64::new(0),
-        link: std::sync::atomic::AtomicBool::new(opts.link),
-        progress: opts.progress,
-    };
-    let lookup = TargetLookup::new(&reader, target.root);
-    if let Err(e) = applier.apply(&changes, &lookup) {
-        // Leave the destination as it was: gone if we created it, else
-        // empty again (it was empty when we started).
-        drop(applier);
-        // Best effort: the write error is what the user must see.
-        if missing {
-            let _ = std::fs::remove_dir_all(dest);
-        } else if let Ok(rd) = std::fs::read_dir(dest) {
-            for entry in rd.flatten() {
-                let p = entry.path();
-                let _ = match entry.file_type() {
-                    Ok(t) if t.is_dir() => std::fs::remove_dir_all(&p),
-                    _ => std::fs::remove_file(&p),
-                };
-            }
+    // Every object is verified as it is written (see crate::materialize).
+    let written = fs::open_dir_path(dest)
+        .ctx("open", dest)
+        .and_then(|root_fd| {
+            crate::materialize::write_tree(
+                &store.objects,
+                &reader,
+                target.root,
+                root_fd,
+                dest,
+                &filter,
+                opts,
+            )
+        });
+    let counts = match written {
+        Ok(c) => c,
+        Err(e) => {
+            // Leave the destination as it was: gone if we created it, else
+            // empty again (it was empty when we started).
+            crate::materialize::remove_partial(dest, missing);
+            return Err(e);
         }
-        return Err(e);
-    }
-    let mut report = MaterializeReport {
+    };
+    Ok(MaterializeReport {
         target,
-        files: 0,
-        dirs: 0,
-        bytes: 0,
-    };
-    for c in &changes {
-        match c.new.as_ref().map(|e| &e.node) {
-            Some(Node::Dir { .. }) => report.dirs += 1,
-            Some(n) => {
-                report.files += 1;
-                report.bytes += n.size();
-            }
-            None => {}
-        }
-    }
-    Ok(report)
+        files: counts.files,
+        dirs: counts.dirs,
+        bytes: counts.bytes,
+    })
 }
 
 /// Re-hashes every object `changes` will write, in parallel, so a damaged
@@ -605,9 +566,6 @@ struct Applier<'a> {
     written: Mutex<HashMap<Vec<u8>, Meta>>,
     removed: AtomicU64,
     counter: AtomicU64,
-    /// Hard-link objects instead of copying (turned off on `EXDEV`).
-    link: std::sync::atomic::AtomicBool,
-    progress: Option<&'a Progress>,
 }
 
 impl Applier<'_> {
@@ -792,41 +750,7 @@ impl Applier<'_> {
     /// Writes a file or symlink under a temporary name and renames it into
     /// place.
     fn write_entry(&self, dir: BorrowedFd<'_>, path: &[u8], e: &Entry) -> Result<()> {
-        let tmp = self.temp_name();
-        let name = name_of(path);
-        let shown = || self.shown(path);
-        if let Some(p) = self.progress {
-            p.entries.fetch_add(1, Ordering::Relaxed);
-            p.bytes.fetch_add(e.node.size(), Ordering::Relaxed);
-        }
-        match &e.node {
-            Node::File { size, hash }
-                if *size > 0 && e.mode & 0o111 == 0 && self.link.load(Ordering::Relaxed) =>
-            {
-                match self.objects.link_to(hash, dir, &tmp) {
-                    Ok(()) => {
-                        let done = (|| -> Result<Meta> {
-                            rustix::fs::renameat(dir, tmp.as_slice(), dir, name)
-                                .ctx("rename", shown())?;
-                            fs::stat_at(dir, name).ctx("stat", shown())
-                        })();
-                        if done.is_err() {
-                            let _ = rustix::fs::unlinkat(dir, tmp.as_slice(), AtFlags::empty());
-                        }
-                        self.written.lock().unwrap().insert(path.to_vec(), done?);
-                        Ok(())
-                    }
-                    // Stored as bands: no single file to link to.
-                    Err(Errno::NOENT) => self.write_entry_copy(dir, path, e, tmp),
-                    Err(Errno::XDEV) | Err(Errno::PERM) | Err(Errno::MLINK) => {
-                        self.link.store(false, Ordering::Relaxed);
-                        self.write_entry_copy(dir, path, e, tmp)
-                    }
-                    Err(err) => Err(Error::io("link", shown(), err.into())),
-                }
-            }
-            _ => self.write_entry_copy(dir, path, e, tmp),
-        }
+        self.write_entry_copy(dir, path, e, self.temp_name())
     }
 
     /// [`write_entry`](Self::write_entry) by copying (or, for a symlink,

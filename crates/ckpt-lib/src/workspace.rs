@@ -46,6 +46,16 @@ pub struct Workspace {
 impl Workspace {
     /// Makes `dir` a workspace, creating its store.
     pub fn init(dir: &Path, store: Option<&Path>) -> Result<Workspace> {
+        let ws = Workspace::plan(dir, store)?;
+        Store::create_for(&ws.store_path, Some(&ws.root))?;
+        ws.write_marker()?;
+        Ok(ws)
+    }
+
+    /// The first step of [`init`](Self::init): creates `dir` if needed and
+    /// decides where its store goes, refusing a directory that already is a
+    /// workspace. Creates nothing else.
+    pub fn plan(dir: &Path, store: Option<&Path>) -> Result<Workspace> {
         std::fs::create_dir_all(dir).ctx("create", dir)?;
         let root = dir.canonicalize().ctx("resolve", dir)?;
         if root.join(MARKER_NAME).exists() {
@@ -65,20 +75,25 @@ impl Workspace {
                 root.display()
             )));
         }
-        Store::create_for(&store_path, Some(&root))?;
+        Ok(Workspace { root, store_path })
+    }
+
+    /// The last step of [`init`](Self::init), once the store exists: writes
+    /// the marker that makes the directory a workspace.
+    pub fn write_marker(&self) -> Result<()> {
         let marker = Marker {
             version: 1,
-            store: store_path.clone(),
+            store: self.store_path.clone(),
         };
-        let path = root.join(MARKER_NAME);
-        let tmp = root.join(".ckpt.tmp-init");
+        let path = self.root.join(MARKER_NAME);
+        let tmp = self.root.join(".ckpt.tmp-init");
         std::fs::write(
             &tmp,
             serde_json::to_vec_pretty(&marker).expect("marker serialises"),
         )
         .ctx("write", &tmp)?;
         std::fs::rename(&tmp, &path).ctx("rename", &path)?;
-        Ok(Workspace { root, store_path })
+        Ok(())
     }
 
     /// Finds the workspace containing `start` by walking up.
