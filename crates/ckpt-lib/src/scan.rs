@@ -420,7 +420,7 @@ impl Scanner<'_> {
         // more than one file must be read, so a directory of many files
         // does not leave the other cores idle; taking an entry from the
         // index is too cheap to be worth a task.
-        let prev_of = |l: &Listed| old.and_then(|o| o.get(&l.name));
+        let prev_of = |l: &Listed| old.and_then(|o| o.get(l.name));
         let to_read = listed
             .iter()
             .filter(|l| {
