@@ -164,7 +164,18 @@ impl Objects {
         )
         .ctx("create", &tmp_path)?;
         let tmp = fs::open_dir_at(root.fd(), own.as_bytes()).ctx("open", &tmp_path)?;
-        Ok(Objects {
+        Ok(Objects::new_open(path, dir, tmp_path, tmp, copier, false))
+    }
+
+    fn new_open(
+        path: PathBuf,
+        dir: OwnedFd,
+        tmp_path: PathBuf,
+        tmp: OwnedFd,
+        copier: Copier,
+        read_only: bool,
+    ) -> Objects {
+        Objects {
             path,
             dir,
             tmp_path,
@@ -180,8 +191,8 @@ impl Objects {
             fsynced_each: AtomicUsize::new(0),
             unsynced: AtomicUsize::new(0),
             counter: AtomicU64::new(0),
-            read_only: false,
-        })
+            read_only,
+        }
     }
 
     /// Opens `objects/` for reading only (`status`, `diff`, `log`, `show`):
@@ -194,20 +205,7 @@ impl Objects {
         let dir = fs::open_dir_path(&path).ctx("open", &path)?;
         drop(remove_stale_temps(&tmp_path)?);
         let tmp = fs::open_dir_path(&tmp_path).ctx("open", &tmp_path)?;
-        Ok(Objects {
-            path,
-            dir,
-            tmp_path,
-            tmp,
-            copier,
-            pending: Mutex::new(HashMap::new()),
-            pending_manifests: Mutex::new(HashMap::new()),
-            band_min: bands::DEFAULT_BAND_MIN,
-            fsynced_each: AtomicUsize::new(0),
-            unsynced: AtomicUsize::new(0),
-            counter: AtomicU64::new(0),
-            read_only: true,
-        })
+        Ok(Objects::new_open(path, dir, tmp_path, tmp, copier, true))
     }
 
     /// Creates the directory layout of an empty object store.

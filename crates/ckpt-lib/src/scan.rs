@@ -83,7 +83,8 @@ pub struct ScanResult {
     pub root: Hash,
     /// Trees built in this scan (new or changed directories).
     pub new_trees: HashMap<Hash, Vec<u8>>,
-    /// The index describing the scanned state.
+    /// The index describing the scanned state (empty after a hash-only
+    /// [`scan_partial`], whose result never becomes the index).
     pub index: Index,
     /// Entries that could not be captured.
     pub skipped: Vec<Skipped>,
@@ -204,7 +205,10 @@ pub fn scan_partial(input: &ScanInput<'_>, dirty: &HashSet<Vec<u8>>) -> Result<S
             index: Index {
                 generation: input.index.generation,
                 scan_start_ns: input.index.scan_start_ns,
-                dirs: old_dirs.clone(),
+                dirs: match input.mode {
+                    Mode::HashOnly => HashMap::new(),
+                    Mode::Capture(_) => old_dirs.clone(),
+                },
                 base: input.index.base.clone(),
             },
             skipped: Vec::new(),
@@ -249,11 +253,22 @@ pub fn scan_partial(input: &ScanInput<'_>, dirty: &HashSet<Vec<u8>>) -> Result<S
             }
         }
     }
-    let mut dirs = old_dirs.clone();
-    if !removed.is_empty() {
-        dirs.retain(|p, _| !removed.iter().any(|r| is_within(p, r)));
-    }
-    dirs.extend(records);
+    // A hash-only scan (status, diff, restore planning) never becomes the
+    // index: it returns none rather than copy every record of the old one.
+    let dirs = match input.mode {
+        Mode::HashOnly => {
+            unchanged = true;
+            HashMap::new()
+        }
+        Mode::Capture(_) => {
+            let mut dirs = old_dirs.clone();
+            if !removed.is_empty() {
+                dirs.retain(|p, _| !removed.iter().any(|r| is_within(p, r)));
+            }
+            dirs.extend(records);
+            dirs
+        }
+    };
     Ok(ScanResult {
         root,
         new_trees: out.new_trees.into_inner().unwrap(),
