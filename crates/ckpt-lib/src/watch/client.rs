@@ -93,19 +93,12 @@ pub fn check_socket(path: &Path) -> Result<(), String> {
 /// Sends one request to the watcher of the store at `store` and reads the
 /// answer.
 pub fn request(store: &Path, op: Op, epoch: u64, seq: u64) -> Result<Response, String> {
-    exchange(
-        store,
-        &Request {
-            v: PROTOCOL,
-            op,
-            epoch,
-            seq,
-            save: None,
-            restore: None,
-            generation: 0,
-        },
-        TIMEOUT,
-    )
+    let req = Request {
+        epoch,
+        seq,
+        ..Request::new(op)
+    };
+    exchange(store, &req, TIMEOUT)
 }
 
 fn exchange(store: &Path, req: &Request, timeout: Duration) -> Result<Response, String> {
@@ -235,6 +228,47 @@ pub fn forget(store: &Path) {
     let _ = std::fs::remove_file(token_path(store));
 }
 
+/// How one kind of work handed to the watcher is named in `--verbose` notes.
+struct Job {
+    /// "saved", as in "saved by the watcher".
+    done: &'static str,
+    /// "save", as in "the watcher did not save".
+    verb: &'static str,
+    /// "saving", as in "saving here".
+    here: &'static str,
+}
+
+/// Hands `req` to a live watcher and returns what `pick` takes from its
+/// answer (the result and how the watcher scanned). `None`, with a note
+/// saying why, means the caller does the work itself: forced full scans,
+/// no watcher, a refusal, a failure or an answer without the result.
+fn delegate<T>(
+    store: &Path,
+    req: &Request,
+    timeout: Duration,
+    job: Job,
+    pick: impl FnOnce(Response) -> Option<(T, String)>,
+) -> Option<T> {
+    if forced() || !socket_path(store).exists() {
+        return None;
+    }
+    let Job { done, verb, here } = job;
+    match exchange(store, req, timeout).map(pick) {
+        Ok(Some((r, how))) => {
+            note(format!("{done} by the watcher: {how}"));
+            Some(r)
+        }
+        Ok(None) => {
+            note(format!("the watcher did not {verb}; {here} here"));
+            None
+        }
+        Err(e) => {
+            note(format!("the watcher did not {verb} ({e}); {here} here"));
+            None
+        }
+    }
+}
+
 /// Asks a live watcher to save (see "The in-memory engine" in
 /// [`crate::watch`]). `None` (with a note saying why) means: save in this
 /// process instead. Called without holding the store lock.
@@ -243,43 +277,28 @@ pub fn save_via_watcher(
     opts: &crate::checkpoint::SaveOptions,
     lock_timeout: Duration,
 ) -> Option<super::SaveReply> {
-    if forced() {
-        note("full scan: forced (--full-scan or CKPT_FULL_SCAN)".into());
-        return None;
-    }
-    if !socket_path(&ws.store_path).exists() {
-        return None;
-    }
     let req = Request {
-        v: PROTOCOL,
-        op: Op::Save,
-        epoch: 0,
-        seq: 0,
         save: Some(super::SaveParams {
             message: opts.message.clone(),
             tags: opts.tags.clone(),
             allow_empty: opts.allow_empty,
             lock_timeout_ms: lock_timeout.as_millis() as u64,
         }),
-        restore: None,
-        generation: 0,
+        ..Request::new(Op::Save)
     };
     // The watcher may wait for the lock and then capture many files.
     let timeout = lock_timeout + Duration::from_secs(120);
-    match exchange(&ws.store_path, &req, timeout) {
-        Ok(Response { saved: Some(r), .. }) => {
-            note(format!("saved by the watcher: {}", r.scan));
-            Some(r)
-        }
-        Ok(_) => {
-            note("the watcher did not save; saving here".into());
-            None
-        }
-        Err(e) => {
-            note(format!("the watcher did not save ({e}); saving here"));
-            None
-        }
-    }
+    let job = Job {
+        done: "saved",
+        verb: "save",
+        here: "saving",
+    };
+    delegate(&ws.store_path, &req, timeout, job, |r| {
+        r.saved.map(|s| {
+            let how = s.scan.clone();
+            (s, how)
+        })
+    })
 }
 
 /// Asks a live watcher to restore in place (see "The in-memory engine" in
@@ -293,73 +312,46 @@ pub fn restore_via_watcher(
     opts: &crate::restore::RestoreOptions,
     lock_timeout: Duration,
 ) -> Option<crate::restore::RestoreReport> {
-    if forced() || opts.dry_run || !socket_path(&ws.store_path).exists() {
+    if opts.dry_run {
         return None;
     }
     let req = Request {
-        v: PROTOCOL,
-        op: Op::Restore,
-        epoch: 0,
-        seq: 0,
-        save: None,
         restore: Some(super::RestoreParams {
             rev: rev.to_string(),
             opts: opts.clone(),
             lock_timeout_ms: lock_timeout.as_millis() as u64,
         }),
-        generation: 0,
+        ..Request::new(Op::Restore)
     };
     // The watcher may wait for the lock, then capture and write many files.
     let timeout = lock_timeout + Duration::from_secs(600);
-    match exchange(&ws.store_path, &req, timeout) {
-        Ok(Response {
-            restored: Some((r, how)),
-            ..
-        }) => {
-            note(format!("restored by the watcher: {how}"));
-            Some(r)
-        }
-        Ok(_) => {
-            note("the watcher did not restore; restoring here".into());
-            None
-        }
-        Err(e) => {
-            note(format!("the watcher did not restore ({e}); restoring here"));
-            None
-        }
-    }
+    let job = Job {
+        done: "restored",
+        verb: "restore",
+        here: "restoring",
+    };
+    delegate(&ws.store_path, &req, timeout, job, |r| r.restored)
 }
 
 /// Asks a live watcher for a hash-only scan from its in-memory index (the
 /// caller holds the store lock). `None` (with a note) means: scan here.
 pub fn scan_via_watcher(ws: &Workspace, store: &Store) -> Option<crate::scan::ScanResult> {
-    if forced() || !socket_path(&store.root).exists() {
-        return None;
-    }
     let generation = store.catalog.reader().and_then(|r| r.generation()).ok()?;
     let req = Request {
-        v: PROTOCOL,
-        op: Op::Scan,
-        epoch: 0,
-        seq: 0,
-        save: None,
-        restore: None,
         generation,
+        ..Request::new(Op::Scan)
     };
-    let r = match exchange(&ws.store_path, &req, TIMEOUT) {
-        Ok(Response {
-            scanned: Some(r), ..
-        }) => r,
-        Ok(_) => {
-            note("the watcher did not scan; scanning here".into());
-            return None;
-        }
-        Err(e) => {
-            note(format!("the watcher did not scan ({e}); scanning here"));
-            return None;
-        }
+    let job = Job {
+        done: "scanned",
+        verb: "scan",
+        here: "scanning",
     };
-    note(format!("scanned by the watcher: {}", r.scan));
+    let r = delegate(&ws.store_path, &req, TIMEOUT, job, |r| {
+        r.scanned.map(|s| {
+            let how = s.scan.clone();
+            (s, how)
+        })
+    })?;
     Some(crate::scan::ScanResult {
         root: crate::Hash(r.root),
         new_trees: r

@@ -234,6 +234,21 @@ pub struct Request {
     pub generation: u64,
 }
 
+impl Request {
+    /// A request for `op` with no token and no parameters.
+    pub fn new(op: Op) -> Request {
+        Request {
+            v: PROTOCOL,
+            op,
+            epoch: 0,
+            seq: 0,
+            save: None,
+            restore: None,
+            generation: 0,
+        }
+    }
+}
+
 /// A watcher's description of itself (`ckpt watch --status`).
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct WatchStatus {
