@@ -119,6 +119,39 @@ struct Collector {
     entries: AtomicU64,
 }
 
+impl Collector {
+    /// The result of a scan that started at `scan_start_ns` and found
+    /// `root`, with `dirs` as the new index's records (what was collected
+    /// besides them goes into the result as is).
+    fn into_result(
+        self,
+        input: &ScanInput<'_>,
+        scan_start_ns: i64,
+        root: Hash,
+        dirs: HashMap<Vec<u8>, Arc<DirRecord>>,
+        index_unchanged: bool,
+    ) -> ScanResult {
+        ScanResult {
+            root,
+            new_trees: self.new_trees.into_inner().unwrap(),
+            index: Index {
+                generation: input.index.generation,
+                scan_start_ns,
+                dirs,
+                base: input.index.base.clone(),
+            },
+            skipped: self.skipped.into_inner().unwrap(),
+            temp_files: self.temps.into_inner().unwrap(),
+            files_read: self.files_read.into_inner(),
+            new_objects: self.new_objects.into_inner(),
+            new_bytes: self.new_bytes.into_inner(),
+            entries: self.entries.into_inner(),
+            index_unchanged,
+            watch: None,
+        }
+    }
+}
+
 struct Scanner<'a> {
     input: &'a ScanInput<'a>,
     scan_start_ns: i64,
@@ -145,30 +178,13 @@ pub fn scan(input: &ScanInput<'_>) -> Result<ScanResult> {
         partial: None,
     };
     let root = scanner.scan_dir(root_fd, Vec::new())?;
-    let out = scanner.out;
-    let records = out.records.into_inner().unwrap();
-    let index_unchanged = out.reused_dirs.into_inner() == records.len() as u64
+    let mut out = scanner.out;
+    let records = std::mem::take(out.records.get_mut().unwrap());
+    let index_unchanged = *out.reused_dirs.get_mut() == records.len() as u64
         && records.len() == input.index.dirs.len();
     let mut dirs = HashMap::with_capacity(records.len());
     dirs.extend(records);
-    Ok(ScanResult {
-        root,
-        new_trees: out.new_trees.into_inner().unwrap(),
-        index: Index {
-            generation: input.index.generation,
-            scan_start_ns,
-            dirs,
-            base: input.index.base.clone(),
-        },
-        skipped: out.skipped.into_inner().unwrap(),
-        temp_files: out.temps.into_inner().unwrap(),
-        files_read: out.files_read.into_inner(),
-        new_objects: out.new_objects.into_inner(),
-        new_bytes: out.new_bytes.into_inner(),
-        entries: out.entries.into_inner(),
-        index_unchanged,
-        watch: None,
-    })
+    Ok(out.into_result(input, scan_start_ns, root, dirs, index_unchanged))
 }
 
 /// Scans only what may have changed: the directories in `dirty` (and those
@@ -229,8 +245,8 @@ pub fn scan_partial(input: &ScanInput<'_>, dirty: &HashSet<Vec<u8>>) -> Result<S
         partial: Some(Partial { listed, affected }),
     };
     let root = scanner.scan_dir(root_fd, Vec::new())?;
-    let out = scanner.out;
-    let records = out.records.into_inner().unwrap();
+    let mut out = scanner.out;
+    let records = std::mem::take(out.records.get_mut().unwrap());
     // Subdirectories that went away take their records with them.
     let mut removed: Vec<Vec<u8>> = Vec::new();
     let mut unchanged = true;
@@ -269,24 +285,7 @@ pub fn scan_partial(input: &ScanInput<'_>, dirty: &HashSet<Vec<u8>>) -> Result<S
             dirs
         }
     };
-    Ok(ScanResult {
-        root,
-        new_trees: out.new_trees.into_inner().unwrap(),
-        index: Index {
-            generation: input.index.generation,
-            scan_start_ns,
-            dirs,
-            base: input.index.base.clone(),
-        },
-        skipped: out.skipped.into_inner().unwrap(),
-        temp_files: out.temps.into_inner().unwrap(),
-        files_read: out.files_read.into_inner(),
-        new_objects: out.new_objects.into_inner(),
-        new_bytes: out.new_bytes.into_inner(),
-        entries: out.entries.into_inner(),
-        index_unchanged: unchanged,
-        watch: None,
-    })
+    Ok(out.into_result(input, scan_start_ns, root, dirs, unchanged))
 }
 
 /// An entry as listed, before its content is known.
