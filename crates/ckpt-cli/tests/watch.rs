@@ -410,6 +410,31 @@ fn random_restores_in_the_watcher_are_exact_and_leave_its_index_exact() {
             }
         }
         let (id, want) = saved[rng.below(saved.len() as u64) as usize].clone();
+        // Sometimes first one top-level path only: that subtree becomes the
+        // checkpoint's.
+        let tops: Vec<&Vec<u8>> = want.keys().filter(|k| !k.contains(&b'/')).collect();
+        if !tops.is_empty() && rng.below(3) == 0 {
+            let top = tops[rng.below(tops.len() as u64) as usize].clone();
+            let under = |s: &Snapshot| -> Snapshot {
+                s.iter()
+                    .filter(|(k, _)| **k == top || k.starts_with(&[&top[..], b"/"].concat()))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect()
+            };
+            let top_s = String::from_utf8(top.clone()).unwrap();
+            let r = ws.run(&["-v", "restore", id.as_str(), "--", &top_s]).ok();
+            assert!(
+                r.stderr.contains("restored by the watcher"),
+                "{what}: the restore of {top_s} did not run in the watcher:\n{}",
+                r.stderr
+            );
+            assert_same(
+                &under(&want),
+                &under(&snapshot(&ws.root)),
+                &format!("{what}: restore {id} -- {top_s}"),
+            );
+            assert_full_scan_agrees(&ws, &format!("{what}: after restore {id} -- {top_s}"));
+        }
         let mut args = vec!["-v", "restore", "--json", id.as_str()];
         if rng.below(3) == 0 {
             args.push("--no-save");
