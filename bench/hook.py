@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Times `ckpt hook` per event (process start included), the issue-7 figures.
 
-Usage: bench/hook.py WORKSPACE_COPY [--ckpt target/release/ckpt] [--runs 15]
+Usage: bench/hook.py WORKSPACE_COPY [--ckpt target/<host>/release/ckpt] [--runs 15]
 
 WORKSPACE_COPY must be a scratch copy (it is made a workspace with its store
 beside it, and one file in it is edited). Measures, alternating so both see
@@ -24,7 +24,8 @@ import time
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("ws")
-    ap.add_argument("--ckpt", default=os.path.join(os.path.dirname(__file__), "..", "target", "release", "ckpt"))
+    host = subprocess.run(["rustc", "-vV"], stdout=subprocess.PIPE, text=True).stdout.split("host: ")[1].split()[0]
+    ap.add_argument("--ckpt", default=os.path.join(os.path.dirname(__file__), "..", "target", host, "release", "ckpt"))
     ap.add_argument("--runs", type=int, default=15)
     a = ap.parse_args()
     ws = os.path.abspath(a.ws)

@@ -803,7 +803,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--corpus", default=os.environ.get("BENCH_CORPUS", "/work/corpus"))
-    ap.add_argument("--ckpt", default=os.path.join(REPO, "target", "release", "ckpt"))
+    host = subprocess.run(["rustc", "-vV"], stdout=subprocess.PIPE, text=True).stdout.split("host: ")[1].split()[0]
+    ap.add_argument("--ckpt", default=os.path.join(REPO, "target", host, "release", "ckpt"))
     ap.add_argument("--scratch", default=os.environ.get("BENCH_SCRATCH", "/work/bench-scratch"))
     ap.add_argument("--only", default=",".join(TOOLS), help="comma list of " + ",".join(TOOLS))
     ap.add_argument("--ops", default=",".join(o for o, _ in OPS),

@@ -4,14 +4,17 @@
 # Usage: bench/run.sh [--runs N] [--corpus DIR] [--ckpt PATH] [--only TOOL,..] [--ops OP,..]
 #                     [--scratch DIR] [--no-verify] [--verify-all] [--keep] [--keep-going]
 # Defaults: 5 runs, corpus /work/corpus (built with bench/make-corpus.sh if absent),
-# ckpt binary target/release/ckpt (built with `cargo build --release -p ckpt-cli` if absent),
+# ckpt binary target/<host>/release/ckpt (built with `cargo build --release -p ckpt-cli` if absent;
+# .cargo/config.toml builds for the host triple explicitly, see README "Building"),
 # scratch $BENCH_SCRATCH or /work/bench-scratch. Results: stdout (markdown) and
 # bench/results/latest.json. See bench/README.md.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(dirname "$here")
 corpus=${BENCH_CORPUS:-/work/corpus}
-ckpt="$repo/target/release/ckpt"
+host=$(rustc -vV 2>/dev/null | sed -n 's/^host: //p')
+default_ckpt="$repo/target/${host:-unknown}/release/ckpt"
+ckpt=$default_ckpt
 only="ckpt,git,rsync,cp"
 args=("$@")
 while [ $# -gt 0 ]; do
@@ -35,7 +38,7 @@ if [ ! -d "$corpus" ]; then
   bash "$here/make-corpus.sh" "$corpus"
 fi
 if [[ ",$only," == *",ckpt,"* ]] && [ ! -x "$ckpt" ]; then
-  if [ "$ckpt" = "$repo/target/release/ckpt" ]; then
+  if [ "$ckpt" = "$default_ckpt" ]; then
     echo "bench: $ckpt missing; cargo build --release -p ckpt-cli" >&2
     (cd "$repo" && cargo build --release -p ckpt-cli)
   else
