@@ -14,6 +14,13 @@
 //! name always holds exactly the bytes its name promises, and a crash leaves
 //! at most stray files in `tmp/`, removed when the store is next opened.
 //!
+//! A large operation (a first save) starts writing its data back early: each
+//! time [`FLUSH_AHEAD`] bytes have been written without an `fsync` of their
+//! own, a background thread runs `syncfs` while capture goes on, so the disk
+//! works while the CPU hashes and copies, and the `syncfs` of
+//! [`Objects::commit`] — the one durability relies on — finds little left to
+//! write. These early flushes only ever add durability; none is waited for.
+//!
 //! Temporary files go into one subdirectory per worker thread ("lane",
 //! `tmp/<pid>.<ns>/<lane>/<n>`): creating a file holds its directory's lock
 //! while the filesystem allocates an inode, so threads sharing one directory
@@ -51,6 +58,9 @@ pub const MAX_ATTEMPTS: usize = 8;
 /// How many objects per operation are fsynced one by one before switching to
 /// a single `syncfs`.
 const FSYNC_EACH_LIMIT: usize = 32;
+/// Bytes written without their own `fsync` after which a background
+/// `syncfs` is started (at most one at a time).
+const FLUSH_AHEAD: u64 = 64 << 20;
 /// Temporary-file lanes (subdirectories of an operation's `tmp` directory):
 /// lane 0 for threads outside the rayon pool, then one per pool thread
 /// (shared round-robin beyond this many). Fixed, so opening a store never
@@ -100,6 +110,10 @@ pub struct Objects {
     pub band_min: u64,
     fsynced_each: AtomicUsize,
     unsynced: AtomicUsize,
+    /// Bytes written without an `fsync` since the last background flush began.
+    unflushed: AtomicU64,
+    /// Whether a background flush is running.
+    flushing: std::sync::Arc<std::sync::atomic::AtomicBool>,
     counter: AtomicU64,
     /// Whether each lane directory below `tmp` exists (made on first use).
     lanes: Box<[OnceLock<Result<(), Errno>>]>,
@@ -203,6 +217,8 @@ impl Objects {
                 .unwrap_or(bands::DEFAULT_BAND_MIN),
             fsynced_each: AtomicUsize::new(0),
             unsynced: AtomicUsize::new(0),
+            unflushed: AtomicU64::new(0),
+            flushing: Default::default(),
             counter: AtomicU64::new(0),
             lanes: (0..LANES).map(|_| OnceLock::new()).collect(),
             read_only,
@@ -565,6 +581,7 @@ impl Objects {
             rustix::fs::fdatasync(&tmp).ctx("fsync", self.tmp_path.join(fs::as_path(&tmp_name)))?;
         } else {
             self.unsynced.fetch_add(1, Ordering::Relaxed);
+            self.flush_ahead(size);
         }
         let map = if manifest {
             &self.pending_manifests
@@ -581,6 +598,31 @@ impl Objects {
         Ok(size)
     }
 
+    /// Counts `size` unsynced bytes and, every [`FLUSH_AHEAD`] bytes, starts
+    /// a background `syncfs` unless one is still running (see the module doc).
+    fn flush_ahead(&self, size: u64) {
+        let total = self.unflushed.fetch_add(size, Ordering::Relaxed) + size;
+        if total < FLUSH_AHEAD || self.flushing.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        self.unflushed.store(0, Ordering::Relaxed);
+        let flushing = self.flushing.clone();
+        let Ok(fd) = self.tmp.try_clone() else {
+            flushing.store(false, Ordering::Release);
+            return;
+        };
+        let spawned = std::thread::Builder::new()
+            .name("ckpt-flush".into())
+            .spawn(move || {
+                // Best effort: the syncfs in `commit` reports errors.
+                let _ = rustix::fs::syncfs(&fd);
+                flushing.store(false, Ordering::Release);
+            });
+        if spawned.is_err() {
+            self.flushing.store(false, Ordering::Release);
+        }
+    }
+
     /// Makes every pending object durable under its final name. Must be
     /// called (and succeed) before a catalog commit that references them.
     pub fn commit(&self) -> Result<usize> {
@@ -589,12 +631,15 @@ impl Objects {
         if pending.is_empty() && manifests.is_empty() {
             return Ok(0);
         }
+        self.unflushed.store(0, Ordering::Relaxed);
         if self.unsynced.swap(0, Ordering::Relaxed) > 0 {
+            let _t = crate::trace::span("objects syncfs");
             rustix::fs::syncfs(&self.tmp).ctx("syncfs", &self.tmp_path)?;
         }
         ckpt_fault::point("objects.after_tmp_fsync");
         // Plain objects (bands included) first and durably; only then the
         // manifests that name them, so no manifest ever names a missing band.
+        let _t = crate::trace::span("objects place");
         let n = self.place(pending, object_name)? + self.place(manifests, manifest_name)?;
         self.fsynced_each.store(0, Ordering::Relaxed);
         Ok(n)
