@@ -69,18 +69,27 @@ if want 1; then
   rm -f "$SCRATCH/big.out"
 fi
 
-tree_bench() { # DIR-ON-TARGET-FS LABEL
-  local base=$1 label=$2
+# tree_bench DIR-ON-TARGET-FS LABEL: every timed run copies into a destination of its own.
+# On ext4 the destinations are kept until all runs are done: this machine's ext4 has no
+# journal, and then inode allocation steps over every inode freed in the last 60-360 s one
+# by one, so deleting the previous run's 36k files just before a run inflates it (by up
+# to 2x, for whichever tool runs next). Elsewhere (the 3 GiB xfs image has room for one
+# copy only) each run's destination is removed before the next.
+tree_bench() {
+  local base=$1 label=$2 keep=no
+  [ "$(df -T "$base" | awk 'NR==2{print $2}')" = ext4 ] && keep=yes
   echo "## $label: reference workspace ($(du -sh "$CORPUS" | cut -f1), $(find "$CORPUS" | wc -l) entries)"
-  rm -rf "$base/ws" "$base/store" && cp -a "$CORPUS" "$base/ws"
+  rm -rf "$base/ws" "$base/store" "$base"/out.* && cp -a "$CORPUS" "$base/ws"
   "$CKPT" init "$base/ws" --store "$base/store" -q
   "$CKPT" -C "$base/ws" save -q -m bench >/dev/null
-  local prep="rm -rf $base/out $base/out-store; sync"
-  time_cmd "$label: ckpt cp" "$prep" "$CKPT cp $base/ws $base/out"
-  time_cmd "$label: ckpt fork" "$prep" "$CKPT -C $base/ws fork HEAD $base/out --store $base/out-store"
-  time_cmd "$label: cp -a" "$prep" "cp -a $base/ws $base/out"
-  time_cmd "$label: rsync -a" "$prep" "rsync -a $base/ws/ $base/out"
-  rm -rf "$base/out" "$base/out-store" "$base/ws" "$base/store"
+  local prep="sync"
+  [ $keep = no ] && prep="rm -rf $base/out.*; sync"
+  # \$i (the run number inside time_cmd) names each run's destination.
+  time_cmd "$label: ckpt cp" "$prep" "$CKPT cp $base/ws $base/out.cp.\$i"
+  time_cmd "$label: ckpt fork" "$prep" "$CKPT -C $base/ws fork HEAD $base/out.fork.\$i --store $base/out.fork-store.\$i"
+  time_cmd "$label: cp -a" "$prep" "cp -a $base/ws $base/out.cpa.\$i"
+  time_cmd "$label: rsync -a" "$prep" "rsync -a $base/ws/ $base/out.rsync.\$i"
+  rm -rf "$base"/out.* "$base/ws" "$base/store"
 }
 
 want 2 && tree_bench "$SCRATCH" "$(df -T "$SCRATCH" | awk 'NR==2{print $2}')"
@@ -115,10 +124,11 @@ fi
 if want 5; then
   echo "## 5. first save vs the durability floor (same bytes, cp -a + sync)"
   base=$SCRATCH/first
-  mkdir -p "$base"; rm -rf "$base/ws"; cp -a "$CORPUS" "$base/ws"
-  prep="rm -rf $base/store $base/ws/.ckpt $base/floor; sync"
-  time_cmd "floor: cp -a + sync" "$prep" "cp -a $base/ws $base/floor && sync"
-  time_cmd "floor: ckpt cp + sync" "$prep" "$CKPT cp $base/ws $base/floor && sync"
-  time_cmd "ckpt init + first save" "$prep" "$CKPT init $base/ws --store $base/store -q && $CKPT -C $base/ws save -q -m first"
+  mkdir -p "$base"; rm -rf "$base"/*; cp -a "$CORPUS" "$base/ws"
+  # Each run writes somewhere new and nothing is deleted until the end (see tree_bench).
+  prep="rm -f $base/ws/.ckpt; sync"
+  time_cmd "floor: cp -a + sync" "$prep" "cp -a $base/ws $base/floor.cpa.\$i && sync"
+  time_cmd "floor: ckpt cp + sync" "$prep" "$CKPT cp $base/ws $base/floor.cp.\$i && sync"
+  time_cmd "ckpt init + first save" "$prep" "$CKPT init $base/ws --store $base/store.\$i -q && $CKPT -C $base/ws save -q -m first"
   rm -rf "$base"
 fi

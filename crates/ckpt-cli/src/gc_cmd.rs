@@ -124,15 +124,21 @@ fn print_report(ctx: &Ctx, rep: &RetentionReport, dry_run: bool, json_out: bool)
         );
     }
     if let Some(g) = &rep.gc {
-        println!(
-            "{} {} objects ({}) and {} trees; {} objects live",
-            if dry_run { "would remove" } else { "removed" },
-            g.objects_removed,
-            render::bytes(g.bytes_freed),
-            g.trees_removed,
-            g.objects_live,
-        );
+        println!("{}", gc_summary(g, dry_run));
     }
+}
+
+/// The one-line summary of a gc (`ckpt gc`, and the gc after a retention run).
+pub fn gc_summary(g: &ckpt::gc::GcReport, dry_run: bool) -> String {
+    format!(
+        "{} {} objects ({}) and {} trees; {} objects live in {} checkpoints",
+        if dry_run { "would remove" } else { "removed" },
+        g.objects_removed,
+        render::bytes(g.bytes_freed),
+        g.trees_removed,
+        g.objects_live,
+        g.checkpoints
+    )
 }
 
 /// Applies the saved policy after a save (`ckpt save`, `ckpt hook`).

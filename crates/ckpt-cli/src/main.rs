@@ -1030,15 +1030,7 @@ pub(crate) fn cmd_gc(ctx: &Ctx, dry_run: bool, json: bool) -> Result<()> {
         v["dry_run"] = json!(dry_run);
         print_json(&v);
     } else if !ctx.quiet {
-        println!(
-            "{} {} objects ({}) and {} trees; {} objects live in {} checkpoints",
-            if dry_run { "would remove" } else { "removed" },
-            rep.objects_removed,
-            render::bytes(rep.bytes_freed),
-            rep.trees_removed,
-            rep.objects_live,
-            rep.checkpoints
-        );
+        println!("{}", gc_cmd::gc_summary(&rep, dry_run));
         for s in &rep.strays {
             println!("warning: unexpected file in the object store: {s}");
         }
