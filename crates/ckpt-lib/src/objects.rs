@@ -38,8 +38,8 @@
 use std::collections::HashMap;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use rayon::prelude::*;
 use rustix::fs::{AtFlags, FileType};
@@ -113,7 +113,7 @@ pub struct Objects {
     /// Bytes written without an `fsync` since the last background flush began.
     unflushed: AtomicU64,
     /// Whether a background flush is running.
-    flushing: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    flushing: Arc<AtomicBool>,
     counter: AtomicU64,
     /// Whether each lane directory below `tmp` exists (made on first use).
     lanes: Box<[OnceLock<Result<(), Errno>>]>,
