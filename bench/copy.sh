@@ -35,6 +35,7 @@ want() { [[ ",$ONLY," == *",$1,"* ]]; }
 export HOME=$SCRATCH XDG_DATA_HOME=$SCRATCH/xdg
 mkdir -p "$SCRATCH"
 ROOT=$( [ "$(id -u)" = 0 ] && echo yes || echo no )
+CLEANUP=() # deleted at the very end (see tree_bench)
 
 now_ns() { date +%s%N; }
 median() { sort -n | awk '{a[NR]=$1} END {m=(NR%2)?a[(NR+1)/2]:(a[NR/2]+a[NR/2+1])/2; printf "%.0f", m}'; }
@@ -73,7 +74,8 @@ fi
 # On ext4 the destinations are kept until all runs are done: this machine's ext4 has no
 # journal, and then inode allocation steps over every inode freed in the last 60-360 s one
 # by one, so deleting the previous run's 36k files just before a run inflates it (by up
-# to 2x, for whichever tool runs next). Elsewhere (the 3 GiB xfs image has room for one
+# to 2x, for whichever tool runs next); they are deleted when the whole script ends
+# (CLEANUP), not between sections either. Elsewhere (the 3 GiB xfs image has room for one
 # copy only) each run's destination is removed before the next.
 tree_bench() {
   local base=$1 label=$2 keep=no
@@ -89,7 +91,11 @@ tree_bench() {
   time_cmd "$label: ckpt fork" "$prep" "$CKPT -C $base/ws fork HEAD $base/out.fork.\$i --store $base/out.fork-store.\$i"
   time_cmd "$label: cp -a" "$prep" "cp -a $base/ws $base/out.cpa.\$i"
   time_cmd "$label: rsync -a" "$prep" "rsync -a $base/ws/ $base/out.rsync.\$i"
-  rm -rf "$base"/out.* "$base/ws" "$base/store"
+  if [ $keep = yes ]; then
+    CLEANUP+=("$base"/out.* "$base/ws" "$base/store")
+  else
+    rm -rf "$base"/out.* "$base/ws" "$base/store"
+  fi
 }
 
 want 2 && tree_bench "$SCRATCH" "$(df -T "$SCRATCH" | awk 'NR==2{print $2}')"
@@ -130,5 +136,10 @@ if want 5; then
   time_cmd "floor: cp -a + sync" "$prep" "cp -a $base/ws $base/floor.cpa.\$i && sync"
   time_cmd "floor: ckpt cp + sync" "$prep" "$CKPT cp $base/ws $base/floor.cp.\$i && sync"
   time_cmd "ckpt init + first save" "$prep" "$CKPT init $base/ws --store $base/store.\$i -q && $CKPT -C $base/ws save -q -m first"
-  rm -rf "$base"
+  CLEANUP+=("$base")
+fi
+
+if [ ${#CLEANUP[@]} -gt 0 ]; then
+  echo "(removing the kept destinations)"
+  rm -rf "${CLEANUP[@]}"
 fi
