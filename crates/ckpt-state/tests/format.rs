@@ -69,8 +69,11 @@ fn check_all_versions(s: &StateStore, model: &[BTreeMap<Vec<u8>, Vec<u8>>]) {
     assert_eq!(s.latest_version(), model.len() as u64 - 1);
     for (v, m) in model.iter().enumerate() {
         let snap = s.snapshot(v as u64).unwrap();
-        let got: BTreeMap<Vec<u8>, Vec<u8>> =
-            snap.scan(b"").into_iter().map(|e| (e.key, e.value)).collect();
+        let got: BTreeMap<Vec<u8>, Vec<u8>> = snap
+            .scan(b"")
+            .into_iter()
+            .map(|e| (e.key, e.value))
+            .collect();
         assert_eq!(&got, m, "state at version {v}");
     }
 }
@@ -139,7 +142,13 @@ fn unknown_future_format_is_refused_and_the_file_is_unchanged() {
     // Nothing changed (logically: redb may rewrite its own bookkeeping on open/close).
     let db = Database::open(&path).unwrap();
     let tx = db.begin_read().unwrap();
-    let format = tx.open_table(META).unwrap().get("format").unwrap().unwrap().value();
+    let format = tx
+        .open_table(META)
+        .unwrap()
+        .get("format")
+        .unwrap()
+        .unwrap()
+        .value();
     assert_eq!(format, 3);
     assert!(tx.open_table(LOG).is_err(), "no table was created");
 }
