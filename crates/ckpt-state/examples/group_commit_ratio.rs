@@ -1,12 +1,20 @@
 //! Measures strict-mode commit throughput with 1, 2, 4, 8 and 16 writers, interleaved over
 //! several rounds so that drifting disk latency affects every writer count alike, and prints
-//! the mean group size (commits per fsync). Run:
-//! `cargo run --release -p ckpt-state --example group_commit_ratio [rounds] [dir]`.
+//! the median rate per writer count, the mean group size (commits per fsync) and this
+//! disk's fsync latency measured in the same run (write 4 KiB + `fdatasync`, same
+//! directory, median). Run:
+//! `cargo run --release -p ckpt-state --example group_commit_ratio [rounds] [dir] [writers,...]`
+//! (e.g. `... 5 /tmp 1,8` to compare one and eight writers only).
 
+use std::io::Write;
 use std::sync::{Arc, Barrier};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use ckpt_state::{Durability, Options, StateStore};
+
+/// Commits per writer per run: enough that the start and the tail of a run (when writers
+/// finish at different times and groups shrink) do not dominate.
+const PER_WRITER: usize = 64;
 
 fn run(s: &Arc<StateStore>, writers: usize, per: usize) -> f64 {
     let barrier = Arc::new(Barrier::new(writers + 1));
@@ -32,6 +40,29 @@ fn run(s: &Arc<StateStore>, writers: usize, per: usize) -> f64 {
     (writers * per) as f64 / start.elapsed().as_secs_f64()
 }
 
+/// Median latency of write 4 KiB + fdatasync over `n` rounds in `dir`.
+fn fsync_latency(dir: &std::path::Path, n: usize) -> Duration {
+    let path = dir.join("fsync-probe");
+    let mut f = std::fs::File::create(&path).unwrap();
+    let buf = [1u8; 4096];
+    let mut v: Vec<Duration> = (0..n)
+        .map(|_| {
+            let t = Instant::now();
+            f.write_all(&buf).unwrap();
+            f.sync_data().unwrap();
+            t.elapsed()
+        })
+        .collect();
+    let _ = std::fs::remove_file(path);
+    v.sort();
+    v[n / 2]
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let rounds: usize = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(5);
@@ -39,6 +70,10 @@ fn main() {
         Some(d) => tempfile::tempdir_in(d).unwrap(),
         None => tempfile::tempdir().unwrap(),
     };
+    let counts: Vec<usize> = args
+        .get(3)
+        .map(|a| a.split(',').filter_map(|w| w.parse().ok()).collect())
+        .unwrap_or_else(|| vec![1, 2, 4, 8, 16]);
     let s = Arc::new(
         StateStore::open(
             &dir.path().join("state.redb"),
@@ -46,26 +81,32 @@ fn main() {
         )
         .unwrap(),
     );
-    let counts = [1usize, 2, 4, 8, 16];
-    let mut sums = vec![0.0; counts.len()];
+    let mut rates = vec![Vec::new(); counts.len()];
     let mut groups = vec![(0u64, 0u64); counts.len()];
+    let mut fsyncs = Vec::new();
     for _ in 0..rounds {
+        fsyncs.push(fsync_latency(dir.path(), 200).as_secs_f64() * 1e3);
         for (i, &w) in counts.iter().enumerate() {
             let before = s.commit_stats();
-            sums[i] += run(&s, w, (64 / w).max(8));
+            rates[i].push(run(&s, w, PER_WRITER));
             let after = s.commit_stats();
             groups[i].0 += after.commits_written - before.commits_written;
             groups[i].1 += after.fsyncs - before.fsyncs;
         }
     }
-    let one = sums[0] / rounds as f64;
+    let fsync_ms = median(&mut fsyncs);
+    let meds: Vec<f64> = rates.iter_mut().map(|r| median(r)).collect();
+    println!(
+        "fsync (write 4 KiB + fdatasync) median {fsync_ms:.3} ms = {:.0}/s; {rounds} rounds, median rate",
+        1e3 / fsync_ms
+    );
     println!("| writers | strict commits/s | × one writer | commits per fsync |");
     println!("|---|---|---|---|");
     for (i, &w) in counts.iter().enumerate() {
-        let r = sums[i] / rounds as f64;
         println!(
-            "| {w} | {r:.0} | {:.2}× | {:.2} |",
-            r / one,
+            "| {w} | {:.0} | {:.2}× | {:.2} |",
+            meds[i],
+            meds[i] / meds[0],
             groups[i].0 as f64 / groups[i].1.max(1) as f64
         );
     }
