@@ -5,7 +5,7 @@
 #                     [--scratch DIR] [--no-verify] [--verify-all] [--keep] [--keep-going]
 # Defaults: 5 runs, corpus /work/corpus (built with bench/make-corpus.sh if absent),
 # ckpt binary target/<host>/release/ckpt (built with `cargo build --release -p ckpt-cli` if absent;
-# .cargo/config.toml builds for the host triple explicitly, see README "Building"),
+# .cargo/config.toml builds for the host triple explicitly, see README "Two commands"),
 # scratch $BENCH_SCRATCH or /work/bench-scratch. Results: stdout (markdown) and
 # bench/results/latest.json. See bench/README.md.
 set -euo pipefail
