@@ -14,11 +14,14 @@ scratch=$(mktemp -d "$(dirname "$ws")/firstsave.XXXXXX")
 i=0
 for r in $(seq "${ROUNDS:-3}"); do
   for b in "$@"; do
+    b=$(realpath "$b")
     i=$((i + 1)); st=$scratch/store-$i
     rm -f "$ws/.ckpt"; sync; sleep 5
     "$b" init --store "$st" "$ws" >/dev/null 2>&1
-    out=$(cd "$ws" && CKPT_TRACE=1 "$b" save -m first 2>&1)
-    echo "$b round $r: $(echo "$out" | grep -E '^saved' | sed 's/.*(//') | $(echo "$out" | grep -E 'trace: (scan|objects)' | tr -s ' ' | tr '\n' ' ')"
+    out=$(cd "$ws" && CKPT_TRACE=1 "$b" save -m first 2>&1) || { echo "$b: save failed: $out" >&2; exit 1; }
+    total=$(echo "$out" | sed -n 's/^saved.*(\(.*\))$/\1/p')
+    phases=$(echo "$out" | grep -E 'trace: (scan|objects)' | tr -s ' ' | tr '\n' ' ' || true)
+    echo "$b round $r: $total | $phases"
   done
 done
 rm -f "$ws/.ckpt"
