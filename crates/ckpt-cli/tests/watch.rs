@@ -147,6 +147,16 @@ fn listing(root: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
     (files, dirs)
 }
 
+/// Applies 1 to `max` random edits (numbered on from `*n`) and returns their log.
+fn random_batch(rng: &mut Rng, root: &Path, outside: &Path, n: &mut u64, max: u64) -> Vec<String> {
+    (0..1 + rng.below(max))
+        .map(|_| {
+            *n += 1;
+            random_edit(rng, root, outside, *n)
+        })
+        .collect()
+}
+
 fn pick<'a>(rng: &mut Rng, v: &'a [PathBuf]) -> Option<&'a PathBuf> {
     (!v.is_empty()).then(|| &v[rng.below(v.len() as u64) as usize])
 }
@@ -326,11 +336,7 @@ fn random_edits_through_the_watcher_save_what_a_full_scan_saves() {
     assert!(err.contains("full scan"), "{err}");
     let mut n = 0;
     for batch in 0..60 {
-        let mut log = Vec::new();
-        for _ in 0..1 + rng.below(6) {
-            n += 1;
-            log.push(random_edit(&mut rng, &ws.root, &outside, n));
-        }
+        let log = random_batch(&mut rng, &ws.root, &outside, &mut n, 6);
         let what = format!("batch {batch}: {log:#?}");
         assert_eq!(
             changes(&ws, false),
@@ -396,11 +402,7 @@ fn random_restores_in_the_watcher_are_exact_and_leave_its_index_exact() {
     save_v(&ws);
     let mut n = 0;
     for round in 0..25 {
-        let mut log = Vec::new();
-        for _ in 0..1 + rng.below(4) {
-            n += 1;
-            log.push(random_edit(&mut rng, &ws.root, &outside, n));
-        }
+        let log = random_batch(&mut rng, &ws.root, &outside, &mut n, 4);
         let what = format!("round {round}: {log:#?}");
         if rng.below(2) == 0 {
             let (v, _) = save_v(&ws);
