@@ -20,12 +20,13 @@ import subprocess
 import sys
 import time
 
+from run import default_ckpt
+
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("ws")
-    host = subprocess.run(["rustc", "-vV"], stdout=subprocess.PIPE, text=True).stdout.split("host: ")[1].split()[0]
-    ap.add_argument("--ckpt", default=os.path.join(os.path.dirname(__file__), "..", "target", host, "release", "ckpt"))
+    ap.add_argument("--ckpt", default=default_ckpt())
     ap.add_argument("--runs", type=int, default=15)
     a = ap.parse_args()
     ws = os.path.abspath(a.ws)

@@ -799,12 +799,19 @@ class Bench:
         return "\n".join(lines)
 
 
+def default_ckpt() -> str:
+    """The release binary: .cargo/config.toml builds for the host triple, so it is
+    target/<host>/release/ckpt (also used by hook.py and watch_compare.py)."""
+    out = subprocess.run(["rustc", "-vV"], stdout=subprocess.PIPE, text=True).stdout
+    host = out.split("host: ")[1].split()[0]
+    return os.path.join(REPO, "target", host, "release", "ckpt")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--corpus", default=os.environ.get("BENCH_CORPUS", "/work/corpus"))
-    host = subprocess.run(["rustc", "-vV"], stdout=subprocess.PIPE, text=True).stdout.split("host: ")[1].split()[0]
-    ap.add_argument("--ckpt", default=os.path.join(REPO, "target", host, "release", "ckpt"))
+    ap.add_argument("--ckpt", default=default_ckpt())
     ap.add_argument("--scratch", default=os.environ.get("BENCH_SCRATCH", "/work/bench-scratch"))
     ap.add_argument("--only", default=",".join(TOOLS), help="comma list of " + ",".join(TOOLS))
     ap.add_argument("--ops", default=",".join(o for o, _ in OPS),

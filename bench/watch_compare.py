@@ -14,9 +14,8 @@ import subprocess, time, statistics, os, sys, json
 WS = os.path.abspath(sys.argv[1])
 STORE = os.path.abspath(sys.argv[2])
 N = int(sys.argv[3]) if len(sys.argv) > 3 else 7
-HOST = subprocess.run(["rustc", "-vV"], stdout=subprocess.PIPE, text=True).stdout.split("host: ")[1].split()[0]
-B = sys.argv[4] if len(sys.argv) > 4 else os.path.join(
-    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "target", HOST, "release", "ckpt")
+from run import default_ckpt
+B = sys.argv[4] if len(sys.argv) > 4 else default_ckpt()
 F = os.path.join(WS, "app/src/mod1.ts")
 def run(args, check=True):
     return subprocess.run([B] + args, cwd=WS, check=check, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
