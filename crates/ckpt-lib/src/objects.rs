@@ -606,11 +606,11 @@ impl Objects {
             return;
         }
         self.unflushed.store(0, Ordering::Relaxed);
-        let flushing = self.flushing.clone();
         let Ok(fd) = self.tmp.try_clone() else {
-            flushing.store(false, Ordering::Release);
+            self.flushing.store(false, Ordering::Release);
             return;
         };
+        let flushing = self.flushing.clone();
         let spawned = std::thread::Builder::new()
             .name("ckpt-flush".into())
             .spawn(move || {
