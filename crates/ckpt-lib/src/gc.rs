@@ -179,6 +179,7 @@ fn prune_index(index: &mut Index, live_trees: &HashSet<Hash>, live_objects: &Has
         *rec = Arc::new(DirRecord {
             tree: UNKNOWN_TREE,
             entries,
+            exact_names: false,
         });
     }
 }

@@ -44,16 +44,31 @@
 //! within [`RACY_WINDOW_NS`] of the scan start are marked racy and re-hashed
 //! on the next scan, whatever their stat says.
 //!
-//! Format (little-endian): `"CKIX" u32:version=2 u64:generation
+//! ## Exact names: listing a directory only when it changed
+//! A record with [`DirRecord::exact_names`] holds every name its directory
+//! had when it was last listed (nothing was ignored, skipped or vanished),
+//! and that directory's ctime was then older than the scan start minus
+//! [`RACY_WINDOW_NS`]. Any later change to the directory's names sets its
+//! ctime and mtime to the time of the change, so when a fresh `lstat` of the
+//! directory equals the one recorded in its parent's entry for it, the names
+//! are still these, and a scan stats them without listing the directory
+//! (see `crate::scan`). The parent's entry always holds the stat taken just
+//! before the directory's last listing: a scan rebuilds the parent's record
+//! whenever a subdirectory's stat differs from it in any field, and clears
+//! `exact_names` where it keeps a record under a newer stat.
+//!
+//! Format (little-endian): `"CKIX" u32:version=3 u64:generation
 //! i64:scan_start u32:ndirs (u32:block_len block)* [32]:blake3(all preceding
-//! bytes)`, where `block := u32:len path [32]:tree u32:n (entry meta)*n`,
+//! bytes)`, where `block := u32:len path [32]:tree u8:flags u32:n (entry
+//! meta)*n` (block flags: 1 = exact names, other bits must be 0),
 //! `entry` is the tree-entry encoding of [`crate::tree`] and `meta := u64:dev
 //! u64:ino u32:st_mode u64:size i64:ctime_ns u8:flags` (flags 0 or 1 = racy;
 //! entries sorted by name, names unique). Delta: `"CKID" u32:version=1
 //! u64:generation i64:scan_start [32]:base_trailer u32:nremoved (u32:len
 //! path)*nremoved u32:ndirs (u32:block_len block)* [32]:blake3(all
 //! preceding bytes)`. Length-prefixed blocks let load and save work on
-//! directories in parallel.
+//! directories in parallel. Files of an older version are not read (the next
+//! scan re-hashes, as for a missing index).
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -77,9 +92,9 @@ pub const UNKNOWN_TREE: Hash = Hash([0; 32]);
 pub const RACY_WINDOW_NS: i64 = 50_000_000;
 
 const MAGIC: &[u8; 4] = b"CKIX";
-const VERSION: u32 = 2;
+const VERSION: u32 = 3;
 const DELTA_MAGIC: &[u8; 4] = b"CKID";
-const DELTA_VERSION: u32 = 1;
+const DELTA_VERSION: u32 = 2;
 /// A delta is written instead of the whole file while it stays at most
 /// this fraction (1/N) of the base's size; beyond, the index is compacted.
 const DELTA_MAX_FRACTION: usize = 4;
@@ -167,11 +182,11 @@ struct RawEntries {
 }
 
 impl RawEntries {
-    /// The block's path and tree hash.
-    fn path_and_tree(&self) -> (&[u8], &[u8]) {
+    /// The block's path, tree hash and flags byte.
+    fn head(&self) -> (&[u8], &[u8], u8) {
         let b = &self.buf[self.block.clone()];
         let len = u32::from_le_bytes(b[..4].try_into().unwrap()) as usize;
-        (&b[4..4 + len], &b[4 + len..4 + len + 32])
+        (&b[4..4 + len], &b[4 + len..4 + len + 32], b[4 + len + 32])
     }
 
     /// `u32:n (entry meta)*n`.
@@ -322,6 +337,11 @@ pub struct DirRecord {
     pub tree: Hash,
     /// Entries sorted by name.
     pub entries: Entries,
+    /// `entries` name everything the directory held when it was last
+    /// listed, and its ctime was then outside the racy window: while its
+    /// stat stays as recorded in its parent, it need not be listed again
+    /// (see the module doc). False for records not made from a listing.
+    pub exact_names: bool,
 }
 
 impl DirRecord {
@@ -340,8 +360,9 @@ impl DirRecord {
         if buf.is_some_and(|b| !Arc::ptr_eq(b, &r.buf)) {
             return None;
         }
-        let (p, t) = r.path_and_tree();
-        (p == path && t == self.tree.0).then(|| &r.buf[r.block.clone()])
+        let (p, t, flags) = r.head();
+        (p == path && t == self.tree.0 && flags == block_flags(self))
+            .then(|| &r.buf[r.block.clone()])
     }
 }
 
@@ -488,6 +509,11 @@ fn parse_dir(buf: &Arc<Vec<u8>>, block: Range<usize>) -> Result<(Vec<u8>, Arc<Di
     let len = r.u32()? as usize;
     let path = r.take(len)?.to_vec();
     let tree = r.hash()?;
+    let exact_names = match r.take(1)?[0] {
+        0 => false,
+        FLAG_EXACT_NAMES => true,
+        _ => return Err(Error::Corrupt("index record has unknown flags".into())),
+    };
     let at = block.start + r.position();
     let n = r.u32()?;
     let mut prev: Option<&[u8]> = None;
@@ -510,7 +536,14 @@ fn parse_dir(buf: &Arc<Vec<u8>>, block: Range<usize>) -> Result<(Vec<u8>, Arc<Di
         }),
         decoded: OnceLock::new(),
     };
-    Ok((path, Arc::new(DirRecord { tree, entries })))
+    Ok((
+        path,
+        Arc::new(DirRecord {
+            tree,
+            entries,
+            exact_names,
+        }),
+    ))
 }
 
 impl Index {
@@ -757,11 +790,23 @@ fn remove_delta(path: &Path) -> Result<()> {
     }
 }
 
+/// Block flag: [`DirRecord::exact_names`].
+const FLAG_EXACT_NAMES: u8 = 1;
+
+fn block_flags(d: &DirRecord) -> u8 {
+    if d.exact_names {
+        FLAG_EXACT_NAMES
+    } else {
+        0
+    }
+}
+
 fn encode_dir(path: &[u8], d: &DirRecord) -> Vec<u8> {
     let mut out = Vec::with_capacity(40 + path.len() + d.entries.len() * 112);
     out.extend_from_slice(&(path.len() as u32).to_le_bytes());
     out.extend_from_slice(path);
     out.extend_from_slice(&d.tree.0);
+    out.push(block_flags(d));
     match &d.entries.raw {
         Some(r) => out.extend_from_slice(r.bytes()),
         None => {
@@ -811,6 +856,7 @@ mod tests {
                     racy: true,
                 }]
                 .into(),
+                exact_names: true,
             }),
         );
         let bytes = ix.encode();

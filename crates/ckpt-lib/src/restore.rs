@@ -931,7 +931,14 @@ fn updated_index(
             }
             None => UNKNOWN_TREE,
         };
-        index.dirs.insert(d, Arc::new(DirRecord { tree, entries }));
+        index.dirs.insert(
+            d,
+            Arc::new(DirRecord {
+                tree,
+                entries,
+                exact_names: false,
+            }),
+        );
     }
     Ok(index)
 }

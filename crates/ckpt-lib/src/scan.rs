@@ -1,9 +1,15 @@
 //! The workspace scan: a parallel walk that turns the directory into trees.
 //!
-//! Every directory is listed with `getdents64` and every entry is `lstat`ed
-//! relative to its directory's descriptor; subdirectories are walked in
-//! parallel with rayon. An entry whose stat equals its [`Index`] entry (and is
-//! not racy) is taken from the index without being read. A directory whose
+//! Every entry is `lstat`ed relative to its directory's descriptor;
+//! subdirectories are walked in parallel with rayon. A directory is listed
+//! with `getdents64` unless its index record has exact names
+//! ([`DirRecord::exact_names`]) and its fresh `lstat` equals the one its
+//! parent's record holds for it: then its names are known not to have
+//! changed, it is opened `O_PATH` and the recorded names are `lstat`ed
+//! (if one has vanished after all, it is listed). On ext4 a listing costs
+//! about as much as `lstat`ing every entry in it. An entry whose stat equals
+//! its [`Index`] entry (and is not racy) is taken from the index without
+//! being read. A directory whose
 //! entries all match and whose subdirectories' trees are unchanged reuses its
 //! old record — and tree hash — as is, without allocating. Only files whose
 //! stat changed are read: in [`Mode::Capture`] they are stored as objects, in
@@ -98,6 +104,9 @@ pub struct ScanResult {
     pub new_bytes: u64,
     /// Entries visited.
     pub entries: u64,
+    /// Directories listed (`getdents64`); the others were re-statted from
+    /// their exact-names records or, in a partial scan, kept.
+    pub dirs_listed: u64,
     /// Every directory record was taken over unchanged from the old index,
     /// so writing the index again would change nothing.
     pub index_unchanged: bool,
@@ -117,6 +126,7 @@ struct Collector {
     new_objects: AtomicU64,
     new_bytes: AtomicU64,
     entries: AtomicU64,
+    dirs_listed: AtomicU64,
 }
 
 impl Collector {
@@ -146,6 +156,7 @@ impl Collector {
             new_objects: self.new_objects.into_inner(),
             new_bytes: self.new_bytes.into_inner(),
             entries: self.entries.into_inner(),
+            dirs_listed: self.dirs_listed.into_inner(),
             index_unchanged,
             watch: None,
         }
@@ -177,7 +188,7 @@ pub fn scan(input: &ScanInput<'_>) -> Result<ScanResult> {
         out: Collector::default(),
         partial: None,
     };
-    let root = scanner.scan_dir(root_fd, Vec::new())?;
+    let root = scanner.scan_dir(root_fd, Vec::new(), DirStat::default())?;
     let mut out = scanner.out;
     let records = std::mem::take(out.records.get_mut().unwrap());
     let index_unchanged = *out.reused_dirs.get_mut() == records.len() as u64
@@ -233,6 +244,7 @@ pub fn scan_partial(input: &ScanInput<'_>, dirty: &HashSet<Vec<u8>>) -> Result<S
             new_objects: 0,
             new_bytes: 0,
             entries: 0,
+            dirs_listed: 0,
             index_unchanged: true,
             watch: None,
         });
@@ -244,7 +256,7 @@ pub fn scan_partial(input: &ScanInput<'_>, dirty: &HashSet<Vec<u8>>) -> Result<S
         out: Collector::default(),
         partial: Some(Partial { listed, affected }),
     };
-    let root = scanner.scan_dir(root_fd, Vec::new())?;
+    let root = scanner.scan_dir(root_fd, Vec::new(), DirStat::default())?;
     let mut out = scanner.out;
     let records = std::mem::take(out.records.get_mut().unwrap());
     // Subdirectories that went away take their records with them.
@@ -288,11 +300,26 @@ pub fn scan_partial(input: &ScanInput<'_>, dirty: &HashSet<Vec<u8>>) -> Result<S
     Ok(out.into_result(input, scan_start_ns, root, dirs, unchanged))
 }
 
+/// What the parent knows of a directory it hands to [`Scanner::scan_dir`].
+#[derive(Clone, Copy, Default)]
+struct DirStat {
+    /// Its fresh `lstat` (none for the workspace root).
+    meta: Option<Meta>,
+    /// The fresh `lstat` equals the one in the parent's index entry for it.
+    as_recorded: bool,
+    /// It was opened `O_PATH` to be re-statted from its exact-names record
+    /// without listing (`as_recorded` and the record has exact names).
+    unlisted: bool,
+}
+
 /// An entry as listed, before its content is known.
 struct Listed<'a> {
     name: &'a [u8],
     /// Its `lstat`; when `deferred`, only the file type (regular) is known.
     meta: Meta,
+    /// For a directory, the stat its old index entry holds (if it has one
+    /// and was a directory then).
+    recorded_dir: Option<Meta>,
     /// A regular file (per the directory entry's type) in a directory
     /// without an index record: it is read whatever its stat says, so it is
     /// not `lstat`ed here and its stat comes from the open descriptor.
@@ -315,63 +342,35 @@ impl Scanner<'_> {
         display_path(self.input.root, rel)
     }
 
-    fn scan_dir(&self, dir: OwnedFd, rel: Vec<u8>) -> Result<Hash> {
+    fn scan_dir(&self, dir: OwnedFd, rel: Vec<u8>, stat: DirStat) -> Result<Hash> {
         let old = self.input.index.dirs.get(&rel);
         if let (Some(p), Some(o)) = (&self.partial, old) {
             if !p.listed.contains(&rel) {
-                if let Some(h) = self.scan_ancestor(&dir, &rel, o)? {
+                if let Some(h) = self.scan_ancestor(&dir, &rel, o, stat)? {
                     return Ok(h);
                 }
             }
         }
-        let listing = fs::list_dir_packed(dir).ctx("read directory", self.shown(&rel))?;
-        let dirfd = listing.fd();
-        let mut listed = Vec::with_capacity(listing.len());
-        // Without an old record no entry can be taken from the index, so
-        // every regular file will be opened and read: its stat is taken then.
-        let defer_files = old.is_none();
-        for i in 0..listing.len() {
-            let name = listing.name(i);
-            if rel.is_empty() && name == MARKER {
-                continue;
+        // The names: the exact-names record's, re-statted, when the
+        // directory's stat says they are unchanged; else a listing.
+        let restated = match old {
+            Some(o) if stat.unlisted && o.exact_names => self.restat(dir.as_fd(), &rel, o)?,
+            _ => None,
+        };
+        let listing: fs::PackedListing;
+        let (dirfd, mut listed, names_seen) = match restated {
+            Some(listed) => (dir.as_fd(), listed, old.map_or(0, |o| o.entries.len())),
+            None => {
+                let fd = match stat.unlisted {
+                    true => fs::reopen_dir(dir.as_fd()).ctx("open directory", self.shown(&rel))?,
+                    false => dir,
+                };
+                listing = fs::list_dir_packed(fd).ctx("read directory", self.shown(&rel))?;
+                self.out.dirs_listed.fetch_add(1, Ordering::Relaxed);
+                let listed = self.listed(&listing, &rel, old.map(|o| &**o))?;
+                (listing.fd(), listed, listing.len())
             }
-            if is_temp_name(name) {
-                self.out.temps.lock().unwrap().push(join(&rel, name));
-                continue;
-            }
-            let deferred = defer_files && listing.file_type(i) == FileType::RegularFile;
-            let meta = if deferred {
-                Meta {
-                    mode: FileType::RegularFile.as_raw_mode(),
-                    ..Meta::default()
-                }
-            } else {
-                match fs::stat_at_c(dirfd, listing.c_name(i)) {
-                    Ok(m) => m,
-                    Err(Errno::NOENT) => continue, // vanished since listed
-                    Err(e) => {
-                        return Err(Error::io("stat", self.shown(&join(&rel, name)), e.into()))
-                    }
-                }
-            };
-            let is_dir = meta.file_type() == FileType::Directory;
-            if self.input.ignore.is_active() || !self.input.exclude.is_empty() {
-                let path = join(&rel, name);
-                if self.input.exclude.contains(&path) || self.input.ignore.is_ignored(&path, is_dir)
-                {
-                    continue;
-                }
-            }
-            listed.push(Listed {
-                name,
-                meta,
-                deferred,
-            });
-        }
-        listed.sort_unstable_by(|a, b| a.name.cmp(b.name));
-        // getdents may return a name twice when it is renamed within the
-        // directory during the listing; a tree holds each name once.
-        listed.dedup_by(|a, b| a.name == b.name);
+        };
         self.out
             .entries
             .fetch_add(listed.len() as u64, Ordering::Relaxed);
@@ -389,8 +388,9 @@ impl Scanner<'_> {
             if let Some(h) = self.clean_subtree(&child_rel) {
                 return Ok(Some(h));
             }
-            match fs::open_dir_at(dirfd, l.name) {
-                Ok(fd) => self.scan_dir(fd, child_rel).map(Some),
+            let stat = self.child_stat(&child_rel, l.meta, l.recorded_dir);
+            match fs::open_dir_for(dirfd, l.name, stat.unlisted) {
+                Ok(fd) => self.scan_dir(fd, child_rel, stat).map(Some),
                 // Removed since it was listed: it is simply not there.
                 Err(Errno::NOENT) => Ok(None),
                 Err(Errno::LOOP | Errno::NOTDIR) => Err(Error::Unstable(self.shown(&child_rel))),
@@ -420,12 +420,17 @@ impl Scanner<'_> {
 
         if let Some(old) = old {
             if self.unchanged(old, &listed, &child_trees) {
-                self.out.reused_dirs.fetch_add(1, Ordering::Relaxed);
-                self.out
-                    .records
-                    .lock()
-                    .unwrap()
-                    .push((rel, Arc::clone(old)));
+                let exact = self.exact_names(stat, listed.len() == names_seen);
+                let rec = if exact == old.exact_names {
+                    self.out.reused_dirs.fetch_add(1, Ordering::Relaxed);
+                    Arc::clone(old)
+                } else {
+                    Arc::new(DirRecord {
+                        exact_names: exact,
+                        ..DirRecord::clone(old)
+                    })
+                };
+                self.out.records.lock().unwrap().push((rel, rec));
                 return Ok(old.tree);
             }
         }
@@ -488,12 +493,164 @@ impl Scanner<'_> {
                 racy,
             });
         }
-        Ok(self.record_dir(rel, old.map(|o| &**o), entries))
+        let exact = self.exact_names(stat, entries.len() == names_seen);
+        Ok(self.record_dir(rel, old.map(|o| &**o), entries, exact))
+    }
+
+    /// The entries of a fresh listing: every name `lstat`ed (regular files
+    /// deferred in a directory without a record), sorted, without ckpt's
+    /// own and ignored names.
+    fn listed<'l>(
+        &self,
+        listing: &'l fs::PackedListing,
+        rel: &[u8],
+        old: Option<&DirRecord>,
+    ) -> Result<Vec<Listed<'l>>> {
+        let dirfd = listing.fd();
+        let mut listed = Vec::with_capacity(listing.len());
+        // Without an old record no entry can be taken from the index, so
+        // every regular file will be opened and read: its stat is taken then.
+        let defer_files = old.is_none();
+        for i in 0..listing.len() {
+            let name = listing.name(i);
+            if rel.is_empty() && name == MARKER {
+                continue;
+            }
+            if is_temp_name(name) {
+                self.out.temps.lock().unwrap().push(join(rel, name));
+                continue;
+            }
+            let deferred = defer_files && listing.file_type(i) == FileType::RegularFile;
+            let meta = if deferred {
+                Meta {
+                    mode: FileType::RegularFile.as_raw_mode(),
+                    ..Meta::default()
+                }
+            } else {
+                match fs::stat_at_c(dirfd, listing.c_name(i)) {
+                    Ok(m) => m,
+                    Err(Errno::NOENT) => continue, // vanished since listed
+                    Err(e) => {
+                        return Err(Error::io("stat", self.shown(&join(rel, name)), e.into()))
+                    }
+                }
+            };
+            if self.is_excluded(rel, name, &meta) {
+                continue;
+            }
+            listed.push(Listed {
+                name,
+                meta,
+                recorded_dir: None,
+                deferred,
+            });
+        }
+        listed.sort_unstable_by(|a, b| a.name.cmp(b.name));
+        // getdents may return a name twice when it is renamed within the
+        // directory during the listing; a tree holds each name once.
+        listed.dedup_by(|a, b| a.name == b.name);
+        // The recorded stats of subdirectories (both lists sorted by name).
+        if let Some(old) = old {
+            let mut views = old.entries.views().peekable();
+            for l in listed.iter_mut() {
+                if l.meta.file_type() != FileType::Directory {
+                    continue;
+                }
+                while views.next_if(|v| v.entry.name < l.name).is_some() {}
+                if let Some(v) = views.next_if(|v| v.entry.name == l.name) {
+                    if matches!(v.entry.node, NodeRef::Dir { .. }) {
+                        l.recorded_dir = Some(v.meta);
+                    }
+                }
+            }
+        }
+        Ok(listed)
+    }
+
+    /// The entries of an exact-names record whose directory's stat is as
+    /// recorded, each `lstat`ed afresh, without listing the directory
+    /// (opened `O_PATH` as `dir`). `None` when a name has vanished: the
+    /// directory changed after its stat was taken, so it must be listed.
+    fn restat<'r>(
+        &self,
+        dir: BorrowedFd<'_>,
+        rel: &[u8],
+        old: &'r DirRecord,
+    ) -> Result<Option<Vec<Listed<'r>>>> {
+        let mut listed = Vec::with_capacity(old.entries.len());
+        for v in old.entries.views() {
+            let name = v.entry.name;
+            let meta = match fs::stat_at(dir, name) {
+                Ok(m) => m,
+                Err(Errno::NOENT) => return Ok(None),
+                Err(e) => return Err(Error::io("stat", self.shown(&join(rel, name)), e.into())),
+            };
+            // The rules may have changed since the record was made.
+            if self.is_excluded(rel, name, &meta) {
+                continue;
+            }
+            let recorded_dir = matches!(v.entry.node, NodeRef::Dir { .. }).then_some(v.meta);
+            listed.push(Listed {
+                name,
+                meta,
+                recorded_dir,
+                deferred: false,
+            });
+        }
+        Ok(Some(listed))
+    }
+
+    /// Whether `.ckptignore` or the exclusions drop this entry.
+    fn is_excluded(&self, rel: &[u8], name: &[u8], meta: &Meta) -> bool {
+        if !self.input.ignore.is_active() && self.input.exclude.is_empty() {
+            return false;
+        }
+        let path = join(rel, name);
+        self.input.exclude.contains(&path)
+            || self
+                .input
+                .ignore
+                .is_ignored(&path, meta.file_type() == FileType::Directory)
+    }
+
+    /// How a subdirectory is handed to [`Self::scan_dir`]: whether its stat
+    /// is as recorded and, if its record has exact names, that it need not
+    /// be listed.
+    fn child_stat(&self, child_rel: &[u8], meta: Meta, recorded: Option<Meta>) -> DirStat {
+        let as_recorded = recorded == Some(meta);
+        let unlisted = as_recorded
+            && self
+                .input
+                .index
+                .dirs
+                .get(child_rel)
+                .is_some_and(|r| r.exact_names);
+        DirStat {
+            meta: Some(meta),
+            as_recorded,
+            unlisted,
+        }
+    }
+
+    /// Whether a directory's new record may claim exact names: every name
+    /// it returned is in the record (`all_kept`) and its ctime is outside
+    /// the racy window of this scan (see [`crate::index`]).
+    fn exact_names(&self, stat: DirStat, all_kept: bool) -> bool {
+        all_kept
+            && stat
+                .meta
+                .is_some_and(|m| m.ctime_ns < self.scan_start_ns - RACY_WINDOW_NS)
     }
 
     /// Records `rel`'s new listing and returns its tree hash: `old`'s tree
     /// when the tree entries are the same as its, else the newly encoded one.
-    fn record_dir(&self, rel: Vec<u8>, old: Option<&DirRecord>, entries: Vec<IndexEntry>) -> Hash {
+    fn record_dir(
+        &self,
+        rel: Vec<u8>,
+        old: Option<&DirRecord>,
+        entries: Vec<IndexEntry>,
+        exact_names: bool,
+    ) -> Hash {
         let tree = match old {
             Some(o)
                 if o.tree != UNKNOWN_TREE
@@ -519,6 +676,7 @@ impl Scanner<'_> {
             Arc::new(DirRecord {
                 tree,
                 entries: entries.into(),
+                exact_names,
             }),
         ));
         tree
@@ -544,6 +702,7 @@ impl Scanner<'_> {
         dir: &OwnedFd,
         rel: &[u8],
         old: &Arc<DirRecord>,
+        stat: DirStat,
     ) -> Result<Option<Hash>> {
         let p = self.partial.as_ref().expect("partial scan");
         let mut todo = Vec::new();
@@ -560,10 +719,11 @@ impl Scanner<'_> {
                 _ => return Ok(None),
             }
         }
-        let scan_child = |(i, child, _): &(usize, Vec<u8>, Meta)| -> Result<Hash> {
-            let name = &old.entries[*i].entry.name;
-            match fs::open_dir_at(dir.as_fd(), name) {
-                Ok(fd) => self.scan_dir(fd, child.clone()),
+        let scan_child = |(i, child, m): &(usize, Vec<u8>, Meta)| -> Result<Hash> {
+            let e = &old.entries[*i];
+            let stat = self.child_stat(child, *m, Some(e.meta));
+            match fs::open_dir_for(dir.as_fd(), &e.entry.name, stat.unlisted) {
+                Ok(fd) => self.scan_dir(fd, child.clone(), stat),
                 Err(Errno::NOENT | Errno::LOOP | Errno::NOTDIR) => {
                     Err(Error::Unstable(self.shown(child)))
                 }
@@ -584,7 +744,10 @@ impl Scanner<'_> {
             e.entry.node = Node::Dir { tree };
             e.meta = m;
         }
-        if entries[..] == old.entries[..] {
+        // Kept under a stat newer than its listing, the record can no
+        // longer vouch for its names (see `crate::index`).
+        let exact = old.exact_names && stat.as_recorded;
+        if entries[..] == old.entries[..] && exact == old.exact_names {
             self.out.reused_dirs.fetch_add(1, Ordering::Relaxed);
             self.out
                 .records
@@ -593,7 +756,12 @@ impl Scanner<'_> {
                 .push((rel.to_vec(), Arc::clone(old)));
             return Ok(Some(old.tree));
         }
-        Ok(Some(self.record_dir(rel.to_vec(), Some(old), entries)))
+        Ok(Some(self.record_dir(
+            rel.to_vec(),
+            Some(old),
+            entries,
+            exact,
+        )))
     }
 
     /// True when every listed entry matches the old record exactly (names,
@@ -608,8 +776,12 @@ impl Scanner<'_> {
             n += 1;
             o.entry.name == l.name
                 && match o.entry.node {
+                    // The full stat, not only mode and mtime: the entry
+                    // must hold the stat taken before the subdirectory's
+                    // last listing (see `crate::index`).
                     NodeRef::Dir { tree } => {
                         l.meta.file_type() == FileType::Directory
+                            && o.meta == l.meta
                             && o.entry.mode == l.meta.perm()
                             && o.entry.mtime_ns == l.meta.mtime_ns
                             && child.next() == Some(&tree)

@@ -161,6 +161,7 @@ fn real_delta(index: &[u8]) -> Vec<u8> {
         std::sync::Arc::new(ckpt::index::DirRecord {
             tree: Hash::of(b"other"),
             entries: empty.entries.clone(),
+            exact_names: !empty.exact_names,
         }),
     );
     ix.dirs.remove(b"src/deep".as_slice()).unwrap();

@@ -26,7 +26,8 @@ use ckpt::tree::{Entry, Node};
 use ckpt::Hash;
 use proptest::prelude::*;
 
-type Model = BTreeMap<Vec<u8>, (Hash, Vec<IndexEntry>)>;
+/// Directory → (tree, entries, exact names).
+type Model = BTreeMap<Vec<u8>, (Hash, Vec<IndexEntry>, bool)>;
 
 fn entry(name: &str, seed: u64, kind: u8) -> IndexEntry {
     let node = match kind % 3 {
@@ -90,6 +91,8 @@ enum Op {
     Remove(u8),
     /// Same entries, new tree hash.
     Retree(u8, u64),
+    /// Same entries and tree, the other `exact_names`.
+    Flip(u8),
 }
 
 fn arb_ops() -> impl Strategy<Value = Vec<Op>> {
@@ -97,6 +100,7 @@ fn arb_ops() -> impl Strategy<Value = Vec<Op>> {
         4 => (any::<u8>(), any::<u64>(), 0usize..6).prop_map(|(d, s, n)| Op::Put(d % 60, s, n)),
         1 => any::<u8>().prop_map(|d| Op::Remove(d % 60)),
         1 => (any::<u8>(), any::<u64>()).prop_map(|(d, s)| Op::Retree(d % 60, s)),
+        1 => any::<u8>().prop_map(|d| Op::Flip(d % 60)),
     ];
     proptest::collection::vec(op, 0..8)
 }
@@ -106,15 +110,17 @@ fn apply(ix: &mut Index, model: &mut Model, ops: &[Op]) {
         match *op {
             Op::Put(d, seed, n) => {
                 let (tree, entries) = record(seed, n);
+                let exact = seed.is_multiple_of(2);
                 let p = dir_path(d);
                 ix.dirs.insert(
                     p.clone(),
                     Arc::new(DirRecord {
                         tree,
                         entries: entries.clone().into(),
+                        exact_names: exact,
                     }),
                 );
-                model.insert(p, (tree, entries));
+                model.insert(p, (tree, entries, exact));
             }
             Op::Remove(d) => {
                 ix.dirs.remove(&dir_path(d));
@@ -129,9 +135,25 @@ fn apply(ix: &mut Index, model: &mut Model, ops: &[Op]) {
                         Arc::new(DirRecord {
                             tree,
                             entries: old.entries.clone(),
+                            exact_names: old.exact_names,
                         }),
                     );
                     model.get_mut(&p).unwrap().0 = tree;
+                }
+            }
+            Op::Flip(d) => {
+                let p = dir_path(d);
+                if let Some(old) = ix.dirs.get(&p).cloned() {
+                    ix.dirs.insert(
+                        p.clone(),
+                        Arc::new(DirRecord {
+                            tree: old.tree,
+                            entries: old.entries.clone(),
+                            exact_names: !old.exact_names,
+                        }),
+                    );
+                    let m = model.get_mut(&p).unwrap();
+                    m.2 = !m.2;
                 }
             }
         }
@@ -146,9 +168,10 @@ fn assert_matches(ix: &Index, model: &Model, ctx: &str) {
     };
     let want: Vec<&Vec<u8>> = model.keys().collect();
     assert_eq!(got, want, "{ctx}: directories differ");
-    for (p, (tree, entries)) in model {
+    for (p, (tree, entries, exact)) in model {
         let rec = &ix.dirs[p];
         assert_eq!(rec.tree, *tree, "{ctx}: tree of {p:?}");
+        assert_eq!(rec.exact_names, *exact, "{ctx}: exact names of {p:?}");
         assert_eq!(rec.entries.len(), entries.len(), "{ctx}: count of {p:?}");
         // Compare through the undecoded views first (PartialEq), then the
         // decoded entries.
@@ -236,7 +259,7 @@ proptest! {
                 let got: Model = ix
                     .dirs
                     .iter()
-                    .map(|(p, r)| (p.clone(), (r.tree, r.entries.to_vec())))
+                    .map(|(p, r)| (p.clone(), (r.tree, r.entries.to_vec(), r.exact_names)))
                     .collect();
                 prop_assert!(
                     states.contains(&got),
@@ -379,6 +402,11 @@ fn saves_and_restores_write_deltas_that_keep_the_cache_warm() {
         std::fs::write(&p, body).unwrap();
         set_past_mtime(&p, secs);
     };
+    // Past the racy window of the directories' creation, so the first save
+    // already records their names as exact and later saves keep them so.
+    std::thread::sleep(std::time::Duration::from_nanos(
+        ckpt::index::RACY_WINDOW_NS as u64 + 20_000_000,
+    ));
     let v1 = save(300, "first save").unwrap();
     assert!(!delta_path(&index_path).exists());
     let base = std::fs::read(&index_path).unwrap();

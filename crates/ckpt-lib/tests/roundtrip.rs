@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use ckpt::checkpoint::{self, SaveOptions, SaveOutcome};
 use ckpt::diff::PathFilter;
+use ckpt::index::RACY_WINDOW_NS;
 use ckpt::restore::{self, RestoreOptions};
 use ckpt::workspace::Workspace;
 use common::*;
@@ -97,6 +98,35 @@ proptest! {
             // The index after restore is exact: saving finds nothing new.
             prop_assert_eq!(save(&ws), Some(v2));
         }
+    }
+
+    /// A directory whose stat is as recorded is not listed again (its index
+    /// record has exact names); every change to names, kinds, modes and
+    /// contents after that must still be captured.
+    #[test]
+    fn unlisted_directories_still_see_every_change(start in arb_ops(5..40), edits in arb_ops(1..25)) {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = setup(dir.path(), &start);
+        save(&ws);
+        // Records made within the racy window of their directory's last
+        // change cannot claim exact names: age the tree past it, then scan
+        // again (this scan lists everything and records exact names).
+        std::thread::sleep(Duration::from_nanos(RACY_WINDOW_NS as u64 + 20_000_000));
+        let store = ws.open_store(T).unwrap();
+        checkpoint::capture(&ws, &store, &SaveOptions::default(), true).unwrap();
+        // Nothing changed: only the root (whose names include the marker,
+        // so never exact) is listed.
+        let again = checkpoint::capture(&ws, &store, &SaveOptions::default(), true).unwrap();
+        prop_assert_eq!(again.scan.dirs_listed, 1);
+        drop(store);
+        apply(&ws.root, &edits);
+        let want = snapshot(&ws.root);
+        let Some(v) = save(&ws) else { return Ok(()) };
+        assert_clean(&ws);
+        let store = ws.open_store(T).unwrap();
+        let dest = dir.path().join("fork");
+        restore::restore_to(&store, &format!("v{v}"), &dest, &[]).unwrap();
+        assert_same(&want, &snapshot(&dest), "checkpoint after edits to unlisted directories");
     }
 
     #[test]

@@ -87,6 +87,36 @@ pub fn open_dir_at(dir: BorrowedFd<'_>, name: &[u8]) -> rustix::io::Result<Owned
     )
 }
 
+/// Opens the subdirectory `name` of `dir` like [`open_dir_at`], or only as
+/// a handle for `*at` calls (`O_PATH`: cheaper, cannot be listed) when
+/// `path_only`.
+pub fn open_dir_for(
+    dir: BorrowedFd<'_>,
+    name: &[u8],
+    path_only: bool,
+) -> rustix::io::Result<OwnedFd> {
+    if !path_only {
+        return open_dir_at(dir, name);
+    }
+    rustix::fs::openat(
+        dir,
+        name,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+}
+
+/// Opens the directory a (possibly `O_PATH`) descriptor refers to again,
+/// for reading (listing).
+pub fn reopen_dir(dir: BorrowedFd<'_>) -> rustix::io::Result<OwnedFd> {
+    rustix::fs::openat(
+        dir,
+        ".",
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+}
+
 /// Opens the regular file `name` of `dir` for reading without following
 /// symlinks and without blocking on FIFOs.
 pub fn open_file_at(dir: BorrowedFd<'_>, name: &[u8]) -> rustix::io::Result<OwnedFd> {

@@ -367,6 +367,7 @@ pub fn scan_via_watcher(ws: &Workspace, store: &Store) -> Option<crate::scan::Sc
         new_objects: 0,
         new_bytes: 0,
         entries: r.entries,
+        dirs_listed: 0,
         index_unchanged: true,
         watch: None,
     })
