@@ -18,7 +18,7 @@ RUNS=5
 CORPUS=${BENCH_CORPUS:-/work/corpus}
 SCRATCH=${BENCH_SCRATCH:-/work/bench-scratch-copy}
 HERE=$(cd "$(dirname "$0")" && pwd)
-CKPT=${CKPT:-$HERE/../target/$(rustc -vV | sed -n 's/^host: //p')/release/ckpt}
+CKPT=${CKPT:-$(python3 "$HERE/run.py" --print-default-ckpt)}
 ONLY=1,2,3,4,5
 while [ $# -gt 0 ]; do
   case $1 in

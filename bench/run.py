@@ -801,13 +801,17 @@ class Bench:
 
 def default_ckpt() -> str:
     """The release binary: .cargo/config.toml builds for the host triple, so it is
-    target/<host>/release/ckpt (also used by hook.py and watch_compare.py)."""
+    target/<host>/release/ckpt (also used by hook.py and watch_compare.py, and by
+    run.sh and copy.sh through --print-default-ckpt)."""
     out = subprocess.run(["rustc", "-vV"], stdout=subprocess.PIPE, text=True).stdout
     host = out.split("host: ")[1].split()[0]
     return os.path.join(REPO, "target", host, "release", "ckpt")
 
 
 def main():
+    if sys.argv[1:] == ["--print-default-ckpt"]:  # for run.sh and copy.sh
+        print(default_ckpt())
+        return
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--corpus", default=os.environ.get("BENCH_CORPUS", "/work/corpus"))

@@ -12,8 +12,8 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(dirname "$here")
 corpus=${BENCH_CORPUS:-/work/corpus}
-host=$(rustc -vV 2>/dev/null | sed -n 's/^host: //p')
-default_ckpt="$repo/target/${host:-unknown}/release/ckpt"
+command -v python3 >/dev/null || { echo "bench: python3 (>= 3.11) is required" >&2; exit 1; }
+default_ckpt=$(python3 "$here/run.py" --print-default-ckpt)
 ckpt=$default_ckpt
 only="ckpt,git,rsync,cp"
 args=("$@")
@@ -29,7 +29,6 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-command -v python3 >/dev/null || { echo "bench: python3 (>= 3.11) is required" >&2; exit 1; }
 for t in git rsync cp diff; do
   command -v "$t" >/dev/null || { echo "bench: $t is required (apt-get install -y rsync git diffutils)" >&2; exit 1; }
 done
