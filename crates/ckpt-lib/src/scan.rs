@@ -43,7 +43,7 @@ use crate::catalog::Skipped;
 use crate::diff::is_within;
 use crate::error::IoContext;
 use crate::ignore::Ignore;
-use crate::index::{DirRecord, Index, IndexEntry, RACY_WINDOW_NS, UNKNOWN_TREE};
+use crate::index::{DirRecord, EntryView, Index, IndexEntry, RACY_WINDOW_NS, UNKNOWN_TREE};
 use crate::objects::{hash_file, CaptureError, Objects};
 use crate::platform::fs::{self, display_path, join, parent_of, Meta};
 use crate::tree::{Entry, Node, NodeRef, Tree};
@@ -317,24 +317,30 @@ struct Listed<'a> {
     name: &'a [u8],
     /// Its `lstat`; when `deferred`, only the file type (regular) is known.
     meta: Meta,
-    /// For a directory, the stat its old index entry holds (if it has one
-    /// and was a directory then).
-    recorded_dir: Option<Meta>,
+    /// Its entry in the directory's old index record, if any (borrowed,
+    /// decoded once: the scan compares against it, never looks it up).
+    old: Option<EntryView<'a>>,
     /// A regular file (per the directory entry's type) in a directory
     /// without an index record: it is read whatever its stat says, so it is
     /// not `lstat`ed here and its stat comes from the open descriptor.
     deferred: bool,
 }
 
-fn same_stat(old: &IndexEntry, m: &Meta) -> bool {
-    !old.racy && old.meta == *m
-}
+impl Listed<'_> {
+    /// Its old entry's stat, if that was a directory too.
+    fn recorded_dir(&self) -> Option<Meta> {
+        self.old
+            .filter(|o| matches!(o.entry.node, NodeRef::Dir { .. }))
+            .map(|o| o.meta)
+    }
 
-/// The index's node for an entry whose stat is unchanged (and of the kind
-/// `is_kind` accepts), so its content need not be read.
-fn cached(prev: Option<&IndexEntry>, m: &Meta, is_kind: fn(&Node) -> bool) -> Option<Node> {
-    prev.filter(|p| is_kind(&p.entry.node) && same_stat(p, m))
-        .map(|p| p.entry.node.clone())
+    /// The old entry's node when it is of the kind `is_kind` accepts, not
+    /// racy and its stat unchanged, so the content need not be read.
+    fn cached(&self, is_kind: fn(&NodeRef) -> bool) -> Option<Node> {
+        self.old
+            .filter(|o| is_kind(&o.entry.node) && !o.racy && o.meta == self.meta)
+            .map(|o| o.entry.node.to_node())
+    }
 }
 
 impl Scanner<'_> {
@@ -388,7 +394,7 @@ impl Scanner<'_> {
             if let Some(h) = self.clean_subtree(&child_rel) {
                 return Ok(Some(h));
             }
-            let stat = self.child_stat(&child_rel, l.meta, l.recorded_dir);
+            let stat = self.child_stat(&child_rel, l.meta, l.recorded_dir());
             match fs::open_dir_for(dirfd, l.name, stat.unlisted) {
                 Ok(fd) => self.scan_dir(fd, child_rel, stat).map(Some),
                 // Removed since it was listed: it is simply not there.
@@ -439,20 +445,17 @@ impl Scanner<'_> {
         // more than one file must be read, so a directory of many files
         // does not leave the other cores idle; taking an entry from the
         // index is too cheap to be worth a task.
-        let prev_of = |l: &Listed| old.and_then(|o| o.get(l.name));
         let to_read = listed
             .iter()
             .filter(|l| {
                 l.meta.file_type() == FileType::RegularFile
-                    && (l.deferred
-                        || cached(prev_of(l), &l.meta, |n| matches!(n, Node::File { .. }))
-                            .is_none())
+                    && (l.deferred || l.cached(|n| matches!(n, NodeRef::File { .. })).is_none())
             })
             .take(2)
             .count();
         let content = |l: &Listed| match l.meta.file_type() {
-            FileType::RegularFile => self.file_node(dirfd, &rel, l, prev_of(l)),
-            FileType::Symlink => self.symlink_node(dirfd, &rel, l, prev_of(l)),
+            FileType::RegularFile => self.file_node(dirfd, &rel, l),
+            FileType::Symlink => self.symlink_node(dirfd, &rel, l),
             _ => Ok(None), // directories: below; others are skipped
         };
         let items: Vec<Option<(Node, Meta)>> = if to_read > 1 {
@@ -504,7 +507,7 @@ impl Scanner<'_> {
         &self,
         listing: &'l fs::PackedListing,
         rel: &[u8],
-        old: Option<&DirRecord>,
+        old: Option<&'l DirRecord>,
     ) -> Result<Vec<Listed<'l>>> {
         let dirfd = listing.fd();
         let mut listed = Vec::with_capacity(listing.len());
@@ -541,7 +544,7 @@ impl Scanner<'_> {
             listed.push(Listed {
                 name,
                 meta,
-                recorded_dir: None,
+                old: None,
                 deferred,
             });
         }
@@ -549,19 +552,12 @@ impl Scanner<'_> {
         // getdents may return a name twice when it is renamed within the
         // directory during the listing; a tree holds each name once.
         listed.dedup_by(|a, b| a.name == b.name);
-        // The recorded stats of subdirectories (both lists sorted by name).
+        // Pair each with its old entry (both lists sorted by name).
         if let Some(old) = old {
             let mut views = old.entries.views().peekable();
             for l in listed.iter_mut() {
-                if l.meta.file_type() != FileType::Directory {
-                    continue;
-                }
                 while views.next_if(|v| v.entry.name < l.name).is_some() {}
-                if let Some(v) = views.next_if(|v| v.entry.name == l.name) {
-                    if matches!(v.entry.node, NodeRef::Dir { .. }) {
-                        l.recorded_dir = Some(v.meta);
-                    }
-                }
+                l.old = views.next_if(|v| v.entry.name == l.name);
             }
         }
         Ok(listed)
@@ -589,11 +585,10 @@ impl Scanner<'_> {
             if self.is_excluded(rel, name, &meta) {
                 continue;
             }
-            let recorded_dir = matches!(v.entry.node, NodeRef::Dir { .. }).then_some(v.meta);
             listed.push(Listed {
                 name,
                 meta,
-                recorded_dir,
+                old: Some(v),
                 deferred: false,
             });
         }
@@ -767,29 +762,28 @@ impl Scanner<'_> {
     /// True when every listed entry matches the old record exactly (names,
     /// stats, no racy entries, same subtrees).
     fn unchanged(&self, old: &DirRecord, listed: &[Listed], child_trees: &[Hash]) -> bool {
+        // Every listed name has an old entry (names are unique on both
+        // sides), so equal counts mean the same names.
         if old.tree == UNKNOWN_TREE || old.entries.len() != listed.len() {
             return false;
         }
         let mut child = child_trees.iter();
-        let mut n = 0;
-        let same = old.entries.views().zip(listed).all(|(o, l)| {
-            n += 1;
-            o.entry.name == l.name
-                && match o.entry.node {
-                    // The full stat, not only mode and mtime: the entry
-                    // must hold the stat taken before the subdirectory's
-                    // last listing (see `crate::index`).
-                    NodeRef::Dir { tree } => {
-                        l.meta.file_type() == FileType::Directory
-                            && o.meta == l.meta
-                            && o.entry.mode == l.meta.perm()
-                            && o.entry.mtime_ns == l.meta.mtime_ns
-                            && child.next() == Some(&tree)
-                    }
-                    _ => !o.racy && o.meta == l.meta,
+        listed.iter().all(|l| {
+            let Some(o) = l.old else { return false };
+            match o.entry.node {
+                // The full stat, not only mode and mtime: the entry
+                // must hold the stat taken before the subdirectory's
+                // last listing (see `crate::index`).
+                NodeRef::Dir { tree } => {
+                    l.meta.file_type() == FileType::Directory
+                        && o.meta == l.meta
+                        && o.entry.mode == l.meta.perm()
+                        && o.entry.mtime_ns == l.meta.mtime_ns
+                        && child.next() == Some(&tree)
                 }
-        });
-        same && n == listed.len()
+                _ => !o.racy && o.meta == l.meta,
+            }
+        })
     }
 
     fn file_node(
@@ -797,13 +791,12 @@ impl Scanner<'_> {
         dir: BorrowedFd<'_>,
         rel: &[u8],
         l: &Listed,
-        prev: Option<&IndexEntry>,
     ) -> Result<Option<(Node, Meta)>> {
         debug_assert!(
-            !l.deferred || prev.is_none(),
+            !l.deferred || l.old.is_none(),
             "deferred stat with an index entry"
         );
-        if let Some(node) = cached(prev, &l.meta, |n| matches!(n, Node::File { .. })) {
+        if let Some(node) = l.cached(|n| matches!(n, NodeRef::File { .. })) {
             return Ok(Some((node, l.meta)));
         }
         let path = join(rel, l.name);
@@ -844,9 +837,8 @@ impl Scanner<'_> {
         dir: BorrowedFd<'_>,
         rel: &[u8],
         l: &Listed,
-        prev: Option<&IndexEntry>,
     ) -> Result<Option<(Node, Meta)>> {
-        if let Some(node) = cached(prev, &l.meta, |n| matches!(n, Node::Symlink { .. })) {
+        if let Some(node) = l.cached(|n| matches!(n, NodeRef::Symlink { .. })) {
             return Ok(Some((node, l.meta)));
         }
         match fs::read_link_at(dir, l.name) {

@@ -187,12 +187,19 @@ impl<'a> EntryRef<'a> {
             name: self.name.to_vec(),
             mode: self.mode,
             mtime_ns: self.mtime_ns,
-            node: match self.node {
-                NodeRef::File { size, hash } => Node::File { size, hash },
-                NodeRef::Dir { tree } => Node::Dir { tree },
-                NodeRef::Symlink { target } => Node::Symlink {
-                    target: target.to_vec(),
-                },
+            node: self.node.to_node(),
+        }
+    }
+}
+
+impl NodeRef<'_> {
+    /// The owned node.
+    pub(crate) fn to_node(self) -> Node {
+        match self {
+            NodeRef::File { size, hash } => Node::File { size, hash },
+            NodeRef::Dir { tree } => Node::Dir { tree },
+            NodeRef::Symlink { target } => Node::Symlink {
+                target: target.to_vec(),
             },
         }
     }
