@@ -141,16 +141,17 @@ impl Drop for Objects {
 
 /// Removes everything below the store's `tmp/` (left by crashed processes;
 /// the caller holds the store lock) and returns its listing's descriptor.
-fn remove_stale_temps(tmp_root: &Path) -> Result<fs::Listing> {
-    let root =
-        fs::list_dir(fs::open_dir_path(tmp_root).ctx("open", tmp_root)?).ctx("read", tmp_root)?;
-    for (name, _) in &root.names {
+fn remove_stale_temps(tmp_root: &Path) -> Result<OwnedFd> {
+    let root = fs::list_dir_packed(fs::open_dir_path(tmp_root).ctx("open", tmp_root)?)
+        .ctx("read", tmp_root)?;
+    for i in 0..root.len() {
+        let name = root.name(i);
         fs::remove_all_at(root.fd(), name).ctx(
             "remove stale temporary file",
             tmp_root.join(fs::as_path(name)),
         )?;
     }
-    Ok(root)
+    Ok(root.into_fd())
 }
 
 /// `ab/cdef….bands`: the path of a band manifest below `objects/`.
@@ -184,13 +185,9 @@ impl Objects {
         let root = remove_stale_temps(&tmp_root)?;
         let own = format!("{}.{}", std::process::id(), fs::now_ns());
         let tmp_path = tmp_root.join(&own);
-        rustix::fs::mkdirat(
-            root.fd(),
-            own.as_str(),
-            rustix::fs::Mode::from_raw_mode(0o700),
-        )
-        .ctx("create", &tmp_path)?;
-        let tmp = fs::open_dir_at(root.fd(), own.as_bytes()).ctx("open", &tmp_path)?;
+        rustix::fs::mkdirat(&root, own.as_str(), rustix::fs::Mode::from_raw_mode(0o700))
+            .ctx("create", &tmp_path)?;
+        let tmp = fs::open_dir_at(root.as_fd(), own.as_bytes()).ctx("open", &tmp_path)?;
         Ok(Objects::new_open(path, dir, tmp_path, tmp, copier, false))
     }
 
@@ -233,8 +230,7 @@ impl Objects {
         let path = store.join("objects");
         let tmp_path = store.join("tmp");
         let dir = fs::open_dir_path(&path).ctx("open", &path)?;
-        drop(remove_stale_temps(&tmp_path)?);
-        let tmp = fs::open_dir_path(&tmp_path).ctx("open", &tmp_path)?;
+        let tmp = remove_stale_temps(&tmp_path)?;
         Ok(Objects::new_open(path, dir, tmp_path, tmp, copier, true))
     }
 

@@ -324,6 +324,11 @@ impl PackedListing {
         self.fd.as_fd()
     }
 
+    /// The directory's descriptor, kept after the names are dropped.
+    pub fn into_fd(self) -> OwnedFd {
+        self.fd
+    }
+
     /// Number of names (without `.` and `..`).
     pub fn len(&self) -> usize {
         self.names.len()
