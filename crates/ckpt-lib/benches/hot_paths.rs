@@ -30,6 +30,25 @@ fn make_tree(root: &Path, dirs: usize, files: usize) {
     }
 }
 
+/// Every directory below `root` (open) with its names.
+fn walk_names(root: &Path) -> Vec<(std::os::fd::OwnedFd, Vec<Vec<u8>>)> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut out = Vec::new();
+    let mut todo = vec![root.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        let mut names = Vec::new();
+        for e in std::fs::read_dir(&d).unwrap() {
+            let e = e.unwrap();
+            if e.file_type().unwrap().is_dir() {
+                todo.push(e.path());
+            }
+            names.push(e.file_name().as_bytes().to_vec());
+        }
+        out.push((ckpt::platform::fs::open_dir_path(&d).unwrap(), names));
+    }
+    out
+}
+
 fn bench_scan(c: &mut Criterion) {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("ws");
@@ -56,6 +75,26 @@ fn bench_scan(c: &mut Criterion) {
     g.sample_size(30);
     g.bench_function("unchanged_2000_files", |b| {
         b.iter(|| black_box(checkpoint::scan_workspace(&ws, &store, false).unwrap().root))
+    });
+    // The floor under that scan: `lstat` of every entry, names known, each
+    // directory's entries on one rayon task (what a scan of unchanged,
+    // unlisted directories cannot go below).
+    let dirs: Vec<(std::os::fd::OwnedFd, Vec<Vec<u8>>)> = walk_names(&root);
+    g.bench_function("lstat_floor_2000_files", |b| {
+        use rayon::prelude::*;
+        use std::os::fd::AsFd;
+        b.iter(|| {
+            let n: u64 = dirs
+                .par_iter()
+                .map(|(fd, names)| {
+                    names
+                        .iter()
+                        .map(|n| ckpt::platform::fs::stat_at(fd.as_fd(), n).unwrap().size)
+                        .sum::<u64>()
+                })
+                .sum();
+            black_box(n)
+        })
     });
     let index = store.load_index().unwrap();
     let bytes = index.encode();
