@@ -574,7 +574,9 @@ impl Scanner<'_> {
         old: &'r DirRecord,
     ) -> Result<Option<Vec<Listed<'r>>>> {
         let mut listed = Vec::with_capacity(old.entries.len());
+        let mut seen = 0;
         for v in old.entries.views() {
+            seen += 1;
             let name = v.entry.name;
             let meta = match fs::stat_at(dir, name) {
                 Ok(m) => m,
@@ -592,7 +594,9 @@ impl Scanner<'_> {
                 deferred: false,
             });
         }
-        Ok(Some(listed))
+        // Records are validated when loaded, so every entry decodes; were
+        // one not to, the names would be incomplete: list instead.
+        Ok((seen == old.entries.len()).then_some(listed))
     }
 
     /// Whether `.ckptignore` or the exclusions drop this entry.
