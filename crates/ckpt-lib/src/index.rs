@@ -63,7 +63,7 @@
 //! meta)*n` (block flags: 1 = exact names, other bits must be 0),
 //! `entry` is the tree-entry encoding of [`crate::tree`] and `meta := u64:dev
 //! u64:ino u32:st_mode u64:size i64:ctime_ns u8:flags` (flags 0 or 1 = racy;
-//! entries sorted by name, names unique). Delta: `"CKID" u32:version=1
+//! entries sorted by name, names unique). Delta: `"CKID" u32:version=2
 //! u64:generation i64:scan_start [32]:base_trailer u32:nremoved (u32:len
 //! path)*nremoved u32:ndirs (u32:block_len block)* [32]:blake3(all
 //! preceding bytes)`. Length-prefixed blocks let load and save work on
