@@ -427,17 +427,7 @@ impl Scanner<'_> {
         if let Some(old) = old {
             if self.unchanged(old, &listed, &child_trees) {
                 let exact = self.exact_names(stat, listed.len() == names_seen);
-                let rec = if exact == old.exact_names {
-                    self.out.reused_dirs.fetch_add(1, Ordering::Relaxed);
-                    Arc::clone(old)
-                } else {
-                    Arc::new(DirRecord {
-                        exact_names: exact,
-                        ..DirRecord::clone(old)
-                    })
-                };
-                self.out.records.lock().unwrap().push((rel, rec));
-                return Ok(old.tree);
+                return Ok(self.keep_record(rel, old, exact));
             }
         }
 
@@ -681,6 +671,23 @@ impl Scanner<'_> {
         tree
     }
 
+    /// Records `rel`'s old record as its new one (entries and tree
+    /// unchanged) and returns its tree hash: the same record, counted as
+    /// reused, or a copy with `exact_names` changed.
+    fn keep_record(&self, rel: Vec<u8>, old: &Arc<DirRecord>, exact_names: bool) -> Hash {
+        let rec = if exact_names == old.exact_names {
+            self.out.reused_dirs.fetch_add(1, Ordering::Relaxed);
+            Arc::clone(old)
+        } else {
+            Arc::new(DirRecord {
+                exact_names,
+                ..DirRecord::clone(old)
+            })
+        };
+        self.out.records.lock().unwrap().push((rel, rec));
+        old.tree
+    }
+
     /// In a partial scan, the tree of a subdirectory nothing changed in
     /// (its record is kept as is; it is not opened).
     fn clean_subtree(&self, rel: &[u8]) -> Option<Hash> {
@@ -746,14 +753,8 @@ impl Scanner<'_> {
         // Kept under a stat newer than its listing, the record can no
         // longer vouch for its names (see `crate::index`).
         let exact = old.exact_names && stat.as_recorded;
-        if entries[..] == old.entries[..] && exact == old.exact_names {
-            self.out.reused_dirs.fetch_add(1, Ordering::Relaxed);
-            self.out
-                .records
-                .lock()
-                .unwrap()
-                .push((rel.to_vec(), Arc::clone(old)));
-            return Ok(Some(old.tree));
+        if entries[..] == old.entries[..] {
+            return Ok(Some(self.keep_record(rel.to_vec(), old, exact)));
         }
         Ok(Some(self.record_dir(
             rel.to_vec(),
