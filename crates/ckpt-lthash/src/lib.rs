@@ -92,10 +92,12 @@
 //!
 //! # Performance
 //!
-//! Lane add/sub of two states: ~65 ns (SSE2-vectorised loops). One element:
-//! ~2.6 µs on a loaded 2-vCPU AVX2 VM, dominated by the 2048-byte BLAKE3 XOF
-//! (32 sequential compressions; blake3 parallelises XOF blocks only on
-//! AVX-512). See `BENCH_RESULTS.md`.
+//! Lane add/sub of two states: ~37 ns (SSE2-vectorised loops). One element
+//! is the 2048-byte BLAKE3 XOF (32 compressions of one root block) plus
+//! ≈ 70 ns: 0.38 µs on a 2-vCPU AVX-512 VM, where blake3 computes the 32
+//! blocks side by side (`xof_many`) because the whole output is asked for in
+//! one `fill`; ≈ 2.4 µs on an AVX2-only CPU, where blake3 computes them one
+//! after another. See `BENCH_RESULTS.md`.
 //!
 //! # Example
 //!

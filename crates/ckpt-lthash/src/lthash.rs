@@ -119,21 +119,18 @@ impl LtHash {
         self.apply_xof(hasher, u16::wrapping_sub);
     }
 
-    /// Combines the XOF output of `hasher` into the lanes with `op`, one
-    /// BLAKE3 output block (64 bytes = 32 lanes) at a time: the output goes
-    /// from the compression into the lanes while in L1, with no 2 KiB
-    /// buffer to zero, fill and read back. The 32 compressions themselves
-    /// are the cost (see `BENCH_RESULTS.md`).
+    /// Combines the XOF output of `hasher` into the lanes with `op`. The
+    /// whole 2048-byte output is asked for in one `fill`, so blake3 can
+    /// compute its 32 output blocks in one batch (`xof_many`, several blocks
+    /// per SIMD pass where the CPU has it: AVX-512 in blake3 1.8) instead of
+    /// one compression call per block; the buffer stays in L1. The
+    /// compressions themselves are the cost (see `BENCH_RESULTS.md`).
     #[inline]
     fn apply_xof(&mut self, hasher: &blake3::Hasher, op: impl Fn(u16, u16) -> u16) {
-        const BLOCK: usize = 64;
-        let mut reader = hasher.finalize_xof();
-        let mut block = [0u8; BLOCK];
-        for lanes in self.0.chunks_exact_mut(BLOCK / 2) {
-            reader.fill(&mut block);
-            for (lane, b) in lanes.iter_mut().zip(block.chunks_exact(2)) {
-                *lane = op(*lane, u16::from_le_bytes([b[0], b[1]]));
-            }
+        let mut out = [0u8; STATE_BYTES];
+        hasher.finalize_xof().fill(&mut out);
+        for (lane, b) in self.0.iter_mut().zip(out.chunks_exact(2)) {
+            *lane = op(*lane, u16::from_le_bytes([b[0], b[1]]));
         }
     }
 
