@@ -1,8 +1,11 @@
 //! Reading and hashing the content of one open file whose length is known
 //! from its stat: the read path of `ckpt hash`, `ckpt verify` and hash-only
-//! scans (status, diff), through [`crate::objects::hash_file`].
+//! scans (status, diff), through [`crate::objects::hash_file`], and of
+//! everything that checks a stored object against its name
+//! ([`hash_whole`]: `verify --store`, restore and fork before cloning, a
+//! large file's copy in the store before it is named).
 //!
-//! Owns: [`hash_exact`] and the per-thread read buffer it uses.
+//! Owns: [`hash_exact`], [`hash_whole`] and the per-thread read buffer they use.
 //!
 //! Invariants:
 //! - The result is exactly `blake3::hash` of bytes `0..len` of the file, or
@@ -46,6 +49,21 @@ thread_local! {
 /// BLAKE3 of bytes `0..len` of `fd`; `None` if the file holds fewer bytes.
 pub fn hash_exact(fd: BorrowedFd<'_>, len: u64) -> std::io::Result<Option<Hash>> {
     hash_exact_with(fd, len, LEAF)
+}
+
+/// BLAKE3 of the whole of a file that nothing else writes (a store object,
+/// or a copy only this thread has), and its length: the length is taken
+/// from `fstat`, then exactly that many bytes are hashed. Errors if the
+/// file holds fewer bytes than its stat says (it was truncated under us).
+pub fn hash_whole(fd: BorrowedFd<'_>) -> std::io::Result<(Hash, u64)> {
+    let len = rustix::fs::fstat(fd)?.st_size as u64;
+    match hash_exact(fd, len)? {
+        Some(h) => Ok((h, len)),
+        None => Err(std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            format!("the file is shorter than the {len} bytes its stat reports"),
+        )),
+    }
 }
 
 /// [`hash_exact`] with a chosen leaf size (a power of two, at least one
@@ -174,6 +192,19 @@ mod tests {
                     "len {len} leaf {leaf}"
                 );
             }
+        }
+    }
+
+    #[test]
+    fn whole_file_hash_and_length() {
+        for len in edge_lengths(LEAF as usize) {
+            let data = content(len, 3);
+            let f = file_with(&data);
+            assert_eq!(
+                hash_whole(f.as_fd()).unwrap(),
+                (Hash::from(blake3::hash(&data)), len as u64),
+                "len {len}"
+            );
         }
     }
 

@@ -49,10 +49,11 @@ use rustix::fs::{AtFlags, Mode, OFlags};
 use rustix::io::Errno;
 
 use crate::catalog::CatalogReader;
+use crate::content_hash::hash_whole;
 use crate::copytree::Progress;
 use crate::diff::PathFilter;
 use crate::error::IoContext;
-use crate::objects::{hash_fd, object_name, Objects, SMALL_FILE};
+use crate::objects::{object_name, Objects, SMALL_FILE};
 use crate::platform::copy::{read_expected, Strategy};
 use crate::platform::fs::{self, display_path, join};
 use crate::restore::MaterializeOptions;
@@ -391,7 +392,7 @@ impl Writer<'_> {
         if self.is_verified(hash) {
             return Ok(());
         }
-        let (got, len) = hash_fd(src).ctx("read", self.objects.object_path(hash))?;
+        let (got, len) = hash_whole(src).ctx("read", self.objects.object_path(hash))?;
         if got != *hash || len != size {
             return Err(self.damaged(hash, size, got, len));
         }

@@ -46,6 +46,7 @@ use rustix::fs::{AtFlags, FileType};
 use rustix::io::Errno;
 
 use crate::bands::{self, Manifest};
+use crate::content_hash::hash_whole;
 use crate::error::IoContext;
 use crate::platform::copy::{read_expected, Copier};
 use crate::platform::fs::{self, Meta};
@@ -301,7 +302,7 @@ impl Objects {
     /// against its own name too) and returns the hash and length found.
     pub fn hash_object(&self, h: &Hash) -> Result<(Hash, u64)> {
         match fs::open_file_at(self.dir.as_fd(), &object_name(h)) {
-            Ok(fd) => return hash_fd(fd.as_fd()).ctx("read", self.object_path(h)),
+            Ok(fd) => return hash_whole(fd.as_fd()).ctx("read", self.object_path(h)),
             Err(Errno::NOENT) => {}
             Err(e) => return Err(Error::io("open", self.object_path(h), e.into())),
         }
@@ -474,7 +475,7 @@ impl Objects {
             discard();
             return Ok(None);
         }
-        let (hash, len) = hash_fd(tmp.as_fd()).ctx("read", &tmp_shown)?;
+        let (hash, len) = hash_whole(tmp.as_fd()).ctx("read", &tmp_shown)?;
         if len != m1.size {
             discard();
             return Ok(None);
@@ -893,26 +894,4 @@ pub fn hash_file(
         }
     }
     Err(Error::Unstable(shown()).into())
-}
-
-/// BLAKE3 of everything readable from `fd` (from offset 0), and its length.
-pub fn hash_fd(fd: BorrowedFd<'_>) -> std::io::Result<(Hash, u64)> {
-    BUF.with(|buf| {
-        let mut buf = buf.borrow_mut();
-        buf.resize(1 << 20, 0);
-        let mut hasher = blake3::Hasher::new();
-        let mut off = 0u64;
-        loop {
-            let n = match rustix::io::pread(fd, &mut buf[..], off) {
-                Ok(n) => n,
-                Err(Errno::INTR) => continue,
-                Err(e) => return Err(e.into()),
-            };
-            if n == 0 {
-                return Ok((hasher.finalize().into(), off));
-            }
-            hasher.update(&buf[..n]);
-            off += n as u64;
-        }
-    })
 }
