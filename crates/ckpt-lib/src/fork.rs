@@ -3,10 +3,11 @@
 //!
 //! The files are written by the same code path as `restore --to`
 //! ([`restore::restore_to_with`], [`crate::materialize`]): every object is
-//! verified as it is written; on xfs/btrfs every file above the small-file
-//! limit is a reflink of its store object (no data is copied), smaller ones
-//! are written from the verified bytes; elsewhere the copy engine's best
-//! strategy. Then DIR is made a workspace with **its own store**: a
+//! verified as it is written; where the store can reflink to DIR (xfs,
+//! btrfs) every file is a reflink of its store object, small ones too, so
+//! the fork shares its blocks with the store; elsewhere the copy engine's
+//! best strategy (see [`crate::materialize`] for which and why). Then DIR
+//! is made a workspace with **its own store**: a
 //! store has one head, one stat index and one restore journal, all of which
 //! belong to exactly one directory, so two workspaces cannot share one.
 //! The fork's store is placed by the usual rule (or `store`), on DIR's
