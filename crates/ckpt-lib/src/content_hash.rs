@@ -56,7 +56,7 @@ pub fn hash_exact(fd: BorrowedFd<'_>, len: u64) -> std::io::Result<Option<Hash>>
 /// from `fstat`, then exactly that many bytes are hashed. Errors if the
 /// file holds fewer bytes than its stat says (it was truncated under us).
 pub fn hash_whole(fd: BorrowedFd<'_>) -> std::io::Result<(Hash, u64)> {
-    let len = rustix::fs::fstat(fd)?.st_size as u64;
+    let len = crate::platform::fs::stat_fd(fd)?.size;
     match hash_exact(fd, len)? {
         Some(h) => Ok((h, len)),
         None => Err(std::io::Error::new(
