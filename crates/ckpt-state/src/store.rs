@@ -393,7 +393,9 @@ impl StateStore {
             source,
         })?;
         let lock = ProcessLock::acquire(path, opts.lock_timeout)?;
-        let existed = path.exists();
+        if !path.exists() {
+            create_new(path, parent)?;
+        }
         let db = Database::builder()
             .set_cache_size(opts.cache_size)
             .create(path)
@@ -405,12 +407,6 @@ impl StateStore {
                 other => Error::from(other),
             })?;
         storage::init(&db, path)?;
-        if !existed {
-            // Make the new file's directory entry durable.
-            if let Ok(dir) = std::fs::File::open(parent) {
-                let _ = dir.sync_all();
-            }
-        }
         let (mem, latest) = storage::load(&db)?;
         let shared = Arc::new(Shared {
             path: path.to_path_buf(),
@@ -721,6 +717,45 @@ impl Drop for StateStore {
         self.stop_flusher();
         let _ = self.shared.flush_pending();
     }
+}
+
+/// Create a new, empty store at `path` (which does not exist) so that a crash at any
+/// moment leaves either no file at `path` or a complete one: the database is built and
+/// committed (fsync) under a temporary name, renamed into place, and the directory is
+/// fsync'd. Creating it in place could leave, after a SIGKILL inside redb's `create`, a
+/// file without a valid header that no later open accepts. A temporary file left by such
+/// a crash is replaced by the next creation. Runs under the process lock.
+fn create_new(path: &Path, parent: &Path) -> Result<()> {
+    let tmp = {
+        let mut name = path.file_name().unwrap_or_default().to_os_string();
+        name.push(".new");
+        path.with_file_name(name)
+    };
+    let io = |op: &'static str, p: &Path| {
+        let p = p.to_path_buf();
+        move |source| Error::Io {
+            op,
+            path: p,
+            source,
+        }
+    };
+    match std::fs::remove_file(&tmp) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            return Err(io(
+                "cannot remove the leftover of an interrupted creation",
+                &tmp,
+            )(e))
+        }
+        _ => {}
+    }
+    {
+        let db = Database::builder().create(&tmp)?;
+        storage::init(&db, &tmp)?;
+    }
+    std::fs::rename(&tmp, path).map_err(io("cannot move the new store into place at", path))?;
+    std::fs::File::open(parent)
+        .and_then(|dir| dir.sync_all())
+        .map_err(io("cannot fsync the directory of", path))
 }
 
 fn nanos() -> u64 {
