@@ -4,30 +4,37 @@
 //! A caller queues its items and waits. The first caller to find no leader becomes the
 //! leader: it may first *gather* (wait briefly until as many callers have queued as formed
 //! the recent groups), then takes every queued item in arrival order, runs the batch
-//! function on them without holding the queue lock, and writes each caller's results
-//! into that caller's slot. If callers queued meanwhile, leadership passes straight to the
-//! first of them; otherwise it is released. The store uses it with a batch function that
-//! validates, writes one redb transaction (one fsync) and applies.
+//! function on them without holding the queue lock, writes each caller's results into
+//! that caller's slot, and releases leadership. If callers queued meanwhile, the first of
+//! them is offered it: it claims it unless another caller already has (a caller that is
+//! running claims at once, instead of waiting for a sleeping one to be woken; handing
+//! leadership to the sleeper made 8 CPU-bound batched committers 2× slower). The store
+//! uses it with a batch function that validates, writes one redb transaction (one fsync
+//! in strict mode) and applies.
 //!
 //! **Waiting.** A waiting caller first yield-spins on its own slot, for at most about two
-//! recent batch durations (capped at [`MAX_SPIN`]); then it sleeps on one shared futex
-//! word (`epoch`, see `wake`) that every delivery changes, and a leader that delivered
-//! while anyone slept wakes them all with one system call. Why not a condition variable:
-//! waking N callers through one takes N hand-offs of its lock in a row, one scheduling
-//! delay each (≈ 9 µs on a 2-vCPU VM), and with 8 writers that chain cost more than a
-//! third of an fsync per group (BENCHMARKS.md, session 7). The spin only fills time in
-//! which the leader is blocked in fsync; it yields the CPU on every turn.
+//! recent batch durations (capped at [`MAX_SPIN`]); then it marks the slot `SLEEPING` and
+//! sleeps on the slot's state word (a futex, see `wake`). The leader stores `DONE` or
+//! `OFFER` and makes a wake-up system call only for a slot that was `SLEEPING`, so a
+//! spinning caller costs it nothing and no caller is woken for a slot that did not
+//! change. Why not a condition variable: waking N callers through one takes N hand-offs
+//! of its lock in a row, one scheduling delay each (≈ 9 µs on a 2-vCPU VM), and with 8
+//! writers that chain cost a quarter of the group's cycle (BENCHMARKS.md, session 7).
+//! The spin fills time in which the leader is blocked in fsync, and yields the CPU on
+//! every turn.
 //!
 //! Invariants:
 //! - **one leader**: `State::leader` is true while a thread leads (or holds
 //!   [`GroupQueue::exclusive`]); only the leader runs a batch, so batches run one at a
 //!   time and in queue order;
-//! - **liveness**: whenever items are queued, `leader` is true or an `exclusive` waiter
-//!   has been told that it is false; a leader that finishes hands leadership to the first
-//!   queued caller (its slot becomes `LEAD`) unless an `exclusive` caller is waiting;
-//! - **no lost wake-up**: a slot's results are stored before its state leaves
-//!   `WAITING`, and `epoch` is bumped only after that (all `SeqCst`); a sleeper reads
-//!   `epoch` before it checks its slot and counts itself in `sleepers` before it sleeps;
+//! - **liveness**: whenever items are queued, `leader` is true, or the first queued caller
+//!   has been offered leadership (slot `OFFER`), or an `exclusive` waiter has been told
+//!   it is free (and offers it on when done); a caller whose offer finds another leader
+//!   waits again, and that leader offers again when it finishes;
+//! - **no lost wake-up**: a slot's results are stored before its state becomes `DONE`;
+//!   a caller sleeps only after its own compare-exchange `WAITING → SLEEPING` succeeded,
+//!   and only while the state is still `SLEEPING`; the leader's swap to `DONE`/`OFFER`
+//!   returns `SLEEPING` exactly when it must wake the caller;
 //! - **panic safety**: if the batch function panics, every caller of that batch gets the
 //!   `failed` result and leadership is released (no caller waits forever).
 
@@ -50,13 +57,25 @@ const GATHER_SPIN: Duration = Duration::from_micros(100);
 const RECENT: usize = 8;
 
 const WAITING: u32 = 0;
-const DONE: u32 = 1;
-const LEAD: u32 = 2;
+/// Waiting and asleep on the state word: whoever changes it must wake the caller.
+const SLEEPING: u32 = 1;
+const DONE: u32 = 2;
+/// Leadership was released while this caller was first in the queue: claim it.
+const OFFER: u32 = 3;
 
 /// One caller's mailbox.
 struct Slot<R> {
     state: AtomicU32,
     results: Mutex<Vec<R>>,
+}
+
+impl<R> Slot<R> {
+    /// Set `DONE` or `OFFER`, waking the caller if it sleeps.
+    fn signal(&self, to: u32) {
+        if self.state.swap(to, SeqCst) == SLEEPING {
+            wake::wake(&self.state);
+        }
+    }
 }
 
 struct Entry<T, R> {
@@ -85,9 +104,6 @@ pub(crate) struct GroupQueue<T, R> {
     arrived: Condvar,
     /// Signalled when leadership is released while an `exclusive` caller waits.
     released: Condvar,
-    /// Changed by every delivery; sleeping waiters wait on it.
-    epoch: AtomicU32,
-    sleepers: AtomicU32,
     /// Current spin budget of a waiter, in ns.
     spin_ns: AtomicU64,
     gather: bool,
@@ -109,8 +125,6 @@ impl<T, R> GroupQueue<T, R> {
             queued: AtomicUsize::new(0),
             arrived: Condvar::new(),
             released: Condvar::new(),
-            epoch: AtomicU32::new(0),
-            sleepers: AtomicU32::new(0),
             spin_ns: AtomicU64::new(0),
             gather,
         }
@@ -146,7 +160,7 @@ impl<T, R> GroupQueue<T, R> {
                 true
             }
         };
-        if lead || self.wait(&slot) == LEAD {
+        if lead || self.wait(&slot) {
             self.lead(run, failed);
         }
         debug_assert_eq!(slot.state.load(SeqCst), DONE);
@@ -167,8 +181,34 @@ impl<T, R> GroupQueue<T, R> {
         Exclusive(self)
     }
 
-    /// Wait until the slot is `DONE` or `LEAD`; returns which.
-    fn wait(&self, slot: &Slot<R>) -> u32 {
+    /// Wait until the slot is `DONE` (returns false) or this caller has claimed the
+    /// leadership offered to it (returns true).
+    fn wait(&self, slot: &Slot<R>) -> bool {
+        loop {
+            if self.wait_for_change(slot) == DONE {
+                return false;
+            }
+            let mut st = self.state.lock();
+            if slot.state.load(SeqCst) == DONE {
+                return false; // a leader that claimed first ran our items and finished
+            }
+            if !st.leader {
+                st.leader = true;
+                return true;
+            }
+            // Another caller claimed it first; it runs or re-offers our items.
+            if slot
+                .state
+                .compare_exchange(OFFER, WAITING, SeqCst, SeqCst)
+                .is_err()
+            {
+                return false; // DONE meanwhile
+            }
+        }
+    }
+
+    /// Spin, then sleep, until the slot is `DONE` or `OFFER`; returns which.
+    fn wait_for_change(&self, slot: &Slot<R>) -> u32 {
         let spin = Duration::from_nanos(self.spin_ns.load(SeqCst));
         let started = Instant::now();
         loop {
@@ -181,15 +221,18 @@ impl<T, R> GroupQueue<T, R> {
             }
             std::thread::yield_now();
         }
+        if let Err(s) = slot
+            .state
+            .compare_exchange(WAITING, SLEEPING, SeqCst, SeqCst)
+        {
+            return s;
+        }
         loop {
-            let seen = self.epoch.load(SeqCst);
+            wake::wait(&slot.state, SLEEPING);
             let s = slot.state.load(SeqCst);
-            if s != WAITING {
+            if s != SLEEPING {
                 return s;
             }
-            self.sleepers.fetch_add(1, SeqCst);
-            wake::wait(&self.epoch, seen);
-            self.sleepers.fetch_sub(1, SeqCst);
         }
     }
 
@@ -251,26 +294,14 @@ impl<T, R> GroupQueue<T, R> {
         }
     }
 
-    /// Give up leadership: to the first queued caller if there is one and no `exclusive`
-    /// caller waits, otherwise release it. The caller then calls [`Self::wake`].
+    /// Release leadership; offer it to the first queued caller unless an `exclusive`
+    /// caller waits (which then offers it when done).
     fn pass_on(&self, st: &mut State<T, R>) {
-        if st.exclusive_waiting == 0 {
-            if let Some(first) = st.pending.first() {
-                first.slot.state.store(LEAD, SeqCst);
-                return;
-            }
-        }
         st.leader = false;
         if st.exclusive_waiting > 0 {
             self.released.notify_all();
-        }
-    }
-
-    /// Tell sleeping waiters that slots changed.
-    fn wake(&self) {
-        self.epoch.fetch_add(1, SeqCst);
-        if self.sleepers.load(SeqCst) > 0 {
-            wake::wake_all(&self.epoch);
+        } else if let Some(first) = st.pending.first() {
+            first.slot.signal(OFFER);
         }
     }
 }
@@ -294,9 +325,9 @@ impl<T, R, F: Fn() -> R> Delivery<'_, T, R, F> {
             // A batch function that returned too few results fails the rest.
             mine.extend((mine.len()..n).map(|_| (self.failed)()));
             *slot.results.lock() = mine;
-            slot.state.store(DONE, SeqCst);
+            slot.signal(DONE);
         }
-        // `self` drops here: leadership is passed on and sleepers are woken.
+        // `self` drops here: leadership is passed on.
     }
 }
 
@@ -305,7 +336,7 @@ impl<T, R, F: Fn() -> R> Drop for Delivery<'_, T, R, F> {
         // Non-empty only if the batch function panicked before `deliver`.
         for (slot, n) in self.slots.drain(..) {
             *slot.results.lock() = (0..n).map(|_| (self.failed)()).collect();
-            slot.state.store(DONE, SeqCst);
+            slot.signal(DONE);
         }
         let q = self.queue;
         if let Some(took) = self.took {
@@ -319,7 +350,6 @@ impl<T, R, F: Fn() -> R> Drop for Delivery<'_, T, R, F> {
             }
             q.pass_on(&mut st);
         }
-        q.wake();
     }
 }
 
@@ -329,7 +359,6 @@ pub(crate) struct Exclusive<'q, T, R>(&'q GroupQueue<T, R>);
 impl<T, R> Drop for Exclusive<'_, T, R> {
     fn drop(&mut self) {
         self.0.pass_on(&mut self.0.state.lock());
-        self.0.wake();
     }
 }
 

@@ -1,12 +1,12 @@
-//! A broadcast wake-up word: threads sleep on one `AtomicU32` until it changes, and one
-//! system call wakes all of them (Linux `futex`, private to the process).
+//! Sleeping on a word until another thread changes it (Linux `futex`, private to the
+//! process).
 //!
 //! Platform code, kept to this file. The protocol that makes it race-free is the
-//! caller's: a sleeper reads the word, then checks its condition, then calls [`wait`] with
-//! the value it read; a waker first makes the condition true, then changes the word, then
-//! calls [`wake_all`]. `wait` returns at once if the word no longer holds the value read,
-//! so a change between the check and the sleep is never missed. `wait` may also return
-//! spuriously (signals); callers loop.
+//! caller's: a sleeper announces itself by storing a value in the word, then calls
+//! [`wait`] with that value; a waker stores a different value and, if the value it
+//! replaced was the announcement, calls [`wake`]. `wait` returns at once if the word no
+//! longer holds the value, so a change between the announcement and the sleep is never
+//! missed. `wait` may also return spuriously (signals); callers loop.
 
 use std::sync::atomic::AtomicU32;
 
@@ -18,9 +18,7 @@ pub(crate) fn wait(word: &AtomicU32, expected: u32) {
     let _ = futex::wait(word, futex::Flags::PRIVATE, expected, None);
 }
 
-/// Wake every thread sleeping on `word`.
-pub(crate) fn wake_all(word: &AtomicU32) {
-    // The kernel reads the count as a signed int: `u32::MAX` would mean -1, which wakes
-    // one thread only. `i32::MAX` is "all".
-    let _ = futex::wake(word, futex::Flags::PRIVATE, i32::MAX as u32);
+/// Wake the thread sleeping on `word`, if any.
+pub(crate) fn wake(word: &AtomicU32) {
+    let _ = futex::wake(word, futex::Flags::PRIVATE, 1);
 }
