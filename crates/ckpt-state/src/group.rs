@@ -2,8 +2,8 @@
 //! ordered batches, run one at a time by a leader.
 //!
 //! A caller queues its items and waits. The first caller to find no leader becomes the
-//! leader: it may first *gather* (wait briefly until as many callers have queued as formed
-//! the recent groups), then takes every queued item in arrival order, runs the batch
+//! leader: it may first *gather* (wait briefly until as many callers have queued as were
+//! active around the recent batches), then takes every queued item in arrival order, runs the batch
 //! function on them without holding the queue lock, writes each caller's results into
 //! that caller's slot, and releases leadership. If callers queued meanwhile, the first of
 //! them is offered it: it claims it unless another caller already has (a caller that is
@@ -87,8 +87,9 @@ struct State<T, R> {
     pending: Vec<Entry<T, R>>,
     leader: bool,
     exclusive_waiting: usize,
-    /// Callers per group, for the last [`RECENT`] groups (ring); cleared when a gather
-    /// times out.
+    /// Active callers at the end of each of the last [`RECENT`] batches (ring): the
+    /// batch's own callers (which, committing in a loop, come back) plus those that queued
+    /// while it ran. Cleared when a gather times out.
     recent: [usize; RECENT],
     recent_at: usize,
     /// How long the last batch function took.
@@ -244,16 +245,13 @@ impl<T, R> GroupQueue<T, R> {
                 self.gather(&mut st);
             }
             self.queued.store(0, SeqCst);
-            let batch = std::mem::take(&mut st.pending);
-            let at = st.recent_at;
-            st.recent[at] = batch.len();
-            st.recent_at = (at + 1) % RECENT;
-            batch
+            std::mem::take(&mut st.pending)
         };
         let mut items = Vec::new();
         let mut delivery = Delivery {
             queue: self,
             slots: Vec::with_capacity(batch.len()),
+            callers: batch.len(),
             failed: &failed,
             took: None,
         };
@@ -267,10 +265,11 @@ impl<T, R> GroupQueue<T, R> {
         delivery.deliver(results);
     }
 
-    /// Wait (bounded) until as many callers have queued as formed the largest recent
-    /// group. Without this, closed-loop writers fall into alternating groups of 1 and N-1:
-    /// the first to come back leads alone while the others are still waking up. Costs
-    /// nothing for a lone writer.
+    /// Wait (bounded) until as many callers have queued as were active at the end of the
+    /// recent batches (the largest count). Without this, closed-loop writers fall into
+    /// groups that never merge: the first to come back leads alone while the others are
+    /// still waking up, and two writers alternate in groups of one, each writing while the
+    /// other queues. Costs nothing for a lone writer.
     fn gather(&self, st: &mut MutexGuard<'_, State<T, R>>) {
         let target = st.recent.iter().copied().max().unwrap_or(0);
         if target <= 1 || st.pending.len() >= target {
@@ -312,6 +311,8 @@ struct Delivery<'q, T, R, F: Fn() -> R> {
     queue: &'q GroupQueue<T, R>,
     /// Each caller's slot and number of items, in batch order.
     slots: Vec<(Arc<Slot<R>>, usize)>,
+    /// Number of callers in the batch.
+    callers: usize,
     failed: &'q F,
     /// How long the batch function took; `None` if it panicked.
     took: Option<Duration>,
@@ -348,6 +349,9 @@ impl<T, R, F: Fn() -> R> Drop for Delivery<'_, T, R, F> {
             if let Some(took) = self.took {
                 st.last_batch = took;
             }
+            let at = st.recent_at;
+            st.recent[at] = self.callers + st.pending.len();
+            st.recent_at = (at + 1) % RECENT;
             q.pass_on(&mut st);
         }
     }
