@@ -12,16 +12,17 @@
 //! uses it with a batch function that validates, writes one redb transaction (one fsync
 //! in strict mode) and applies.
 //!
-//! **Waiting.** A waiting caller first yield-spins on its own slot, for at most about two
-//! recent batch durations (capped at [`MAX_SPIN`]); then it marks the slot `SLEEPING` and
-//! sleeps on the slot's state word (a futex, see `wake`). The leader stores `DONE` or
-//! `OFFER` and makes a wake-up system call only for a slot that was `SLEEPING`, so a
-//! spinning caller costs it nothing and no caller is woken for a slot that did not
-//! change. Why not a condition variable: waking N callers through one takes N hand-offs
-//! of its lock in a row, one scheduling delay each (≈ 9 µs on a 2-vCPU VM), and with 8
-//! writers that chain cost a quarter of the group's cycle (BENCHMARKS.md, session 7).
-//! The spin fills time in which the leader is blocked in fsync, and yields the CPU on
-//! every turn.
+//! **Waiting.** A waiting caller first yield-spins on its own slot for twice the last
+//! batch's duration, if that batch took at most [`SPIN_IF_BATCH_UNDER`] (a wake-up delay
+//! matters next to a 0.2 ms fsync, not next to a 4 ms one). Then it marks the slot
+//! `SLEEPING` and sleeps on the slot's state word (a futex, see `wake`). The leader
+//! stores `DONE` or `OFFER` and makes a wake-up system call only for a slot that was
+//! `SLEEPING`, so a spinning caller costs it nothing and no caller is woken for a slot
+//! that did not change. Why not a condition variable: waking N callers through one takes
+//! N hand-offs of its lock in a row, one scheduling delay each (≈ 9 µs on a 2-vCPU VM),
+//! and with 8 writers that chain cost a quarter of the group's cycle (BENCHMARKS.md,
+//! session 7). The spin fills time in which the leader is blocked in fsync, and yields
+//! the CPU on every turn.
 //!
 //! Invariants:
 //! - **one leader**: `State::leader` is true while a thread leads (or holds
@@ -46,8 +47,8 @@ use parking_lot::{Condvar, Mutex, MutexGuard};
 
 use crate::wake;
 
-/// Upper bound of a waiter's spin before it sleeps.
-pub(crate) const MAX_SPIN: Duration = Duration::from_millis(1);
+/// Waiters spin (for twice the last batch's duration) only if it took at most this long.
+const SPIN_IF_BATCH_UNDER: Duration = Duration::from_micros(500);
 /// Upper bound of a gathering leader's wait.
 const MAX_GATHER: Duration = Duration::from_millis(4);
 /// Of which at most this much is spent spinning (callers that come back from a delivery
@@ -305,6 +306,15 @@ impl<T, R> GroupQueue<T, R> {
     }
 }
 
+/// How long a waiter spins, given how long the last batch took.
+fn spin_budget(last_batch: Duration) -> Duration {
+    if last_batch <= SPIN_IF_BATCH_UNDER {
+        2 * last_batch
+    } else {
+        Duration::ZERO
+    }
+}
+
 /// The callers of one running batch: delivers their results, or `failed` ones if the
 /// batch function panics, and passes leadership on either way.
 struct Delivery<'q, T, R, F: Fn() -> R> {
@@ -341,8 +351,7 @@ impl<T, R, F: Fn() -> R> Drop for Delivery<'_, T, R, F> {
         }
         let q = self.queue;
         if let Some(took) = self.took {
-            q.spin_ns
-                .store((2 * took).min(MAX_SPIN).as_nanos() as u64, SeqCst);
+            q.spin_ns.store(spin_budget(took).as_nanos() as u64, SeqCst);
         }
         {
             let mut st = q.state.lock();
