@@ -136,7 +136,9 @@ impl Shared {
             |batch| self.process_batch(batch),
             || {
                 Err(Error::CommitFailed(
-                    "the thread committing this group panicked; nothing of it was applied".into(),
+                    "the thread committing this group panicked (a bug in ckpt-state); the \
+                     commit may or may not be on disk: reopen the store to see"
+                        .into(),
                 ))
             },
         )
