@@ -54,7 +54,8 @@ const MAX_GATHER: Duration = Duration::from_millis(4);
 /// Of which at most this much is spent spinning (callers that come back from a delivery
 /// queue again within a few µs each); the rest sleeps on `arrived`.
 const GATHER_SPIN: Duration = Duration::from_micros(100);
-/// Number of recent groups whose largest size is the gathering target.
+/// Number of recent batches whose largest count of active callers is the gathering
+/// target.
 const RECENT: usize = 8;
 
 const WAITING: u32 = 0;
@@ -112,8 +113,8 @@ pub(crate) struct GroupQueue<T, R> {
 }
 
 impl<T, R> GroupQueue<T, R> {
-    /// `gather`: let leaders wait for the recent group size before running a batch (worth
-    /// it only when a batch costs much more than forming one, e.g. an fsync).
+    /// `gather`: let leaders wait for the recently active callers before running a batch
+    /// (worth it only when a batch costs much more than forming one, e.g. an fsync).
     pub(crate) fn new(gather: bool) -> Self {
         GroupQueue {
             state: Mutex::new(State {
