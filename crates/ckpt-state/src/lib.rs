@@ -2,10 +2,8 @@
 //!
 //! This file owns the public surface (re-exports) and the crate documentation; the
 //! invariants live in the modules: [`StateStore`] (`store`: commit pipeline, group commit,
-//! durability, GC), `group` (group commit: queue, leadership, waiting), [`Txn`]/[`Snapshot`]
-//! (`txn`: read/scan/write sets), `mvcc` (in-memory version chains and validation),
-//! `storage` (redb layout), `lock` (inter-process lock), `wake` (the futex word waiting
-//! committers sleep on).
+//! durability, GC), [`Txn`]/[`Snapshot`] (`txn`: read/scan/write sets), `mvcc` (in-memory
+//! version chains and validation), `storage` (redb layout), `lock` (inter-process lock).
 //!
 //! ```
 //! use ckpt_state::{Durability, Options, RetryPolicy, StateStore};
@@ -32,7 +30,6 @@
 #![warn(missing_docs)]
 
 mod error;
-mod group;
 mod lock;
 mod mvcc;
 mod options;
@@ -40,7 +37,6 @@ mod storage;
 mod store;
 mod txn;
 mod types;
-mod wake;
 
 pub use error::{ConflictKind, Error, Result};
 pub use options::{Durability, Options, RetryPolicy};

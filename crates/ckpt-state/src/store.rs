@@ -2,10 +2,10 @@
 //! snapshots, history, diff, restore and garbage collection.
 //!
 //! Owns the shared state of one open store. Invariants:
-//! - **one leader**: at most one thread at a time (the group-commit leader, or `gc`
-//!   through `GroupQueue::exclusive`) is leader (module `group`); only the leader assigns
-//!   versions, mutates the in-memory chains and writes commit rows, so versions are
-//!   assigned, validated, written and applied in the same strictly increasing order;
+//! - **one leader**: at most one thread at a time (the group-commit leader, or `gc`) is
+//!   "leader" (`Queue::leader`); only the leader assigns versions, mutates the in-memory
+//!   chains and writes commit rows, so versions are assigned, validated, written and
+//!   applied in the same strictly increasing order;
 //! - **visibility after durability**: in strict mode a commit is applied to memory (and
 //!   `latest` published) only after its redb transaction is fsync'd; a failed write applies
 //!   nothing;
@@ -18,7 +18,7 @@
 //! - **one process**: the `ProcessLock` is held for the handle's lifetime and dropped after
 //!   the redb `Database`, so the memory cache is never stale w.r.t. the file.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -29,7 +29,6 @@ use parking_lot::{Condvar, Mutex, RwLock};
 use redb::Database;
 
 use crate::error::{Error, Result};
-use crate::group::GroupQueue;
 use crate::lock::ProcessLock;
 use crate::mvcc::{CommitRecord, Intent, MemState};
 use crate::options::{splitmix, Durability, Options, RetryPolicy};
@@ -39,6 +38,17 @@ use crate::types::{ChangeKind, CommitStats, GcStats, ScanEntry, StateChange, Ver
 
 /// In `Durability::None`, write to redb once this many commits are pending.
 const NONE_FLUSH_THRESHOLD: usize = 4096;
+
+#[derive(Default)]
+struct Queue {
+    pending: Vec<(u64, Intent)>,
+    results: HashMap<u64, Result<u64>, foldhash::fast::RandomState>,
+    leader: bool,
+    next_ticket: u64,
+    /// Size of the last strict group and how long writing it took (for gathering).
+    last_group: usize,
+    last_write: Duration,
+}
 
 #[derive(Default)]
 struct Unflushed {
@@ -56,8 +66,10 @@ pub(crate) struct Shared {
     pub(crate) latest: AtomicU64,
     /// version → number of live snapshots/transactions at that version.
     active: Mutex<BTreeMap<u64, usize>>,
-    /// Group commit: orders concurrent commits into batches run by one leader at a time.
-    group: GroupQueue<Intent, Result<u64>>,
+    queue: Mutex<Queue>,
+    queue_cv: Condvar,
+    /// Signalled when a commit is queued (a gathering leader waits on it).
+    gather_cv: Condvar,
     unflushed: Mutex<Unflushed>,
     flush_cv: Condvar,
     flush_lock: Mutex<()>,
@@ -84,6 +96,17 @@ impl std::fmt::Debug for StateStore {
             .field("durability", &self.shared.durability)
             .field("latest", &self.latest_version())
             .finish()
+    }
+}
+
+/// Releases leadership on drop.
+struct LeaderGuard<'a>(&'a Shared);
+
+impl Drop for LeaderGuard<'_> {
+    fn drop(&mut self) {
+        let mut q = self.0.queue.lock();
+        q.leader = false;
+        self.0.queue_cv.notify_all();
     }
 }
 
@@ -128,34 +151,98 @@ impl Shared {
         }
     }
 
-    /// Submit intents as one unit (validated in order, in one group) and wait for their
-    /// results.
+    /// Become leader, waiting for the current one (used by gc).
+    fn exclusive(&self) -> LeaderGuard<'_> {
+        let mut q = self.queue.lock();
+        while q.leader {
+            self.queue_cv.wait(&mut q);
+        }
+        q.leader = true;
+        LeaderGuard(self)
+    }
+
+    /// Submit intents as one group (in order) and wait for their results.
     pub(crate) fn submit(&self, intents: Vec<Intent>) -> Vec<Result<u64>> {
-        self.group.submit(
-            intents,
-            |batch| self.process_batch(batch),
-            || {
-                Err(Error::CommitFailed(
-                    "the thread committing this group panicked (a bug in ckpt-state); the \
-                     commit may or may not be on disk: reopen the store to see"
-                        .into(),
-                ))
-            },
-        )
+        let mut q = self.queue.lock();
+        let first = q.next_ticket;
+        let n = intents.len() as u64;
+        q.next_ticket += n;
+        for (i, intent) in intents.into_iter().enumerate() {
+            q.pending.push((first + i as u64, intent));
+        }
+        self.gather_cv.notify_one();
+        let mut out: Vec<Option<Result<u64>>> = (0..n).map(|_| None).collect();
+        let mut missing = n;
+        loop {
+            for t in first..first + n {
+                let slot = &mut out[(t - first) as usize];
+                if slot.is_none() {
+                    if let Some(r) = q.results.remove(&t) {
+                        *slot = Some(r);
+                        missing -= 1;
+                    }
+                }
+            }
+            if missing == 0 {
+                return out.into_iter().map(|r| r.expect("result")).collect();
+            }
+            if !q.leader && !q.pending.is_empty() {
+                q.leader = true;
+                if self.durability == Durability::Strict {
+                    self.gather(&mut q);
+                }
+                let batch = std::mem::take(&mut q.pending);
+                let group = batch.len();
+                drop(q);
+                let started = Instant::now();
+                let results = self.process_batch(batch);
+                let took = started.elapsed();
+                q = self.queue.lock();
+                q.last_group = group;
+                q.last_write = took;
+                q.results.extend(results);
+                q.leader = false;
+                self.queue_cv.notify_all();
+                continue;
+            }
+            self.queue_cv.wait(&mut q);
+        }
+    }
+
+    /// Strict-mode group forming: when the previous group had several members, the leader
+    /// waits (at most the previous write's duration, capped at 4 ms) until as many
+    /// commits are queued as were in that group. Without this, closed-loop writers fall
+    /// into alternating groups of 1 and N-1 (the first to come back leads alone while the
+    /// others are still waking up). The wait ends as soon as the group is full, and costs
+    /// nothing for a lone writer (previous group of 1).
+    fn gather(&self, q: &mut parking_lot::MutexGuard<'_, Queue>) {
+        if q.last_group <= 1 || q.pending.len() >= q.last_group {
+            return;
+        }
+        let max = q.last_write.min(Duration::from_millis(4));
+        let deadline = Instant::now() + max;
+        while q.pending.len() < q.last_group {
+            if self.gather_cv.wait_until(q, deadline).timed_out() {
+                break;
+            }
+        }
     }
 
     /// Validate a group in order, persist the accepted commits, apply them, return results.
-    fn process_batch(&self, batch: Vec<Intent>) -> Vec<Result<u64>> {
+    fn process_batch(&self, batch: Vec<(u64, Intent)>) -> Vec<(u64, Result<u64>)> {
         let mut results = Vec::with_capacity(batch.len());
         let mut accepted: Vec<CommitRecord> = Vec::new();
         let flush_error = self.unflushed.lock().error.clone();
         if let Some(e) = flush_error {
             return batch
-                .iter()
-                .map(|_| {
-                    Err(Error::CommitFailed(format!(
-                        "an earlier background flush failed and is not yet retried successfully: {e}"
-                    )))
+                .into_iter()
+                .map(|(t, _)| {
+                    (
+                        t,
+                        Err(Error::CommitFailed(format!(
+                            "an earlier background flush failed and is not yet retried successfully: {e}"
+                        ))),
+                    )
                 })
                 .collect();
         }
@@ -163,9 +250,9 @@ impl Shared {
             let mem = self.mem.read();
             let mut next = self.latest.load(Ordering::Acquire) + 1;
             let mut overlay: BTreeMap<Vec<u8>, u64> = BTreeMap::new();
-            for intent in batch {
+            for (ticket, intent) in batch {
                 match mem.validate(&intent, &overlay) {
-                    Err(e) => results.push(Err(e)),
+                    Err(e) => results.push((ticket, Err(e))),
                     Ok(()) => {
                         let version = next;
                         next += 1;
@@ -174,7 +261,7 @@ impl Shared {
                             overlay.insert(k.clone(), version);
                         }
                         accepted.push(CommitRecord { version, writes });
-                        results.push(Ok(version));
+                        results.push((ticket, Ok(version)));
                     }
                 }
             }
@@ -182,9 +269,9 @@ impl Shared {
         if accepted.is_empty() {
             return results;
         }
-        let fail_all = |results: &mut Vec<Result<u64>>, e: Error| {
+        let fail_all = |results: &mut Vec<(u64, Result<u64>)>, e: Error| {
             let msg = e.to_string();
-            for r in results.iter_mut() {
+            for (_, r) in results.iter_mut() {
                 if r.is_ok() {
                     *r = Err(Error::CommitFailed(msg.clone()));
                 }
@@ -327,7 +414,9 @@ impl StateStore {
             mem: RwLock::new(mem),
             latest: AtomicU64::new(latest),
             active: Mutex::new(BTreeMap::new()),
-            group: GroupQueue::new(opts.durability == Durability::Strict),
+            queue: Mutex::new(Queue::default()),
+            queue_cv: Condvar::new(),
+            gather_cv: Condvar::new(),
             unflushed: Mutex::new(Unflushed::default()),
             flush_cv: Condvar::new(),
             flush_lock: Mutex::new(()),
@@ -563,7 +652,7 @@ impl StateStore {
     /// transaction. Collected versions become unreadable ([`Error::VersionUnavailable`]).
     pub fn gc(&self, keep: &BTreeSet<u64>) -> Result<GcStats> {
         let s = &*self.shared;
-        let _leader = s.group.exclusive();
+        let _leader = s.exclusive();
         s.flush_pending()?;
         let active = s.active.lock();
         let latest = self.latest_version();
