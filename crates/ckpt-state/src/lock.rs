@@ -29,8 +29,14 @@ pub(crate) struct ProcessLock {
 
 /// Path of the lock file for database `db`.
 pub(crate) fn lock_path(db: &Path) -> PathBuf {
+    sibling(db, ".lock")
+}
+
+/// `db`'s file name with `suffix` appended, in the same directory (`state.redb` →
+/// `state.redb.lock`, `state.redb.new`).
+pub(crate) fn sibling(db: &Path, suffix: &str) -> PathBuf {
     let mut name = db.file_name().unwrap_or_default().to_os_string();
-    name.push(".lock");
+    name.push(suffix);
     db.with_file_name(name)
 }
 

@@ -393,20 +393,22 @@ impl StateStore {
             source,
         })?;
         let lock = ProcessLock::acquire(path, opts.lock_timeout)?;
-        if !path.exists() {
-            create_new(path, parent)?;
-        }
-        let db = Database::builder()
-            .set_cache_size(opts.cache_size)
-            .create(path)
-            .map_err(|e| match e {
-                redb::DatabaseError::DatabaseAlreadyOpen => Error::Locked {
-                    path: path.to_path_buf(),
-                    waited: Duration::ZERO,
-                },
-                other => Error::from(other),
-            })?;
-        storage::init(&db, path)?;
+        let db = if path.exists() {
+            let db = Database::builder()
+                .set_cache_size(opts.cache_size)
+                .create(path)
+                .map_err(|e| match e {
+                    redb::DatabaseError::DatabaseAlreadyOpen => Error::Locked {
+                        path: path.to_path_buf(),
+                        waited: Duration::ZERO,
+                    },
+                    other => Error::from(other),
+                })?;
+            storage::init(&db, path)?;
+            db
+        } else {
+            create_new(path, parent, opts.cache_size)?
+        };
         let (mem, latest) = storage::load(&db)?;
         let shared = Arc::new(Shared {
             path: path.to_path_buf(),
@@ -724,13 +726,10 @@ impl Drop for StateStore {
 /// committed (fsync) under a temporary name, renamed into place, and the directory is
 /// fsync'd. Creating it in place could leave, after a SIGKILL inside redb's `create`, a
 /// file without a valid header that no later open accepts. A temporary file left by such
-/// a crash is replaced by the next creation. Runs under the process lock.
-fn create_new(path: &Path, parent: &Path) -> Result<()> {
-    let tmp = {
-        let mut name = path.file_name().unwrap_or_default().to_os_string();
-        name.push(".new");
-        path.with_file_name(name)
-    };
+/// a crash is replaced by the next creation. Runs under the process lock. Returns the
+/// open database (its descriptor follows the rename), so it is not opened twice.
+fn create_new(path: &Path, parent: &Path, cache_size: usize) -> Result<Database> {
+    let tmp = crate::lock::sibling(path, ".new");
     let io = |op: &'static str, p: &Path| {
         let p = p.to_path_buf();
         move |source| Error::Io {
@@ -748,14 +747,15 @@ fn create_new(path: &Path, parent: &Path) -> Result<()> {
         }
         _ => {}
     }
-    {
-        let db = Database::builder().create(&tmp)?;
-        storage::init(&db, &tmp)?;
-    }
+    let db = Database::builder()
+        .set_cache_size(cache_size)
+        .create(&tmp)?;
+    storage::init(&db, &tmp)?;
     std::fs::rename(&tmp, path).map_err(io("cannot move the new store into place at", path))?;
     std::fs::File::open(parent)
         .and_then(|dir| dir.sync_all())
-        .map_err(io("cannot fsync the directory of", path))
+        .map_err(io("cannot fsync the directory of", path))?;
+    Ok(db)
 }
 
 fn nanos() -> u64 {
