@@ -37,6 +37,7 @@ mod storage;
 mod store;
 mod txn;
 mod types;
+mod wake;
 
 pub use error::{ConflictKind, Error, Result};
 pub use options::{Durability, Options, RetryPolicy};
