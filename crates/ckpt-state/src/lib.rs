@@ -37,7 +37,6 @@ mod storage;
 mod store;
 mod txn;
 mod types;
-mod wake;
 
 pub use error::{ConflictKind, Error, Result};
 pub use options::{Durability, Options, RetryPolicy};

@@ -18,9 +18,9 @@
 //! - **one process**: the `ProcessLock` is held for the handle's lifetime and dropped after
 //!   the redb `Database`, so the memory cache is never stale w.r.t. the file.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -35,26 +35,16 @@ use crate::options::{splitmix, Durability, Options, RetryPolicy};
 use crate::storage;
 use crate::txn::{Snapshot, Txn};
 use crate::types::{ChangeKind, CommitStats, GcStats, ScanEntry, StateChange, Versioned};
-use crate::wake;
 
 /// In `Durability::None`, write to redb once this many commits are pending.
 const NONE_FLUSH_THRESHOLD: usize = 4096;
 
-/// One `submit` call waiting for the results of its intents.
-#[derive(Default)]
-struct Waiter {
-    /// Filled by the leader that ran the intents; `done` is set after.
-    results: Mutex<Vec<Result<u64>>>,
-    done: AtomicBool,
-}
-
 #[derive(Default)]
 struct Queue {
-    pending: Vec<Intent>,
-    /// The callers whose intents are in `pending`, in the same order, with how many
-    /// intents each queued (each owns a contiguous run of `pending`).
-    waiting: Vec<(Arc<Waiter>, usize)>,
+    pending: Vec<(u64, Intent)>,
+    results: HashMap<u64, Result<u64>, foldhash::fast::RandomState>,
     leader: bool,
+    next_ticket: u64,
     /// Size of the last strict group and how long writing it took (for gathering).
     last_group: usize,
     last_write: Duration,
@@ -80,10 +70,6 @@ pub(crate) struct Shared {
     queue_cv: Condvar,
     /// Signalled when a commit is queued (a gathering leader waits on it).
     gather_cv: Condvar,
-    /// Futex word bumped after each delivery of results (see `submit`).
-    delivered: AtomicU32,
-    /// Callers asleep, or about to sleep, on `delivered`.
-    sleepers: AtomicU32,
     unflushed: Mutex<Unflushed>,
     flush_cv: Condvar,
     flush_lock: Mutex<()>,
@@ -118,8 +104,9 @@ struct LeaderGuard<'a>(&'a Shared);
 
 impl Drop for LeaderGuard<'_> {
     fn drop(&mut self) {
-        self.0.release(&mut self.0.queue.lock());
-        self.0.announce();
+        let mut q = self.0.queue.lock();
+        q.leader = false;
+        self.0.queue_cv.notify_all();
     }
 }
 
@@ -174,93 +161,52 @@ impl Shared {
         LeaderGuard(self)
     }
 
-    /// Give up leadership; `gc` waiting in [`Shared::exclusive`] is woken. Callers still
-    /// queued are woken by the [`Shared::announce`] that must follow (after unlocking), and
-    /// the first to look leads.
-    fn release(&self, q: &mut Queue) {
-        q.leader = false;
-        self.queue_cv.notify_all();
-    }
-
-    /// Wake every caller asleep in `submit`: results were delivered or leadership was
-    /// released. One system call, and none when nobody sleeps (a lone writer).
-    fn announce(&self) {
-        self.delivered.fetch_add(1, Ordering::SeqCst);
-        if self.sleepers.load(Ordering::SeqCst) > 0 {
-            wake::wake_all(&self.delivered);
-        }
-    }
-
     /// Submit intents as one group (in order) and wait for their results.
-    ///
-    /// Waiting: callers sleep on one futex word, `delivered`, which the leader bumps once
-    /// per batch after storing every caller's results, waking them all with one system
-    /// call. A condition variable would instead hand its lock from one woken caller to the
-    /// next, one scheduling delay per caller in a row; unparking callers one by one costs
-    /// the leader a system call (and often a preemption) per caller. Each wake-up
-    /// re-checks: done, or lead if nobody does, or sleep again. No wake-up is lost: a
-    /// caller reads `delivered` before checking, the leader changes it after storing, and
-    /// the futex sleeps only while the word still holds what the caller read; `sleepers`
-    /// is raised before that sleep and read after the change (both `SeqCst`), so the
-    /// leader skips the system call only when nobody can be asleep.
     pub(crate) fn submit(&self, intents: Vec<Intent>) -> Vec<Result<u64>> {
-        let n = intents.len();
-        let me = Arc::new(Waiter::default());
-        let mut seen = self.delivered.load(Ordering::SeqCst);
         let mut q = self.queue.lock();
-        q.pending.extend(intents);
-        q.waiting.push((me.clone(), n));
-        if q.leader && q.pending.len() >= q.last_group {
-            // A gathering leader waits for exactly this; waking it for every arrival
-            // would cost it a context switch per member.
-            self.gather_cv.notify_one();
+        let first = q.next_ticket;
+        let n = intents.len() as u64;
+        q.next_ticket += n;
+        for (i, intent) in intents.into_iter().enumerate() {
+            q.pending.push((first + i as u64, intent));
         }
+        self.gather_cv.notify_one();
+        let mut out: Vec<Option<Result<u64>>> = (0..n).map(|_| None).collect();
+        let mut missing = n;
         loop {
+            for t in first..first + n {
+                let slot = &mut out[(t - first) as usize];
+                if slot.is_none() {
+                    if let Some(r) = q.results.remove(&t) {
+                        *slot = Some(r);
+                        missing -= 1;
+                    }
+                }
+            }
+            if missing == 0 {
+                return out.into_iter().map(|r| r.expect("result")).collect();
+            }
             if !q.leader && !q.pending.is_empty() {
-                self.lead(q);
-            } else {
+                q.leader = true;
+                if self.durability == Durability::Strict {
+                    self.gather(&mut q);
+                }
+                let batch = std::mem::take(&mut q.pending);
+                let group = batch.len();
                 drop(q);
-                self.sleepers.fetch_add(1, Ordering::SeqCst);
-                wake::wait(&self.delivered, seen);
-                self.sleepers.fetch_sub(1, Ordering::SeqCst);
+                let started = Instant::now();
+                let results = self.process_batch(batch);
+                let took = started.elapsed();
+                q = self.queue.lock();
+                q.last_group = group;
+                q.last_write = took;
+                q.results.extend(results);
+                q.leader = false;
+                self.queue_cv.notify_all();
+                continue;
             }
-            seen = self.delivered.load(Ordering::SeqCst);
-            if me.done.load(Ordering::Acquire) {
-                break;
-            }
-            q = self.queue.lock();
+            self.queue_cv.wait(&mut q);
         }
-        let mut results = me.results.lock();
-        std::mem::take(&mut *results)
-    }
-
-    /// Run every queued commit as one batch (after gathering, in strict mode), then
-    /// deliver each caller its results.
-    fn lead(&self, mut q: parking_lot::MutexGuard<'_, Queue>) {
-        q.leader = true;
-        if self.durability == Durability::Strict {
-            self.gather(&mut q);
-        }
-        let batch = std::mem::take(&mut q.pending);
-        let waiters = std::mem::take(&mut q.waiting);
-        let group = batch.len();
-        drop(q);
-        let started = Instant::now();
-        let results = self.process_batch(batch);
-        let took = started.elapsed();
-        {
-            let mut q = self.queue.lock();
-            q.last_group = group;
-            q.last_write = took;
-            self.release(&mut q);
-        }
-        debug_assert_eq!(results.len(), group);
-        let mut results = results.into_iter();
-        for (w, n) in waiters {
-            *w.results.lock() = results.by_ref().take(n).collect();
-            w.done.store(true, Ordering::Release);
-        }
-        self.announce();
     }
 
     /// Strict-mode group forming: when the previous group had several members, the leader
@@ -283,18 +229,20 @@ impl Shared {
     }
 
     /// Validate a group in order, persist the accepted commits, apply them, return results.
-    /// The results are in `batch` order.
-    fn process_batch(&self, batch: Vec<Intent>) -> Vec<Result<u64>> {
+    fn process_batch(&self, batch: Vec<(u64, Intent)>) -> Vec<(u64, Result<u64>)> {
         let mut results = Vec::with_capacity(batch.len());
         let mut accepted: Vec<CommitRecord> = Vec::new();
         let flush_error = self.unflushed.lock().error.clone();
         if let Some(e) = flush_error {
             return batch
                 .into_iter()
-                .map(|_| {
-                    Err(Error::CommitFailed(format!(
-                        "an earlier background flush failed and is not yet retried successfully: {e}"
-                    )))
+                .map(|(t, _)| {
+                    (
+                        t,
+                        Err(Error::CommitFailed(format!(
+                            "an earlier background flush failed and is not yet retried successfully: {e}"
+                        ))),
+                    )
                 })
                 .collect();
         }
@@ -302,9 +250,9 @@ impl Shared {
             let mem = self.mem.read();
             let mut next = self.latest.load(Ordering::Acquire) + 1;
             let mut overlay: BTreeMap<Vec<u8>, u64> = BTreeMap::new();
-            for intent in batch {
+            for (ticket, intent) in batch {
                 match mem.validate(&intent, &overlay) {
-                    Err(e) => results.push(Err(e)),
+                    Err(e) => results.push((ticket, Err(e))),
                     Ok(()) => {
                         let version = next;
                         next += 1;
@@ -313,7 +261,7 @@ impl Shared {
                             overlay.insert(k.clone(), version);
                         }
                         accepted.push(CommitRecord { version, writes });
-                        results.push(Ok(version));
+                        results.push((ticket, Ok(version)));
                     }
                 }
             }
@@ -321,9 +269,9 @@ impl Shared {
         if accepted.is_empty() {
             return results;
         }
-        let fail_all = |results: &mut Vec<Result<u64>>, e: Error| {
+        let fail_all = |results: &mut Vec<(u64, Result<u64>)>, e: Error| {
             let msg = e.to_string();
-            for r in results.iter_mut() {
+            for (_, r) in results.iter_mut() {
                 if r.is_ok() {
                     *r = Err(Error::CommitFailed(msg.clone()));
                 }
@@ -471,8 +419,6 @@ impl StateStore {
             queue: Mutex::new(Queue::default()),
             queue_cv: Condvar::new(),
             gather_cv: Condvar::new(),
-            delivered: AtomicU32::new(0),
-            sleepers: AtomicU32::new(0),
             unflushed: Mutex::new(Unflushed::default()),
             flush_cv: Condvar::new(),
             flush_lock: Mutex::new(()),
