@@ -15,6 +15,9 @@
 //! - **batched/none**: acknowledged-but-unwritten commits sit in `unflushed` in version
 //!   order; they are only taken out (and written) under the `flush` lock, so the file
 //!   always receives a prefix of the history;
+//! - **panic safety**: if a leader panics while running a batch (a bug), every other
+//!   caller of that batch gets `CommitFailed` and leadership is released (`BatchGuard`),
+//!   so no committer waits forever;
 //! - **one process**: the `ProcessLock` is held for the handle's lifetime and dropped after
 //!   the redb `Database`, so the memory cache is never stale w.r.t. the file.
 
@@ -101,6 +104,39 @@ impl std::fmt::Debug for StateStore {
 
 /// Releases leadership on drop.
 struct LeaderGuard<'a>(&'a Shared);
+
+/// Armed while a leader runs a batch. If the leader unwinds instead of delivering (a panic
+/// in `process_batch`, which is a bug), it gives every other caller of the batch a failed
+/// result and releases leadership, so no caller waits forever.
+struct BatchGuard<'a> {
+    shared: &'a Shared,
+    /// The batch's tickets (a batch is all of `pending`, whose tickets are consecutive).
+    batch: std::ops::Range<u64>,
+    /// The leader's own tickets: nobody will wait for them.
+    own: std::ops::Range<u64>,
+    armed: bool,
+}
+
+impl Drop for BatchGuard<'_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let mut q = self.shared.queue.lock();
+        for t in self.batch.clone().filter(|t| !self.own.contains(t)) {
+            q.results.insert(
+                t,
+                Err(Error::CommitFailed(
+                    "the thread committing this group panicked (a bug in ckpt-state); the \
+                     commit may or may not be on disk: reopen the store to see"
+                        .into(),
+                )),
+            );
+        }
+        q.leader = false;
+        self.shared.queue_cv.notify_all();
+    }
+}
 
 impl Drop for LeaderGuard<'_> {
     fn drop(&mut self) {
@@ -193,10 +229,18 @@ impl Shared {
                 }
                 let batch = std::mem::take(&mut q.pending);
                 let group = batch.len();
+                let mut guard = BatchGuard {
+                    shared: self,
+                    batch: batch[0].0..batch[group - 1].0 + 1,
+                    own: first..first + n,
+                    armed: true,
+                };
+                debug_assert_eq!(guard.batch.end - guard.batch.start, group as u64);
                 drop(q);
                 let started = Instant::now();
                 let results = self.process_batch(batch);
                 let took = started.elapsed();
+                guard.armed = false;
                 q = self.queue.lock();
                 q.last_group = group;
                 q.last_write = took;
@@ -230,6 +274,13 @@ impl Shared {
 
     /// Validate a group in order, persist the accepted commits, apply them, return results.
     fn process_batch(&self, batch: Vec<(u64, Intent)>) -> Vec<(u64, Result<u64>)> {
+        #[cfg(test)]
+        if batch
+            .iter()
+            .any(|(_, i)| i.writes.contains_key(tests::PANIC_KEY))
+        {
+            panic!("test: a batch that panics");
+        }
         let mut results = Vec::with_capacity(batch.len());
         let mut accepted: Vec<CommitRecord> = Vec::new();
         let flush_error = self.unflushed.lock().error.clone();
@@ -776,4 +827,61 @@ pub(crate) fn scan_at(mem: &MemState, prefix: &[u8], version: u64) -> Vec<ScanEn
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    use super::*;
+
+    /// A batch that writes this key panics in `process_batch` (test builds only).
+    pub(super) const PANIC_KEY: &[u8] = b"\xfftest-panic";
+
+    /// Two callers queue behind a held leadership, so they form one batch; its leader
+    /// panics in it. The other caller must get a failed result (not wait forever), and
+    /// leadership must be free again for the next commit.
+    #[test]
+    fn a_panicking_batch_fails_its_other_caller_and_releases_leadership() {
+        let dir = tempfile::tempdir().unwrap();
+        let store =
+            Arc::new(StateStore::open(&dir.path().join("state.redb"), Options::default()).unwrap());
+        let held = store.shared.exclusive();
+        let (tx, rx) = mpsc::channel();
+        for key in [PANIC_KEY, b"plain".as_slice()] {
+            let (store, tx) = (store.clone(), tx.clone());
+            std::thread::spawn(move || {
+                let outcome = catch_unwind(AssertUnwindSafe(|| store.put(key, b"v")));
+                tx.send(outcome.map_err(|_| ())).unwrap();
+            });
+        }
+        while store.shared.queue.lock().pending.len() < 2 {
+            std::thread::yield_now();
+        }
+        drop(held);
+        let watchdog = Duration::from_secs(60);
+        let outcomes: Vec<_> = (0..2)
+            .map(|_| {
+                rx.recv_timeout(watchdog)
+                    .expect("a caller of the batch hung")
+            })
+            .collect();
+        assert_eq!(
+            outcomes.iter().filter(|o| o.is_err()).count(),
+            1,
+            "the leader panics"
+        );
+        let other = outcomes.into_iter().find_map(|o| o.ok()).unwrap();
+        match other {
+            Err(Error::CommitFailed(msg)) => assert!(msg.contains("panicked"), "{msg}"),
+            other => panic!("expected CommitFailed, got {other:?}"),
+        }
+        assert_eq!(
+            store.put(b"after", b"v").unwrap(),
+            1,
+            "leadership was released"
+        );
+    }
 }
