@@ -445,18 +445,7 @@ impl StateStore {
         })?;
         let lock = ProcessLock::acquire(path, opts.lock_timeout)?;
         let db = if path.exists() {
-            let db = Database::builder()
-                .set_cache_size(opts.cache_size)
-                .create(path)
-                .map_err(|e| match e {
-                    redb::DatabaseError::DatabaseAlreadyOpen => Error::Locked {
-                        path: path.to_path_buf(),
-                        waited: Duration::ZERO,
-                    },
-                    other => Error::from(other),
-                })?;
-            storage::init(&db, path)?;
-            db
+            open_db(path, opts.cache_size)?
         } else {
             create_new(path, parent, opts.cache_size)?
         };
@@ -798,14 +787,28 @@ fn create_new(path: &Path, parent: &Path, cache_size: usize) -> Result<Database>
         }
         _ => {}
     }
-    let db = Database::builder()
-        .set_cache_size(cache_size)
-        .create(&tmp)?;
-    storage::init(&db, &tmp)?;
+    let db = open_db(&tmp, cache_size)?;
     std::fs::rename(&tmp, path).map_err(io("cannot move the new store into place at", path))?;
     std::fs::File::open(parent)
         .and_then(|dir| dir.sync_all())
         .map_err(io("cannot fsync the directory of", path))?;
+    Ok(db)
+}
+
+/// Open (creating if missing) the redb file at `path` and bring its tables up to the
+/// current format.
+fn open_db(path: &Path, cache_size: usize) -> Result<Database> {
+    let db = Database::builder()
+        .set_cache_size(cache_size)
+        .create(path)
+        .map_err(|e| match e {
+            redb::DatabaseError::DatabaseAlreadyOpen => Error::Locked {
+                path: path.to_path_buf(),
+                waited: Duration::ZERO,
+            },
+            other => Error::from(other),
+        })?;
+    storage::init(&db, path)?;
     Ok(db)
 }
 
