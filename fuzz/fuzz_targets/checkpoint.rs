@@ -8,7 +8,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     }
     let seq = u64::from_le_bytes(data[..8].try_into().unwrap());
-    if let Ok(cp) = ckpt::catalog::decode_checkpoint(seq, &data[8..]) {
-        let _ = ckpt::verify::stored_digest(&cp);
+    if let Ok(cp) = ckpt_lib::store::catalog::decode_checkpoint(seq, &data[8..]) {
+        let _ = ckpt_lib::engine::digest::stored_digest(&cp);
     }
 });

@@ -5,17 +5,17 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let _ = ckpt::index::Index::decode(data);
+    let _ = ckpt_lib::store::index::Index::decode(data);
     if data.len() >= 32 {
         let body = &data[..data.len() - 32];
         let mut b = body.to_vec();
         b.extend_from_slice(blake3_trailer(body).as_slice());
-        if let Ok(ix) = ckpt::index::Index::decode(&b) {
-            let _ = ckpt::index::Index::decode(&ix.encode()).expect("re-encoded index decodes");
+        if let Ok(ix) = ckpt_lib::store::index::Index::decode(&b) {
+            let _ = ckpt_lib::store::index::Index::decode(&ix.encode()).expect("re-encoded index decodes");
         }
     }
 });
 
 fn blake3_trailer(body: &[u8]) -> [u8; 32] {
-    ckpt::Hash::of(body).0
+    ckpt_lib::Hash::of(body).0
 }

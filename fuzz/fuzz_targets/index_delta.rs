@@ -5,7 +5,7 @@
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 
-use ckpt::index::Index;
+use ckpt_lib::store::index::Index;
 
 fuzz_target!(|data: &[u8]| {
     let base = Index::default().encode();
@@ -14,7 +14,7 @@ fuzz_target!(|data: &[u8]| {
     if data.len() >= 32 {
         let body = &data[..data.len() - 32];
         let mut b = body.to_vec();
-        b.extend_from_slice(&ckpt::Hash::of(body).0);
+        b.extend_from_slice(&ckpt_lib::Hash::of(body).0);
         let before = ix.dirs.clone();
         match ix.apply_delta(b) {
             Ok(()) => {

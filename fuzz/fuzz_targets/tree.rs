@@ -4,7 +4,7 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    if let Ok(t) = ckpt::tree::Tree::decode(data) {
+    if let Ok(t) = ckpt_lib::store::tree::Tree::decode(data) {
         assert_eq!(t.encode(), data);
     }
 });

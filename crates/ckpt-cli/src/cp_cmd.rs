@@ -1,12 +1,12 @@
 //! `ckpt cp SRC DST`: the copy engine as a standalone `cp -a` (see
-//! [`ckpt::copytree`] for what is preserved and how).
+//! [`ckpt_copy::copytree`] for what is preserved and how).
 
 use std::path::PathBuf;
 use std::time::Instant;
 
-use ckpt::copytree::{self, CpOptions, Progress};
-use ckpt::platform::copy::Strategy;
-use ckpt::{Error, Result};
+use ckpt_copy::copy::Strategy;
+use ckpt_copy::copytree::{self, CpOptions, Progress};
+use ckpt_lib::{Error, Result};
 use serde_json::json;
 
 use crate::render::{self, SCHEMA};
@@ -41,14 +41,14 @@ pub fn parse_strategy(s: &str) -> std::result::Result<Strategy, String> {
 /// Runs `ckpt cp`.
 pub fn run(ctx: &Ctx, args: &CpArgs) -> Result<()> {
     let t0 = Instant::now();
-    if let Err(e) = ckpt::platform::copy::Caps::env_strategy() {
+    if let Some(e) = &ctx.bad_copy_strategy {
         return Err(Error::Usage(format!("{e} (nothing was changed)")));
     }
-    let src = ctx.cwd.join(&args.src);
-    let dst = ctx.cwd.join(&args.dst);
+    let src = ctx.ops.cwd.join(&args.src);
+    let dst = ctx.ops.cwd.join(&args.dst);
     let opts = CpOptions {
-        strategy: args.strategy,
-        split_at: args.split_at,
+        strategy: args.strategy.or(ctx.ops.config.copy.strategy),
+        split_at: args.split_at.or(ctx.ops.config.copy.split_at),
     };
     let progress = Progress::default();
     let total = std::fs::symlink_metadata(&src)

@@ -1,23 +1,27 @@
 //! `ckpt doctor`: filesystems, probed copy capabilities, store location and
 //! free space, inotify limits, and the copy strategy ckpt will use and why
-//! (the facts come from [`ckpt::doctor`]).
+//! (the facts come from [`ckpt_lib::platform::doctor`]).
 
-use ckpt::doctor::{self, Report};
-use ckpt::platform::copy::Caps;
-use ckpt::Result;
+use ckpt_copy::copy::Caps;
+use ckpt_lib::platform::doctor::{self, Report};
+use ckpt_lib::Result;
 
 use crate::render;
 use crate::{print_json, Ctx};
 
 /// Runs `ckpt doctor` (`json`: machine-readable).
 pub fn run(ctx: &Ctx, json: bool) -> Result<()> {
-    let ws = ctx.workspace()?;
+    let ws = ctx.ops.workspace()?;
     let cached: Option<Caps> = {
-        let store = ws.open_store(ctx.lock_timeout)?;
+        let store = ws.open_store(&ctx.ops.config)?;
         let r = store.catalog.reader()?;
         r.meta_json("caps")?
     };
-    let rep = doctor::diagnose(&ws.root, &ws.store_path, cached)?;
+    let forced = match &ctx.bad_copy_strategy {
+        Some(e) => Err(e.clone()),
+        None => Ok(ctx.ops.config.copy.strategy),
+    };
+    let rep = doctor::diagnose(&ws.root, &ws.store_path, cached, forced)?;
     if json {
         let mut v = serde_json::to_value(&rep).expect("report serialises");
         v["schema"] = serde_json::json!(render::SCHEMA);

@@ -1,7 +1,7 @@
-//! `ckpt du`: prints [`ckpt::usage`] — store size, bytes unique to each
+//! `ckpt du`: prints [`ckpt_lib::store::usage`] — store size, bytes unique to each
 //! checkpoint, what gc would free.
 
-use ckpt::Result;
+use ckpt_lib::Result;
 use serde_json::json;
 
 use crate::render::{self, SCHEMA};
@@ -9,9 +9,9 @@ use crate::{print_json, Ctx};
 
 /// `ckpt du`.
 pub fn run(ctx: &Ctx, json_out: bool) -> Result<()> {
-    let ws = ctx.workspace()?;
-    let store = ws.open_store_read_only(ctx.lock_timeout)?;
-    let u = ckpt::usage::usage(&store)?;
+    let ws = ctx.ops.workspace()?;
+    let store = ws.open_store_read_only(&ctx.ops.config)?;
+    let u = ckpt_lib::store::usage::usage(&store)?;
     if json_out {
         let mut v = serde_json::to_value(&u).expect("json");
         v["schema"] = json!(SCHEMA);

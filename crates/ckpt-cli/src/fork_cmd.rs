@@ -1,15 +1,18 @@
 //! `ckpt fork ID DIR`: a checkpoint as a new, independent workspace (see
-//! [`ckpt::fork`] for the store decision and the `--link` caveat).
+//! [`ckpt_lib::engine::fork`] for the store decision and the `--link` caveat).
 
 use std::path::PathBuf;
 use std::time::Instant;
 
-use ckpt::copytree::Progress;
-use ckpt::{Error, Result};
+use ckpt_copy::copytree::Progress;
+use ckpt_lib::{Error, Result};
 use serde_json::json;
 
 use crate::render::{self, SCHEMA};
-use crate::{normalize, print_json, Ctx};
+use ckpt_lib::engine::materialize::MaterializeOptions;
+use ckpt_lib::ops::normalize;
+
+use crate::{print_json, Ctx};
 
 /// Arguments of `ckpt fork`.
 #[derive(clap::Args)]
@@ -33,9 +36,9 @@ pub struct ForkArgs {
 /// Runs `ckpt fork`.
 pub fn run(ctx: &Ctx, args: &ForkArgs) -> Result<()> {
     let t0 = Instant::now();
-    let ws = ctx.workspace()?;
-    let store = ws.open_store(ctx.lock_timeout)?;
-    let dest = normalize(&ctx.cwd.join(&args.dir));
+    let ws = ctx.ops.workspace()?;
+    let store = ws.open_store(&ctx.ops.config)?;
+    let dest = normalize(&ctx.ops.cwd.join(&args.dir));
     if dest.starts_with(&ws.root) {
         return Err(Error::Usage(format!(
             "{} is inside the workspace {}; fork into a directory outside it (nothing was changed)",
@@ -43,16 +46,19 @@ pub fn run(ctx: &Ctx, args: &ForkArgs) -> Result<()> {
             ws.root.display()
         )));
     }
-    let new_store = args.store.as_ref().map(|s| ctx.cwd.join(s));
+    let new_store = args.store.as_ref().map(|s| ctx.ops.cwd.join(s));
     let progress = Progress::default();
     let (rep, fork) = crate::progress::with_bar(&progress, None, ctx.quiet || args.json, || {
-        ckpt::fork::fork(
+        ckpt_lib::engine::fork::fork(
             &store,
             &args.id,
             &dest,
             new_store.as_deref(),
-            args.link,
-            Some(&progress),
+            ctx.ops.config.data_home.as_deref(),
+            MaterializeOptions {
+                link: args.link,
+                progress: Some(&progress),
+            },
         )
     })?;
     let elapsed = t0.elapsed();

@@ -1,12 +1,12 @@
 //! `ckpt gc --keep-last N --keep-within 24h --keep-tagged KEY [--save-policy]`:
 //! flag parsing and printing for retention; the rules and their invariants
-//! live in [`ckpt::retention`]. Without keep flags and without a saved
+//! live in [`ckpt_lib::store::retention`]. Without keep flags and without a saved
 //! policy, `ckpt gc` is the plain unreferenced-data sweep (`crate::cmd_gc`).
 
 use std::time::Duration;
 
-use ckpt::retention::{self, Policy, RetentionReport};
-use ckpt::{Error, Result};
+use ckpt_lib::store::retention::{self, Policy, RetentionReport};
+use ckpt_lib::{Error, Result};
 use clap::Args;
 use serde_json::json;
 
@@ -72,8 +72,8 @@ pub fn run(ctx: &Ctx, keep: &KeepArgs, dry_run: bool, json_out: bool) -> Result<
                 .into(),
         ));
     }
-    let ws = ctx.workspace()?;
-    let store = ws.open_store(ctx.lock_timeout)?;
+    let ws = ctx.ops.workspace()?;
+    let store = ws.open_store(&ctx.ops.config)?;
     if keep.save_policy {
         retention::set_configured(&store, &given)?;
         if !ctx.quiet && !json_out {
@@ -89,7 +89,7 @@ pub fn run(ctx: &Ctx, keep: &KeepArgs, dry_run: bool, json_out: bool) -> Result<
         drop(store);
         return crate::cmd_gc(ctx, dry_run, json_out);
     }
-    let rep = retention::apply(&store, &policy, ckpt::platform::fs::now_ns(), dry_run)?;
+    let rep = retention::apply(&store, &policy, ckpt_copy::fs::now_ns(), dry_run)?;
     print_report(ctx, &rep, dry_run, json_out);
     Ok(())
 }
@@ -129,7 +129,7 @@ fn print_report(ctx: &Ctx, rep: &RetentionReport, dry_run: bool, json_out: bool)
 }
 
 /// The one-line summary of a gc (`ckpt gc`, and the gc after a retention run).
-pub fn gc_summary(g: &ckpt::gc::GcReport, dry_run: bool) -> String {
+pub fn gc_summary(g: &ckpt_lib::store::gc::GcReport, dry_run: bool) -> String {
     format!(
         "{} {} objects ({}) and {} trees; {} objects live in {} checkpoints",
         if dry_run { "would remove" } else { "removed" },

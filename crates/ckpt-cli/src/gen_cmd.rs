@@ -3,7 +3,7 @@
 
 use std::io::Write;
 
-use ckpt::{Error, Result};
+use ckpt_lib::{Error, Result};
 use clap::CommandFactory;
 
 /// Prints a completion script for `shell` to stdout.

@@ -9,7 +9,7 @@
 //! from `-C`, else the event's `cwd`, else the current directory.
 //!
 //! Output: a checkpoint saved through the same library entry point as
-//! `ckpt save` ([`ckpt::checkpoint::save_workspace`]: through a live watcher when there is one), tagged `session`, `event`
+//! `ckpt save` ([`ckpt_lib::engine::save::save_workspace`]: through a live watcher when there is one), tagged `session`, `event`
 //! and `tool`, with a one-line summary of the event as its message; then
 //! the workspace's retention policy. Nothing is printed on success and
 //! nothing is saved when nothing changed (exit 0 either way), so it can run
@@ -26,9 +26,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
-use ckpt::checkpoint::{self, SaveOptions, SaveOutcome};
-use ckpt::workspace::Workspace;
-use ckpt::{Error, Result};
+use ckpt_lib::engine::save::{SaveOptions, SaveOutcome};
+use ckpt_lib::workspace::Workspace;
+use ckpt_lib::{Error, Result};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
@@ -197,7 +197,7 @@ fn hook(ctx: &Ctx, chdir_given: bool, json_out: bool) -> Result<()> {
     let start = if !chdir_given && !ev.cwd.is_empty() {
         PathBuf::from(&ev.cwd)
     } else {
-        ctx.cwd.clone()
+        ctx.ops.cwd.clone()
     };
     let ws = match Workspace::discover(&start) {
         Ok(ws) => ws,
@@ -218,7 +218,8 @@ fn hook(ctx: &Ctx, chdir_given: bool, json_out: bool) -> Result<()> {
         allow_empty: false,
         journal: None,
     };
-    let done = checkpoint::save_workspace(&ws, &opts, ctx.lock_timeout)?;
+    let here = ckpt_lib::ops::Context::new(ws.root.clone(), ctx.ops.config.clone());
+    let done = ckpt_lib::ops::save::save(&here, &opts)?;
     let saved = match &done.outcome {
         SaveOutcome::Saved(cp) => Some(cp),
         SaveOutcome::Unchanged(_) => None,

@@ -2,8 +2,9 @@
 //!
 //! This crate only parses arguments, calls the library and prints results
 //! (text for people, `--json` for programs; see `render`). Exit codes are
-//! those of [`ckpt::Error::exit_code`], documented in README.md.
+//! those of [`ckpt_lib::Error::exit_code`], documented in README.md.
 
+mod context;
 mod cp_cmd;
 mod doctor_cmd;
 mod du_cmd;
@@ -19,20 +20,20 @@ mod watch_cmd;
 
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::os::unix::ffi::OsStrExt;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use ckpt::checkpoint::{self, SaveOptions, SaveOutcome};
-use ckpt::diff::{self, ContentDiff, PathFilter, TreeSource};
-use ckpt::restore::{self, RestoreOptions};
-use ckpt::tree::Node;
-use ckpt::workspace::Workspace;
-use ckpt::{Error, Result};
+use ckpt_lib::engine::diff::{self, ContentDiff, PathFilter, TreeSource};
+use ckpt_lib::engine::restore;
+use ckpt_lib::engine::save::{SaveOptions, SaveOutcome, ScanCounts};
+use ckpt_lib::ops;
+use ckpt_lib::workspace::Workspace;
+use ckpt_lib::{Error, Result};
 use clap::{Parser, Subcommand};
 use serde_json::{json, Value};
 
+use context::Ctx;
 use render::SCHEMA;
 
 /// Instant checkpoint, diff and restore for a working directory.
@@ -266,15 +267,22 @@ fn main() -> ExitCode {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
     let cli = Cli::parse();
-    if cli.full_scan {
-        ckpt::watch::client::force_full_scan();
-    }
-    let result = run(&cli);
-    if cli.verbose {
-        for n in ckpt::watch::client::notes() {
-            eprintln!("watch: {n}");
+    let globals = context::Globals {
+        chdir: cli.chdir.as_ref(),
+        lock_timeout: cli.lock_timeout,
+        quiet: cli.quiet,
+        verbose: cli.verbose,
+        full_scan: cli.full_scan,
+    };
+    let result = context::Ctx::new(globals, |k| std::env::var(k).ok()).and_then(|ctx| {
+        let r = run(&cli, &ctx);
+        if ctx.verbose {
+            for n in ctx.ops.notes() {
+                eprintln!("watch: {n}");
+            }
         }
-    }
+        r
+    });
     match result {
         Ok(code) => code,
         Err(e) => {
@@ -283,52 +291,6 @@ fn main() -> ExitCode {
             ExitCode::from(e.exit_code() as u8)
         }
     }
-}
-
-struct Ctx {
-    cwd: PathBuf,
-    lock_timeout: Duration,
-    quiet: bool,
-    verbose: bool,
-}
-
-impl Ctx {
-    fn workspace(&self) -> Result<Workspace> {
-        Workspace::discover(&self.cwd)
-    }
-
-    /// Converts user paths (relative to the current directory) into
-    /// workspace-relative byte paths, lexically.
-    fn rel_paths(&self, ws: &Workspace, paths: &[PathBuf]) -> Result<Vec<Vec<u8>>> {
-        paths
-            .iter()
-            .map(|p| {
-                let abs = normalize(&self.cwd.join(p));
-                let rel = abs.strip_prefix(&ws.root).map_err(|_| {
-                    Error::Usage(format!(
-                        "{} is outside the workspace {}",
-                        p.display(),
-                        ws.root.display()
-                    ))
-                })?;
-                Ok(rel.as_os_str().as_bytes().to_vec())
-            })
-            .collect()
-    }
-}
-
-fn normalize(p: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for c in p.components() {
-        match c {
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::CurDir => {}
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 fn print_json(v: &Value) {
@@ -344,19 +306,8 @@ fn parse_tags(tags: &[String]) -> Result<BTreeMap<String, String>> {
         .collect()
 }
 
-fn run(cli: &Cli) -> Result<ExitCode> {
-    let cwd = match &cli.chdir {
-        Some(d) => std::env::current_dir()
-            .map(|c| c.join(d))
-            .unwrap_or_else(|_| d.clone()),
-        None => std::env::current_dir().map_err(|e| Error::io("getcwd", ".", e))?,
-    };
-    let ctx = Ctx {
-        cwd,
-        lock_timeout: Duration::from_secs(cli.lock_timeout),
-        quiet: cli.quiet,
-        verbose: cli.verbose,
-    };
+fn run(cli: &Cli, ctx: &Ctx) -> Result<ExitCode> {
+    let ctx = ctx;
     match &cli.cmd {
         Cmd::Init {
             dir,
@@ -364,30 +315,23 @@ fn run(cli: &Cli) -> Result<ExitCode> {
             agent,
             write,
             json,
-        } => cmd_init(
-            &ctx,
-            dir.as_deref(),
-            store.as_deref(),
-            *agent,
-            *write,
-            *json,
-        ),
+        } => cmd_init(ctx, dir.as_deref(), store.as_deref(), *agent, *write, *json),
         Cmd::Save {
             message,
             tags,
             allow_empty,
             json,
-        } => cmd_save(&ctx, message, tags, *allow_empty, *json),
-        Cmd::Log { limit, json } => cmd_log(&ctx, *limit, *json),
-        Cmd::Show { id, json } => cmd_show(&ctx, id, *json),
-        Cmd::Status { json, paths } => cmd_status(&ctx, paths, *json),
+        } => cmd_save(ctx, message, tags, *allow_empty, *json),
+        Cmd::Log { limit, json } => cmd_log(ctx, *limit, *json),
+        Cmd::Show { id, json } => cmd_show(ctx, id, *json),
+        Cmd::Status { json, paths } => cmd_status(ctx, paths, *json),
         Cmd::Diff {
             a,
             b,
             name_status,
             json,
             paths,
-        } => cmd_diff(&ctx, a.as_deref(), b.as_deref(), paths, *name_status, *json),
+        } => cmd_diff(ctx, a.as_deref(), b.as_deref(), paths, *name_status, *json),
         Cmd::Restore {
             id,
             to,
@@ -404,7 +348,7 @@ fn run(cli: &Cli) -> Result<ExitCode> {
                 _ => restore::Scope::All,
             };
             cmd_restore(
-                &ctx,
+                ctx,
                 id,
                 to.as_deref(),
                 *dry_run,
@@ -414,24 +358,24 @@ fn run(cli: &Cli) -> Result<ExitCode> {
                 *json,
             )
         }
-        Cmd::Delete { id, json } => cmd_delete(&ctx, id, *json),
+        Cmd::Delete { id, json } => cmd_delete(ctx, id, *json),
         Cmd::Gc {
             dry_run,
             json,
             keep,
-        } => gc_cmd::run(&ctx, keep, *dry_run, *json),
-        Cmd::Hook { json } => return Ok(hook_cmd::run(&ctx, cli.chdir.is_some(), *json)),
-        Cmd::Mcp => mcp_cmd::run(&ctx),
-        Cmd::Du { json } => du_cmd::run(&ctx, *json),
+        } => gc_cmd::run(ctx, keep, *dry_run, *json),
+        Cmd::Hook { json } => return Ok(hook_cmd::run(ctx, cli.chdir.is_some(), *json)),
+        Cmd::Mcp => mcp_cmd::run(ctx),
+        Cmd::Du { json } => du_cmd::run(ctx, *json),
         Cmd::Completions { shell } => gen_cmd::completions::<Cli>(*shell),
         Cmd::Man => gen_cmd::man::<Cli>(),
-        Cmd::Verify { id, store, json } => return cmd_verify(&ctx, id.as_deref(), *store, *json),
-        Cmd::Hash { dir, full, json } => cmd_hash(&ctx, dir, *full, *json),
-        Cmd::State { cmd } => return state_cmd::run(&ctx, cmd),
-        Cmd::Cp(args) => cp_cmd::run(&ctx, args),
-        Cmd::Fork(args) => fork_cmd::run(&ctx, args),
-        Cmd::Doctor { json } => doctor_cmd::run(&ctx, *json),
-        Cmd::Watch(args) => watch_cmd::run(&ctx, args),
+        Cmd::Verify { id, store, json } => return cmd_verify(ctx, id.as_deref(), *store, *json),
+        Cmd::Hash { dir, full, json } => cmd_hash(ctx, dir, *full, *json),
+        Cmd::State { cmd } => return state_cmd::run(ctx, cmd),
+        Cmd::Cp(args) => cp_cmd::run(ctx, args),
+        Cmd::Fork(args) => fork_cmd::run(ctx, args),
+        Cmd::Doctor { json } => doctor_cmd::run(ctx, *json),
+        Cmd::Watch(args) => watch_cmd::run(ctx, args),
     }?;
     Ok(ExitCode::SUCCESS)
 }
@@ -444,16 +388,17 @@ fn cmd_init(
     write: bool,
     json: bool,
 ) -> Result<()> {
-    let dir = dir.map_or_else(|| ctx.cwd.clone(), |d| ctx.cwd.join(d));
-    let store = store.map(|s| ctx.cwd.join(s));
+    let dir = dir.map_or_else(|| ctx.ops.cwd.clone(), |d| ctx.ops.cwd.join(d));
+    let store = store.map(|s| ctx.ops.cwd.join(s));
     if let Some(agent) = agent {
-        let ws = match Workspace::init(&dir, store.as_deref()) {
+        let ws = match Workspace::init(&dir, store.as_deref(), ctx.ops.config.data_home.as_deref())
+        {
             Err(Error::AlreadyAWorkspace(_)) => Workspace::discover(&dir)?,
             r => r?,
         };
         return hook_cmd::init_agent(ctx, &ws, agent, write, json);
     }
-    let ws = Workspace::init(&dir, store.as_deref())?;
+    let ws = Workspace::init(&dir, store.as_deref(), ctx.ops.config.data_home.as_deref())?;
     if json {
         print_json(&json!({
             "schema": SCHEMA,
@@ -461,7 +406,7 @@ fn cmd_init(
             "store": ws.store_path.display().to_string(),
         }));
     } else if !ctx.quiet {
-        let s = ws.open_store(ctx.lock_timeout)?;
+        let s = ws.open_store(&ctx.ops.config)?;
         println!("initialised workspace {}", ws.root.display());
         println!(
             "store: {} (copy strategy: {:?})",
@@ -479,8 +424,6 @@ fn cmd_save(
     allow_empty: bool,
     json: bool,
 ) -> Result<()> {
-    let t0 = Instant::now();
-    let ws = ctx.workspace()?;
     let opts = SaveOptions {
         message: message.to_string(),
         tags: parse_tags(tags)?,
@@ -488,18 +431,17 @@ fn cmd_save(
         journal: None,
     };
     let spinner = progress::Spinner::start("saving", ctx.quiet || json);
-    let saved = checkpoint::save_workspace(&ws, &opts, ctx.lock_timeout)?;
+    let saved = ops::save::save(&ctx.ops, &opts)?;
     drop(spinner);
     if let Some(rep) = &saved.retention {
         gc_cmd::report_retention(ctx, rep);
     }
-    print_save(ctx, &saved.outcome, t0.elapsed(), json, saved.counts);
+    print_save(ctx, &saved.outcome, saved.elapsed, json, saved.counts);
     Ok(())
 }
 
-/// Prints a save's outcome; `counts` = entries scanned, files read, new
-/// objects, new bytes (for `--verbose`).
-fn print_save(ctx: &Ctx, outcome: &SaveOutcome, elapsed: Duration, json: bool, counts: [u64; 4]) {
+/// Prints a save's outcome, and under `--verbose` what it cost.
+fn print_save(ctx: &Ctx, outcome: &SaveOutcome, elapsed: Duration, json: bool, counts: ScanCounts) {
     match outcome {
         SaveOutcome::Saved(cp) => {
             if json {
@@ -550,17 +492,17 @@ fn print_save(ctx: &Ctx, outcome: &SaveOutcome, elapsed: Duration, json: bool, c
     if ctx.verbose {
         eprintln!(
             "scanned {} entries, read {} files, {} new objects ({})",
-            counts[0],
-            counts[1],
-            counts[2],
-            render::bytes(counts[3])
+            counts.entries,
+            counts.files_read,
+            counts.new_objects,
+            render::bytes(counts.new_bytes)
         );
     }
 }
 
 fn cmd_log(ctx: &Ctx, limit: Option<usize>, json: bool) -> Result<()> {
-    let ws = ctx.workspace()?;
-    let store = ws.open_store_read_only(ctx.lock_timeout)?;
+    let ws = ctx.ops.workspace()?;
+    let store = ws.open_store_read_only(&ctx.ops.config)?;
     let r = store.catalog.reader()?;
     let head = r.head()?;
     let mut cps = r.checkpoints()?;
@@ -584,8 +526,8 @@ fn cmd_log(ctx: &Ctx, limit: Option<usize>, json: bool) -> Result<()> {
 }
 
 fn cmd_show(ctx: &Ctx, id: &str, json: bool) -> Result<()> {
-    let ws = ctx.workspace()?;
-    let store = ws.open_store_read_only(ctx.lock_timeout)?;
+    let ws = ctx.ops.workspace()?;
+    let store = ws.open_store_read_only(&ctx.ops.config)?;
     let r = store.catalog.reader()?;
     let cp = r.resolve(id)?;
     let head = r.head()?;
@@ -647,18 +589,13 @@ fn cmd_show(ctx: &Ctx, id: &str, json: bool) -> Result<()> {
 }
 
 fn cmd_status(ctx: &Ctx, paths: &[PathBuf], json: bool) -> Result<()> {
-    let t0 = Instant::now();
-    let ws = ctx.workspace()?;
-    let store = ws.open_store_read_only(ctx.lock_timeout)?;
-    let filter = PathFilter::new(ctx.rel_paths(&ws, paths)?);
-    let st = checkpoint::status(&ws, &store, &filter)?;
-    let shown: Vec<_> = st.changes.iter().filter(|c| c.is_interesting()).collect();
-    // Agent state changed since HEAD (whole-workspace status only).
-    let state_changes = match (&st.head, filter.is_all()) {
-        (Some(h), true) => ckpt::state::diff(&store, h, None)?.map_or_else(Vec::new, |d| d.changes),
-        _ => Vec::new(),
+    let opts = ops::status::StatusOptions {
+        paths: paths.to_vec(),
     };
-    let clean = st.changes.is_empty() && state_changes.is_empty();
+    let st = ops::status::status(&ctx.ops, &opts)?;
+    let shown: Vec<_> = st.changes.iter().filter(|c| c.is_interesting()).collect();
+    let state_changes = &st.state_changes;
+    let clean = st.clean();
     if json {
         print_json(&json!({
             "schema": SCHEMA,
@@ -694,14 +631,14 @@ fn cmd_status(ctx: &Ctx, paths: &[PathBuf], json: bool) -> Result<()> {
     for c in &shown {
         println!("{}", render::change_line(c));
     }
-    for c in &state_changes {
+    for c in state_changes {
         println!("state {}", render::state_change_line(c));
     }
     for sk in &st.skipped {
         println!("skipped {} ({})", render::quote(&sk.path), sk.kind);
     }
     if ctx.verbose {
-        eprintln!("status in {}", render::ms(t0.elapsed()));
+        eprintln!("status in {}", render::ms(st.elapsed));
     }
     Ok(())
 }
@@ -714,76 +651,21 @@ fn cmd_diff(
     name_status: bool,
     json: bool,
 ) -> Result<()> {
-    let ws = ctx.workspace()?;
-    let store = ws.open_store_read_only(ctx.lock_timeout)?;
-    let filter = PathFilter::new(ctx.rel_paths(&ws, paths)?);
-    // Scan first when the working directory is one side (it needs no read txn).
-    let scan = if b.is_none() {
-        Some(checkpoint::scan_workspace(&ws, &store, false)?)
-    } else {
-        None
+    let opts = ops::diff::DiffOptions {
+        from: a.map(str::to_string),
+        to: b.map(str::to_string),
+        paths: paths.to_vec(),
+        content: !name_status,
     };
-    let r = store.catalog.reader()?;
-    let from = r.resolve(a.unwrap_or("HEAD"))?;
-    let to = b.map(|b| r.resolve(b)).transpose()?;
-    let to_root = match (&to, &scan) {
-        (Some(cp), _) => cp.root,
-        (None, Some(s)) => s.root,
-        _ => unreachable!(),
-    };
-    let src = TreeSource {
-        fresh: scan.as_ref().map(|s| &s.new_trees),
-        catalog: &r,
-    };
-    let changes = diff::diff_trees(&src, Some(from.root), Some(to_root), &filter)?;
-    let shown: Vec<_> = changes.iter().filter(|c| c.is_interesting()).collect();
-    // Agent state is not a path: `-- PATHS` leaves it out.
-    let state = match filter.is_all() {
-        true => ckpt::state::diff(&store, &from, to.as_ref())?,
-        false => None,
-    };
-    let state_changes = state.as_ref().map_or(&[][..], |s| &s.changes[..]);
-    let to_label = to.as_ref().map_or("workdir".to_string(), |c| c.id());
-    let content = |c: &diff::Change| -> Result<Option<ContentDiff>> {
-        let file = |e: &Option<ckpt::tree::Entry>| match e.as_ref().map(|e| &e.node) {
-            Some(Node::File { hash, .. }) => Some(*hash),
-            _ => None,
-        };
-        let (old, new) = (file(&c.old), file(&c.new));
-        if old.is_none() && new.is_none() {
-            return Ok(None);
-        }
-        let read_obj = |h: Option<ckpt::Hash>, from_workdir: bool| -> Result<Vec<u8>> {
-            match h {
-                None => Ok(Vec::new()),
-                Some(h) if store.objects.contains(&h) => store.objects.read_object(&h),
-                Some(_) if from_workdir => {
-                    let p = ws.root.join(ckpt::platform::fs::as_path(&c.path));
-                    match std::fs::read(&p) {
-                        // It vanished after the scan: show it as empty now.
-                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
-                        r => r.map_err(|e| Error::io("read", p, e)),
-                    }
-                }
-                Some(h) => Err(Error::Corrupt(format!("object {h} is missing"))),
-            }
-        };
-        let old_bytes = read_obj(old, false)?;
-        let new_bytes = read_obj(new, to.is_none())?;
-        let label = String::from_utf8_lossy(&c.path);
-        Ok(Some(diff::unified(
-            &old_bytes,
-            &new_bytes,
-            &format!("{}/{label}", from.id()),
-            &format!("{to_label}/{label}"),
-        )))
-    };
+    let d = ops::diff::diff(&ctx.ops, &opts)?;
+    let state_changes = d.state.as_ref().map_or(&[][..], |s| &s.changes[..]);
     if json {
-        let mut list = Vec::new();
-        for c in &shown {
-            let mut v = render::change_json(c);
-            if !name_status {
-                match content(c)? {
+        let list: Vec<_> = d
+            .changes
+            .iter()
+            .map(|c| {
+                let mut v = render::change_json(&c.change);
+                match &c.content {
                     Some(ContentDiff::Text(t)) => v["diff"] = json!(t),
                     Some(ContentDiff::Binary { old_size, new_size }) => {
                         v["binary"] = json!(true);
@@ -792,20 +674,20 @@ fn cmd_diff(
                     }
                     None => {}
                 }
-            }
-            list.push(v);
-        }
+                v
+            })
+            .collect();
         print_json(&json!({
-            "schema": SCHEMA, "from": from.id(), "to": to_label, "changes": list,
-            "state_from": state.as_ref().map(|s| s.from),
-            "state_to": state.as_ref().map(|s| s.to),
+            "schema": SCHEMA, "from": d.from.id(), "to": d.to_label(), "changes": list,
+            "state_from": d.state.as_ref().map(|s| s.from),
+            "state_to": d.state.as_ref().map(|s| s.to),
             "state_changes": state_changes.iter().map(render::state_change_json).collect::<Vec<_>>(),
         }));
         return Ok(());
     }
     let mut out = std::io::stdout().lock();
-    for c in &shown {
-        let _ = writeln!(out, "{}", render::change_line(c));
+    for c in &d.changes {
+        let _ = writeln!(out, "{}", render::change_line(&c.change));
     }
     for c in state_changes {
         let _ = writeln!(out, "state {}", render::state_change_line(c));
@@ -818,32 +700,30 @@ fn cmd_diff(
             }
         }
     }
-    if !name_status {
-        for c in &shown {
-            if !matches!(
-                c.kind,
-                diff::ChangeKind::Added
-                    | diff::ChangeKind::Deleted
-                    | diff::ChangeKind::Modified
-                    | diff::ChangeKind::TypeChanged
-            ) {
-                continue;
+    for c in &d.changes {
+        if !matches!(
+            c.change.kind,
+            diff::ChangeKind::Added
+                | diff::ChangeKind::Deleted
+                | diff::ChangeKind::Modified
+                | diff::ChangeKind::TypeChanged
+        ) {
+            continue;
+        }
+        match &c.content {
+            Some(ContentDiff::Text(t)) if !t.is_empty() => {
+                let _ = write!(out, "\n{}", render::paint_diff(t));
             }
-            match content(c)? {
-                Some(ContentDiff::Text(t)) if !t.is_empty() => {
-                    let _ = write!(out, "\n{}", render::paint_diff(&t));
-                }
-                Some(ContentDiff::Binary { old_size, new_size }) => {
-                    let _ = writeln!(
-                        out,
-                        "\nbinary file {} differs ({} → {})",
-                        render::quote(&c.path),
-                        render::bytes(old_size),
-                        render::bytes(new_size)
-                    );
-                }
-                _ => {}
+            Some(ContentDiff::Binary { old_size, new_size }) => {
+                let _ = writeln!(
+                    out,
+                    "\nbinary file {} differs ({} → {})",
+                    render::quote(&c.change.path),
+                    render::bytes(*old_size),
+                    render::bytes(*new_size)
+                );
             }
+            _ => {}
         }
     }
     Ok(())
@@ -860,26 +740,15 @@ fn cmd_restore(
     paths: &[PathBuf],
     json: bool,
 ) -> Result<()> {
-    let t0 = Instant::now();
-    let ws = ctx.workspace()?;
-    let rel = ctx.rel_paths(&ws, paths)?;
     if let Some(dest) = to {
-        let store = ws.open_store(ctx.lock_timeout)?;
-        let dest = ctx.cwd.join(dest);
-        if normalize(&dest).starts_with(&ws.root) {
-            return Err(Error::Usage(format!(
-                "--to {} is inside the workspace; choose a directory outside it (nothing was changed)",
-                dest.display()
-            )));
-        }
         let spinner = progress::Spinner::start("materialising", ctx.quiet || json);
-        let rep = restore::restore_to(&store, id, &dest, &rel)?;
+        let (rep, dest, elapsed) = ops::restore::restore_to(&ctx.ops, id, dest, paths)?;
         drop(spinner);
         if json {
             print_json(&json!({
                 "schema": SCHEMA, "restored": rep.target.id(), "to": dest.display().to_string(),
                 "files": rep.files, "dirs": rep.dirs, "bytes": rep.bytes,
-                "elapsed_ms": t0.elapsed().as_secs_f64() * 1e3,
+                "elapsed_ms": elapsed.as_secs_f64() * 1e3,
             }));
         } else if !ctx.quiet {
             println!(
@@ -889,26 +758,19 @@ fn cmd_restore(
                 rep.files,
                 rep.dirs,
                 render::bytes(rep.bytes),
-                render::ms(t0.elapsed())
+                render::ms(elapsed)
             );
         }
         return Ok(());
     }
-    let opts = RestoreOptions {
-        paths: rel,
+    let req = ops::restore::RestoreRequest {
+        rev: id.to_string(),
+        paths: paths.to_vec(),
         dry_run,
         no_save,
         scope,
     };
-    // Through a live watcher when it vouches for the workspace (it keeps
-    // the index in memory); otherwise here.
-    let rep = match ckpt::watch::client::restore_via_watcher(&ws, id, &opts, ctx.lock_timeout) {
-        Some(rep) => rep,
-        None => {
-            let store = ws.open_store(ctx.lock_timeout)?;
-            restore::restore(&ws, &store, id, &opts)?
-        }
-    };
+    let (rep, elapsed) = ops::restore::restore(&ctx.ops, &req)?;
     let shown: Vec<_> = rep.changes.iter().filter(|c| c.is_interesting()).collect();
     let stats = diff::stats(&rep.changes);
     if json {
@@ -926,7 +788,7 @@ fn cmd_restore(
                 "after": s.after,
                 "changes": s.changes.iter().map(render::state_change_json).collect::<Vec<_>>(),
             })),
-            "elapsed_ms": t0.elapsed().as_secs_f64() * 1e3,
+            "elapsed_ms": elapsed.as_secs_f64() * 1e3,
         }));
         return Ok(());
     }
@@ -981,7 +843,7 @@ fn cmd_restore(
             println!(
                 "restored the agent state of {} ({}){}",
                 rep.target.id(),
-                render::ms(t0.elapsed()),
+                render::ms(elapsed),
                 rep.undo.map_or(String::new(), |u| format!(
                     "; undo with `ckpt restore v{u}`"
                 ))
@@ -998,7 +860,7 @@ fn cmd_restore(
             rep.target.id(),
             rep.written,
             rep.removed,
-            render::ms(t0.elapsed()),
+            render::ms(elapsed),
             rep.undo.map_or(String::new(), |u| format!(
                 "; undo with `ckpt restore v{u}`"
             ))
@@ -1008,8 +870,8 @@ fn cmd_restore(
 }
 
 fn cmd_delete(ctx: &Ctx, id: &str, json: bool) -> Result<()> {
-    let ws = ctx.workspace()?;
-    let store = ws.open_store(ctx.lock_timeout)?;
+    let ws = ctx.ops.workspace()?;
+    let store = ws.open_store(&ctx.ops.config)?;
     let cp = store.catalog.reader()?.resolve(id)?;
     store.catalog.delete_checkpoint(&cp)?;
     if json {
@@ -1021,9 +883,9 @@ fn cmd_delete(ctx: &Ctx, id: &str, json: bool) -> Result<()> {
 }
 
 pub(crate) fn cmd_gc(ctx: &Ctx, dry_run: bool, json: bool) -> Result<()> {
-    let ws = ctx.workspace()?;
-    let store = ws.open_store(ctx.lock_timeout)?;
-    let rep = ckpt::gc::gc(&store, dry_run)?;
+    let ws = ctx.ops.workspace()?;
+    let store = ws.open_store(&ctx.ops.config)?;
+    let rep = ckpt_lib::store::gc::gc(&store, dry_run)?;
     if json {
         let mut v = serde_json::to_value(&rep).expect("json");
         v["schema"] = json!(SCHEMA);
@@ -1047,10 +909,10 @@ fn hex(b: &[u8]) -> String {
 
 fn cmd_verify(ctx: &Ctx, id: Option<&str>, check_store: bool, json: bool) -> Result<ExitCode> {
     let t0 = Instant::now();
-    let ws = ctx.workspace()?;
-    let store = ws.open_store_read_only(ctx.lock_timeout)?;
+    let ws = ctx.ops.workspace()?;
+    let store = ws.open_store_read_only(&ctx.ops.config)?;
     if check_store {
-        let rep = ckpt::verify::verify_store(&store)?;
+        let rep = ckpt_lib::engine::verify::verify_store(&store)?;
         let ok = rep.problems.is_empty();
         if json {
             let mut v = serde_json::to_value(&rep).expect("json");
@@ -1090,7 +952,7 @@ fn cmd_verify(ctx: &Ctx, id: Option<&str>, check_store: bool, json: bool) -> Res
         });
     }
     let spinner = progress::Spinner::start("verifying", ctx.quiet || json);
-    let rep = ckpt::verify::verify_workspace(&ws, &store, id.unwrap_or("HEAD"))?;
+    let rep = ckpt_lib::engine::verify::verify_workspace(&ws, &store, id.unwrap_or("HEAD"))?;
     drop(spinner);
     let elapsed = t0.elapsed();
     let rate = rep.bytes as f64 / elapsed.as_secs_f64().max(1e-9);
@@ -1132,8 +994,8 @@ fn cmd_verify(ctx: &Ctx, id: Option<&str>, check_store: bool, json: bool) -> Res
 }
 
 fn cmd_hash(ctx: &Ctx, dir: &Path, full: bool, json: bool) -> Result<()> {
-    let dir = ctx.cwd.join(dir);
-    let (digest, scan) = ckpt::verify::hash_dir(&dir)?;
+    let dir = ctx.ops.cwd.join(dir);
+    let (digest, scan) = ckpt_lib::engine::verify::hash_dir(&dir)?;
     let checksum = hex(&digest.checksum());
     if json {
         let mut v = json!({

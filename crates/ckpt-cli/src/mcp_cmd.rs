@@ -21,7 +21,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::Command;
 
-use ckpt::{Error, Result};
+use ckpt_lib::{Error, Result};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
@@ -392,7 +392,11 @@ pub fn run(ctx: &Ctx) -> Result<()> {
         .enable_all()
         .build()
         .map_err(|e| Error::io("start", "async runtime", e))?;
-    let server = CkptServer::new(exe, ctx.cwd.clone(), ctx.lock_timeout.as_secs());
+    let server = CkptServer::new(
+        exe,
+        ctx.ops.cwd.clone(),
+        ctx.ops.config.lock_timeout.as_secs(),
+    );
     rt.block_on(async move {
         let service = server
             .serve(rmcp::transport::stdio())

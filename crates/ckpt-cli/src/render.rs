@@ -13,10 +13,10 @@
 
 use std::fmt::Write as _;
 
-use ckpt::catalog::{Checkpoint, Skipped};
-use ckpt::diff::Change;
-use ckpt::state::{ChangeKind as StateChangeKind, StateChange, Versioned};
-use ckpt::tree::{Entry, Node};
+use ckpt_lib::engine::diff::Change;
+use ckpt_lib::store::catalog::{Checkpoint, Skipped};
+use ckpt_lib::store::state::{ChangeKind as StateChangeKind, StateChange, Versioned};
+use ckpt_lib::store::tree::{Entry, Node};
 use serde_json::{json, Value};
 
 /// JSON schema version of all `--json` output.
@@ -131,11 +131,7 @@ pub fn age(ns: i64, now_ns: i64) -> String {
 
 /// Local time and age: `2026-11-21 17:03:09 +0100 (5 min ago)`.
 pub fn when(ns: i64) -> String {
-    format!(
-        "{} ({})",
-        local_time(ns),
-        age(ns, ckpt::platform::fs::now_ns())
-    )
+    format!("{} ({})", local_time(ns), age(ns, ckpt_copy::fs::now_ns()))
 }
 
 /// Whether to colour stdout (see the module doc).
@@ -248,7 +244,9 @@ pub fn change_line(c: &Change) -> String {
     if is_dir {
         line.push('/');
     }
-    if let (ckpt::diff::ChangeKind::ModeChanged, Some(o), Some(n)) = (c.kind, &c.old, &c.new) {
+    if let (ckpt_lib::engine::diff::ChangeKind::ModeChanged, Some(o), Some(n)) =
+        (c.kind, &c.old, &c.new)
+    {
         let _ = write!(line, " ({:o} → {:o})", o.mode, n.mode);
     }
     line

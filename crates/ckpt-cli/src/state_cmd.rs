@@ -11,17 +11,17 @@
 //! These commands open only `<store>/state.redb` (never the store lock, so
 //! they do not wait for a running save); reads never create it. Writes are
 //! single transactions that are retried on conflict. Exit codes: 7 when a
-//! `cas` finds another version ([`ckpt::error::EXIT_CAS_MISMATCH`]), 8 when
-//! `get` finds no such key, otherwise those of [`ckpt::Error::exit_code`].
+//! `cas` finds another version ([`ckpt_lib::error::EXIT_CAS_MISMATCH`]), 8 when
+//! `get` finds no such key, otherwise those of [`ckpt_lib::Error::exit_code`].
 
 use std::ffi::OsString;
 use std::io::{Read, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::process::ExitCode;
 
-use ckpt::error::EXIT_CAS_MISMATCH;
-use ckpt::state::{LazyState, StateError};
-use ckpt::{Error, Result};
+use ckpt_lib::error::EXIT_CAS_MISMATCH;
+use ckpt_lib::store::state::{LazyState, StateError};
+use ckpt_lib::{Error, Result};
 use clap::Subcommand;
 use serde_json::{json, Map, Value};
 
@@ -105,8 +105,8 @@ pub enum StateCmd {
 
 /// Runs one `ckpt state` subcommand.
 pub fn run(ctx: &Ctx, cmd: &StateCmd) -> Result<ExitCode> {
-    let ws = ctx.workspace()?;
-    let state = LazyState::for_workspace(&ws, ctx.lock_timeout)?;
+    let ws = ctx.ops.workspace()?;
+    let state = ws.state(ctx.ops.config.lock_timeout)?;
     match cmd {
         StateCmd::Get { key, at, json } => get(ctx, &state, key.as_bytes(), *at, *json),
         StateCmd::Put {

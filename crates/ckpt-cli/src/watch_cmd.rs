@@ -1,5 +1,5 @@
 //! `ckpt watch`: run, detach, stop and describe the workspace's watcher
-//! (the watcher itself is `ckpt::watch::server`).
+//! (the watcher itself is `ckpt_lib::watch::server`).
 //!
 //! `--daemon` re-executes this binary as `ckpt -C ROOT watch …` in a new
 //! session (setsid), with stdin closed and output appended to
@@ -10,9 +10,9 @@ use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use ckpt::watch::server::{self, WatchOptions};
-use ckpt::watch::{self, client, Op, WatchStatus};
-use ckpt::{Error, Result};
+use ckpt_lib::daemon::server::{self, WatchOptions};
+use ckpt_lib::watch::{self, client, Op, WatchStatus};
+use ckpt_lib::{Error, Result};
 use clap::Args;
 use serde_json::json;
 
@@ -72,7 +72,7 @@ fn status_json(st: Option<&WatchStatus>) -> serde_json::Value {
 
 /// Runs `ckpt watch`.
 pub fn run(ctx: &Ctx, args: &WatchArgs) -> Result<()> {
-    let ws = ctx.workspace()?;
+    let ws = ctx.ops.workspace()?;
     let store = ws.store_path.clone();
     if args.status {
         let st = match client::request(&store, Op::Status, 0, 0) {
@@ -116,7 +116,7 @@ pub fn run(ctx: &Ctx, args: &WatchArgs) -> Result<()> {
         return Ok(());
     }
     if args.stop {
-        let stopped = server::stop(&store, ctx.lock_timeout)?;
+        let stopped = server::stop(&store, ctx.ops.config.lock_timeout)?;
         if args.json {
             print_json(&json!({"schema": SCHEMA, "stopped": stopped}));
         } else if !ctx.quiet {
@@ -145,11 +145,12 @@ pub fn run(ctx: &Ctx, args: &WatchArgs) -> Result<()> {
         auto_save,
         auto_save_tags: tags.into_iter().collect(),
         on_ready: (!ctx.quiet).then_some(print_ready as fn(&WatchStatus)),
+        config: ctx.ops.config.clone(),
     };
     server::run(&ws, opts)
 }
 
-fn daemonize(ctx: &Ctx, ws: &ckpt::workspace::Workspace, args: &WatchArgs) -> Result<()> {
+fn daemonize(ctx: &Ctx, ws: &ckpt_lib::workspace::Workspace, args: &WatchArgs) -> Result<()> {
     let store = &ws.store_path;
     let log_path = watch::log_path(store);
     let log = std::fs::OpenOptions::new()

@@ -1,5 +1,5 @@
 //! Large files stored as 8 MiB content-addressed bands (see
-//! `ckpt::bands`), through the real binary with `CKPT_BAND_MIN=1` so every
+//! `ckpt_lib::store::bands`), through the real binary with `CKPT_BAND_MIN=1` so every
 //! file above the small-file limit is banded (the test store is on a
 //! filesystem without reflink, where banding applies):
 //! - random in-place edits, appends and truncations round-trip exactly

@@ -1,5 +1,5 @@
 //! `ckpt fork` and `restore --to` write into a fresh directory through
-//! `ckpt::materialize`, which verifies each object as it writes it instead
+//! `ckpt_lib::engine::materialize`, which verifies each object as it writes it instead
 //! of in a separate pass first. These tests pin down what that must keep:
 //! - a damaged store object (bytes changed, truncated or extended; small
 //!   objects, written from memory, and large ones, cloned or copied) makes

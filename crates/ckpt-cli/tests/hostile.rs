@@ -199,12 +199,14 @@ fn crafted_tree_that_escapes_is_refused() {
         t.extend_from_slice(bad);
         t.extend(8u64.to_le_bytes());
         t.extend(content_hash);
-        let root = ckpt::Hash(*blake3::hash(&t).as_bytes());
+        let root = ckpt_lib::Hash(*blake3::hash(&t).as_bytes());
         let seq = {
-            let ckpt_ws = ckpt::workspace::Workspace::discover(&ws.root).unwrap();
-            let store =
-                ckpt::store::Store::open(&ckpt_ws.store_path, std::time::Duration::from_secs(5))
-                    .unwrap();
+            let ckpt_ws = ckpt_lib::workspace::Workspace::discover(&ws.root).unwrap();
+            let store = ckpt_lib::store::Store::open(
+                &ckpt_ws.store_path,
+                &ckpt_lib::Config::locking(std::time::Duration::from_secs(5)),
+            )
+            .unwrap();
             let head = store.catalog.reader().unwrap().resolve(&v1).unwrap();
             let mut rec = head.clone();
             rec.root = root;

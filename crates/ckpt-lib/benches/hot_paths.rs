@@ -9,11 +9,12 @@ use std::hint::black_box;
 use std::path::Path;
 use std::time::Duration;
 
-use ckpt::checkpoint::{self, SaveOptions};
-use ckpt::index::Index;
-use ckpt::tree::{Entry, Node, Tree};
-use ckpt::workspace::Workspace;
-use ckpt::Hash;
+use ckpt_lib::engine::save::{self, SaveOptions, Scanner};
+use ckpt_lib::store::index::Index;
+use ckpt_lib::store::tree::{Entry, Node, Tree};
+use ckpt_lib::workspace::Workspace;
+use ckpt_lib::Config;
+use ckpt_lib::Hash;
 use criterion::{criterion_group, criterion_main, Criterion};
 
 fn make_tree(root: &Path, dirs: usize, files: usize) {
@@ -44,7 +45,7 @@ fn walk_names(root: &Path) -> Vec<(std::os::fd::OwnedFd, Vec<Vec<u8>>)> {
             }
             names.push(e.file_name().as_bytes().to_vec());
         }
-        out.push((ckpt::platform::fs::open_dir_path(&d).unwrap(), names));
+        out.push((ckpt_copy::fs::open_dir_path(&d).unwrap(), names));
     }
     out
 }
@@ -53,13 +54,15 @@ fn bench_scan(c: &mut Criterion) {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("ws");
     make_tree(&root, 100, 20);
-    let ws = Workspace::init(&root, Some(&tmp.path().join("store"))).unwrap();
+    let ws = Workspace::init(&root, Some(&tmp.path().join("store")), None).unwrap();
     {
-        let store = ws.open_store(Duration::from_secs(5)).unwrap();
-        checkpoint::save(&ws, &store, &SaveOptions::default()).unwrap();
+        let store = ws
+            .open_store(&Config::locking(Duration::from_secs(5)))
+            .unwrap();
+        save::save(&ws, &store, &SaveOptions::default()).unwrap();
         // A second save clears the racy marks of the first.
         std::thread::sleep(Duration::from_millis(100));
-        checkpoint::save(
+        save::save(
             &ws,
             &store,
             &SaveOptions {
@@ -70,11 +73,20 @@ fn bench_scan(c: &mut Criterion) {
         )
         .unwrap();
     }
-    let store = ws.open_store(Duration::from_secs(5)).unwrap();
+    let store = ws
+        .open_store(&Config::locking(Duration::from_secs(5)))
+        .unwrap();
     let mut g = c.benchmark_group("scan");
     g.sample_size(30);
     g.bench_function("unchanged_2000_files", |b| {
-        b.iter(|| black_box(checkpoint::scan_workspace(&ws, &store, false).unwrap().root))
+        b.iter(|| {
+            black_box(
+                save::OnDisk::default()
+                    .scan(&ws, &store, save::ScanKind::HashOnly)
+                    .unwrap()
+                    .root,
+            )
+        })
     });
     // The floor under that scan: `lstat` of every entry, names known, each
     // directory's entries on one rayon task (what a scan of unchanged,
@@ -89,7 +101,7 @@ fn bench_scan(c: &mut Criterion) {
                 .map(|(fd, names)| {
                     names
                         .iter()
-                        .map(|n| ckpt::platform::fs::stat_at(fd.as_fd(), n).unwrap().size)
+                        .map(|n| ckpt_copy::fs::stat_at(fd.as_fd(), n).unwrap().size)
                         .sum::<u64>()
                 })
                 .sum();
@@ -143,12 +155,14 @@ fn bench_capture(c: &mut Criterion) {
                 let tmp = tempfile::tempdir().unwrap();
                 let root = tmp.path().join("ws");
                 make_tree(&root, 100, 20);
-                let ws = Workspace::init(&root, Some(&tmp.path().join("store"))).unwrap();
+                let ws = Workspace::init(&root, Some(&tmp.path().join("store")), None).unwrap();
                 (tmp, ws)
             },
             |(tmp, ws)| {
-                let store = ws.open_store(Duration::from_secs(5)).unwrap();
-                checkpoint::save(&ws, &store, &SaveOptions::default()).unwrap();
+                let store = ws
+                    .open_store(&Config::locking(Duration::from_secs(5)))
+                    .unwrap();
+                save::save(&ws, &store, &SaveOptions::default()).unwrap();
                 drop(store);
                 drop(tmp);
             },

@@ -97,20 +97,25 @@ impl Error {
 /// version was not the expected one; nothing was written.
 pub const EXIT_CAS_MISMATCH: i32 = 7;
 
-/// Adds path context to `std::io::Result`s.
+/// Adds path context to `std::io::Result`s and `rustix::io::Result`s.
+/// (Crate `ckpt-copy` has the same trait for its own error type, which
+/// converts into [`Error`] with `?`.)
 pub trait IoContext<T> {
     /// Attaches the operation and path to an OS error.
     fn ctx(self, op: &'static str, path: impl Into<PathBuf>) -> Result<T>;
 }
 
-impl<T> IoContext<T> for std::io::Result<T> {
+impl<T, E: Into<std::io::Error>> IoContext<T> for std::result::Result<T, E> {
     fn ctx(self, op: &'static str, path: impl Into<PathBuf>) -> Result<T> {
-        self.map_err(|e| Error::io(op, path, e))
+        self.map_err(|e| Error::io(op, path, e.into()))
     }
 }
 
-impl<T> IoContext<T> for rustix::io::Result<T> {
-    fn ctx(self, op: &'static str, path: impl Into<PathBuf>) -> Result<T> {
-        self.map_err(|e| Error::io(op, path, e.into()))
+impl From<ckpt_copy::Error> for Error {
+    fn from(e: ckpt_copy::Error) -> Self {
+        match e {
+            ckpt_copy::Error::Io { op, path, source } => Error::Io { op, path, source },
+            ckpt_copy::Error::Usage(m) => Error::Usage(m),
+        }
     }
 }

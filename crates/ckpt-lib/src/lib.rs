@@ -1,62 +1,58 @@
-//! # ckpt — instant checkpoints for a working directory
+//! # ckpt-lib — the ckpt model
 //!
-//! This crate owns the model; the `ckpt` binary (crate `ckpt-cli`) is a thin
-//! layer of argument parsing and printing on top of it.
+//! This crate owns the model; the `ckpt` binary (crate `ckpt-cli`) maps
+//! arguments to one call of [`ops`] and prints the report it gets back.
 //!
-//! How the pieces fit (see `docs/ARCHITECTURE.md` for the picture):
+//! The folders are the layers, each using only the ones listed before it
+//! (`docs/ARCHITECTURE.md` has the picture; `tests/layers.rs` refuses an
+//! import circle):
 //!
-//! - [`workspace`] finds a workspace (the `.ckpt` marker, walking up like git)
-//!   and its [`store`](store::Store): where checkpoints live, outside the
-//!   workspace so they survive its deletion.
-//! - [`scan`] walks the workspace in parallel and compares every entry with
-//!   the stat [`index`]; only entries whose stat changed are read. It produces
-//!   the directory [`tree`]s of the current state, reusing unchanged subtrees
-//!   by hash.
-//! - [`objects`] holds file contents as plain, read-only files named by their
-//!   BLAKE3 hash, written with the [`copy`](platform::copy) engine (reflink →
-//!   `copy_file_range` → userspace).
-//! - [`catalog`] is the embedded ACID database (redb) holding trees,
-//!   checkpoint records and refs.
-//! - [`checkpoint`] (save), [`restore`], [`diff`], [`gc`] and [`verify`] are
-//!   the operations users run.
-//! - [`state`] connects the agent-state store (crate `ckpt-state`,
-//!   `<store>/state.redb`) to checkpoints: a save records the state version,
-//!   restore brings it back, diff compares it, gc keeps the pinned versions.
+//! - [`platform`]: the Linux pieces outside the copy engine: inotify, and the
+//!   probes `ckpt doctor` shows. Files, copies and content hashes are crate
+//!   `ckpt-copy`.
+//! - [`store`]: the store on disk: the content-addressed [`objects`](store::objects)
+//!   and their [`bands`](store::bands), the [`catalog`](store::catalog)
+//!   (redb: trees, checkpoint records, refs, meta keys), the stat
+//!   [`index`](store::index), [`tree`](store::tree) encoding, state
+//!   [`digest`](store::digest)s, the store [`lock`](store::lock), the link
+//!   to the agent-state store ([`state`](store::state)), and what frees
+//!   space: [`gc`](store::gc), [`retention`](store::retention),
+//!   [`usage`](store::usage).
+//! - [`workspace`]: a directory under ckpt: its marker, its
+//!   [`ignore`](workspace::ignore) rules, and the parallel
+//!   [`scan`](workspace::scan) that compares it with the index.
+//! - [`engine`]: what moves data between a workspace and its store:
+//!   [`save`](engine::save), [`restore`](engine::restore),
+//!   [`materialize`](engine::materialize), [`diff`](engine::diff),
+//!   [`verify`](engine::verify), [`fork`](engine::fork).
+//! - [`watch`]: the watcher's wire protocol and its client: asks a live
+//!   watcher what changed, or hands it a save or restore.
+//! - [`ops`]: **the front door**. One function per user operation, each
+//!   taking a typed options struct and returning a typed, `Serialize`
+//!   report. It alone opens the store, takes the lock and decides between
+//!   "through the live watcher" and "here". The CLI, `ckpt mcp`, `ckpt
+//!   hook` and the watcher's request handler call only this layer.
+//! - [`daemon`]: the watcher process itself (`ckpt watch`): dirty-directory
+//!   tracking, the in-memory index, the socket server and auto-save. It
+//!   serves requests by calling [`ops`].
 //!
-//! - [`watch`] is watch mode: a watcher process folds inotify events into
-//!   dirty directories so scans cost what changed (`ckpt watch`).
-//!
-//! Every public operation takes the store [`lock`] first, so two `ckpt`
-//! processes on one workspace serialise instead of corrupting each other.
+//! Configuration is explicit: the caller builds one [`Config`] (the CLI
+//! from its flags and the environment) and passes it in. The library reads
+//! no environment variable and keeps no global mutable state, with one
+//! documented exception: [`trace::enable`], a diagnostics switch the CLI
+//! sets once at start-up.
 
-pub mod bands;
-pub mod catalog;
-pub mod checkpoint;
-pub mod content_hash;
-pub mod copytree;
-pub mod diff;
-pub mod doctor;
+pub mod config;
+pub mod daemon;
+pub mod engine;
 pub mod error;
-pub mod fork;
-pub mod gc;
-pub mod hash;
-pub mod ignore;
-pub mod index;
-pub mod lock;
-pub mod materialize;
-pub mod objects;
+pub mod ops;
 pub mod platform;
-pub mod restore;
-pub mod retention;
-pub mod scan;
-pub mod state;
 pub mod store;
 pub mod trace;
-pub mod tree;
-pub mod usage;
-pub mod verify;
 pub mod watch;
 pub mod workspace;
 
+pub use ckpt_copy::Hash;
+pub use config::Config;
 pub use error::{Error, Result};
-pub use hash::Hash;

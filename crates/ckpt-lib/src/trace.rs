@@ -1,12 +1,24 @@
-//! Phase timings for profiling: with `CKPT_TRACE=1` every [`span`] prints
-//! its duration to stderr when it ends. Costs one branch when off.
+//! Phase timings for profiling: once [`enable`]d (the CLI does so for
+//! `CKPT_TRACE=1`), every [`span`] prints its duration to stderr when it
+//! ends. Costs one relaxed load when off.
+//!
+//! The one piece of process-wide state in the library, and a documented
+//! exception to "configuration is explicit" (see [`crate::config`]): a
+//! diagnostics switch, set once at start-up, that changes no result. Threading
+//! a tracer through every engine call would cost more than it shows.
 
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
+static ON: AtomicBool = AtomicBool::new(false);
+
+/// Turns tracing on for the rest of the process.
+pub fn enable() {
+    ON.store(true, Ordering::Relaxed);
+}
+
 fn enabled() -> bool {
-    static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| std::env::var_os("CKPT_TRACE").is_some_and(|v| v != "0"))
+    ON.load(Ordering::Relaxed)
 }
 
 /// A timed phase; prints on drop when tracing is on.

@@ -17,12 +17,13 @@
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use ckpt::catalog::decode_checkpoint;
-use ckpt::checkpoint::{self, SaveOptions, SaveOutcome};
-use ckpt::index::Index;
-use ckpt::tree::{Entry, Node, Tree};
-use ckpt::workspace::Workspace;
-use ckpt::Hash;
+use ckpt_lib::engine::save::{self, SaveOptions, SaveOutcome};
+use ckpt_lib::store::catalog::decode_checkpoint;
+use ckpt_lib::store::index::Index;
+use ckpt_lib::store::tree::{Entry, Node, Tree};
+use ckpt_lib::workspace::Workspace;
+use ckpt_lib::Config;
+use ckpt_lib::Hash;
 use proptest::prelude::*;
 
 /// Real encodings from a real store.
@@ -46,21 +47,21 @@ fn samples() -> &'static Samples {
         std::fs::write(root.join("src/deep/x.bin"), vec![7u8; 70_000]).unwrap();
         std::os::unix::fs::symlink("src/main.rs", root.join("link")).unwrap();
         std::fs::create_dir(root.join("empty")).unwrap();
-        let ws = Workspace::init(&root, Some(&tmp.path().join("store"))).unwrap();
+        let ws = Workspace::init(&root, Some(&tmp.path().join("store")), None).unwrap();
         let t = Duration::from_secs(10);
         let mut records = Vec::new();
         for round in 0..2 {
             if round == 1 {
                 std::fs::write(root.join("src/new.txt"), b"new\n").unwrap();
             }
-            let store = ws.open_store(t).unwrap();
+            let store = ws.open_store(&Config::locking(t)).unwrap();
             if let SaveOutcome::Saved(cp) =
-                checkpoint::save(&ws, &store, &SaveOptions::default()).unwrap()
+                save::save(&ws, &store, &SaveOptions::default()).unwrap()
             {
                 records.push((cp.seq, serde_json::to_vec(&cp).unwrap()));
             }
         }
-        let store = ws.open_store(t).unwrap();
+        let store = ws.open_store(&Config::locking(t)).unwrap();
         let reader = store.catalog.reader().unwrap();
         let trees = reader
             .tree_hashes()
@@ -158,7 +159,7 @@ fn real_delta(index: &[u8]) -> Vec<u8> {
     let empty = ix.dirs[&b"empty".to_vec()].clone();
     ix.dirs.insert(
         b"empty".to_vec(),
-        std::sync::Arc::new(ckpt::index::DirRecord {
+        std::sync::Arc::new(ckpt_lib::store::index::DirRecord {
             tree: Hash::of(b"other"),
             entries: empty.entries.clone(),
             exact_names: !empty.exact_names,
@@ -187,7 +188,7 @@ fn check_index_delta(delta: &[u8]) {
 fn check_record(seq: u64, bytes: &[u8]) {
     if let Ok(cp) = decode_checkpoint(seq, bytes) {
         assert_eq!(cp.seq, seq);
-        let _ = ckpt::verify::stored_digest(&cp);
+        let _ = ckpt_lib::engine::digest::stored_digest(&cp);
     }
 }
 

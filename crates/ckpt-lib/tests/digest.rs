@@ -8,11 +8,12 @@ mod common;
 
 use std::time::Duration;
 
-use ckpt::checkpoint::{self, SaveOptions, SaveOutcome};
-use ckpt::diff::TreeSource;
-use ckpt::restore;
-use ckpt::verify;
-use ckpt::workspace::Workspace;
+use ckpt_lib::engine::diff::TreeSource;
+use ckpt_lib::engine::materialize;
+use ckpt_lib::engine::save::{self, SaveOptions, SaveOutcome};
+use ckpt_lib::engine::{digest, verify};
+use ckpt_lib::workspace::Workspace;
+use ckpt_lib::Config;
 use common::*;
 use proptest::prelude::*;
 
@@ -26,30 +27,30 @@ proptest! {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().join("ws");
         populate(&root, &start);
-        let ws = Workspace::init(&root, Some(&dir.path().join("store"))).unwrap();
+        let ws = Workspace::init(&root, Some(&dir.path().join("store")), None).unwrap();
         let mut last = None;
         for (i, ops) in rounds.iter().enumerate() {
             if i > 0 {
                 apply(&ws.root, ops);
             }
-            let store = ws.open_store(T).unwrap();
-            let out = checkpoint::save(&ws, &store, &SaveOptions::default()).unwrap();
+            let store = ws.open_store(&Config::locking(T)).unwrap();
+            let out = save::save(&ws, &store, &SaveOptions::default()).unwrap();
             let SaveOutcome::Saved(cp) = out else { continue };
             let reader = store.catalog.reader().unwrap();
             let src = TreeSource { fresh: None, catalog: &reader };
-            let stored = verify::stored_digest(&cp).unwrap().expect("every save stores a digest");
-            let recomputed = verify::tree_digest(&src, cp.root).unwrap();
+            let stored = digest::stored_digest(&cp).unwrap().expect("every save stores a digest");
+            let recomputed = digest::tree_digest(&src, cp.root).unwrap();
             prop_assert_eq!(&stored, &recomputed, "incremental digest drifted at {}", cp.id());
             let (on_disk, _) = verify::hash_dir(&ws.root).unwrap();
             prop_assert_eq!(&stored, &on_disk, "hash of the directory differs from {}", cp.id());
             last = Some(cp);
         }
         if let Some(cp) = last {
-            let store = ws.open_store(T).unwrap();
+            let store = ws.open_store(&Config::locking(T)).unwrap();
             let fork = dir.path().join("fork");
-            restore::restore_to(&store, &cp.id(), &fork, &[]).unwrap();
+            materialize::restore_to(&store, &cp.id(), &fork, &[]).unwrap();
             let (forked, _) = verify::hash_dir(&fork).unwrap();
-            prop_assert_eq!(verify::stored_digest(&cp).unwrap().unwrap(), forked);
+            prop_assert_eq!(digest::stored_digest(&cp).unwrap().unwrap(), forked);
             let rep = verify::verify_workspace(&ws, &store, &cp.id()).unwrap();
             prop_assert!(rep.matches());
         }
@@ -63,10 +64,9 @@ fn verify_names_what_differs_and_store_check_finds_damage() {
     std::fs::create_dir_all(root.join("d")).unwrap();
     std::fs::write(root.join("d/a.txt"), b"alpha").unwrap();
     std::fs::write(root.join("b.txt"), b"beta").unwrap();
-    let ws = Workspace::init(&root, Some(&dir.path().join("store"))).unwrap();
-    let store = ws.open_store(T).unwrap();
-    let SaveOutcome::Saved(cp) = checkpoint::save(&ws, &store, &SaveOptions::default()).unwrap()
-    else {
+    let ws = Workspace::init(&root, Some(&dir.path().join("store")), None).unwrap();
+    let store = ws.open_store(&Config::locking(T)).unwrap();
+    let SaveOutcome::Saved(cp) = save::save(&ws, &store, &SaveOptions::default()).unwrap() else {
         panic!()
     };
     assert!(verify::verify_workspace(&ws, &store, "HEAD")
@@ -90,7 +90,7 @@ fn verify_names_what_differs_and_store_check_finds_damage() {
     assert_eq!(paths, vec![b"d/a.txt".to_vec()]);
     // Damage an object: verify --store names it and the checkpoint.
     assert!(verify::verify_store(&store).unwrap().problems.is_empty());
-    let h = ckpt::Hash::of(b"beta");
+    let h = ckpt_lib::Hash::of(b"beta");
     let p = store.objects.object_path(&h);
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
@@ -138,14 +138,14 @@ fn a_deleted_object_names_the_checkpoints_that_need_it() {
     std::fs::create_dir_all(&root).unwrap();
     std::fs::write(root.join("keep"), b"kept in both").unwrap();
     std::fs::write(root.join("gone"), b"only in v1 and v2").unwrap();
-    let ws = Workspace::init(&root, Some(&dir.path().join("store"))).unwrap();
-    let store = ws.open_store(T).unwrap();
-    checkpoint::save(&ws, &store, &SaveOptions::default()).unwrap();
+    let ws = Workspace::init(&root, Some(&dir.path().join("store")), None).unwrap();
+    let store = ws.open_store(&Config::locking(T)).unwrap();
+    save::save(&ws, &store, &SaveOptions::default()).unwrap();
     std::fs::write(root.join("keep2"), b"v2").unwrap();
-    checkpoint::save(&ws, &store, &SaveOptions::default()).unwrap();
+    save::save(&ws, &store, &SaveOptions::default()).unwrap();
     std::fs::remove_file(root.join("gone")).unwrap();
-    checkpoint::save(&ws, &store, &SaveOptions::default()).unwrap();
-    let h = ckpt::Hash::of(b"only in v1 and v2");
+    save::save(&ws, &store, &SaveOptions::default()).unwrap();
+    let h = ckpt_lib::Hash::of(b"only in v1 and v2");
     std::fs::remove_file(store.objects.object_path(&h)).unwrap();
     let rep = verify::verify_store(&store).unwrap();
     assert_eq!(rep.problems.len(), 1, "{:?}", rep.problems);

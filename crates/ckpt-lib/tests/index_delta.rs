@@ -20,10 +20,11 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use ckpt::index::{delta_path, DirRecord, Index, IndexEntry};
-use ckpt::platform::fs::Meta;
-use ckpt::tree::{Entry, Node};
-use ckpt::Hash;
+use ckpt_copy::fs::Meta;
+use ckpt_lib::store::index::{delta_path, DirRecord, Index, IndexEntry};
+use ckpt_lib::store::tree::{Entry, Node};
+use ckpt_lib::Config;
+use ckpt_lib::Hash;
 use proptest::prelude::*;
 
 /// Directory → (tree, entries, exact names).
@@ -175,7 +176,7 @@ fn assert_matches(ix: &Index, model: &Model, ctx: &str) {
         assert_eq!(rec.entries.len(), entries.len(), "{ctx}: count of {p:?}");
         // Compare through the undecoded views first (PartialEq), then the
         // decoded entries.
-        let m: ckpt::index::Entries = entries.clone().into();
+        let m: ckpt_lib::store::index::Entries = entries.clone().into();
         assert!(rec.entries == m, "{ctx}: entries (views) of {p:?}");
         assert_eq!(&rec.entries[..], &entries[..], "{ctx}: entries of {p:?}");
     }
@@ -372,9 +373,9 @@ fn set_past_mtime(path: &Path, secs: u64) {
 /// that did not change.
 #[test]
 fn saves_and_restores_write_deltas_that_keep_the_cache_warm() {
-    use ckpt::checkpoint::{self, SaveOptions, SaveOutcome};
-    use ckpt::restore::{self, RestoreOptions};
-    use ckpt::workspace::Workspace;
+    use ckpt_lib::engine::restore::{self, RestoreOptions};
+    use ckpt_lib::engine::save::{self, SaveOptions, SaveOutcome};
+    use ckpt_lib::workspace::Workspace;
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("ws");
     for d in 0..30 {
@@ -385,12 +386,19 @@ fn saves_and_restores_write_deltas_that_keep_the_cache_warm() {
             set_past_mtime(&p, 1_600_000_000);
         }
     }
-    let ws = Workspace::init(&root, Some(&tmp.path().join("store"))).unwrap();
+    let ws = Workspace::init(&root, Some(&tmp.path().join("store")), None).unwrap();
     let t = std::time::Duration::from_secs(10);
     let index_path = tmp.path().join("store/index");
     let save = |expect_read: u64, what: &str| {
-        let store = ws.open_store(t).unwrap();
-        let c = checkpoint::capture(&ws, &store, &SaveOptions::default(), true).unwrap();
+        let store = ws.open_store(&Config::locking(t)).unwrap();
+        let c = save::capture(
+            &ws,
+            &store,
+            &SaveOptions::default(),
+            save::Record::Checkpoint,
+            &mut save::OnDisk::default(),
+        )
+        .unwrap();
         assert_eq!(c.files_read, expect_read, "{what}: files read");
         match c.outcome {
             SaveOutcome::Saved(cp) => Some(cp.seq),
@@ -405,7 +413,7 @@ fn saves_and_restores_write_deltas_that_keep_the_cache_warm() {
     // Past the racy window of the directories' creation, so the first save
     // already records their names as exact and later saves keep them so.
     std::thread::sleep(std::time::Duration::from_nanos(
-        ckpt::index::RACY_WINDOW_NS as u64 + 20_000_000,
+        ckpt_lib::store::index::RACY_WINDOW_NS as u64 + 20_000_000,
     ));
     let v1 = save(300, "first save").unwrap();
     assert!(!delta_path(&index_path).exists());
@@ -422,8 +430,15 @@ fn saves_and_restores_write_deltas_that_keep_the_cache_warm() {
     assert_eq!(save(0, "nothing changed"), None);
 
     // Restore v1 (its pre-save finds nothing new), then nothing to read.
-    let store = ws.open_store(t).unwrap();
-    restore::restore(&ws, &store, &format!("v{v1}"), &RestoreOptions::default()).unwrap();
+    let store = ws.open_store(&Config::locking(t)).unwrap();
+    restore::restore(
+        &ws,
+        &store,
+        &format!("v{v1}"),
+        &RestoreOptions::default(),
+        &mut save::OnDisk::default(),
+    )
+    .unwrap();
     drop(store);
     assert_eq!(std::fs::read(root.join("d05/f3")).unwrap(), b"5 3\n");
     assert_eq!(std::fs::read(&index_path).unwrap(), base);

@@ -13,11 +13,11 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
-use ckpt::content_hash::LEAF;
-use ckpt::ignore::Ignore;
-use ckpt::index::Index;
-use ckpt::scan::{self, Mode, ScanInput, ScanResult};
-use ckpt::tree::Node;
+use ckpt_copy::content_hash::LEAF;
+use ckpt_lib::store::index::Index;
+use ckpt_lib::store::tree::Node;
+use ckpt_lib::workspace::ignore::Ignore;
+use ckpt_lib::workspace::scan::{self, Mode, ScanInput, ScanResult};
 use common::*;
 use proptest::prelude::*;
 

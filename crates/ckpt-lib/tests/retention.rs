@@ -3,19 +3,20 @@
 //! a policy to a real store frees exactly the objects that only the dropped
 //! checkpoints referenced.
 //!
-//! Ages are controlled honestly: [`ckpt::retention::select`] and
-//! [`ckpt::retention::apply`] take `now` as an argument, so the tests pick
+//! Ages are controlled honestly: [`ckpt_lib::store::retention::select`] and
+//! [`ckpt_lib::store::retention::apply`] take `now` as an argument, so the tests pick
 //! a `now` relative to the recorded checkpoint times instead of faking the
 //! clock.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use ckpt::catalog::Checkpoint;
-use ckpt::checkpoint::{self, SaveOptions, SaveOutcome};
-use ckpt::retention::{self, Policy};
-use ckpt::workspace::Workspace;
-use ckpt::Hash;
+use ckpt_lib::engine::save::{self, SaveOptions, SaveOutcome};
+use ckpt_lib::store::catalog::Checkpoint;
+use ckpt_lib::store::retention::{self, Policy};
+use ckpt_lib::workspace::Workspace;
+use ckpt_lib::Config;
+use ckpt_lib::Hash;
 use proptest::prelude::*;
 
 const T: Duration = Duration::from_secs(10);
@@ -177,7 +178,7 @@ proptest! {
 }
 
 fn save(ws: &Workspace, tags: &[(&str, &str)]) -> Checkpoint {
-    let store = ws.open_store(T).unwrap();
+    let store = ws.open_store(&Config::locking(T)).unwrap();
     let opts = SaveOptions {
         tags: tags
             .iter()
@@ -185,7 +186,7 @@ fn save(ws: &Workspace, tags: &[(&str, &str)]) -> Checkpoint {
             .collect::<BTreeMap<_, _>>(),
         ..Default::default()
     };
-    match checkpoint::save(ws, &store, &opts).unwrap() {
+    match save::save(ws, &store, &opts).unwrap() {
         SaveOutcome::Saved(cp) => cp,
         SaveOutcome::Unchanged(_) => panic!("expected a checkpoint"),
     }
@@ -199,7 +200,7 @@ fn save(ws: &Workspace, tags: &[(&str, &str)]) -> Checkpoint {
 fn apply_frees_exactly_the_unreferenced_objects() {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("ws");
-    let ws = Workspace::init(&root, Some(&tmp.path().join("store"))).unwrap();
+    let ws = Workspace::init(&root, Some(&tmp.path().join("store")), None).unwrap();
     std::fs::write(root.join("base"), b"always here").unwrap();
     let mut cps = Vec::new();
     let mut contents: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
@@ -230,7 +231,7 @@ fn apply_frees_exactly_the_unreferenced_objects() {
         .collect();
     let freed_bytes: u64 = freed.iter().map(|c| c.len() as u64).sum();
 
-    let store = ws.open_store(T).unwrap();
+    let store = ws.open_store(&Config::locking(T)).unwrap();
     let dry = retention::apply(&store, &policy, now, true).unwrap();
     assert_eq!(dry.selection.keep, vec![2, 5, 6, 7]);
     assert_eq!(dry.selection.drop, vec![1, 3, 4]);
@@ -277,9 +278,9 @@ fn apply_frees_exactly_the_unreferenced_objects() {
     }
     assert!(store.objects.contains(&Hash::of(b"always here")));
     // A second gc finds nothing more; every survivor's data is intact.
-    let again = ckpt::gc::gc(&store, false).unwrap();
+    let again = ckpt_lib::store::gc::gc(&store, false).unwrap();
     assert_eq!(again.objects_removed, 0);
-    let vs = ckpt::verify::verify_store(&store).unwrap();
+    let vs = ckpt_lib::engine::verify::verify_store(&store).unwrap();
     assert!(vs.problems.is_empty(), "{:?}", vs.problems);
 }
 
@@ -289,9 +290,9 @@ fn apply_frees_exactly_the_unreferenced_objects() {
 fn configured_policy_round_trips_and_applies() {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("ws");
-    let ws = Workspace::init(&root, Some(&tmp.path().join("store"))).unwrap();
+    let ws = Workspace::init(&root, Some(&tmp.path().join("store")), None).unwrap();
     {
-        let store = ws.open_store(T).unwrap();
+        let store = ws.open_store(&Config::locking(T)).unwrap();
         assert!(retention::configured(&store).unwrap().is_empty());
         let p = Policy {
             keep_last: Some(2),
@@ -303,13 +304,13 @@ fn configured_policy_round_trips_and_applies() {
     for i in 0..4 {
         std::fs::write(root.join("f"), format!("v{i}")).unwrap();
         save(&ws, &[]);
-        let store = ws.open_store(T).unwrap();
+        let store = ws.open_store(&Config::locking(T)).unwrap();
         let rep = retention::apply_configured(&store, i64::MAX).unwrap();
         assert_eq!(rep.is_some(), i >= 2, "save {i}");
         let n = store.catalog.reader().unwrap().checkpoints().unwrap().len();
         assert_eq!(n, (i + 1).min(2));
     }
-    let store = ws.open_store(T).unwrap();
+    let store = ws.open_store(&Config::locking(T)).unwrap();
     retention::set_configured(&store, &Policy::default()).unwrap();
     assert!(retention::configured(&store).unwrap().is_empty());
 }

@@ -9,26 +9,28 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use ckpt::checkpoint::{self, SaveOptions, SaveOutcome};
-use ckpt::diff::PathFilter;
-use ckpt::index::RACY_WINDOW_NS;
-use ckpt::restore::{self, RestoreOptions};
-use ckpt::workspace::Workspace;
+use ckpt_lib::engine::diff::PathFilter;
+use ckpt_lib::engine::materialize;
+use ckpt_lib::engine::restore::{self, RestoreOptions};
+use ckpt_lib::engine::save::{self, SaveOptions, SaveOutcome, Scanner};
+use ckpt_lib::store::index::RACY_WINDOW_NS;
+use ckpt_lib::workspace::Workspace;
+use ckpt_lib::Config;
 use common::*;
 use proptest::prelude::*;
 
 const T: Duration = Duration::from_secs(10);
 
 fn save(ws: &Workspace) -> Option<u64> {
-    let store = ws.open_store(T).unwrap();
-    match checkpoint::save(ws, &store, &SaveOptions::default()).unwrap() {
+    let store = ws.open_store(&Config::locking(T)).unwrap();
+    match save::save(ws, &store, &SaveOptions::default()).unwrap() {
         SaveOutcome::Saved(cp) => Some(cp.seq),
         SaveOutcome::Unchanged(h) => h.map(|h| h.seq),
     }
 }
 
 fn restore_ws(ws: &Workspace, seq: u64, paths: Vec<Vec<u8>>) {
-    let store = ws.open_store(T).unwrap();
+    let store = ws.open_store(&Config::locking(T)).unwrap();
     restore::restore(
         ws,
         &store,
@@ -37,13 +39,21 @@ fn restore_ws(ws: &Workspace, seq: u64, paths: Vec<Vec<u8>>) {
             paths,
             ..Default::default()
         },
+        &mut save::OnDisk::default(),
     )
     .unwrap();
 }
 
 fn assert_clean(ws: &Workspace) {
-    let store = ws.open_store(T).unwrap();
-    let st = checkpoint::status(ws, &store, &PathFilter::default()).unwrap();
+    let store = ws.open_store(&Config::locking(T)).unwrap();
+    let st = save::status(
+        &store,
+        &PathFilter::default(),
+        save::OnDisk::default()
+            .scan(ws, &store, save::ScanKind::HashOnly)
+            .unwrap(),
+    )
+    .unwrap();
     assert!(
         st.changes.is_empty(),
         "status after restore is not clean: {:?}",
@@ -70,7 +80,7 @@ fn assert_same(a: &BTreeMap<Vec<u8>, Snap>, b: &BTreeMap<Vec<u8>, Snap>, what: &
 fn setup(dir: &Path, start: &[Op]) -> Workspace {
     let root = dir.join("ws");
     populate(&root, start);
-    Workspace::init(&root, Some(&dir.join("store"))).unwrap()
+    Workspace::init(&root, Some(&dir.join("store")), None).unwrap()
 }
 
 proptest! {
@@ -112,20 +122,20 @@ proptest! {
         // change cannot claim exact names: age the tree past it, then scan
         // again (this scan lists everything and records exact names).
         std::thread::sleep(Duration::from_nanos(RACY_WINDOW_NS as u64 + 20_000_000));
-        let store = ws.open_store(T).unwrap();
-        checkpoint::capture(&ws, &store, &SaveOptions::default(), true).unwrap();
+        let store = ws.open_store(&Config::locking(T)).unwrap();
+        save::capture(&ws, &store, &SaveOptions::default(), save::Record::Checkpoint, &mut save::OnDisk::default()).unwrap();
         // Nothing changed: only the root (whose names include the marker,
         // so never exact) is listed.
-        let again = checkpoint::capture(&ws, &store, &SaveOptions::default(), true).unwrap();
+        let again = save::capture(&ws, &store, &SaveOptions::default(), save::Record::Checkpoint, &mut save::OnDisk::default()).unwrap();
         prop_assert_eq!(again.scan.dirs_listed, 1);
         drop(store);
         apply(&ws.root, &edits);
         let want = snapshot(&ws.root);
         let Some(v) = save(&ws) else { return Ok(()) };
         assert_clean(&ws);
-        let store = ws.open_store(T).unwrap();
+        let store = ws.open_store(&Config::locking(T)).unwrap();
         let dest = dir.path().join("fork");
-        restore::restore_to(&store, &format!("v{v}"), &dest, &[]).unwrap();
+        materialize::restore_to(&store, &format!("v{v}"), &dest, &[]).unwrap();
         assert_same(&want, &snapshot(&dest), "checkpoint after edits to unlisted directories");
     }
 
@@ -136,9 +146,9 @@ proptest! {
         let Some(v1) = save(&ws) else { return Ok(()) };
         let s1 = snapshot(&ws.root);
         apply(&ws.root, &edits);
-        let store = ws.open_store(T).unwrap();
+        let store = ws.open_store(&Config::locking(T)).unwrap();
         let dest = dir.path().join("fork");
-        restore::restore_to(&store, &format!("v{v1}"), &dest, &[]).unwrap();
+        materialize::restore_to(&store, &format!("v{v1}"), &dest, &[]).unwrap();
         assert_same(&s1, &snapshot(&dest), "restore --to");
     }
 
@@ -202,9 +212,8 @@ fn fifos_and_sockets_are_skipped_and_listed() {
     let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
     let _sock = std::os::unix::net::UnixListener::bind(ws.root.join("sock")).unwrap();
-    let store = ws.open_store(T).unwrap();
-    let SaveOutcome::Saved(cp) = checkpoint::save(&ws, &store, &SaveOptions::default()).unwrap()
-    else {
+    let store = ws.open_store(&Config::locking(T)).unwrap();
+    let SaveOutcome::Saved(cp) = save::save(&ws, &store, &SaveOptions::default()).unwrap() else {
         panic!("expected a checkpoint")
     };
     let mut kinds: Vec<_> = cp

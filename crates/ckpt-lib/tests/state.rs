@@ -9,12 +9,13 @@
 use std::path::Path;
 use std::time::Duration;
 
-use ckpt::catalog::Checkpoint;
-use ckpt::checkpoint::{self, SaveOptions, SaveOutcome};
-use ckpt::restore::{self, RestoreOptions, Scope};
-use ckpt::state::{ChangeKind, STATE_FILE};
-use ckpt::store::Store;
-use ckpt::workspace::Workspace;
+use ckpt_lib::engine::restore::{self, RestoreOptions, Scope};
+use ckpt_lib::engine::save::{self, SaveOptions, SaveOutcome};
+use ckpt_lib::store::catalog::Checkpoint;
+use ckpt_lib::store::state::{ChangeKind, STATE_FILE};
+use ckpt_lib::store::Store;
+use ckpt_lib::workspace::Workspace;
+use ckpt_lib::Config;
 
 const T: Duration = Duration::from_secs(10);
 
@@ -27,13 +28,13 @@ fn fixture() -> Fixture {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("ws");
     std::fs::create_dir(&root).unwrap();
-    let ws = Workspace::init(&root, Some(&tmp.path().join("store"))).unwrap();
+    let ws = Workspace::init(&root, Some(&tmp.path().join("store")), None).unwrap();
     Fixture { _tmp: tmp, ws }
 }
 
 impl Fixture {
     fn store(&self) -> Store {
-        self.ws.open_store(T).unwrap()
+        self.ws.open_store(&Config::locking(T)).unwrap()
     }
 
     fn write(&self, name: &str, content: &str) {
@@ -45,7 +46,7 @@ impl Fixture {
     }
 
     fn save(&self) -> SaveOutcome {
-        checkpoint::save(&self.ws, &self.store(), &SaveOptions::default()).unwrap()
+        save::save(&self.ws, &self.store(), &SaveOptions::default()).unwrap()
     }
 
     #[track_caller]
@@ -87,6 +88,7 @@ impl Fixture {
                 scope,
                 ..Default::default()
             },
+            &mut save::OnDisk::default(),
         )
         .unwrap()
     }
@@ -117,7 +119,7 @@ fn save_without_state_records_none_and_creates_nothing() {
     f.write("a.txt", "two");
     let rep = f.restore(cp.seq, Scope::All);
     assert!(rep.state.is_none());
-    let gc = ckpt::gc::gc(&f.store(), false).unwrap();
+    let gc = ckpt_lib::store::gc::gc(&f.store(), false).unwrap();
     assert!(gc.state.is_none());
     assert!(!exists(&f.state_file()));
 }
@@ -241,6 +243,7 @@ fn files_only_and_state_only() {
             paths: vec![b"a".to_vec()],
             ..Default::default()
         },
+        &mut save::OnDisk::default(),
     )
     .expect_err("refused");
     assert_eq!(err.exit_code(), 2);
@@ -254,6 +257,7 @@ fn files_only_and_state_only() {
             paths: vec![b"a".to_vec()],
             ..Default::default()
         },
+        &mut save::OnDisk::default(),
     )
     .unwrap();
     assert!(rep.state.is_none());
@@ -297,6 +301,7 @@ fn dry_run_changes_no_state() {
             dry_run: true,
             ..Default::default()
         },
+        &mut save::OnDisk::default(),
     )
     .unwrap();
     let st = rep.state.unwrap();
@@ -322,7 +327,7 @@ fn gc_keeps_pinned_versions_and_collects_the_rest() {
     f.put("k", "latest");
     let latest = f.latest();
 
-    let rep = ckpt::gc::gc(&f.store(), false).unwrap();
+    let rep = ckpt_lib::store::gc::gc(&f.store(), false).unwrap();
     let st = rep.state.expect("state gc ran");
     assert!(st.versions_collected >= 1, "{st:?}");
     assert!(st.entries_removed >= 1, "{st:?}");
@@ -355,7 +360,7 @@ fn gc_keeps_pinned_versions_and_collects_the_rest() {
         let cp = store.catalog.reader().unwrap().resolve(&cp2.id()).unwrap();
         store.catalog.delete_checkpoint(&cp).unwrap();
     }
-    ckpt::gc::gc(&f.store(), false).unwrap();
+    ckpt_lib::store::gc::gc(&f.store(), false).unwrap();
     let store = f.store();
     let s = store.state.get().unwrap().unwrap();
     assert!(!s.is_readable(v2), "unpinned by delete, then collected");
@@ -371,7 +376,7 @@ fn gc_dry_run_collects_nothing() {
     f.put("k", "2");
     let v = f.latest();
     f.put("k", "3");
-    let rep = ckpt::gc::gc(&f.store(), true).unwrap();
+    let rep = ckpt_lib::store::gc::gc(&f.store(), true).unwrap();
     assert_eq!(rep.state.unwrap().versions_collected, 0);
     let store = f.store();
     assert!(store.state.get().unwrap().unwrap().is_readable(v));
@@ -392,7 +397,7 @@ fn diff_reports_state_keys() {
     f.put("later", "l");
 
     let store = f.store();
-    let d = ckpt::state::diff(&store, &cp1, Some(&cp2))
+    let d = ckpt_lib::store::state::diff(&store.state, &cp1, Some(&cp2))
         .unwrap()
         .unwrap();
     assert_eq!(d.from, cp1.state_version.unwrap());
@@ -411,7 +416,9 @@ fn diff_reports_state_keys() {
         ]
     );
     // Working-directory side: the latest state.
-    let d = ckpt::state::diff(&store, &cp2, None).unwrap().unwrap();
+    let d = ckpt_lib::store::state::diff(&store.state, &cp2, None)
+        .unwrap()
+        .unwrap();
     assert_eq!(d.changes.len(), 1);
     assert_eq!(d.changes[0].key, b"later");
     assert_eq!(d.changes[0].kind, ChangeKind::Added);

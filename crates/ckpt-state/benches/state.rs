@@ -5,11 +5,12 @@
 //! engine_put/*/strict and group_commit/strict fsync every commit (group); the others use
 //! `Batched { window_ms: 10 }`. Run: `cargo bench -p ckpt-state --bench state`.
 
+mod harness;
+
 use std::collections::BTreeSet;
 use std::hint::black_box;
-use std::io::Write;
-use std::sync::{Arc, Barrier};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use ckpt_state::{Durability, Options, RetryPolicy, StateStore};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
@@ -41,13 +42,9 @@ fn fsync(c: &mut Criterion) {
     g.sample_size(10).measurement_time(Duration::from_secs(2));
     let dir = tempfile::tempdir().unwrap();
     let mut f = std::fs::File::create(dir.path().join("f")).unwrap();
-    let buf = [1u8; 4096];
     g.throughput(Throughput::Elements(1));
     g.bench_function("write_4k_fdatasync", |b| {
-        b.iter(|| {
-            f.write_all(&buf).unwrap();
-            f.sync_data().unwrap();
-        })
+        b.iter(|| harness::write_4k_fdatasync(&mut f))
     });
     g.finish();
 }
@@ -214,41 +211,31 @@ fn snapshot(c: &mut Criterion) {
 /// `threads` threads each commit `per` read-modify-write transactions (with retry) on
 /// their own key (disjoint) or one shared key; returns elapsed wall time.
 fn run_conflict(s: &Arc<StateStore>, threads: usize, per: usize, same: bool) -> Duration {
-    let barrier = Arc::new(Barrier::new(threads + 1));
-    let hs: Vec<_> = (0..threads)
-        .map(|id| {
-            let s = s.clone();
-            let barrier = barrier.clone();
-            std::thread::spawn(move || {
-                let k = if same {
-                    b"shared".to_vec()
-                } else {
-                    format!("own/{id}").into_bytes()
-                };
-                barrier.wait();
-                for _ in 0..per {
-                    s.transaction_with_retry(
-                        RetryPolicy {
-                            max_attempts: 1_000_000,
-                            ..RetryPolicy::default()
-                        },
-                        |t| {
-                            let v = t.get(&k).map_or(0, |v| v[0]);
-                            t.put(&k, &[v.wrapping_add(1)]);
-                            Ok(())
-                        },
-                    )
-                    .unwrap();
-                }
-            })
-        })
-        .collect();
-    barrier.wait();
-    let start = Instant::now();
-    for h in hs {
-        h.join().unwrap();
-    }
-    start.elapsed()
+    let s = s.clone();
+    harness::run_threads(threads, move |id| {
+        let s = s.clone();
+        let k = if same {
+            b"shared".to_vec()
+        } else {
+            format!("own/{id}").into_bytes()
+        };
+        move || {
+            for _ in 0..per {
+                s.transaction_with_retry(
+                    RetryPolicy {
+                        max_attempts: 1_000_000,
+                        ..RetryPolicy::default()
+                    },
+                    |t| {
+                        let v = t.get(&k).map_or(0, |v| v[0]);
+                        t.put(&k, &[v.wrapping_add(1)]);
+                        Ok(())
+                    },
+                )
+                .unwrap();
+            }
+        }
+    })
 }
 
 fn conflict(c: &mut Criterion) {
@@ -283,29 +270,7 @@ fn group_commit(c: &mut Criterion) {
         g.bench_function(BenchmarkId::new("strict", writers), |b| {
             b.iter_custom(|iters| {
                 (0..iters)
-                    .map(|_| {
-                        let barrier = Arc::new(Barrier::new(writers + 1));
-                        let hs: Vec<_> = (0..writers)
-                            .map(|id| {
-                                let s = s.clone();
-                                let barrier = barrier.clone();
-                                std::thread::spawn(move || {
-                                    barrier.wait();
-                                    for i in 0..per {
-                                        let mut t = s.begin();
-                                        t.put(format!("w{id}/{i}").as_bytes(), &[0u8; 64]);
-                                        t.commit().unwrap();
-                                    }
-                                })
-                            })
-                            .collect();
-                        barrier.wait();
-                        let start = Instant::now();
-                        for h in hs {
-                            h.join().unwrap();
-                        }
-                        start.elapsed()
-                    })
+                    .map(|_| harness::run_writers(&s, writers, per))
                     .sum()
             })
         });

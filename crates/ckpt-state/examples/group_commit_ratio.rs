@@ -8,8 +8,10 @@
 //! `cargo run --release -p ckpt-state --example group_commit_ratio [rounds] [dir] [writers,...]`
 //! (e.g. `... 5 /tmp 1,8` to compare one and eight writers only).
 
-use std::io::Write;
-use std::sync::{Arc, Barrier};
+#[path = "../benches/harness/mod.rs"]
+mod harness;
+
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ckpt_state::{Durability, Options, StateStore};
@@ -18,28 +20,9 @@ use ckpt_state::{Durability, Options, StateStore};
 /// finish at different times and groups shrink) do not dominate.
 const PER_WRITER: usize = 64;
 
+/// Commits per second of `writers` strict writers committing `per` transactions each.
 fn run(s: &Arc<StateStore>, writers: usize, per: usize) -> f64 {
-    let barrier = Arc::new(Barrier::new(writers + 1));
-    let hs: Vec<_> = (0..writers)
-        .map(|id| {
-            let s = s.clone();
-            let b = barrier.clone();
-            std::thread::spawn(move || {
-                b.wait();
-                for i in 0..per {
-                    let mut t = s.begin();
-                    t.put(format!("w{id}/{i}").as_bytes(), &[0u8; 64]);
-                    t.commit().unwrap();
-                }
-            })
-        })
-        .collect();
-    barrier.wait();
-    let start = Instant::now();
-    for h in hs {
-        h.join().unwrap();
-    }
-    (writers * per) as f64 / start.elapsed().as_secs_f64()
+    (writers * per) as f64 / harness::run_writers(s, writers, per).as_secs_f64()
 }
 
 /// The ceiling of any group-commit queue for `size` writers: one thread commits groups of
@@ -68,12 +51,10 @@ fn preformed(s: &StateStore, size: usize, groups: usize) -> f64 {
 fn fsync_latency(dir: &std::path::Path, n: usize) -> Duration {
     let path = dir.join("fsync-probe");
     let mut f = std::fs::File::create(&path).unwrap();
-    let buf = [1u8; 4096];
     let mut v: Vec<Duration> = (0..n)
         .map(|_| {
             let t = Instant::now();
-            f.write_all(&buf).unwrap();
-            f.sync_data().unwrap();
+            harness::write_4k_fdatasync(&mut f);
             t.elapsed()
         })
         .collect();

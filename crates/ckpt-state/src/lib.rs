@@ -1,9 +1,13 @@
 //! `ckpt-state`: a transactional, versioned key-value store for agent state.
 //!
 //! This file owns the public surface (re-exports) and the crate documentation; the
-//! invariants live in the modules: [`StateStore`] (`store`: commit pipeline, group commit,
-//! durability, GC), [`Txn`]/[`Snapshot`] (`txn`: read/scan/write sets), `mvcc` (in-memory
-//! version chains and validation), `storage` (redb layout), `lock` (inter-process lock).
+//! invariants live in the modules: [`StateStore`] (`store`: open/create, the public API),
+//! [`Txn`]/[`Snapshot`] (`txn`: read/scan/write sets), `shared` (the state a store shares
+//! with its transactions: snapshot registry, commit pipeline, durability, GC), `group`
+//! (group commit: queue, leadership, gathering), `mvcc` (in-memory version chains and
+//! validation), `storage` (redb layout), `lock` (inter-process lock). The modules' imports
+//! form layers without a cycle: `store` → `txn` → `shared` → `group`, with `storage`,
+//! `mvcc`, `lock`, `options`, `types` and `error` below them.
 //!
 //! ```
 //! use ckpt_state::{Durability, Options, RetryPolicy, StateStore};
@@ -30,9 +34,11 @@
 #![warn(missing_docs)]
 
 mod error;
+mod group;
 mod lock;
 mod mvcc;
 mod options;
+mod shared;
 mod storage;
 mod store;
 mod txn;

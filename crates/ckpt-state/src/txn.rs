@@ -10,19 +10,23 @@
 //!   prefix is recorded, and every write is buffered: `commit` validates all three against
 //!   commits made after the snapshot (see the crate doc for the exact guarantee);
 //! - a transaction with no writes commits trivially at its snapshot version.
+//!
+//! A `Txn`/`Snapshot` borrows the store's [`Shared`] state (module `shared`), not the
+//! [`StateStore`](crate::StateStore) handle, so this module sits below `store`, which
+//! creates them.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::error::{show_key, Error, Result};
 use crate::mvcc::{prefix_range, Intent, KeyList, Val};
-use crate::store::{scan_at, StateStore};
+use crate::shared::{scan_at, Shared};
 use crate::types::{ScanEntry, Versioned};
 
-/// An optimistic, serializable transaction. Create with [`StateStore::begin`]; dropping
-/// without `commit` discards it.
+/// An optimistic, serializable transaction. Create with
+/// [`StateStore::begin`](crate::StateStore::begin); dropping without `commit` discards it.
 pub struct Txn<'s> {
-    store: &'s StateStore,
+    shared: &'s Shared,
     snapshot: u64,
     reads: KeyList,
     scans: Vec<Vec<u8>>,
@@ -41,9 +45,9 @@ impl std::fmt::Debug for Txn<'_> {
 }
 
 impl<'s> Txn<'s> {
-    pub(crate) fn new(store: &'s StateStore, snapshot: u64) -> Self {
+    pub(crate) fn new(shared: &'s Shared, snapshot: u64) -> Self {
         Txn {
-            store,
+            shared,
             snapshot,
             reads: KeyList::default(),
             scans: Vec::new(),
@@ -63,7 +67,7 @@ impl<'s> Txn<'s> {
             return v.as_deref().map(<[u8]>::to_vec);
         }
         self.reads.push(key);
-        let mem = self.store.shared.mem.read();
+        let mem = self.shared.mem.read();
         mem.chain(key)
             .and_then(|c| c.visible(self.snapshot))
             .map(|(_, v)| v.to_vec())
@@ -73,7 +77,7 @@ impl<'s> Txn<'s> {
     /// transaction's own writes. Records the key in the read set.
     pub fn version(&mut self, key: &[u8]) -> u64 {
         self.reads.push(key);
-        let mem = self.store.shared.mem.read();
+        let mem = self.shared.mem.read();
         mem.chain(key)
             .and_then(|c| c.visible(self.snapshot))
             .map_or(0, |(v, _)| v)
@@ -119,7 +123,7 @@ impl<'s> Txn<'s> {
     pub fn scan(&mut self, prefix: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
         self.scans.push(prefix.to_vec());
         let base = {
-            let mem = self.store.shared.mem.read();
+            let mem = self.shared.mem.read();
             scan_at(&mem, prefix, self.snapshot)
         };
         if !prefix_range(&self.writes, prefix).any(|_| true) {
@@ -154,8 +158,7 @@ impl<'s> Txn<'s> {
             return Ok(self.snapshot);
         }
         let intent = self.take_intent();
-        self.store
-            .shared
+        self.shared
             .submit(vec![intent])
             .pop()
             .expect("one result per intent")
@@ -182,7 +185,7 @@ impl<'s> Txn<'s> {
     /// key space (so any concurrent commit conflicts).
     pub(crate) fn restore_from(&mut self, target: &Snapshot<'_>) {
         self.scans.push(Vec::new());
-        let mem = self.store.shared.mem.read();
+        let mem = self.shared.mem.read();
         for (k, c) in mem.iter() {
             let cur = c.visible(self.snapshot).map(|(_, v)| v);
             let tgt = c.visible(target.version()).map(|(_, v)| v);
@@ -206,14 +209,14 @@ impl<'s> Txn<'s> {
 
 impl Drop for Txn<'_> {
     fn drop(&mut self) {
-        self.store.shared.unregister(self.snapshot);
+        self.shared.unregister(self.snapshot);
     }
 }
 
 /// A read-only view of one retained version. Keeps that version from being collected while
 /// it lives. Reads never conflict and never touch the disk.
 pub struct Snapshot<'s> {
-    store: &'s StateStore,
+    shared: &'s Shared,
     version: u64,
 }
 
@@ -226,8 +229,8 @@ impl std::fmt::Debug for Snapshot<'_> {
 }
 
 impl<'s> Snapshot<'s> {
-    pub(crate) fn new(store: &'s StateStore, version: u64) -> Self {
-        Snapshot { store, version }
+    pub(crate) fn new(shared: &'s Shared, version: u64) -> Self {
+        Snapshot { shared, version }
     }
 
     /// The version this snapshot shows.
@@ -237,7 +240,7 @@ impl<'s> Snapshot<'s> {
 
     /// Value of `key` at this version.
     pub fn get(&self, key: &[u8]) -> Option<Vec<u8>> {
-        let mem = self.store.shared.mem.read();
+        let mem = self.shared.mem.read();
         mem.chain(key)
             .and_then(|c| c.visible(self.version))
             .map(|(_, v)| v.to_vec())
@@ -245,7 +248,7 @@ impl<'s> Snapshot<'s> {
 
     /// Value of `key` at this version with the version that wrote it.
     pub fn get_versioned(&self, key: &[u8]) -> Option<Versioned> {
-        let mem = self.store.shared.mem.read();
+        let mem = self.shared.mem.read();
         mem.chain(key)
             .and_then(|c| c.visible(self.version))
             .map(|(v, val)| Versioned {
@@ -256,13 +259,13 @@ impl<'s> Snapshot<'s> {
 
     /// Live entries under `prefix` at this version, in key order.
     pub fn scan(&self, prefix: &[u8]) -> Vec<ScanEntry> {
-        let mem = self.store.shared.mem.read();
+        let mem = self.shared.mem.read();
         scan_at(&mem, prefix, self.version)
     }
 }
 
 impl Drop for Snapshot<'_> {
     fn drop(&mut self) {
-        self.store.shared.unregister(self.version);
+        self.shared.unregister(self.version);
     }
 }

@@ -7,16 +7,21 @@
 //! `.ckptignore` hash match the store's, and the socket is a socket owned by
 //! the current user (a socket planted by someone else is never spoken to).
 //! Any error, timeout or refusal means a full scan; the reason is kept as a
-//! note ([`notes`]) that the CLI prints under `--verbose`. The token is
+//! [`Notes`] entry that the CLI prints under `--verbose`. The token is
 //! written only after the index of the scan it belongs to was saved
-//! ([`record`]); see the argument in [`crate::watch`].
+//! ([`Client::record`], called by [`crate::ops`] once the engine has kept
+//! the index); see the argument in [`crate::watch`].
+//!
+//! A [`Client`] carries what used to be process-wide: whether scans are
+//! forced full (`--full-scan`) and where notes go. The front door makes one
+//! per operation.
 
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -24,36 +29,32 @@ use super::{socket_path, token_path, Op, Request, Response, Token, PROTOCOL};
 use crate::store::Store;
 use crate::workspace::Workspace;
 
-static FORCE_FULL: AtomicBool = AtomicBool::new(false);
-static NOTES: Mutex<Vec<String>> = Mutex::new(Vec::new());
-
 /// How long a command waits for the watcher before scanning without it.
 const TIMEOUT: Duration = Duration::from_secs(2);
 
-/// Makes every scan of this process a full scan (`--full-scan`).
-pub fn force_full_scan() {
-    FORCE_FULL.store(true, Ordering::Relaxed);
-}
+/// What happened with the watcher during one operation, for `--verbose`.
+#[derive(Debug, Default)]
+pub struct Notes(Mutex<Vec<String>>);
 
-fn forced() -> bool {
-    FORCE_FULL.load(Ordering::Relaxed)
-        || std::env::var_os("CKPT_FULL_SCAN").is_some_and(|v| !v.is_empty() && v != "0")
-}
-
-/// What happened with the watcher in this process, for `--verbose`.
-pub fn notes() -> Vec<String> {
-    NOTES.lock().map(|n| n.clone()).unwrap_or_default()
-}
-
-/// Notes that a planned partial scan became a full one, and why.
-pub fn note_full(why: &str) {
-    note(format!("full scan instead: {why}"));
-}
-
-fn note(s: String) {
-    if let Ok(mut n) = NOTES.lock() {
-        n.push(s);
+impl Notes {
+    /// Adds a note.
+    pub fn push(&self, s: String) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).push(s);
     }
+
+    /// Everything noted so far.
+    pub fn all(&self) -> Vec<String> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+/// A command's side of the watcher: asks it, and notes what happened.
+#[derive(Clone, Copy, Debug)]
+pub struct Client<'n> {
+    /// Never ask the watcher (`--full-scan`): every scan is a full one.
+    pub full_scan: bool,
+    /// Where the notes go.
+    pub notes: &'n Notes,
 }
 
 /// How to scan.
@@ -131,7 +132,7 @@ fn exchange(store: &Path, req: &Request, timeout: Duration) -> Result<Response, 
 
 /// The BLAKE3 of the workspace's `.ckptignore` (hex; empty when absent).
 pub fn ignore_hash(ws: &Workspace) -> String {
-    match std::fs::read(ws.root.join(crate::ignore::IGNORE_FILE)) {
+    match std::fs::read(ws.root.join(crate::workspace::ignore::IGNORE_FILE)) {
         Ok(b) => crate::Hash::of(&b).to_hex(),
         Err(_) => String::new(),
     }
@@ -142,73 +143,80 @@ pub fn read_token(store: &Path) -> Option<Token> {
     serde_json::from_slice(&std::fs::read(token_path(store)).ok()?).ok()
 }
 
-/// Decides how to scan (called under the store lock, before the scan).
-pub fn plan(ws: &Workspace, store: &Store) -> Plan {
-    if forced() {
-        note("full scan: forced (--full-scan or CKPT_FULL_SCAN)".into());
-        return Plan::Full { token: None };
-    }
-    if !socket_path(&store.root).exists() {
-        note("full scan: no watcher for this workspace".into());
-        return Plan::Full { token: None };
-    }
-    let generation = match store.catalog.reader().and_then(|r| r.generation()) {
-        Ok(g) => g,
-        Err(e) => {
-            note(format!("full scan: {e}"));
+impl Client<'_> {
+    /// Decides how to scan (called under the store lock, before the scan).
+    pub fn plan(&self, ws: &Workspace, store: &Store) -> Plan {
+        if self.full_scan {
+            self.notes
+                .push("full scan: forced (--full-scan or CKPT_FULL_SCAN)".into());
             return Plan::Full { token: None };
         }
-    };
-    let old = read_token(&store.root);
-    let (epoch, seq) = old.as_ref().map_or((0, 0), |t| (t.epoch, t.seq));
-    let resp = match request(&store.root, Op::Dirty, epoch, seq) {
-        Ok(r) => r,
-        Err(e) => {
-            note(format!("full scan: watcher unavailable: {e}"));
+        if !socket_path(&store.root).exists() {
+            self.notes
+                .push("full scan: no watcher for this workspace".into());
             return Plan::Full { token: None };
         }
-    };
-    if !resp.complete {
-        note(format!(
-            "full scan: the watcher cannot vouch for completeness: {}",
-            resp.reason.as_deref().unwrap_or("unknown")
-        ));
-        return Plan::Full { token: None };
-    }
-    let token = Token {
-        epoch: resp.epoch,
-        seq: resp.seq,
-        generation,
-        ignore: ignore_hash(ws),
-    };
-    let why = match (&old, &resp.dirs) {
-        (None, _) => Some("no save has been made through this watcher yet"),
-        (Some(o), _) if o.epoch != resp.epoch => {
-            Some("the watcher restarted or lost events since the last save")
+        let generation = match store.catalog.reader().and_then(|r| r.generation()) {
+            Ok(g) => g,
+            Err(e) => {
+                self.notes.push(format!("full scan: {e}"));
+                return Plan::Full { token: None };
+            }
+        };
+        let old = read_token(&store.root);
+        let (epoch, seq) = old.as_ref().map_or((0, 0), |t| (t.epoch, t.seq));
+        let resp = match request(&store.root, Op::Dirty, epoch, seq) {
+            Ok(r) => r,
+            Err(e) => {
+                self.notes
+                    .push(format!("full scan: watcher unavailable: {e}"));
+                return Plan::Full { token: None };
+            }
+        };
+        if !resp.complete {
+            self.notes.push(format!(
+                "full scan: the watcher cannot vouch for completeness: {}",
+                resp.reason.as_deref().unwrap_or("unknown")
+            ));
+            return Plan::Full { token: None };
         }
-        (Some(o), _) if o.generation != generation => Some("gc rewrote the index"),
-        (Some(o), _) if o.ignore != token.ignore => Some(".ckptignore changed"),
-        (_, None) => Some("the watcher sent no dirty set"),
-        _ => None,
-    };
-    if let Some(why) = why {
-        note(format!("full scan: {why}"));
-        return Plan::Full { token: Some(token) };
+        let token = Token {
+            epoch: resp.epoch,
+            seq: resp.seq,
+            generation,
+            ignore: ignore_hash(ws),
+        };
+        let why = match (&old, &resp.dirs) {
+            (None, _) => Some("no save has been made through this watcher yet"),
+            (Some(o), _) if o.epoch != resp.epoch => {
+                Some("the watcher restarted or lost events since the last save")
+            }
+            (Some(o), _) if o.generation != generation => Some("gc rewrote the index"),
+            (Some(o), _) if o.ignore != token.ignore => Some(".ckptignore changed"),
+            (_, None) => Some("the watcher sent no dirty set"),
+            _ => None,
+        };
+        if let Some(why) = why {
+            self.notes.push(format!("full scan: {why}"));
+            return Plan::Full { token: Some(token) };
+        }
+        let dirs: HashSet<Vec<u8>> = resp.dirs.unwrap_or_default().into_iter().collect();
+        self.notes
+            .push(format!("partial scan: {} dirty directories", dirs.len()));
+        Plan::Partial { dirs, token }
     }
-    let dirs: HashSet<Vec<u8>> = resp.dirs.unwrap_or_default().into_iter().collect();
-    note(format!("partial scan: {} dirty directories", dirs.len()));
-    Plan::Partial { dirs, token }
-}
 
-/// Records `token` after the index of its scan was saved, then lets the
-/// watcher forget what it covers. Failures only cost a full scan later.
-pub fn record(store: &Store, token: &Token) {
-    if let Err(e) = write_token(&store.root, token) {
-        note(format!("could not record the watch token: {e}"));
-        return;
-    }
-    if let Err(e) = request(&store.root, Op::Ack, token.epoch, token.seq) {
-        note(format!("watcher ack failed: {e}"));
+    /// Records `token` after the index of its scan was saved, then lets the
+    /// watcher forget what it covers. Failures only cost a full scan later.
+    pub fn record(&self, store: &Store, token: &Token) {
+        if let Err(e) = write_token(&store.root, token) {
+            self.notes
+                .push(format!("could not record the watch token: {e}"));
+            return;
+        }
+        if let Err(e) = request(&store.root, Op::Ack, token.epoch, token.seq) {
+            self.notes.push(format!("watcher ack failed: {e}"));
+        }
     }
 }
 
@@ -238,137 +246,147 @@ struct Job {
     here: &'static str,
 }
 
-/// Hands `req` to a live watcher and returns what `pick` takes from its
-/// answer (the result and how the watcher scanned). `None`, with a note
-/// saying why, means the caller does the work itself: forced full scans,
-/// no watcher, a refusal, a failure or an answer without the result.
-fn delegate<T>(
-    store: &Path,
-    req: &Request,
-    timeout: Duration,
-    job: Job,
-    pick: impl FnOnce(Response) -> Option<(T, String)>,
-) -> Option<T> {
-    if forced() || !socket_path(store).exists() {
-        return None;
+impl Client<'_> {
+    /// Hands `req` to a live watcher and returns what `pick` takes from its
+    /// answer (the result and how the watcher scanned). `None`, with a note
+    /// saying why, means the caller does the work itself: forced full scans,
+    /// no watcher, a refusal, a failure or an answer without the result.
+    fn delegate<T>(
+        &self,
+        store: &Path,
+        req: &Request,
+        timeout: Duration,
+        job: Job,
+        pick: impl FnOnce(Response) -> Option<(T, String)>,
+    ) -> Option<T> {
+        if self.full_scan || !socket_path(store).exists() {
+            return None;
+        }
+        let Job { done, verb, here } = job;
+        match exchange(store, req, timeout).map(pick) {
+            Ok(Some((r, how))) => {
+                self.notes.push(format!("{done} by the watcher: {how}"));
+                Some(r)
+            }
+            Ok(None) => {
+                self.notes
+                    .push(format!("the watcher did not {verb}; {here} here"));
+                None
+            }
+            Err(e) => {
+                self.notes
+                    .push(format!("the watcher did not {verb} ({e}); {here} here"));
+                None
+            }
+        }
     }
-    let Job { done, verb, here } = job;
-    match exchange(store, req, timeout).map(pick) {
-        Ok(Some((r, how))) => {
-            note(format!("{done} by the watcher: {how}"));
-            Some(r)
-        }
-        Ok(None) => {
-            note(format!("the watcher did not {verb}; {here} here"));
-            None
-        }
-        Err(e) => {
-            note(format!("the watcher did not {verb} ({e}); {here} here"));
-            None
-        }
-    }
-}
 
-/// Asks a live watcher to save (see "The in-memory engine" in
-/// [`crate::watch`]). `None` (with a note saying why) means: save in this
-/// process instead. Called without holding the store lock.
-pub fn save_via_watcher(
-    ws: &Workspace,
-    opts: &crate::checkpoint::SaveOptions,
-    lock_timeout: Duration,
-) -> Option<super::SaveReply> {
-    let req = Request {
-        save: Some(super::SaveParams {
-            message: opts.message.clone(),
-            tags: opts.tags.clone(),
-            allow_empty: opts.allow_empty,
-            lock_timeout_ms: lock_timeout.as_millis() as u64,
-        }),
-        ..Request::new(Op::Save)
-    };
-    // The watcher may wait for the lock and then capture many files.
-    let timeout = lock_timeout + Duration::from_secs(120);
-    let job = Job {
-        done: "saved",
-        verb: "save",
-        here: "saving",
-    };
-    delegate(&ws.store_path, &req, timeout, job, |r| {
-        r.saved.map(|s| {
-            let how = s.scan.clone();
-            (s, how)
+    /// Asks a live watcher to save (see "The in-memory engine" in
+    /// [`crate::watch`]). `None` (with a note saying why) means: save in this
+    /// process instead. Called without holding the store lock.
+    pub fn save(
+        &self,
+        ws: &Workspace,
+        opts: &crate::engine::save::SaveOptions,
+        lock_timeout: Duration,
+    ) -> Option<super::SaveReply> {
+        let req = Request {
+            save: Some(super::SaveParams {
+                message: opts.message.clone(),
+                tags: opts.tags.clone(),
+                allow_empty: opts.allow_empty,
+                lock_timeout_ms: lock_timeout.as_millis() as u64,
+            }),
+            ..Request::new(Op::Save)
+        };
+        // The watcher may wait for the lock and then capture many files.
+        let timeout = lock_timeout + Duration::from_secs(120);
+        let job = Job {
+            done: "saved",
+            verb: "save",
+            here: "saving",
+        };
+        self.delegate(&ws.store_path, &req, timeout, job, |r| {
+            r.saved.map(|s| {
+                let how = s.scan.clone();
+                (s, how)
+            })
         })
-    })
-}
-
-/// Asks a live watcher to restore in place (see "The in-memory engine" in
-/// [`crate::watch`]); never for a dry run. `None` (with a note saying why)
-/// means: restore in this process instead, which is safe whatever the
-/// watcher did, because an interrupted restore is finished by running it
-/// again. Called without holding the store lock.
-pub fn restore_via_watcher(
-    ws: &Workspace,
-    rev: &str,
-    opts: &crate::restore::RestoreOptions,
-    lock_timeout: Duration,
-) -> Option<crate::restore::RestoreReport> {
-    if opts.dry_run {
-        return None;
     }
-    let req = Request {
-        restore: Some(super::RestoreParams {
-            rev: rev.to_string(),
-            opts: opts.clone(),
-            lock_timeout_ms: lock_timeout.as_millis() as u64,
-        }),
-        ..Request::new(Op::Restore)
-    };
-    // The watcher may wait for the lock, then capture and write many files.
-    let timeout = lock_timeout + Duration::from_secs(600);
-    let job = Job {
-        done: "restored",
-        verb: "restore",
-        here: "restoring",
-    };
-    delegate(&ws.store_path, &req, timeout, job, |r| r.restored)
-}
 
-/// Asks a live watcher for a hash-only scan from its in-memory index (the
-/// caller holds the store lock). `None` (with a note) means: scan here.
-pub fn scan_via_watcher(ws: &Workspace, store: &Store) -> Option<crate::scan::ScanResult> {
-    let generation = store.catalog.reader().and_then(|r| r.generation()).ok()?;
-    let req = Request {
-        generation,
-        ..Request::new(Op::Scan)
-    };
-    let job = Job {
-        done: "scanned",
-        verb: "scan",
-        here: "scanning",
-    };
-    let r = delegate(&ws.store_path, &req, TIMEOUT, job, |r| {
-        r.scanned.map(|s| {
-            let how = s.scan.clone();
-            (s, how)
+    /// Asks a live watcher to restore in place (see "The in-memory engine" in
+    /// [`crate::watch`]); never for a dry run. `None` (with a note saying why)
+    /// means: restore in this process instead, which is safe whatever the
+    /// watcher did, because an interrupted restore is finished by running it
+    /// again. Called without holding the store lock.
+    pub fn restore(
+        &self,
+        ws: &Workspace,
+        rev: &str,
+        opts: &crate::engine::restore::RestoreOptions,
+        lock_timeout: Duration,
+    ) -> Option<crate::engine::restore::RestoreReport> {
+        if opts.dry_run {
+            return None;
+        }
+        let req = Request {
+            restore: Some(super::RestoreParams {
+                rev: rev.to_string(),
+                opts: opts.clone(),
+                lock_timeout_ms: lock_timeout.as_millis() as u64,
+            }),
+            ..Request::new(Op::Restore)
+        };
+        // The watcher may wait for the lock, then capture and write many files.
+        let timeout = lock_timeout + Duration::from_secs(600);
+        let job = Job {
+            done: "restored",
+            verb: "restore",
+            here: "restoring",
+        };
+        self.delegate(&ws.store_path, &req, timeout, job, |r| r.restored)
+    }
+
+    /// Asks a live watcher for a hash-only scan from its in-memory index (the
+    /// caller holds the store lock). `None` (with a note) means: scan here.
+    pub fn scan(
+        &self,
+        ws: &Workspace,
+        store: &Store,
+    ) -> Option<crate::workspace::scan::ScanResult> {
+        let generation = store.catalog.reader().and_then(|r| r.generation()).ok()?;
+        let req = Request {
+            generation,
+            ..Request::new(Op::Scan)
+        };
+        let job = Job {
+            done: "scanned",
+            verb: "scan",
+            here: "scanning",
+        };
+        let r = self.delegate(&ws.store_path, &req, TIMEOUT, job, |r| {
+            r.scanned.map(|s| {
+                let how = s.scan.clone();
+                (s, how)
+            })
+        })?;
+        Some(crate::workspace::scan::ScanResult {
+            root: crate::Hash(r.root),
+            new_trees: r
+                .new_trees
+                .into_iter()
+                .map(|(h, b)| (crate::Hash(h), b))
+                .collect(),
+            // Read-only callers use only root, trees and skipped entries.
+            index: crate::store::index::Index::default(),
+            skipped: r.skipped,
+            temp_files: Vec::new(),
+            files_read: r.files_read,
+            new_objects: 0,
+            new_bytes: 0,
+            entries: r.entries,
+            dirs_listed: 0,
+            index_unchanged: true,
         })
-    })?;
-    Some(crate::scan::ScanResult {
-        root: crate::Hash(r.root),
-        new_trees: r
-            .new_trees
-            .into_iter()
-            .map(|(h, b)| (crate::Hash(h), b))
-            .collect(),
-        // Read-only callers use only root, trees and skipped entries.
-        index: crate::index::Index::default(),
-        skipped: r.skipped,
-        temp_files: Vec::new(),
-        files_read: r.files_read,
-        new_objects: 0,
-        new_bytes: 0,
-        entries: r.entries,
-        dirs_listed: 0,
-        index_unchanged: true,
-        watch: None,
-    })
+    }
 }

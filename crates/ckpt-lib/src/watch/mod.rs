@@ -2,14 +2,15 @@
 //! directories whose listing or entries may have changed, so that save,
 //! status, diff and restore stat only those instead of the whole tree.
 //!
-//! - [`server`]: the watcher (`ckpt watch`): one inotify watch per
+//! - [`crate::daemon`]: the watcher (`ckpt watch`): one inotify watch per
 //!   directory, events folded into dirty directory paths stamped with a
 //!   sequence number, a Unix socket `<store>/watch.sock` (mode 0600, peer uid
 //!   checked), optional auto-save.
+//! - this module: the wire protocol both sides speak.
 //! - [`client`]: what a command does before its scan: ask the watcher which
 //!   directories are dirty since the token recorded with the index, and fall
 //!   back to a full scan (saying why) whenever the watcher cannot vouch.
-//! - [`crate::scan::scan_partial`]: the scan restricted to those directories.
+//! - [`crate::workspace::scan::scan_partial`]: the scan restricted to those directories.
 //!
 //! ## Protocol (version [`PROTOCOL`])
 //! One JSON object per line, one request per connection: the client writes a
@@ -70,7 +71,7 @@
 //! makes the command save by itself.
 //!
 //! `ckpt restore` (in place, not a dry run) likewise runs in the watcher
-//! (`op: restore`): [`crate::restore::restore_with`] with an engine whose
+//! (`op: restore`): [`crate::engine::restore::restore`] with a scanner whose
 //! pre-restore scan is the save's partial capture scan and whose resulting
 //! index (the scan's, updated with what restore wrote) becomes the in-memory
 //! index at the scan's `seq`. Restore's writes happen after that drain, so
@@ -97,7 +98,6 @@
 //! matter.
 
 pub mod client;
-pub mod server;
 
 use std::path::{Path, PathBuf};
 
@@ -155,7 +155,7 @@ pub struct RestoreParams {
     /// The checkpoint to restore.
     pub rev: String,
     /// What to restore.
-    pub opts: crate::restore::RestoreOptions,
+    pub opts: crate::engine::restore::RestoreOptions,
     /// How long to wait for the store lock, ms.
     pub lock_timeout_ms: u64,
 }
@@ -168,7 +168,7 @@ pub struct ScanReply {
     /// Trees built (changed directories): hash and encoding.
     pub new_trees: Vec<([u8; 32], Vec<u8>)>,
     /// Entries that would be skipped.
-    pub skipped: Vec<crate::catalog::Skipped>,
+    pub skipped: Vec<crate::store::catalog::Skipped>,
     /// Entries visited.
     pub entries: u64,
     /// Files hashed.
@@ -197,7 +197,7 @@ pub struct SaveReply {
     /// `checkpoint` is the unchanged head.
     pub saved: bool,
     /// The new checkpoint, or the head.
-    pub checkpoint: Option<crate::catalog::Checkpoint>,
+    pub checkpoint: Option<crate::store::catalog::Checkpoint>,
     /// Entries visited by the scan.
     pub entries: u64,
     /// Files read.
@@ -307,7 +307,7 @@ pub struct Response {
     /// For `scan`.
     pub scanned: Option<ScanReply>,
     /// For `restore`: what it did, and how the watcher scanned.
-    pub restored: Option<(crate::restore::RestoreReport, String)>,
+    pub restored: Option<(crate::engine::restore::RestoreReport, String)>,
 }
 
 /// The token recorded with the index (see the module doc).

@@ -1,0 +1,28 @@
+//! # ckpt-copy — the copy engine, and the file-system layer under it
+//!
+//! Everything here works on plain paths and directory descriptors; nothing
+//! knows about workspaces, stores or checkpoints. `ckpt cp` is this crate
+//! alone, and `ckpt-lib` builds its object store and restore on it.
+//!
+//! - [`fs`]: `*at()`-style file access relative to directory descriptors,
+//!   never following symlinks, and the [`Meta`](fs::Meta) stat snapshot the
+//!   index compares. Nothing outside this module touches `statx` or
+//!   `getdents` layouts directly.
+//! - [`copy`]: the per-file copy engine (reflink → `copy_file_range` →
+//!   userspace), sparse-aware, with capability probing.
+//! - [`copytree`]: `cp -a` semantics for whole trees, in parallel.
+//! - [`content_hash`]: BLAKE3 of a file's content, whole-file or exact,
+//!   with the per-thread read buffer they share; [`Hash`] names the result.
+//!
+//! Configuration is explicit: a forced strategy or split threshold is passed
+//! in by the caller ([`copy::CopyConfig`]); this crate reads no environment.
+
+pub mod content_hash;
+pub mod copy;
+pub mod copytree;
+pub mod error;
+pub mod fs;
+pub mod hash;
+
+pub use error::{Error, IoContext, Result};
+pub use hash::Hash;

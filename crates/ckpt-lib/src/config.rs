@@ -1,0 +1,54 @@
+//! The one configuration value the library takes, built by the caller.
+//!
+//! The library reads no environment variable: the CLI builds a [`Config`]
+//! from its flags and the environment (`crates/ckpt-cli/src/context.rs`,
+//! documented in `docs/CLI.md`, "Environment") and passes it to every
+//! operation. Tests and other front ends build one directly.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub use ckpt_copy::copy::CopyConfig;
+
+/// How ckpt runs: everything a user can tune, in one value.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// How long to wait for another ckpt process's store lock
+    /// (`--lock-timeout`).
+    pub lock_timeout: Duration,
+    /// Never ask a watcher what changed: scan the whole workspace
+    /// (`--full-scan`, `CKPT_FULL_SCAN`).
+    pub full_scan: bool,
+    /// The copy engine's forced strategy and split threshold
+    /// (`CKPT_COPY_STRATEGY`, `CKPT_SPLIT_BYTES`).
+    pub copy: CopyConfig,
+    /// Files at least this large are stored in bands (`CKPT_BAND_MIN`;
+    /// default [`crate::store::bands::DEFAULT_BAND_MIN`]).
+    pub band_min: Option<u64>,
+    /// Where `ckpt init` puts stores by default: `<data_home>/ckpt/stores`
+    /// (`$XDG_DATA_HOME`, else `$HOME/.local/share`). `None`: beside the
+    /// workspace.
+    pub data_home: Option<PathBuf>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            lock_timeout: Duration::from_secs(60),
+            full_scan: false,
+            copy: CopyConfig::default(),
+            band_min: None,
+            data_home: None,
+        }
+    }
+}
+
+impl Config {
+    /// The defaults, waiting at most `lock_timeout` for the store lock.
+    pub fn locking(lock_timeout: Duration) -> Config {
+        Config {
+            lock_timeout,
+            ..Config::default()
+        }
+    }
+}

@@ -1,0 +1,22 @@
+//! The engines that move data between a workspace and its store. Each
+//! works on an already opened [`Store`](crate::store::Store) under its lock;
+//! choosing between the watcher and this process, opening the store and
+//! taking the lock are the front door's job ([`crate::ops`]).
+//!
+//! - [`save`]: scan, store changed contents, commit a checkpoint.
+//! - [`restore`]: bring a workspace (or some paths) back to a checkpoint,
+//!   journalled so an interruption resumes.
+//! - [`materialize`]: write a checkpoint's tree into a new directory
+//!   (`restore --to`, fork).
+//! - [`diff`]: tree comparison and content diffs.
+//! - [`digest`]: the LtHash state digest of a tree, kept incrementally.
+//! - [`verify`]: re-read a workspace or the store and check digests.
+//! - [`fork`]: a checkpoint as a new, independent workspace.
+
+pub mod diff;
+pub mod digest;
+pub mod fork;
+pub mod materialize;
+pub mod restore;
+pub mod save;
+pub mod verify;

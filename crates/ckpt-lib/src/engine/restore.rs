@@ -1,0 +1,836 @@
+//! Restore: make a directory exactly a checkpoint's tree.
+//!
+//! In place ([`restore`]):
+//! 1. unless `--no-save`, save the current state first (its id undoes the
+//!    restore); the scan behind that save is also the current state;
+//! 2. record a journal entry (target, paths) in the catalog, so an
+//!    interrupted restore is reported and re-running it finishes it;
+//! 3. diff current → target ([`crate::engine::diff`]), skipping `.ckptignore`d paths,
+//!    and apply only the differences:
+//!    - removals and new directories, in path order;
+//!    - first, every object to be written is re-hashed against its name, in
+//!      parallel: a damaged store fails the restore before anything changes;
+//!    - file and symlink writes, in parallel per directory: each is written
+//!      to a temporary name in its own directory (`.ckpt-tmp.*`), given its
+//!      mode and mtime, then renamed over the old entry, so a reader never
+//!      sees a half-written file;
+//!    - directory modes and mtimes last, deepest first;
+//! 4. update the stat index for exactly the paths written, set the head, and
+//!    clear the journal.
+//!
+//! Agent state ([`crate::store::state`]) is restored with the files, after the
+//! pre-restore save (which pins the current state version, so the undo id
+//! rewinds the state too) and after the journal is written, before any file
+//! is touched: one new state commit whose content equals the checkpoint's
+//! state version (0, the empty state, when the checkpoint has none). It is
+//! idempotent, so re-running an interrupted restore finishes it.
+//! [`Scope::FilesOnly`] leaves the state alone, as does restoring only some
+//! `paths`; [`Scope::StateOnly`] restores only the state (still after the
+//! pre-restore save) and leaves files, head and journal alone.
+//!
+//! Every path is reached through directory descriptors opened with
+//! `O_NOFOLLOW` from the workspace root, so a symlink in the workspace or the
+//! checkpoint can never make restore write outside the workspace.
+//!
+//! Into another directory (`--to DIR`, and `ckpt fork`) is
+//! [`crate::engine::materialize`]'s job.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use rayon::prelude::*;
+use rustix::fs::{AtFlags, Mode as FsMode};
+use rustix::io::Errno;
+
+use crate::engine::diff::{self, is_within, Change, ChangeKind, PathFilter, TreeSource};
+use crate::engine::save::{self, Record, SaveOptions, SaveOutcome, ScanKind, Scanner, REASON_TAG};
+use crate::error::IoContext;
+use crate::store::catalog::{CatalogReader, Checkpoint, Journal};
+use crate::store::index::{DirRecord, Index, IndexEntry, UNKNOWN_TREE};
+use crate::store::objects::Objects;
+use crate::store::state::{self, StateRestore};
+use crate::store::tree::{Entry, Node, Tree};
+use crate::store::Store;
+use crate::workspace::ignore::Ignore;
+use crate::workspace::scan::TEMP_PREFIX;
+use crate::workspace::Workspace;
+use crate::{Error, Hash, Result};
+use ckpt_copy::fs::{self, display_path, join, parent_of, Meta};
+
+/// Options of an in-place restore.
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+pub struct RestoreOptions {
+    /// Restore only these relative paths (and below); empty = everything.
+    pub paths: Vec<Vec<u8>>,
+    /// Only report what would change.
+    pub dry_run: bool,
+    /// Do not save the current state first.
+    pub no_save: bool,
+    /// Files, agent state, or both (default).
+    pub scope: Scope,
+}
+
+/// What an in-place restore brings back.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum Scope {
+    /// Files and agent state (state only when no `paths` are given).
+    #[default]
+    All,
+    /// Only files (`--files-only`).
+    FilesOnly,
+    /// Only agent state (`--state-only`).
+    StateOnly,
+}
+
+/// What a restore did (or, with `dry_run`, would do).
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct RestoreReport {
+    /// The checkpoint restored.
+    pub target: Checkpoint,
+    /// The checkpoint that undoes this restore.
+    pub undo: Option<u64>,
+    /// A checkpoint made of the state before the restore, if one was needed.
+    pub pre_save: Option<Checkpoint>,
+    /// Every difference applied.
+    pub changes: Vec<Change>,
+    /// An interrupted restore of the same target was finished.
+    pub resumed: bool,
+    /// Files and symlinks written.
+    pub written: u64,
+    /// Entries removed.
+    pub removed: u64,
+    /// What happened to the agent state (None: not restored, or there is no
+    /// state on either side).
+    pub state: Option<StateRestore>,
+}
+
+/// Restores the workspace in place to checkpoint `rev`, scanning and
+/// keeping the index through `scanner` ([`save::OnDisk`] in a command, the
+/// in-memory index in the watcher).
+pub fn restore(
+    ws: &Workspace,
+    store: &Store,
+    rev: &str,
+    opts: &RestoreOptions,
+    scanner: &mut dyn Scanner,
+) -> Result<RestoreReport> {
+    let filter = PathFilter::new(opts.paths.clone());
+    let state_only = opts.scope == Scope::StateOnly;
+    if state_only && !filter.is_all() {
+        return Err(Error::Usage(
+            "--state-only restores the agent state, not paths; drop the paths (nothing was changed)"
+                .into(),
+        ));
+    }
+    let with_state = opts.scope != Scope::FilesOnly && filter.is_all();
+    let (target, journal) = {
+        let r = store.catalog.reader()?;
+        (r.resolve(rev)?, r.journal()?)
+    };
+    let ignore = ws.ignore()?;
+
+    if opts.dry_run {
+        let state = match with_state {
+            true => state::restore_state(&store.state, &target, true)?,
+            false => None,
+        };
+        if state_only {
+            return Ok(RestoreReport {
+                target,
+                undo: None,
+                pre_save: None,
+                changes: Vec::new(),
+                resumed: false,
+                written: 0,
+                removed: 0,
+                state,
+            });
+        }
+        let scan = scanner.scan(ws, store, ScanKind::HashOnly)?;
+        let reader = store.catalog.reader()?;
+        let changes = plan(&reader, &scan, target.root, &filter, &ignore)?;
+        return Ok(RestoreReport {
+            target,
+            undo: None,
+            pre_save: None,
+            changes,
+            resumed: false,
+            written: 0,
+            removed: 0,
+            state,
+        });
+    }
+
+    let resumed = !state_only
+        && journal
+            .as_ref()
+            .is_some_and(|j| j.target == target.seq && j.paths == filter.paths());
+    let record = match !opts.no_save && !resumed {
+        true => Record::Checkpoint,
+        false => Record::ObjectsOnly,
+    };
+    // The pre-save's index is not written here: the restore writes the index
+    // once, updated with what it applied (the index is only a cache, so a
+    // crash in between costs re-hashing, nothing else).
+    let t0 = std::time::Instant::now();
+    let scanned = scanner.scan(ws, store, ScanKind::Capture)?;
+    // Plan and check before anything is committed: a damaged store fails
+    // the restore with nothing changed, and when there is something to do,
+    // the journal is committed in the pre-save's own transaction.
+    let reader = store.catalog.reader()?;
+    let t = crate::trace::span("restore plan");
+    let changes = match state_only {
+        true => Vec::new(),
+        false => plan(&reader, &scanned, target.root, &filter, &ignore)?,
+    };
+    drop(t);
+    drop(reader);
+    let full = filter.is_all();
+    let new_journal = (!changes.is_empty() && !resumed).then(|| Journal {
+        target: target.seq,
+        paths: filter.paths().to_vec(),
+        undo: None,
+    });
+    if !changes.is_empty() {
+        let _t = crate::trace::span("check objects");
+        check_objects(&store.objects, &changes)?;
+    }
+    let save_opts = SaveOptions {
+        message: format!("before restore to {}", target.id()),
+        tags: [(REASON_TAG.to_string(), "pre-restore".to_string())].into(),
+        allow_empty: false,
+        journal: new_journal.clone(),
+    };
+    let captured = save::capture_scanned(ws, store, &save_opts, record, scanned, t0)?;
+    let (pre_save, undo) = match (&captured.outcome, resumed) {
+        (_, true) => (None, journal.as_ref().and_then(|j| j.undo)),
+        (SaveOutcome::Saved(cp), _) => (Some(cp.clone()), Some(cp.seq)),
+        (SaveOutcome::Unchanged(head), _) if !opts.no_save => (None, head.as_ref().map(|h| h.seq)),
+        _ => (None, None),
+    };
+    let mut scan = captured.scan;
+    ckpt_fault::point("restore.after_pre_save");
+    // Without a pre-save checkpoint the journal gets its own transaction.
+    if let (Some(j), None) = (new_journal, &pre_save) {
+        let _t = crate::trace::span("journal");
+        store.catalog.set_journal(Some(&Journal { undo, ..j }))?;
+    }
+    ckpt_fault::point("restore.after_journal");
+
+    if state_only {
+        scanner.keep_index(store, scan)?;
+        let state = state::restore_state(&store.state, &target, false)?;
+        return Ok(RestoreReport {
+            target,
+            undo,
+            pre_save,
+            changes: Vec::new(),
+            resumed: false,
+            written: 0,
+            removed: 0,
+            state,
+        });
+    }
+
+    let reader = store.catalog.reader()?;
+    if changes.is_empty() {
+        scanner.keep_index(store, scan)?;
+        let state = match with_state {
+            true => state::restore_state(&store.state, &target, false)?,
+            false => None,
+        };
+        if full {
+            store.catalog.set_meta(&[
+                ("head", Some(target.seq.to_le_bytes().to_vec())),
+                ("journal", None),
+            ])?;
+        } else if journal.is_some() {
+            store.catalog.set_journal(None)?;
+        }
+        return Ok(RestoreReport {
+            target,
+            undo,
+            pre_save,
+            changes,
+            resumed,
+            written: 0,
+            removed: 0,
+            state,
+        });
+    }
+
+    let state = match with_state {
+        true => state::restore_state(&store.state, &target, false)?,
+        false => None,
+    };
+    ckpt_fault::point("restore.after_state");
+
+    let root_fd = fs::open_dir_path(&ws.root).ctx("open", &ws.root)?;
+    let applier = Applier {
+        root: root_fd,
+        root_path: &ws.root,
+        objects: &store.objects,
+        ignore: Some(&ignore),
+        written: Mutex::new(HashMap::new()),
+        removed: AtomicU64::new(0),
+        counter: AtomicU64::new(0),
+    };
+    let lookup = TargetLookup::new(&reader, target.root);
+    let t = crate::trace::span("apply");
+    applier.apply(&changes, &lookup)?;
+    drop(t);
+
+    let t = crate::trace::span("update index");
+    scan.index = updated_index(
+        std::mem::take(&mut scan.index),
+        &changes,
+        &applier.written.into_inner().unwrap(),
+        &lookup,
+    )?;
+    scan.index_unchanged = false;
+    drop(t);
+    let mut meta: Vec<(&str, Option<Vec<u8>>)> = vec![("journal", None)];
+    if full {
+        meta.push(("head", Some(target.seq.to_le_bytes().to_vec())));
+    }
+    ckpt_fault::point("restore.before_journal_end");
+    let t = crate::trace::span("journal end");
+    store.catalog.set_meta(&meta)?;
+    drop(t);
+    ckpt_fault::point("restore.after_journal_end");
+    // The pre-save scan's watch token is valid for this index too: every
+    // directory marked up to it was listed by that scan, and restore's own
+    // writes are marked after it (see `crate::watch`).
+    scanner.keep_index(store, scan)?;
+    let written = changes
+        .iter()
+        .filter(|c| {
+            c.new
+                .as_ref()
+                .is_some_and(|e| !matches!(e.node, Node::Dir { .. }))
+        })
+        .count() as u64;
+    Ok(RestoreReport {
+        target,
+        undo,
+        pre_save,
+        changes,
+        resumed,
+        written,
+        removed: applier.removed.into_inner(),
+        state,
+    })
+}
+
+/// Re-hashes every object `changes` will write, in parallel, so a damaged
+/// store fails a restore before anything is changed.
+fn check_objects(objects: &Objects, changes: &[Change]) -> Result<()> {
+    let mut needed: Vec<(Hash, u64)> = changes
+        .iter()
+        .filter(|c| {
+            matches!(
+                c.kind,
+                ChangeKind::Added | ChangeKind::Modified | ChangeKind::TypeChanged
+            )
+        })
+        .filter_map(|c| match c.new.as_ref().map(|e| &e.node) {
+            Some(Node::File { hash, size }) => Some((*hash, *size)),
+            _ => None,
+        })
+        .collect();
+    needed.sort_unstable();
+    needed.dedup();
+    needed
+        .par_iter()
+        .try_for_each(|(h, size)| objects.check(h, *size))
+}
+
+/// Every difference from the scanned state to the target tree, within
+/// `filter`, without `.ckptignore`d paths: what a restore must do.
+fn plan(
+    reader: &CatalogReader<'_>,
+    scan: &crate::workspace::scan::ScanResult,
+    target: Hash,
+    filter: &PathFilter,
+    ignore: &Ignore,
+) -> Result<Vec<Change>> {
+    let src = TreeSource {
+        fresh: Some(&scan.new_trees),
+        catalog: reader,
+    };
+    let mut changes = diff::diff_trees(&src, Some(scan.root), Some(target), filter)?;
+    drop_ignored(&mut changes, ignore);
+    Ok(changes)
+}
+
+fn drop_ignored(changes: &mut Vec<Change>, ignore: &Ignore) {
+    if ignore.is_active() {
+        changes.retain(|c| {
+            let is_dir = |e: &Option<Entry>| {
+                e.as_ref()
+                    .is_some_and(|e| matches!(e.node, Node::Dir { .. }))
+            };
+            !ignore.is_ignored(&c.path, is_dir(&c.new) || is_dir(&c.old))
+        });
+    }
+}
+
+fn name_of(path: &[u8]) -> &[u8] {
+    match path.iter().rposition(|&b| b == b'/') {
+        Some(i) => &path[i + 1..],
+        None => path,
+    }
+}
+
+/// Finds entries of the target checkpoint by path, caching trees.
+struct TargetLookup<'a> {
+    reader: &'a CatalogReader<'a>,
+    root: Hash,
+    trees: Mutex<HashMap<Hash, Arc<Tree>>>,
+}
+
+impl<'a> TargetLookup<'a> {
+    fn new(reader: &'a CatalogReader<'a>, root: Hash) -> Self {
+        TargetLookup {
+            reader,
+            root,
+            trees: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn tree(&self, h: &Hash) -> Result<Arc<Tree>> {
+        if let Some(t) = self.trees.lock().unwrap().get(h) {
+            return Ok(Arc::clone(t));
+        }
+        let t = Arc::new(self.reader.tree(h)?);
+        self.trees.lock().unwrap().insert(*h, Arc::clone(&t));
+        Ok(t)
+    }
+
+    /// The tree hash of the directory at `path` in the target, if it is one.
+    fn dir_tree(&self, path: &[u8]) -> Result<Option<Hash>> {
+        let mut cur = self.root;
+        for comp in path.split(|&b| b == b'/').filter(|c| !c.is_empty()) {
+            let t = self.tree(&cur)?;
+            match t.get(comp).map(|e| &e.node) {
+                Some(Node::Dir { tree }) => cur = *tree,
+                _ => return Ok(None),
+            }
+        }
+        Ok(Some(cur))
+    }
+
+    /// The target entry at `path` (not the root).
+    fn entry(&self, path: &[u8]) -> Result<Option<Entry>> {
+        let Some(parent) = self.dir_tree(parent_of(path))? else {
+            return Ok(None);
+        };
+        Ok(self.tree(&parent)?.get(name_of(path)).cloned())
+    }
+}
+
+/// A file or symlink operation in one directory.
+enum Op<'c> {
+    Write(&'c Entry),
+    Meta(&'c Entry),
+}
+
+struct Applier<'a> {
+    root: OwnedFd,
+    root_path: &'a Path,
+    objects: &'a Objects,
+    ignore: Option<&'a Ignore>,
+    written: Mutex<HashMap<Vec<u8>, Meta>>,
+    removed: AtomicU64,
+    counter: AtomicU64,
+}
+
+impl Applier<'_> {
+    fn shown(&self, rel: &[u8]) -> PathBuf {
+        display_path(self.root_path, rel)
+    }
+
+    fn open_dir(&self, rel: &[u8]) -> Result<OwnedFd> {
+        fs::open_dir_beneath(self.root.as_fd(), rel).map_err(|e| match e {
+            Errno::LOOP | Errno::NOTDIR => Error::Usage(format!(
+                "{}: a path component is not a directory (a symlink or file is in the way); nothing beyond it was written",
+                self.shown(rel).display()
+            )),
+            e => Error::io("open directory", self.shown(rel), e.into()),
+        })
+    }
+
+    fn temp_name(&self) -> Vec<u8> {
+        let n = self.counter.fetch_add(1, Ordering::Relaxed);
+        let mut name = TEMP_PREFIX.to_vec();
+        name.extend_from_slice(format!("{}.{n}", std::process::id()).as_bytes());
+        name
+    }
+
+    fn apply(&self, changes: &[Change], lookup: &TargetLookup<'_>) -> Result<()> {
+        // Phase A: removals and directory creation, in path order.
+        let mut removed_dirs: Vec<&[u8]> = Vec::new();
+        let mut groups: BTreeMap<&[u8], Vec<(&[u8], Op<'_>)>> = BTreeMap::new();
+        let mut finalize: BTreeSet<Vec<u8>> = BTreeSet::new();
+        for c in changes {
+            let path = c.path.as_slice();
+            let mut p = parent_of(path);
+            while !p.is_empty() && finalize.insert(p.to_vec()) {
+                p = parent_of(p);
+            }
+            let under_removed = removed_dirs.last().is_some_and(|d| is_within(path, d));
+            match c.kind {
+                ChangeKind::Deleted => {
+                    if !under_removed {
+                        self.remove(path)?;
+                        if matches!(c.old.as_ref().map(|e| &e.node), Some(Node::Dir { .. })) {
+                            removed_dirs.push(path);
+                        }
+                    }
+                }
+                ChangeKind::TypeChanged => {
+                    self.remove(path)?;
+                    if matches!(c.old.as_ref().map(|e| &e.node), Some(Node::Dir { .. })) {
+                        removed_dirs.push(path);
+                    }
+                    self.create(c, &mut groups, &mut finalize)?;
+                }
+                ChangeKind::Added => self.create(c, &mut groups, &mut finalize)?,
+                ChangeKind::Modified => {
+                    let e = c.new.as_ref().unwrap();
+                    groups
+                        .entry(parent_of(path))
+                        .or_default()
+                        .push((path, Op::Write(e)));
+                }
+                ChangeKind::ModeChanged | ChangeKind::Touched => {
+                    let e = c.new.as_ref().unwrap();
+                    if matches!(e.node, Node::Dir { .. }) {
+                        finalize.insert(path.to_vec());
+                    } else {
+                        groups
+                            .entry(parent_of(path))
+                            .or_default()
+                            .push((path, Op::Meta(e)));
+                    }
+                }
+            }
+        }
+
+        ckpt_fault::point("restore.phase_a");
+        // Phase B: files and symlinks, in parallel per directory.
+        let groups: Vec<_> = groups.into_iter().collect();
+        groups.par_iter().try_for_each(|(dir, ops)| -> Result<()> {
+            let dfd = self.open_dir(dir)?;
+            for (path, op) in ops {
+                match op {
+                    Op::Write(e) => self.write_entry(dfd.as_fd(), path, e)?,
+                    Op::Meta(e) => self.fix_meta(dfd.as_fd(), path, e)?,
+                }
+            }
+            Ok(())
+        })?;
+
+        ckpt_fault::point("restore.phase_c");
+        // Phase C: directory modes and mtimes, deepest first.
+        let mut dirs: Vec<Vec<u8>> = finalize.into_iter().collect();
+        dirs.sort_by_key(|d| std::cmp::Reverse(d.iter().filter(|&&b| b == b'/').count()));
+        for d in dirs {
+            let Some(e) = lookup.entry(&d)? else { continue };
+            if !matches!(e.node, Node::Dir { .. }) {
+                continue;
+            }
+            let fd = self.open_dir(&d)?;
+            rustix::fs::fchmod(&fd, FsMode::from_raw_mode(e.mode)).ctx("chmod", self.shown(&d))?;
+            fs::set_mtime_fd(fd.as_fd(), e.mtime_ns).ctx("set mtime", self.shown(&d))?;
+        }
+        Ok(())
+    }
+
+    fn create<'c>(
+        &self,
+        c: &'c Change,
+        groups: &mut BTreeMap<&'c [u8], Vec<(&'c [u8], Op<'c>)>>,
+        finalize: &mut BTreeSet<Vec<u8>>,
+    ) -> Result<()> {
+        let e = c.new.as_ref().unwrap();
+        let path = c.path.as_slice();
+        if let Node::Dir { .. } = e.node {
+            let dfd = self.open_dir(parent_of(path))?;
+            match rustix::fs::mkdirat(&dfd, name_of(path), FsMode::from_raw_mode(0o700)) {
+                Ok(()) => {}
+                Err(Errno::EXIST) => match fs::stat_at(dfd.as_fd(), name_of(path)) {
+                    Ok(m) if m.file_type() == rustix::fs::FileType::Directory => {}
+                    _ => {
+                        fs::remove_all_at(dfd.as_fd(), name_of(path))
+                            .ctx("remove", self.shown(path))?;
+                        rustix::fs::mkdirat(&dfd, name_of(path), FsMode::from_raw_mode(0o700))
+                            .ctx("create directory", self.shown(path))?;
+                    }
+                },
+                Err(e) => return Err(Error::io("create directory", self.shown(path), e.into())),
+            }
+            finalize.insert(path.to_vec());
+        } else {
+            groups
+                .entry(parent_of(path))
+                .or_default()
+                .push((path, Op::Write(e)));
+        }
+        Ok(())
+    }
+
+    /// Removes `path` (recursively), leaving `.ckptignore`d entries alone.
+    fn remove(&self, path: &[u8]) -> Result<()> {
+        let dfd = self.open_dir(parent_of(path))?;
+        self.remove_at(dfd.as_fd(), path)
+    }
+
+    fn remove_at(&self, dir: BorrowedFd<'_>, path: &[u8]) -> Result<()> {
+        let name = name_of(path);
+        let meta = match fs::stat_at(dir, name) {
+            Ok(m) => m,
+            Err(Errno::NOENT) => return Ok(()),
+            Err(e) => return Err(Error::io("stat", self.shown(path), e.into())),
+        };
+        if meta.file_type() == rustix::fs::FileType::Directory {
+            let sub = fs::open_dir_at(dir, name).ctx("open directory", self.shown(path))?;
+            let sub = fs::list_dir(sub).ctx("read directory", self.shown(path))?;
+            let mut kept = false;
+            for (child, _) in &sub.names {
+                let cpath = join(path, child);
+                let child_is_dir = fs::stat_at(sub.fd(), child)
+                    .is_ok_and(|m| m.file_type() == rustix::fs::FileType::Directory);
+                if self
+                    .ignore
+                    .is_some_and(|ig| ig.is_ignored(&cpath, child_is_dir))
+                {
+                    kept = true;
+                    continue;
+                }
+                self.remove_at(sub.fd(), &cpath)?;
+            }
+            if !kept {
+                rustix::fs::unlinkat(dir, name, AtFlags::REMOVEDIR)
+                    .ctx("remove directory", self.shown(path))?;
+            }
+        } else {
+            match rustix::fs::unlinkat(dir, name, AtFlags::empty()) {
+                Ok(()) | Err(Errno::NOENT) => {}
+                Err(e) => return Err(Error::io("remove", self.shown(path), e.into())),
+            }
+        }
+        self.removed.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Writes a file or symlink under a temporary name and renames it into
+    /// place.
+    fn write_entry(&self, dir: BorrowedFd<'_>, path: &[u8], e: &Entry) -> Result<()> {
+        self.write_entry_copy(dir, path, e, self.temp_name())
+    }
+
+    /// [`write_entry`](Self::write_entry) by copying (or, for a symlink,
+    /// creating) into the temporary name `tmp`.
+    fn write_entry_copy(
+        &self,
+        dir: BorrowedFd<'_>,
+        path: &[u8],
+        e: &Entry,
+        tmp: Vec<u8>,
+    ) -> Result<()> {
+        let name = name_of(path);
+        let shown = || self.shown(path);
+        let meta = match &e.node {
+            Node::File { size, hash } => {
+                let dst = self.objects.materialize(hash, *size, dir, &tmp, &shown)?;
+                let done = (|| -> Result<Meta> {
+                    rustix::fs::fchmod(&dst, FsMode::from_raw_mode(e.mode))
+                        .ctx("chmod", shown())?;
+                    fs::set_mtime_fd(dst.as_fd(), e.mtime_ns).ctx("set mtime", shown())?;
+                    ckpt_fault::point("restore.after_tmp_write");
+                    rustix::fs::renameat(dir, tmp.as_slice(), dir, name).ctx("rename", shown())?;
+                    ckpt_fault::point("restore.after_rename");
+                    fs::stat_fd(dst.as_fd()).ctx("stat", shown())
+                })();
+                if done.is_err() {
+                    let _ = rustix::fs::unlinkat(dir, tmp.as_slice(), AtFlags::empty());
+                }
+                done?
+            }
+            Node::Symlink { target } => {
+                rustix::fs::symlinkat(target.as_slice(), dir, tmp.as_slice())
+                    .ctx("create symlink", shown())?;
+                let done = (|| -> Result<Meta> {
+                    fs::set_mtime_at(dir, &tmp, e.mtime_ns).ctx("set mtime", shown())?;
+                    rustix::fs::renameat(dir, tmp.as_slice(), dir, name).ctx("rename", shown())?;
+                    fs::stat_at(dir, name).ctx("stat", shown())
+                })();
+                if done.is_err() {
+                    let _ = rustix::fs::unlinkat(dir, tmp.as_slice(), AtFlags::empty());
+                }
+                done?
+            }
+            Node::Dir { .. } => unreachable!("directories are created in phase A"),
+        };
+        self.written.lock().unwrap().insert(path.to_vec(), meta);
+        Ok(())
+    }
+
+    /// Sets mode and mtime of an existing file or symlink whose content is
+    /// already right.
+    fn fix_meta(&self, dir: BorrowedFd<'_>, path: &[u8], e: &Entry) -> Result<()> {
+        let name = name_of(path);
+        let shown = || self.shown(path);
+        let meta = match &e.node {
+            Node::Symlink { .. } => {
+                fs::set_mtime_at(dir, name, e.mtime_ns).ctx("set mtime", shown())?;
+                fs::stat_at(dir, name).ctx("stat", shown())?
+            }
+            _ => match fs::open_file_at(dir, name) {
+                Ok(fd) => {
+                    rustix::fs::fchmod(&fd, FsMode::from_raw_mode(e.mode)).ctx("chmod", shown())?;
+                    fs::set_mtime_fd(fd.as_fd(), e.mtime_ns).ctx("set mtime", shown())?;
+                    fs::stat_fd(fd.as_fd()).ctx("stat", shown())?
+                }
+                // Unreadable (e.g. mode 000): rewrite it from the store.
+                Err(Errno::ACCESS) => {
+                    if let Node::File { hash, size } = &e.node {
+                        self.objects.check(hash, *size)?;
+                    }
+                    return self.write_entry(dir, path, e);
+                }
+                Err(err) => return Err(Error::io("open", shown(), err.into())),
+            },
+        };
+        self.written.lock().unwrap().insert(path.to_vec(), meta);
+        Ok(())
+    }
+}
+
+/// The index after a restore: the pre-restore scan's index with every
+/// written path replaced. A directory keeps a known tree hash only when its
+/// entries equal the target's exactly; otherwise its tree is marked unknown
+/// and the next scan rebuilds it from the entries (no file is re-read).
+fn updated_index(
+    mut index: Index,
+    changes: &[Change],
+    written: &HashMap<Vec<u8>, Meta>,
+    lookup: &TargetLookup<'_>,
+) -> Result<Index> {
+    // Directories that went away take their records with them.
+    for c in changes {
+        let old_dir = matches!(c.old.as_ref().map(|e| &e.node), Some(Node::Dir { .. }));
+        let new_dir = matches!(c.new.as_ref().map(|e| &e.node), Some(Node::Dir { .. }));
+        if old_dir && (!new_dir || c.kind == ChangeKind::TypeChanged) {
+            index.dirs.retain(|p, _| !is_within(p, &c.path));
+        }
+    }
+    // Changes grouped by parent directory.
+    let mut by_dir: BTreeMap<Vec<u8>, Vec<&Change>> = BTreeMap::new();
+    for c in changes {
+        let mut p = parent_of(&c.path);
+        by_dir.entry(p.to_vec()).or_default().push(c);
+        while !p.is_empty() {
+            p = parent_of(p);
+            by_dir.entry(p.to_vec()).or_default();
+        }
+    }
+    let mut dirs: Vec<Vec<u8>> = by_dir.keys().cloned().collect();
+    dirs.sort_by_key(|d| {
+        std::cmp::Reverse(if d.is_empty() {
+            0
+        } else {
+            1 + d.iter().filter(|&&b| b == b'/').count()
+        })
+    });
+    for d in dirs {
+        let mut entries: BTreeMap<Vec<u8>, IndexEntry> = index
+            .dirs
+            .get(&d)
+            .map(|r| {
+                r.entries
+                    .iter()
+                    .map(|e| (e.entry.name.clone(), e.clone()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        for c in &by_dir[&d] {
+            let name = name_of(&c.path).to_vec();
+            match &c.new {
+                None => {
+                    entries.remove(&name);
+                }
+                Some(e) if matches!(e.node, Node::Dir { .. }) => {
+                    entries.insert(name, dir_entry(e));
+                }
+                Some(e) => {
+                    if let Some(m) = written.get(&c.path) {
+                        entries.insert(
+                            name,
+                            IndexEntry {
+                                entry: e.clone(),
+                                meta: *m,
+                                racy: false,
+                            },
+                        );
+                    }
+                }
+            }
+        }
+        // Subdirectories: their records (processed first, deeper) give the
+        // tree; their mode and mtime are the target's (set in phase C).
+        for (name, ie) in entries.iter_mut() {
+            if let Node::Dir { .. } = ie.entry.node {
+                let child = join(&d, name);
+                if let Some(rec) = index.dirs.get(&child) {
+                    ie.entry.node = Node::Dir { tree: rec.tree };
+                    if by_dir.contains_key(&child) {
+                        if let Some(t) = lookup.entry(&child)? {
+                            ie.entry.mode = t.mode;
+                            ie.entry.mtime_ns = t.mtime_ns;
+                        }
+                    }
+                }
+            }
+        }
+        let entries: crate::store::index::Entries = entries.into_values().collect();
+        let tree = match lookup.dir_tree(&d)? {
+            Some(h) => {
+                let t = lookup.tree(&h)?;
+                let same = t.entries.len() == entries.len()
+                    && t.entries.iter().zip(&entries).all(|(a, b)| *a == b.entry);
+                if same {
+                    h
+                } else {
+                    UNKNOWN_TREE
+                }
+            }
+            None => UNKNOWN_TREE,
+        };
+        index.dirs.insert(
+            d,
+            Arc::new(DirRecord {
+                tree,
+                entries,
+                exact_names: false,
+            }),
+        );
+    }
+    Ok(index)
+}
+
+fn dir_entry(e: &Entry) -> IndexEntry {
+    IndexEntry {
+        entry: e.clone(),
+        meta: Meta {
+            mode: rustix::fs::FileType::Directory.as_raw_mode() | e.mode,
+            mtime_ns: e.mtime_ns,
+            ..Meta::default()
+        },
+        racy: false,
+    }
+}

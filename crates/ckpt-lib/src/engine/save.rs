@@ -1,0 +1,395 @@
+//! Saving a checkpoint, and the read-only views of the workspace state
+//! (status) built on the same scan.
+//!
+//! Save, in order (each step's durability is what makes the next safe):
+//! 1. scan the workspace against the stat index, storing the content of
+//!    changed files as pending objects ([`crate::workspace::scan`]);
+//! 2. read the agent-state version (only if `state.redb` exists, see
+//!    [`crate::store::state`]); if the root tree equals the head's and the state's
+//!    content equals the head's, stop: nothing changed;
+//! 3. make the pending objects durable under their final names
+//!    ([`crate::store::objects::Objects::commit`]);
+//! 4. commit trees + checkpoint record + head in one redb transaction;
+//! 5. replace the stat index (a cache; see [`crate::store::index`]).
+//!
+//! A crash before 4 leaves unreferenced objects (removed by gc) and no
+//! checkpoint; after 4 the checkpoint is complete.
+
+use std::collections::{BTreeMap, HashSet};
+use std::time::Instant;
+
+use crate::error::IoContext;
+use ckpt_copy::fs;
+use serde::{Deserialize, Serialize};
+
+use crate::engine::diff::{self, Change, PathFilter, TreeSource};
+use crate::engine::digest;
+use crate::store::catalog::{ChangeStats, Checkpoint};
+use crate::store::Store;
+use crate::workspace::scan::{self, Mode, ScanInput, ScanResult};
+use crate::workspace::Workspace;
+use crate::{trace, Result};
+
+/// Tag key ckpt sets on checkpoints it makes itself (e.g. before a restore).
+pub const REASON_TAG: &str = "ckpt.reason";
+
+/// What to record.
+#[derive(Clone, Debug, Default)]
+pub struct SaveOptions {
+    /// Message.
+    pub message: String,
+    /// Tags.
+    pub tags: BTreeMap<String, String>,
+    /// Record a checkpoint even if nothing changed.
+    pub allow_empty: bool,
+    /// A restore journal to commit in the checkpoint's own transaction, its
+    /// `undo` set to the new checkpoint (the pre-restore save, see
+    /// [`crate::engine::restore`]); ignored when no checkpoint is recorded.
+    pub journal: Option<crate::store::catalog::Journal>,
+}
+
+/// What a save did.
+#[derive(Debug)]
+pub enum SaveOutcome {
+    /// A new checkpoint.
+    Saved(Checkpoint),
+    /// Nothing changed since the head (which may not exist).
+    Unchanged(Option<Checkpoint>),
+}
+
+/// A save with the scan behind it (restore reuses the scan).
+pub struct Captured {
+    /// What happened.
+    pub outcome: SaveOutcome,
+    /// The scan.
+    pub scan: ScanResult,
+    /// Files read during the scan, for `--verbose`.
+    pub files_read: u64,
+}
+
+/// What a scan does with the files whose stat changed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScanKind {
+    /// Store their content as pending objects (save, a restore's pre-save).
+    Capture,
+    /// Only hash them (status, diff, a dry run).
+    HashOnly,
+}
+
+/// Which directories a scan lists.
+#[derive(Clone, Debug, Default)]
+pub enum ScanPlan {
+    /// Every directory.
+    #[default]
+    Full,
+    /// Only these (and the path from the root to each): a live watcher
+    /// vouched that nothing else changed since the index was saved (see
+    /// [`crate::watch`]). Falls back to a full scan when the index has no
+    /// root record.
+    Partial(HashSet<Vec<u8>>),
+}
+
+/// Where the engines get the current state of a workspace, and where the
+/// stat index they leave behind goes. A command scans in this process and
+/// writes the index file ([`OnDisk`]); the watcher scans from its in-memory
+/// index and keeps the result in memory (`crate::daemon`).
+pub trait Scanner {
+    /// Scans the workspace.
+    fn scan(&mut self, ws: &Workspace, store: &Store, kind: ScanKind) -> Result<ScanResult>;
+    /// Keeps `scan.index` (unless `scan.index_unchanged`) as the index of
+    /// the workspace as it now is.
+    fn keep_index(&mut self, store: &Store, scan: ScanResult) -> Result<()>;
+}
+
+/// The [`Scanner`] of a command: scan in this process, as its
+/// [`ScanPlan`] says, against the index file, and write the index file.
+#[derive(Debug, Default)]
+pub struct OnDisk {
+    /// Which directories to list.
+    pub plan: ScanPlan,
+    /// Why a planned partial scan became a full one (for `--verbose`).
+    pub notes: Vec<String>,
+}
+
+impl OnDisk {
+    /// A scanner that lists what `plan` says.
+    pub fn new(plan: ScanPlan) -> OnDisk {
+        OnDisk {
+            plan,
+            notes: Vec::new(),
+        }
+    }
+}
+
+impl Scanner for OnDisk {
+    fn scan(&mut self, ws: &Workspace, store: &Store, kind: ScanKind) -> Result<ScanResult> {
+        let t = trace::span("load index");
+        let index = store.load_index()?;
+        drop(t);
+        let ignore = ws.ignore()?;
+        let exclude = ws.excluded();
+        let mode = match kind {
+            ScanKind::Capture => Mode::Capture(&store.objects),
+            ScanKind::HashOnly => Mode::HashOnly,
+        };
+        let _t = trace::span("scan");
+        let input = ScanInput {
+            root: &ws.root,
+            index: &index,
+            ignore: &ignore,
+            exclude: &exclude,
+            mode,
+        };
+        let result = match &self.plan {
+            ScanPlan::Partial(dirs) if index.dirs.contains_key(&Vec::new()) => {
+                scan::scan_partial(&input, dirs)
+            }
+            ScanPlan::Partial(_) => {
+                self.notes
+                    .push("full scan instead: the index is missing or stale".into());
+                scan::scan(&input)
+            }
+            ScanPlan::Full => scan::scan(&input),
+        };
+        if result.is_err() {
+            store.objects.abort();
+        }
+        result
+    }
+
+    fn keep_index(&mut self, store: &Store, scan: ScanResult) -> Result<()> {
+        save_index(store, &scan)
+    }
+}
+
+/// Writes the index file of a scan, unless the scan left it unchanged.
+pub fn save_index(store: &Store, scan: &ScanResult) -> Result<()> {
+    if !scan.index_unchanged {
+        scan.index.save(&store.index_path())?;
+    }
+    Ok(())
+}
+
+/// Records a checkpoint of the workspace, scanning all of it in this
+/// process (no watcher: that choice is [`crate::ops::save`]'s).
+pub fn save(ws: &Workspace, store: &Store, opts: &SaveOptions) -> Result<SaveOutcome> {
+    let captured = capture(ws, store, opts, Record::Checkpoint, &mut OnDisk::default())?;
+    Ok(captured.outcome)
+}
+
+/// Whether a capture records a checkpoint.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Record {
+    /// Commit a checkpoint if anything changed (or `allow_empty`).
+    Checkpoint,
+    /// Store the objects and refresh the index, record nothing (the
+    /// pre-restore capture of `restore --no-save`).
+    ObjectsOnly,
+}
+
+/// Entries scanned, files read, new objects and their bytes: what a save
+/// cost, for `--verbose`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScanCounts {
+    /// Entries looked at.
+    pub entries: u64,
+    /// Files whose content was read.
+    pub files_read: u64,
+    /// Objects added to the store.
+    pub new_objects: u64,
+    /// Bytes of those objects.
+    pub new_bytes: u64,
+}
+
+impl Captured {
+    /// What the capture cost.
+    pub fn counts(&self) -> ScanCounts {
+        ScanCounts {
+            entries: self.scan.entries,
+            files_read: self.files_read,
+            new_objects: self.scan.new_objects,
+            new_bytes: self.scan.new_bytes,
+        }
+    }
+}
+
+/// Scans with `scanner`, stores and (with [`Record::Checkpoint`], if
+/// anything changed or `allow_empty`) commits a checkpoint, then writes the
+/// index file.
+pub fn capture(
+    ws: &Workspace,
+    store: &Store,
+    opts: &SaveOptions,
+    record: Record,
+    scanner: &mut OnDisk,
+) -> Result<Captured> {
+    let t0 = Instant::now();
+    let scan = scanner.scan(ws, store, ScanKind::Capture)?;
+    let captured = capture_scanned(ws, store, opts, record, scan, t0)?;
+    let _t = trace::span("index save");
+    save_index(store, &captured.scan)?;
+    Ok(captured)
+}
+
+/// [`capture`] from a capture-mode scan already made. The index is left
+/// alone: the caller keeps `Captured::scan.index` ([`Scanner::keep_index`]).
+pub fn capture_scanned(
+    ws: &Workspace,
+    store: &Store,
+    opts: &SaveOptions,
+    record: Record,
+    scan: ScanResult,
+    t0: Instant,
+) -> Result<Captured> {
+    let commit_checkpoint = record == Record::Checkpoint;
+    let reader = store.catalog.reader()?;
+    let head = match reader.head()? {
+        Some(s) => reader.checkpoint(s)?,
+        None => None,
+    };
+    remove_temp_files(ws, &scan.temp_files)?;
+    ckpt_fault::point("save.after_scan");
+    let files_read = scan.files_read;
+    let state_version = if commit_checkpoint {
+        store.state.current_version()?
+    } else {
+        None
+    };
+    let changed = head.as_ref().map(|h| h.root) != Some(scan.root)
+        || (commit_checkpoint
+            && crate::store::state::changed_since(
+                &store.state,
+                head.as_ref().and_then(|h| h.state_version),
+                state_version,
+            )?);
+    if !commit_checkpoint || (!changed && !opts.allow_empty) {
+        store.objects.commit()?;
+        return Ok(Captured {
+            outcome: SaveOutcome::Unchanged(head),
+            scan,
+            files_read,
+        });
+    }
+    let t = trace::span("diff");
+    let changes = {
+        let src = TreeSource {
+            fresh: Some(&scan.new_trees),
+            catalog: &reader,
+        };
+        diff::diff_trees(
+            &src,
+            head.as_ref().map(|h| h.root),
+            Some(scan.root),
+            &PathFilter::default(),
+        )?
+    };
+    let stats = ChangeStats {
+        new_objects: scan.new_objects,
+        new_bytes: scan.new_bytes,
+        ..diff::stats(&changes)
+    };
+    drop(t);
+    let t = trace::span("digest");
+    let parent_digest = match &head {
+        Some(h) => digest::stored_digest(h)?,
+        None => Some(ckpt_lthash::Digest::new()),
+    };
+    let digest = match parent_digest {
+        Some(d) => digest::apply_changes(&d, &changes),
+        None => digest::tree_digest(
+            &TreeSource {
+                fresh: Some(&scan.new_trees),
+                catalog: &reader,
+            },
+            scan.root,
+        )?,
+    };
+    drop(reader);
+    drop(t);
+    let t = trace::span("objects commit");
+    store.objects.commit()?;
+    drop(t);
+    let record = Checkpoint {
+        seq: 0,
+        hash: Default::default(),
+        parent: head.as_ref().map(|h| h.seq),
+        time_ns: fs::now_ns(),
+        message: opts.message.clone(),
+        tags: opts.tags.clone(),
+        root: scan.root,
+        stats,
+        skipped: scan.skipped.clone(),
+        duration_us: t0.elapsed().as_micros() as u64,
+        digest: Some(digest::encode_digest(&digest)),
+        state_version,
+    };
+    let trees: Vec<_> = scan
+        .new_trees
+        .iter()
+        .map(|(h, b)| (*h, b.clone()))
+        .collect();
+    let t = trace::span("catalog commit");
+    ckpt_fault::point("catalog.before_commit");
+    let cp = store
+        .catalog
+        .commit_checkpoint(&trees, record, opts.journal.as_ref())?;
+    ckpt_fault::point("catalog.after_commit");
+    drop(t);
+    Ok(Captured {
+        outcome: SaveOutcome::Saved(cp),
+        scan,
+        files_read,
+    })
+}
+
+/// Removes ckpt temporary files left in the workspace by an interrupted
+/// restore (the caller holds the store lock, so none is in use).
+pub fn remove_temp_files(ws: &Workspace, temps: &[Vec<u8>]) -> Result<()> {
+    use std::os::fd::AsFd;
+    if temps.is_empty() {
+        return Ok(());
+    }
+    let root = fs::open_dir_path(&ws.root).ctx("open", &ws.root)?;
+    for t in temps {
+        let (dir, name) = match t.iter().rposition(|&b| b == b'/') {
+            Some(i) => (&t[..i], &t[i + 1..]),
+            None => (&t[..0], &t[..]),
+        };
+        let shown = fs::display_path(&ws.root, t);
+        let d = fs::open_dir_beneath(root.as_fd(), dir).ctx("open", &shown)?;
+        fs::remove_all_at(d.as_fd(), name).ctx("remove stale temporary file", &shown)?;
+    }
+    Ok(())
+}
+
+/// What changed in the workspace since the head checkpoint.
+pub struct Status {
+    /// The head (None before the first save).
+    pub head: Option<Checkpoint>,
+    /// Every difference from the head to the working directory.
+    pub changes: Vec<Change>,
+    /// Entries that would be skipped.
+    pub skipped: Vec<crate::store::catalog::Skipped>,
+    /// An interrupted restore, if any.
+    pub journal: Option<crate::store::catalog::Journal>,
+}
+
+/// Computes [`Status`] from a hash-only scan, without writing anything.
+pub fn status(store: &Store, filter: &PathFilter, scan: ScanResult) -> Result<Status> {
+    let reader = store.catalog.reader()?;
+    let head = match reader.head()? {
+        Some(s) => reader.checkpoint(s)?,
+        None => None,
+    };
+    let src = TreeSource {
+        fresh: Some(&scan.new_trees),
+        catalog: &reader,
+    };
+    let changes = diff::diff_trees(&src, head.as_ref().map(|h| h.root), Some(scan.root), filter)?;
+    Ok(Status {
+        head,
+        changes,
+        skipped: scan.skipped,
+        journal: reader.journal()?,
+    })
+}

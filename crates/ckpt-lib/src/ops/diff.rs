@@ -1,0 +1,152 @@
+//! `ckpt diff`: two checkpoints, or a checkpoint and the working directory,
+//! with content diffs of files and the agent-state changes.
+
+use std::path::PathBuf;
+
+use super::Context;
+use crate::engine::diff::{self, Change, ContentDiff, PathFilter, TreeSource};
+use crate::store::catalog::Checkpoint;
+use crate::store::state::{self, StateDiff};
+use crate::store::tree::{Entry, Node};
+use crate::store::Store;
+use crate::workspace::Workspace;
+use crate::{Error, Hash, Result};
+
+/// What [`diff`] compares.
+#[derive(Clone, Debug, Default)]
+pub struct DiffOptions {
+    /// From (default `HEAD`).
+    pub from: Option<String>,
+    /// To (default: the working directory).
+    pub to: Option<String>,
+    /// Only these paths (relative to the context's directory); all when
+    /// empty. The agent state is compared only for the whole workspace.
+    pub paths: Vec<PathBuf>,
+    /// Also compute the content diff of each changed file.
+    pub content: bool,
+}
+
+/// One changed path.
+#[derive(Debug)]
+pub struct ChangedPath {
+    /// What changed.
+    pub change: Change,
+    /// Its content diff, when asked for and when either side is a file.
+    pub content: Option<ContentDiff>,
+}
+
+/// What [`diff`] found.
+#[derive(Debug)]
+pub struct DiffReport {
+    /// The `from` checkpoint.
+    pub from: Checkpoint,
+    /// The `to` checkpoint; `None` for the working directory.
+    pub to: Option<Checkpoint>,
+    /// The changed paths that matter (see [`Change::is_interesting`]).
+    pub changes: Vec<ChangedPath>,
+    /// The agent-state side (None: paths were given, or no state store).
+    pub state: Option<StateDiff>,
+}
+
+impl DiffReport {
+    /// How the `to` side is named: its id, or `workdir`.
+    pub fn to_label(&self) -> String {
+        self.to.as_ref().map_or("workdir".to_string(), |c| c.id())
+    }
+}
+
+/// Compares two checkpoints, or a checkpoint and the working directory.
+pub fn diff(ctx: &Context, opts: &DiffOptions) -> Result<DiffReport> {
+    let ws = ctx.workspace()?;
+    let store = ws.open_store_read_only(&ctx.config)?;
+    let filter = PathFilter::new(ctx.rel_paths(&ws, &opts.paths)?);
+    // Scan first when the working directory is one side (it needs no read txn).
+    let scan = match opts.to {
+        None => Some(ctx.scan_hash_only(&ws, &store)?),
+        Some(_) => None,
+    };
+    let r = store.catalog.reader()?;
+    let from = r.resolve(opts.from.as_deref().unwrap_or("HEAD"))?;
+    let to = opts.to.as_deref().map(|b| r.resolve(b)).transpose()?;
+    let to_root = match (&to, &scan) {
+        (Some(cp), _) => cp.root,
+        (None, Some(s)) => s.root,
+        (None, None) => unreachable!("the working directory side was scanned"),
+    };
+    let src = TreeSource {
+        fresh: scan.as_ref().map(|s| &s.new_trees),
+        catalog: &r,
+    };
+    let all = diff::diff_trees(&src, Some(from.root), Some(to_root), &filter)?;
+    // Agent state is not a path: `-- PATHS` leaves it out.
+    let state = match filter.is_all() {
+        true => state::diff(&store.state, &from, to.as_ref())?,
+        false => None,
+    };
+    let mut report = DiffReport {
+        from,
+        to,
+        changes: Vec::new(),
+        state,
+    };
+    let to_label = report.to_label();
+    for c in all.into_iter().filter(Change::is_interesting) {
+        let content = match opts.content {
+            true => content_diff(
+                &ws,
+                &store,
+                &c,
+                &report.from.id(),
+                &to_label,
+                report.to.is_none(),
+            )?,
+            false => None,
+        };
+        report.changes.push(ChangedPath { change: c, content });
+    }
+    Ok(report)
+}
+
+/// The content diff of one change: objects from the store, or (for the
+/// working-directory side, when the scan only hashed it) the file itself.
+fn content_diff(
+    ws: &Workspace,
+    store: &Store,
+    c: &Change,
+    from_label: &str,
+    to_label: &str,
+    to_workdir: bool,
+) -> Result<Option<ContentDiff>> {
+    let file = |e: &Option<Entry>| match e.as_ref().map(|e| &e.node) {
+        Some(Node::File { hash, .. }) => Some(*hash),
+        _ => None,
+    };
+    let (old, new) = (file(&c.old), file(&c.new));
+    if old.is_none() && new.is_none() {
+        return Ok(None);
+    }
+    let read = |h: Option<Hash>, from_workdir: bool| -> Result<Vec<u8>> {
+        match h {
+            None => Ok(Vec::new()),
+            Some(h) if store.objects.contains(&h) => store.objects.read_object(&h),
+            Some(_) if from_workdir => {
+                let p = ws.root.join(ckpt_copy::fs::as_path(&c.path));
+                match std::fs::read(&p) {
+                    // It vanished after the scan: show it as empty now.
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+                    r => r.map_err(|e| Error::io("read", p, e)),
+                }
+            }
+            Some(h) => Err(Error::Corrupt(format!("object {h} is missing"))),
+        }
+    };
+    let old_bytes = read(old, false)?;
+    let new_bytes = read(new, to_workdir)?;
+    let label = String::from_utf8_lossy(&c.path);
+    Ok(Some(diff::unified(
+        &old_bytes,
+        &new_bytes,
+        &format!("{from_label}/{label}"),
+        &format!("{to_label}/{label}"),
+    )))
+}

@@ -1,0 +1,170 @@
+//! # The front door
+//!
+//! One function per user operation. Each takes the [`Context`] (where it
+//! runs, with which [`Config`]) and a typed options struct, and returns a
+//! typed report. This layer alone:
+//!
+//! - finds the workspace and turns user paths into workspace paths;
+//! - opens the store and so takes its lock (read-only where it can);
+//! - decides between "through the live watcher" and "here"
+//!   ([`crate::watch::client`]), and records the watch token once the
+//!   engine has kept the index its scan produced.
+//!
+//! The CLI, `ckpt mcp`, `ckpt hook` and the watcher's own request handler
+//! (which runs [`crate::engine`] against its in-memory index) sit on top;
+//! none of them opens a store or chooses a scan.
+//!
+//! | operation | function |
+//! |---|---|
+//! | save | [`save::save`] |
+//! | status | [`status::status`] |
+//! | diff, with content diffs | [`diff::diff`] |
+//! | restore in place, of paths, `--to` | [`restore::restore`], [`restore::restore_to`] |
+
+pub mod diff;
+pub mod restore;
+pub mod save;
+pub mod status;
+
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path, PathBuf};
+
+use crate::engine::save::{OnDisk, ScanKind, ScanPlan, Scanner};
+use crate::store::Store;
+use crate::watch::client::{Client, Notes, Plan};
+use crate::watch::Token;
+use crate::workspace::scan::ScanResult;
+use crate::workspace::Workspace;
+use crate::{Config, Error, Result};
+
+/// Where an operation runs: the directory it was started in (the workspace
+/// is found by walking up from it, and relative paths are relative to it),
+/// the configuration, and the notes it leaves for `--verbose`.
+#[derive(Debug)]
+pub struct Context {
+    /// The directory the operation is run from (`-C DIR`).
+    pub cwd: PathBuf,
+    /// How ckpt runs.
+    pub config: Config,
+    notes: Notes,
+}
+
+impl Context {
+    /// A context at `cwd`.
+    pub fn new(cwd: PathBuf, config: Config) -> Context {
+        Context {
+            cwd,
+            config,
+            notes: Notes::default(),
+        }
+    }
+
+    /// What happened with the watcher so far, for `--verbose`.
+    pub fn notes(&self) -> Vec<String> {
+        self.notes.all()
+    }
+
+    /// The workspace containing [`Context::cwd`].
+    pub fn workspace(&self) -> Result<Workspace> {
+        Workspace::discover(&self.cwd)
+    }
+
+    /// `path` made absolute against [`Context::cwd`].
+    pub fn abs(&self, path: &Path) -> PathBuf {
+        self.cwd.join(path)
+    }
+
+    /// User paths (relative to [`Context::cwd`]) as workspace-relative
+    /// byte paths, lexically.
+    pub fn rel_paths(&self, ws: &Workspace, paths: &[PathBuf]) -> Result<Vec<Vec<u8>>> {
+        paths
+            .iter()
+            .map(|p| {
+                let abs = normalize(&self.cwd.join(p));
+                let rel = abs.strip_prefix(&ws.root).map_err(|_| {
+                    Error::Usage(format!(
+                        "{} is outside the workspace {}",
+                        p.display(),
+                        ws.root.display()
+                    ))
+                })?;
+                Ok(rel.as_os_str().as_bytes().to_vec())
+            })
+            .collect()
+    }
+
+    fn client(&self) -> Client<'_> {
+        Client {
+            full_scan: self.config.full_scan,
+            notes: &self.notes,
+        }
+    }
+
+    /// The scanner of a command in this process: partial when a live
+    /// watcher vouches for the rest. Call [`Here::finish`] once the engine
+    /// has kept the index.
+    fn here(&self, ws: &Workspace, store: &Store) -> Here<'_> {
+        let t = crate::trace::span("watch plan");
+        let (plan, token) = match self.client().plan(ws, store) {
+            Plan::Partial { dirs, token } => (ScanPlan::Partial(dirs), Some(token)),
+            Plan::Full { token } => (ScanPlan::Full, token),
+        };
+        drop(t);
+        Here {
+            ctx: self,
+            scanner: OnDisk::new(plan),
+            token,
+        }
+    }
+
+    /// A hash-only scan of the workspace for status and diff: from a live
+    /// watcher's in-memory index when it answers, else here.
+    fn scan_hash_only(&self, ws: &Workspace, store: &Store) -> Result<ScanResult> {
+        {
+            let _t = crate::trace::span("watcher scan");
+            if let Some(r) = self.client().scan(ws, store) {
+                return Ok(r);
+            }
+        }
+        let mut here = self.here(ws, store);
+        let scan = here.scanner.scan(ws, store, ScanKind::HashOnly)?;
+        here.finish(store, false);
+        Ok(scan)
+    }
+}
+
+/// A scan in this process, and the watch token to record after its index.
+struct Here<'c> {
+    ctx: &'c Context,
+    scanner: OnDisk,
+    token: Option<Token>,
+}
+
+impl Here<'_> {
+    /// Keeps the scanner's notes and, when `index_kept`, records the watch
+    /// token (the token never runs ahead of the index; see
+    /// [`crate::watch`]).
+    fn finish(self, store: &Store, index_kept: bool) {
+        for n in self.scanner.notes {
+            self.ctx.notes.push(n);
+        }
+        if let (true, Some(t)) = (index_kept, &self.token) {
+            self.ctx.client().record(store, t);
+        }
+    }
+}
+
+/// Lexical normalisation: `.` dropped, `..` pops.
+pub fn normalize(p: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            c => out.push(c),
+        }
+    }
+    out
+}

@@ -1,0 +1,68 @@
+//! `ckpt save` and `ckpt hook`'s save: through a live watcher when it
+//! vouches for the workspace (it keeps the index in memory, takes the store
+//! lock and applies the retention policy itself, see [`crate::watch`]);
+//! otherwise a scan in this process under the store lock, then the saved
+//! retention policy ([`crate::store::retention::apply_configured`]).
+
+use std::time::{Duration, Instant};
+
+use ckpt_copy::fs;
+
+use super::Context;
+use crate::engine::save::{self, Record, SaveOptions, SaveOutcome, ScanCounts};
+use crate::store::retention::{self, RetentionReport};
+use crate::Result;
+
+/// What [`save`] did.
+#[derive(Debug)]
+pub struct SaveReport {
+    /// The outcome.
+    pub outcome: SaveOutcome,
+    /// What the scan cost (for `--verbose`).
+    pub counts: ScanCounts,
+    /// What the saved retention policy dropped after this save, when it
+    /// dropped anything (only reported for saves made in this process).
+    pub retention: Option<RetentionReport>,
+    /// How long the save took, as the caller saw it.
+    pub elapsed: Duration,
+}
+
+/// Records a checkpoint of the workspace.
+pub fn save(ctx: &Context, opts: &SaveOptions) -> Result<SaveReport> {
+    let t0 = Instant::now();
+    let ws = ctx.workspace()?;
+    if let Some(r) = ctx.client().save(&ws, opts, ctx.config.lock_timeout) {
+        let outcome = match (r.saved, r.checkpoint) {
+            (true, Some(cp)) => Some(SaveOutcome::Saved(cp)),
+            (false, head) => Some(SaveOutcome::Unchanged(head)),
+            (true, None) => None,
+        };
+        if let Some(outcome) = outcome {
+            return Ok(SaveReport {
+                outcome,
+                counts: ScanCounts {
+                    entries: r.entries,
+                    files_read: r.files_read,
+                    new_objects: r.new_objects,
+                    new_bytes: r.new_bytes,
+                },
+                retention: None,
+                elapsed: t0.elapsed(),
+            });
+        }
+    }
+    let store = ws.open_store(&ctx.config)?;
+    let mut here = ctx.here(&ws, &store);
+    let captured = save::capture(&ws, &store, opts, Record::Checkpoint, &mut here.scanner)?;
+    here.finish(&store, true);
+    let retention = match &captured.outcome {
+        SaveOutcome::Saved(_) => retention::apply_configured(&store, fs::now_ns())?,
+        SaveOutcome::Unchanged(_) => None,
+    };
+    Ok(SaveReport {
+        counts: captured.counts(),
+        outcome: captured.outcome,
+        retention,
+        elapsed: t0.elapsed(),
+    })
+}

@@ -1,0 +1,65 @@
+//! `ckpt status`: what changed since the head, files and agent state.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use super::Context;
+use crate::engine::diff::{Change, PathFilter};
+use crate::engine::save;
+use crate::store::catalog::{Checkpoint, Journal, Skipped};
+use crate::store::state::{self, StateChange};
+use crate::Result;
+
+/// What [`status`] looks at.
+#[derive(Clone, Debug, Default)]
+pub struct StatusOptions {
+    /// Only these paths (relative to the context's directory); all when
+    /// empty. The agent state is reported only for the whole workspace.
+    pub paths: Vec<PathBuf>,
+}
+
+/// What changed since the head.
+#[derive(Debug)]
+pub struct StatusReport {
+    /// The head (None before the first save).
+    pub head: Option<Checkpoint>,
+    /// Every difference from the head to the working directory.
+    pub changes: Vec<Change>,
+    /// Agent-state keys changed since the head.
+    pub state_changes: Vec<StateChange>,
+    /// Entries that would be skipped.
+    pub skipped: Vec<Skipped>,
+    /// An interrupted restore, if any.
+    pub journal: Option<Journal>,
+    /// How long it took.
+    pub elapsed: Duration,
+}
+
+impl StatusReport {
+    /// Nothing changed, files or state.
+    pub fn clean(&self) -> bool {
+        self.changes.is_empty() && self.state_changes.is_empty()
+    }
+}
+
+/// Compares the workspace with its head, writing nothing.
+pub fn status(ctx: &Context, opts: &StatusOptions) -> Result<StatusReport> {
+    let t0 = Instant::now();
+    let ws = ctx.workspace()?;
+    let store = ws.open_store_read_only(&ctx.config)?;
+    let filter = PathFilter::new(ctx.rel_paths(&ws, &opts.paths)?);
+    let scan = ctx.scan_hash_only(&ws, &store)?;
+    let st = save::status(&store, &filter, scan)?;
+    let state_changes = match (&st.head, filter.is_all()) {
+        (Some(h), true) => state::diff(&store.state, h, None)?.map_or_else(Vec::new, |d| d.changes),
+        _ => Vec::new(),
+    };
+    Ok(StatusReport {
+        head: st.head,
+        changes: st.changes,
+        state_changes,
+        skipped: st.skipped,
+        journal: st.journal,
+        elapsed: t0.elapsed(),
+    })
+}

@@ -1,0 +1,571 @@
+//! The catalog: checkpoint records, trees and refs in one redb database
+//! (`<store>/catalog.redb`).
+//!
+//! redb gives us atomic, durable, crash-safe transactions (copy-on-write
+//! B-trees with checksummed commits); we write no WAL of our own. A save
+//! commits its new trees, its checkpoint record and the new head in a single
+//! write transaction with `Durability::Immediate`, after the objects it
+//! references are durable (see [`crate::store::objects`]). So after a crash either
+//! the whole checkpoint is visible or none of it is.
+//!
+//! Tables:
+//! - `meta`: `&str → bytes` — `head` (u64 LE), `next_seq` (u64 LE),
+//!   `generation` (u64 LE, bumped by gc), `caps` (JSON), `journal` (JSON of
+//!   an in-progress restore).
+//! - `checkpoints`: `u64 seq → JSON` [`Checkpoint`].
+//! - `by_hash`: `[u8;32] checkpoint hash → u64 seq`, for hash-prefix ids.
+//! - `trees`: `[u8;32] tree hash → encoded` [`Tree`].
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use redb::{
+    Database, Durability, ReadOnlyDatabase, ReadTransaction, ReadableDatabase, ReadableTable,
+    TableDefinition,
+};
+use serde::{Deserialize, Serialize};
+
+use crate::store::tree::Tree;
+use crate::{Error, Hash, Result};
+
+const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
+const CHECKPOINTS: TableDefinition<u64, &[u8]> = TableDefinition::new("checkpoints");
+const BY_HASH: TableDefinition<&[u8], u64> = TableDefinition::new("by_hash");
+const TREES: TableDefinition<&[u8], &[u8]> = TableDefinition::new("trees");
+
+/// Counts of what a checkpoint changed relative to its parent.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChangeStats {
+    /// Files (and symlinks) that appeared.
+    pub files_added: u64,
+    /// Files whose content, mode or kind changed.
+    pub files_modified: u64,
+    /// Files that disappeared.
+    pub files_deleted: u64,
+    /// Bytes in added files.
+    pub bytes_added: u64,
+    /// Bytes (new size) in modified files.
+    pub bytes_modified: u64,
+    /// Bytes in deleted files.
+    pub bytes_deleted: u64,
+    /// Objects newly written to the store.
+    pub new_objects: u64,
+    /// Bytes newly written to the store (what this checkpoint cost).
+    pub new_bytes: u64,
+}
+
+/// An entry the scan could not capture (socket, FIFO, device).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Skipped {
+    /// Workspace-relative path bytes.
+    pub path: Vec<u8>,
+    /// What it was.
+    pub kind: String,
+}
+
+/// One checkpoint record.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Checkpoint {
+    /// Sequence number: the checkpoint is shown as `v{seq}`.
+    pub seq: u64,
+    /// BLAKE3 of this record's JSON with `hash` zeroed.
+    pub hash: Hash,
+    /// The checkpoint the workspace was at when this one was made.
+    pub parent: Option<u64>,
+    /// Creation time, ns since the epoch.
+    pub time_ns: i64,
+    /// User message.
+    pub message: String,
+    /// `KEY=VALUE` tags (agent session, tool, reason, ...).
+    pub tags: BTreeMap<String, String>,
+    /// Root tree.
+    pub root: Hash,
+    /// What changed relative to `parent`.
+    pub stats: ChangeStats,
+    /// Entries that were not captured.
+    pub skipped: Vec<Skipped>,
+    /// How long the save took, in microseconds.
+    pub duration_us: u64,
+    /// LtHash16 state digest of the tree, base64url (see [`crate::engine::verify`]).
+    /// Optional fields are left out of the JSON when absent so that records
+    /// written before a field existed keep their hash.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
+    /// The agent-state version captured (latest commit of `state.redb` at
+    /// save time); `None` when no state store existed, which stands for the
+    /// empty state (see [`crate::store::state`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_version: Option<u64>,
+}
+
+impl Checkpoint {
+    /// The short id, `v{seq}`.
+    pub fn id(&self) -> String {
+        format!("v{}", self.seq)
+    }
+
+    fn compute_hash(&self) -> Hash {
+        let mut c = self.clone();
+        c.hash = Hash::default();
+        Hash::of(&serde_json::to_vec(&c).expect("checkpoint serialises"))
+    }
+}
+
+/// A restore that was started and may not have finished.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Journal {
+    /// Target checkpoint.
+    pub target: u64,
+    /// Restricting paths (empty: whole tree).
+    pub paths: Vec<Vec<u8>>,
+    /// The checkpoint that undoes the restore.
+    pub undo: Option<u64>,
+}
+
+/// The open catalog.
+pub struct Catalog {
+    db: Db,
+    path: PathBuf,
+}
+
+/// How the catalog is open. A writable redb database records its allocator
+/// state in a final commit when it is closed (several `fdatasync`s, ~1–2 ms
+/// here); a read-only handle writes nothing, so commands that only read
+/// ([`Catalog::open_read_only`]) do not pay for it.
+enum Db {
+    Write(Database),
+    Read(ReadOnlyDatabase),
+}
+
+fn u64_bytes(v: u64) -> [u8; 8] {
+    v.to_le_bytes()
+}
+
+fn bytes_u64(b: &[u8]) -> Option<u64> {
+    b.try_into().ok().map(u64::from_le_bytes)
+}
+
+impl Catalog {
+    fn err(&self, e: impl Into<redb::Error>) -> Error {
+        catalog_error(&self.path, e)
+    }
+
+    /// Creates a new, empty catalog.
+    pub fn create(path: &Path) -> Result<Catalog> {
+        let db = Database::create(path).map_err(|e| catalog_error(path, e))?;
+        let cat = Catalog {
+            db: Db::Write(db),
+            path: path.to_path_buf(),
+        };
+        let txn = cat.writable()?.begin_write().map_err(|e| cat.err(e))?;
+        {
+            let mut meta = txn.open_table(META).map_err(|e| cat.err(e))?;
+            meta.insert("format", u64_bytes(1).as_slice())
+                .map_err(|e| cat.err(e))?;
+            meta.insert("next_seq", u64_bytes(1).as_slice())
+                .map_err(|e| cat.err(e))?;
+            meta.insert("generation", u64_bytes(0).as_slice())
+                .map_err(|e| cat.err(e))?;
+            txn.open_table(CHECKPOINTS).map_err(|e| cat.err(e))?;
+            txn.open_table(BY_HASH).map_err(|e| cat.err(e))?;
+            txn.open_table(TREES).map_err(|e| cat.err(e))?;
+        }
+        txn.commit().map_err(|e| cat.err(e))?;
+        Ok(cat)
+    }
+
+    /// Opens an existing catalog.
+    pub fn open(path: &Path) -> Result<Catalog> {
+        if !path.exists() {
+            return Err(Error::Corrupt(format!("{} is missing", path.display())));
+        }
+        let db = Database::open(path).map_err(|e| catalog_error(path, e))?;
+        Ok(Catalog {
+            db: Db::Write(db),
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// Opens an existing catalog for reading only: nothing is written, not
+    /// even when it is closed. A catalog that needs a repair (the last
+    /// writer crashed) cannot be read without one, so it is then opened
+    /// writable, which repairs it.
+    pub fn open_read_only(path: &Path) -> Result<Catalog> {
+        if !path.exists() {
+            return Err(Error::Corrupt(format!("{} is missing", path.display())));
+        }
+        match Database::builder().open_read_only(path) {
+            Ok(db) => Ok(Catalog {
+                db: Db::Read(db),
+                path: path.to_path_buf(),
+            }),
+            Err(_) => Catalog::open(path),
+        }
+    }
+
+    fn writable(&self) -> Result<&Database> {
+        match &self.db {
+            Db::Write(db) => Ok(db),
+            Db::Read(_) => Err(Error::Usage(format!(
+                "internal error: a write to {} through a read-only handle (nothing was changed)",
+                self.path.display()
+            ))),
+        }
+    }
+
+    /// Begins a read transaction (a consistent snapshot).
+    pub fn reader(&self) -> Result<CatalogReader<'_>> {
+        let txn = match &self.db {
+            Db::Write(db) => db.begin_read(),
+            Db::Read(db) => db.begin_read(),
+        };
+        Ok(CatalogReader {
+            txn: txn.map_err(|e| self.err(e))?,
+            cat: self,
+        })
+    }
+
+    /// Commits a new checkpoint with its new trees, making it the head.
+    /// Fills in `seq` and `hash`. With `journal`, that restore journal is
+    /// recorded in the same transaction, its `undo` set to the new
+    /// checkpoint.
+    pub fn commit_checkpoint(
+        &self,
+        new_trees: &[(Hash, Vec<u8>)],
+        mut record: Checkpoint,
+        journal: Option<&Journal>,
+    ) -> Result<Checkpoint> {
+        let mut txn = self.writable()?.begin_write().map_err(|e| self.err(e))?;
+        txn.set_durability(Durability::Immediate)
+            .map_err(|e| self.err(redb::Error::from(e)))?;
+        {
+            let mut meta = txn.open_table(META).map_err(|e| self.err(e))?;
+            let seq = meta
+                .get("next_seq")
+                .map_err(|e| self.err(e))?
+                .and_then(|v| bytes_u64(v.value()))
+                .ok_or_else(|| Error::Corrupt("catalog has no next_seq".into()))?;
+            record.seq = seq;
+            record.hash = record.compute_hash();
+            meta.insert("next_seq", u64_bytes(seq + 1).as_slice())
+                .map_err(|e| self.err(e))?;
+            meta.insert("head", u64_bytes(seq).as_slice())
+                .map_err(|e| self.err(e))?;
+            if let Some(j) = journal {
+                let j = Journal {
+                    undo: Some(seq),
+                    ..j.clone()
+                };
+                let json = serde_json::to_vec(&j).expect("journal serialises");
+                meta.insert("journal", json.as_slice())
+                    .map_err(|e| self.err(e))?;
+            }
+            let mut trees = txn.open_table(TREES).map_err(|e| self.err(e))?;
+            for (h, bytes) in new_trees {
+                trees
+                    .insert(h.0.as_slice(), bytes.as_slice())
+                    .map_err(|e| self.err(e))?;
+            }
+            let json = serde_json::to_vec(&record).expect("checkpoint serialises");
+            txn.open_table(CHECKPOINTS)
+                .map_err(|e| self.err(e))?
+                .insert(seq, json.as_slice())
+                .map_err(|e| self.err(e))?;
+            txn.open_table(BY_HASH)
+                .map_err(|e| self.err(e))?
+                .insert(record.hash.0.as_slice(), seq)
+                .map_err(|e| self.err(e))?;
+        }
+        txn.commit().map_err(|e| self.err(e))?;
+        Ok(record)
+    }
+
+    /// Writes (or with `None` removes) meta values in one durable transaction.
+    pub fn set_meta(&self, entries: &[(&str, Option<Vec<u8>>)]) -> Result<()> {
+        let txn = self.writable()?.begin_write().map_err(|e| self.err(e))?;
+        {
+            let mut meta = txn.open_table(META).map_err(|e| self.err(e))?;
+            for (k, v) in entries {
+                match v {
+                    Some(v) => meta.insert(*k, v.as_slice()).map(|_| ()),
+                    None => meta.remove(*k).map(|_| ()),
+                }
+                .map_err(|e| self.err(e))?;
+            }
+        }
+        txn.commit().map_err(|e| self.err(e))
+    }
+
+    /// Sets the head checkpoint.
+    pub fn set_head(&self, seq: Option<u64>) -> Result<()> {
+        self.set_meta(&[("head", seq.map(|s| u64_bytes(s).to_vec()))])
+    }
+
+    /// Records (or clears) the restore journal.
+    pub fn set_journal(&self, journal: Option<&Journal>) -> Result<()> {
+        self.set_meta(&[(
+            "journal",
+            journal.map(|j| serde_json::to_vec(j).expect("journal serialises")),
+        )])
+    }
+
+    /// Deletes a checkpoint record. If it was the head, the head moves to its
+    /// parent. Objects and trees stay until `gc`.
+    pub fn delete_checkpoint(&self, cp: &Checkpoint) -> Result<()> {
+        let txn = self.writable()?.begin_write().map_err(|e| self.err(e))?;
+        {
+            let mut meta = txn.open_table(META).map_err(|e| self.err(e))?;
+            let head = meta
+                .get("head")
+                .map_err(|e| self.err(e))?
+                .and_then(|v| bytes_u64(v.value()));
+            if head == Some(cp.seq) {
+                match cp.parent {
+                    Some(p) => meta.insert("head", u64_bytes(p).as_slice()).map(|_| ()),
+                    None => meta.remove("head").map(|_| ()),
+                }
+                .map_err(|e| self.err(e))?;
+            }
+            txn.open_table(CHECKPOINTS)
+                .map_err(|e| self.err(e))?
+                .remove(cp.seq)
+                .map_err(|e| self.err(e))?;
+            txn.open_table(BY_HASH)
+                .map_err(|e| self.err(e))?
+                .remove(cp.hash.0.as_slice())
+                .map_err(|e| self.err(e))?;
+        }
+        ckpt_fault::point("delete.before_commit");
+        txn.commit().map_err(|e| self.err(e))?;
+        ckpt_fault::point("delete.after_commit");
+        Ok(())
+    }
+
+    /// Removes trees and bumps the generation in one transaction (gc).
+    pub fn remove_trees(&self, dead: &[Hash], generation: u64) -> Result<()> {
+        let txn = self.writable()?.begin_write().map_err(|e| self.err(e))?;
+        {
+            let mut trees = txn.open_table(TREES).map_err(|e| self.err(e))?;
+            for h in dead {
+                trees.remove(h.0.as_slice()).map_err(|e| self.err(e))?;
+            }
+            txn.open_table(META)
+                .map_err(|e| self.err(e))?
+                .insert("generation", u64_bytes(generation).as_slice())
+                .map_err(|e| self.err(e))?;
+        }
+        txn.commit().map_err(|e| self.err(e))
+    }
+}
+
+fn catalog_error(path: &Path, e: impl Into<redb::Error>) -> Error {
+    Error::Catalog {
+        path: path.to_path_buf(),
+        message: e.into().to_string(),
+    }
+}
+
+/// A consistent read snapshot of the catalog.
+pub struct CatalogReader<'a> {
+    txn: ReadTransaction,
+    cat: &'a Catalog,
+}
+
+impl CatalogReader<'_> {
+    fn meta(&self, key: &str) -> Result<Option<Vec<u8>>> {
+        let t = self.txn.open_table(META).map_err(|e| self.cat.err(e))?;
+        Ok(t.get(key)
+            .map_err(|e| self.cat.err(e))?
+            .map(|v| v.value().to_vec()))
+    }
+
+    fn meta_u64(&self, key: &str) -> Result<Option<u64>> {
+        Ok(self.meta(key)?.and_then(|v| bytes_u64(&v)))
+    }
+
+    /// The head checkpoint's sequence number.
+    pub fn head(&self) -> Result<Option<u64>> {
+        self.meta_u64("head")
+    }
+
+    /// The store generation (bumped by gc).
+    pub fn generation(&self) -> Result<u64> {
+        Ok(self.meta_u64("generation")?.unwrap_or(0))
+    }
+
+    /// A JSON meta value.
+    pub fn meta_json<T: for<'de> Deserialize<'de>>(&self, key: &str) -> Result<Option<T>> {
+        match self.meta(key)? {
+            None => Ok(None),
+            Some(b) => serde_json::from_slice(&b)
+                .map(Some)
+                .map_err(|e| Error::Corrupt(format!("catalog meta {key}: {e}"))),
+        }
+    }
+
+    /// The in-progress restore, if any.
+    pub fn journal(&self) -> Result<Option<Journal>> {
+        self.meta_json("journal")
+    }
+
+    /// One checkpoint by sequence number.
+    pub fn checkpoint(&self, seq: u64) -> Result<Option<Checkpoint>> {
+        let t = self
+            .txn
+            .open_table(CHECKPOINTS)
+            .map_err(|e| self.cat.err(e))?;
+        let Some(v) = t.get(seq).map_err(|e| self.cat.err(e))? else {
+            return Ok(None);
+        };
+        decode_checkpoint(seq, v.value()).map(Some)
+    }
+
+    /// All checkpoints, oldest first.
+    pub fn checkpoints(&self) -> Result<Vec<Checkpoint>> {
+        let t = self
+            .txn
+            .open_table(CHECKPOINTS)
+            .map_err(|e| self.cat.err(e))?;
+        let mut out = Vec::new();
+        for item in t.iter().map_err(|e| self.cat.err(e))? {
+            let (k, v) = item.map_err(|e| self.cat.err(e))?;
+            out.push(decode_checkpoint(k.value(), v.value())?);
+        }
+        Ok(out)
+    }
+
+    /// Resolves a user-given id: `v12`, `12`, a unique hex prefix of a
+    /// checkpoint hash (≥ 4 digits), `HEAD`/`@` (the head), `latest`, each
+    /// optionally followed by `~N` (N parents back).
+    pub fn resolve(&self, rev: &str) -> Result<Checkpoint> {
+        let (base, back) = match rev.split_once('~') {
+            Some((b, n)) => (
+                b,
+                if n.is_empty() {
+                    1
+                } else {
+                    n.parse::<u64>().map_err(|_| {
+                        Error::BadRevision(format!(
+                            "bad checkpoint id {rev:?}: `~` must be followed by a number"
+                        ))
+                    })?
+                },
+            ),
+            None => (rev, 0),
+        };
+        let mut cp = self.resolve_base(base)?;
+        for _ in 0..back {
+            let p = cp
+                .parent
+                .ok_or_else(|| Error::BadRevision(format!("{rev}: {} has no parent", cp.id())))?;
+            cp = self
+                .checkpoint(p)?
+                .ok_or_else(|| Error::BadRevision(format!("{rev}: parent v{p} was deleted")))?;
+        }
+        Ok(cp)
+    }
+
+    fn resolve_base(&self, rev: &str) -> Result<Checkpoint> {
+        let not_found = || Error::BadRevision(format!("no checkpoint {rev:?} (see `ckpt log`)"));
+        let seq = match rev {
+            "HEAD" | "@" | "head" => self.head()?.ok_or_else(|| {
+                Error::BadRevision("no checkpoint yet: run `ckpt save` first".into())
+            })?,
+            "latest" => self
+                .checkpoints()?
+                .last()
+                .map(|c| c.seq)
+                .ok_or_else(not_found)?,
+            _ => {
+                let digits = rev.strip_prefix('v').unwrap_or(rev);
+                if let Ok(n) = digits.parse::<u64>() {
+                    if rev.starts_with('v') || self.checkpoint(n)?.is_some() {
+                        n
+                    } else {
+                        self.by_prefix(rev)?.ok_or_else(not_found)?
+                    }
+                } else {
+                    self.by_prefix(rev)?.ok_or_else(not_found)?
+                }
+            }
+        };
+        self.checkpoint(seq)?.ok_or_else(not_found)
+    }
+
+    fn by_prefix(&self, prefix: &str) -> Result<Option<u64>> {
+        if prefix.len() < 4 || !prefix.chars().all(|c| c.is_ascii_hexdigit()) {
+            return Ok(None);
+        }
+        let prefix = prefix.to_ascii_lowercase();
+        let t = self.txn.open_table(BY_HASH).map_err(|e| self.cat.err(e))?;
+        // Bytes fully determined by the prefix bound the range.
+        let mut lo = Vec::new();
+        for pair in prefix.as_bytes().chunks(2) {
+            let s = std::str::from_utf8(pair).unwrap();
+            let v = u8::from_str_radix(s, 16).unwrap();
+            lo.push(if pair.len() == 2 { v } else { v << 4 });
+        }
+        let mut found = Vec::new();
+        for item in t.range(lo.as_slice()..).map_err(|e| self.cat.err(e))? {
+            let (k, v) = item.map_err(|e| self.cat.err(e))?;
+            let hex = Hash(
+                k.value()
+                    .try_into()
+                    .map_err(|_| Error::Corrupt("by_hash key".into()))?,
+            )
+            .to_hex();
+            if !hex.starts_with(&prefix) {
+                break;
+            }
+            found.push(v.value());
+            if found.len() > 1 {
+                return Err(Error::BadRevision(format!(
+                    "checkpoint id prefix {prefix:?} is ambiguous; give more digits"
+                )));
+            }
+        }
+        Ok(found.first().copied())
+    }
+
+    /// Loads a tree; a missing tree is store corruption.
+    pub fn tree(&self, h: &Hash) -> Result<Tree> {
+        let t = self.txn.open_table(TREES).map_err(|e| self.cat.err(e))?;
+        let v = t
+            .get(h.0.as_slice())
+            .map_err(|e| self.cat.err(e))?
+            .ok_or_else(|| Error::Corrupt(format!("tree {h} is missing from the catalog")))?;
+        let bytes = v.value();
+        if Hash::of(bytes) != *h {
+            return Err(Error::Corrupt(format!("tree {h} does not match its hash")));
+        }
+        Tree::decode(bytes).map_err(|e| Error::Corrupt(format!("tree {h}: {e}")))
+    }
+
+    /// Every stored tree hash (gc, verify).
+    pub fn tree_hashes(&self) -> Result<Vec<Hash>> {
+        let t = self.txn.open_table(TREES).map_err(|e| self.cat.err(e))?;
+        let mut out = Vec::new();
+        for item in t.iter().map_err(|e| self.cat.err(e))? {
+            let (k, _) = item.map_err(|e| self.cat.err(e))?;
+            out.push(Hash(
+                k.value()
+                    .try_into()
+                    .map_err(|_| Error::Corrupt("tree key".into()))?,
+            ));
+        }
+        Ok(out)
+    }
+}
+
+/// Parses checkpoint record `seq` from its stored JSON, checking its hash
+/// (public so fuzz targets and property tests reach it).
+pub fn decode_checkpoint(seq: u64, bytes: &[u8]) -> Result<Checkpoint> {
+    let cp: Checkpoint = serde_json::from_slice(bytes)
+        .map_err(|e| Error::Corrupt(format!("checkpoint v{seq}: {e}")))?;
+    if cp.seq != seq || cp.compute_hash() != cp.hash {
+        return Err(Error::Corrupt(format!(
+            "checkpoint v{seq} does not match its hash"
+        )));
+    }
+    Ok(cp)
+}

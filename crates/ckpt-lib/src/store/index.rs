@@ -1,0 +1,872 @@
+//! The stat index: a cache mapping every captured path to the stat it had
+//! when its content was last hashed, like git's index.
+//!
+//! A scan re-reads only entries whose [`Meta`] differs from the index (or
+//! that are marked racy), and reuses a directory's tree hash when none of its
+//! entries changed. The index is organised by directory: one [`DirRecord`]
+//! per directory, holding the directory's tree hash and its entries sorted by
+//! name.
+//!
+//! ## Invariants
+//! - Every content hash and tree hash in the index names an object or tree
+//!   that exists in the store. Saves and restores only record hashes they
+//!   stored or read from the store. `gc` is the only operation that deletes
+//!   objects; it bumps the store's *generation*, and an index whose
+//!   generation differs from the catalog's is discarded (see `gc`).
+//! - The index is only a cache. Each of its files is replaced atomically
+//!   (temp file + rename) and checked by a BLAKE3 trailer; a missing, torn
+//!   or stale index costs a full re-hash, never a wrong checkpoint. It is
+//!   therefore not fsynced (except by gc, see [`Index::save_durable`]).
+//!
+//! ## Base file and delta
+//! The index is the base file `index` plus, optionally, `index.delta`: the
+//! records that differ from the base and the directories gone from it. A
+//! save after a small change writes only the delta (a few KB instead of the
+//! whole file); once the delta would exceed a quarter of the base, the save
+//! writes a whole new base and removes the delta. The delta names the base
+//! it applies to by the base's BLAKE3 trailer, so a delta is never applied
+//! to any other base: a crash between writing a new base and removing the
+//! old delta, or a lost write, leaves either the new state or an older,
+//! consistent one (see `docs/FORMAT.md`). A delta is written only while the
+//! index path still names the very file (inode, held open) the in-memory
+//! index was loaded from.
+//!
+//! ## Loading without parsing
+//! Loading checks the trailer and validates every record, but keeps each
+//! directory's entries as bytes of the file ([`Entries`]); a scan compares
+//! an unchanged directory's fresh `lstat`s against those bytes through
+//! [`Entries::views`], and only directories that changed are decoded into
+//! [`IndexEntry`]s. Writing a whole base copies unchanged records' bytes.
+//!
+//! ## The racy-mtime rule
+//! A file modified within the same timestamp tick in which it was hashed
+//! could change again without its mtime changing. Entries whose mtime is
+//! within [`RACY_WINDOW_NS`] of the scan start are marked racy and re-hashed
+//! on the next scan, whatever their stat says.
+//!
+//! ## Exact names: listing a directory only when it changed
+//! A record with [`DirRecord::exact_names`] holds every name its directory
+//! had when it was last listed (nothing was ignored, skipped or vanished),
+//! and that directory's ctime was then older than the scan start minus
+//! [`RACY_WINDOW_NS`]. Any later change to the directory's names sets its
+//! ctime and mtime to the time of the change, so when a fresh `lstat` of the
+//! directory equals the one recorded in its parent's entry for it, the names
+//! are still these, and a scan stats them without listing the directory
+//! (see `crate::workspace::scan`). The parent's entry always holds the stat taken just
+//! before the directory's last listing: a scan rebuilds the parent's record
+//! whenever a subdirectory's stat differs from it in any field, and clears
+//! `exact_names` where it keeps a record under a newer stat.
+//!
+//! Format (little-endian): `"CKIX" u32:version=3 u64:generation
+//! i64:scan_start u32:ndirs (u32:block_len block)* [32]:blake3(all preceding
+//! bytes)`, where `block := u32:len path [32]:tree u8:flags u32:n (entry
+//! meta)*n` (block flags: 1 = exact names, other bits must be 0),
+//! `entry` is the tree-entry encoding of [`crate::store::tree`] and `meta := u64:dev
+//! u64:ino u32:st_mode u64:size i64:ctime_ns u8:flags` (flags 0 or 1 = racy;
+//! entries sorted by name, names unique). Delta: `"CKID" u32:version=2
+//! u64:generation i64:scan_start [32]:base_trailer u32:nremoved (u32:len
+//! path)*nremoved u32:ndirs (u32:block_len block)* [32]:blake3(all
+//! preceding bytes)`. Length-prefixed blocks let load and save work on
+//! directories in parallel. Files of an older version are not read (the next
+//! scan re-hashes, as for a missing index).
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::ops::Range;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+use rayon::prelude::*;
+
+use crate::error::IoContext;
+use crate::store::tree::{Entry, EntryRef, Reader};
+use crate::{Error, Hash, Result};
+use ckpt_copy::fs::Meta;
+
+/// The tree hash of a record whose tree must be rebuilt by the next scan
+/// (set by restore and gc; never the hash of a real tree).
+pub const UNKNOWN_TREE: Hash = Hash([0; 32]);
+
+/// Entries modified this close to the scan start are re-hashed next time.
+pub const RACY_WINDOW_NS: i64 = 50_000_000;
+
+const MAGIC: &[u8; 4] = b"CKIX";
+const VERSION: u32 = 3;
+const DELTA_MAGIC: &[u8; 4] = b"CKID";
+const DELTA_VERSION: u32 = 2;
+/// A delta is written instead of the whole file while it stays at most
+/// this fraction (1/N) of the base's size; beyond, the index is compacted.
+const DELTA_MAX_FRACTION: usize = 4;
+
+/// One cached entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IndexEntry {
+    /// The tree entry as last captured.
+    pub entry: Entry,
+    /// The stat it had.
+    pub meta: Meta,
+    /// Must be re-hashed on the next scan regardless of its stat.
+    pub racy: bool,
+}
+
+/// An index entry borrowed from the index file's bytes (or from a decoded
+/// [`IndexEntry`]): what a scan compares a fresh `lstat` against without
+/// allocating.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct EntryView<'a> {
+    pub(crate) entry: EntryRef<'a>,
+    pub(crate) meta: Meta,
+    pub(crate) racy: bool,
+}
+
+impl<'a> EntryView<'a> {
+    fn of(e: &'a IndexEntry) -> Self {
+        EntryView {
+            entry: e.entry.borrowed(),
+            meta: e.meta,
+            racy: e.racy,
+        }
+    }
+
+    /// Parses `entry meta` (the one parser of an index entry).
+    fn decode_from(r: &mut Reader<'a>) -> Result<Self> {
+        let entry = EntryRef::decode_from(r)?;
+        let meta = Meta {
+            dev: r.u64()?,
+            ino: r.u64()?,
+            mode: r.u32()?,
+            size: r.u64()?,
+            mtime_ns: entry.mtime_ns,
+            ctime_ns: r.u64()? as i64,
+        };
+        let racy = match r.take(1)?[0] {
+            0 => false,
+            1 => true,
+            _ => return Err(Error::Corrupt("index entry has unknown flags".into())),
+        };
+        Ok(EntryView { entry, meta, racy })
+    }
+
+    fn to_entry(self) -> IndexEntry {
+        IndexEntry {
+            entry: self.entry.to_entry(),
+            meta: self.meta,
+            racy: self.racy,
+        }
+    }
+}
+
+fn encode_entry(e: &IndexEntry, out: &mut Vec<u8>) {
+    e.entry.encode_into(out);
+    out.extend_from_slice(&e.meta.dev.to_le_bytes());
+    out.extend_from_slice(&e.meta.ino.to_le_bytes());
+    out.extend_from_slice(&e.meta.mode.to_le_bytes());
+    out.extend_from_slice(&e.meta.size.to_le_bytes());
+    out.extend_from_slice(&e.meta.ctime_ns.to_le_bytes());
+    out.push(e.racy as u8);
+}
+
+/// Where a loaded record's entries lie in the file it was loaded from
+/// (already validated, so reading them again cannot fail).
+#[derive(Clone)]
+struct RawEntries {
+    /// The whole file.
+    buf: Arc<Vec<u8>>,
+    /// The `dir` block (from `u32:path_len` to its last entry).
+    block: Range<usize>,
+    /// Offset of `u32:n` within `buf`.
+    at: usize,
+    /// Number of entries.
+    n: u32,
+}
+
+impl RawEntries {
+    /// The block's path, tree hash and flags byte.
+    fn head(&self) -> (&[u8], &[u8], u8) {
+        let b = &self.buf[self.block.clone()];
+        let len = u32::from_le_bytes(b[..4].try_into().unwrap()) as usize;
+        (&b[4..4 + len], &b[4 + len..4 + len + 32], b[4 + len + 32])
+    }
+
+    /// `u32:n (entry meta)*n`.
+    fn bytes(&self) -> &[u8] {
+        &self.buf[self.at..self.block.end]
+    }
+}
+
+/// One directory's entries, sorted by name. Entries loaded from the index
+/// file stay undecoded bytes until something asks for them as
+/// [`IndexEntry`]s (through `Deref`); a scan compares unchanged directories
+/// through [`Entries::views`] without decoding them.
+#[derive(Default)]
+pub struct Entries {
+    raw: Option<RawEntries>,
+    decoded: OnceLock<Vec<IndexEntry>>,
+}
+
+impl Entries {
+    /// Number of entries (without decoding them).
+    pub fn len(&self) -> usize {
+        match (&self.raw, self.decoded.get()) {
+            (_, Some(d)) => d.len(),
+            (Some(r), None) => r.n as usize,
+            (None, None) => 0,
+        }
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The entries as borrowed views, decoding nothing.
+    pub(crate) fn views(&self) -> Views<'_> {
+        match (&self.raw, self.decoded.get()) {
+            (Some(r), None) => {
+                let mut rd = Reader::new(r.bytes());
+                let _ = rd.u32();
+                Views::Raw(rd, r.n)
+            }
+            _ => Views::Decoded(self.iter()),
+        }
+    }
+}
+
+/// Iterator of [`Entries::views`].
+pub(crate) enum Views<'a> {
+    Raw(Reader<'a>, u32),
+    Decoded(std::slice::Iter<'a, IndexEntry>),
+}
+
+impl<'a> Iterator for Views<'a> {
+    type Item = EntryView<'a>;
+    fn next(&mut self) -> Option<EntryView<'a>> {
+        match self {
+            Views::Raw(r, left) => {
+                if *left == 0 {
+                    return None;
+                }
+                *left -= 1;
+                // Validated when loaded: an error here cannot happen; if it
+                // did, the listing would look shorter and the directory
+                // changed, which only costs a re-read.
+                EntryView::decode_from(r).ok()
+            }
+            Views::Decoded(it) => it.next().map(EntryView::of),
+        }
+    }
+}
+
+impl std::ops::Deref for Entries {
+    type Target = [IndexEntry];
+    fn deref(&self) -> &[IndexEntry] {
+        self.decoded.get_or_init(|| match &self.raw {
+            Some(r) => {
+                let mut rd = Reader::new(r.bytes());
+                let _ = rd.u32();
+                (0..r.n)
+                    .map_while(|_| EntryView::decode_from(&mut rd).ok())
+                    .map(EntryView::to_entry)
+                    .collect()
+            }
+            None => Vec::new(),
+        })
+    }
+}
+
+impl From<Vec<IndexEntry>> for Entries {
+    fn from(v: Vec<IndexEntry>) -> Self {
+        Entries {
+            raw: None,
+            decoded: OnceLock::from(v),
+        }
+    }
+}
+
+impl<'a> IntoIterator for &'a Entries {
+    type Item = &'a IndexEntry;
+    type IntoIter = std::slice::Iter<'a, IndexEntry>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
+
+impl FromIterator<IndexEntry> for Entries {
+    fn from_iter<I: IntoIterator<Item = IndexEntry>>(it: I) -> Self {
+        Entries::from(it.into_iter().collect::<Vec<_>>())
+    }
+}
+
+impl Clone for Entries {
+    fn clone(&self) -> Self {
+        match &self.raw {
+            Some(r) => Entries {
+                raw: Some(r.clone()),
+                decoded: OnceLock::new(),
+            },
+            None => Entries::from(self.to_vec()),
+        }
+    }
+}
+
+impl PartialEq for Entries {
+    fn eq(&self, other: &Self) -> bool {
+        self.len() == other.len() && self.views().zip(other.views()).all(|(a, b)| a == b)
+    }
+}
+
+impl Eq for Entries {}
+
+impl PartialEq for EntryView<'_> {
+    fn eq(&self, o: &Self) -> bool {
+        self.entry == o.entry && self.meta == o.meta && self.racy == o.racy
+    }
+}
+
+impl std::fmt::Debug for Entries {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+/// One directory's cached listing.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DirRecord {
+    /// Hash of the directory's tree as last captured.
+    pub tree: Hash,
+    /// Entries sorted by name.
+    pub entries: Entries,
+    /// `entries` name everything the directory held when it was last
+    /// listed, and its ctime was then outside the racy window: while its
+    /// stat stays as recorded in its parent, it need not be listed again
+    /// (see the module doc). False for records not made from a listing.
+    pub exact_names: bool,
+}
+
+impl DirRecord {
+    /// Finds an entry by name.
+    pub fn get(&self, name: &[u8]) -> Option<&IndexEntry> {
+        self.entries
+            .binary_search_by(|e| e.entry.name.as_slice().cmp(name))
+            .ok()
+            .map(|i| &self.entries[i])
+    }
+
+    /// This record's block as stored in `buf` under `path`, when it is
+    /// exactly that (same path, tree and entries).
+    fn stored_block(&self, path: &[u8], buf: Option<&Arc<Vec<u8>>>) -> Option<&[u8]> {
+        let r = self.entries.raw.as_ref()?;
+        if buf.is_some_and(|b| !Arc::ptr_eq(b, &r.buf)) {
+            return None;
+        }
+        let (p, t, flags) = r.head();
+        (p == path && t == self.tree.0 && flags == block_flags(self))
+            .then(|| &r.buf[r.block.clone()])
+    }
+}
+
+/// The whole index.
+#[derive(Clone, Debug, Default)]
+pub struct Index {
+    /// Store generation this index belongs to.
+    pub generation: u64,
+    /// When the scan that produced it started.
+    pub scan_start_ns: i64,
+    /// Directory path (relative, `""` for the root) → record.
+    pub dirs: HashMap<Vec<u8>, Arc<DirRecord>>,
+    /// The base file this index was loaded from, so that saving it again
+    /// writes only a delta against it (or copies the bytes of unchanged
+    /// records when it rewrites the whole file).
+    pub base: Option<Arc<Base>>,
+}
+
+/// A loaded base index file.
+pub struct Base {
+    /// The whole file.
+    buf: Arc<Vec<u8>>,
+    /// Its trailer: BLAKE3 of everything before it (what a delta names).
+    id: Hash,
+    generation: u64,
+    /// Its `dir` blocks.
+    blocks: Vec<Range<usize>>,
+    /// The file it was read from, held open so that its inode cannot be
+    /// reused: a delta is written only while the path still names it.
+    file: Option<File>,
+}
+
+impl std::fmt::Debug for Base {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Base({} bytes, {} dirs)",
+            self.buf.len(),
+            self.blocks.len()
+        )
+    }
+}
+
+impl Base {
+    /// Whether `path` still names the file this base was read from.
+    fn is_current(&self, path: &Path) -> bool {
+        let Some(f) = &self.file else { return false };
+        match (f.metadata(), std::fs::symlink_metadata(path)) {
+            (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+            _ => false,
+        }
+    }
+}
+
+/// The delta file beside the index file `path` (`index.delta`).
+pub fn delta_path(path: &Path) -> PathBuf {
+    let mut p = path.as_os_str().to_owned();
+    p.push(".delta");
+    PathBuf::from(p)
+}
+
+/// A parsed file: header fields, then `u32:ndirs (u32:block_len dir)*`.
+struct Parsed {
+    generation: u64,
+    scan_start_ns: i64,
+    base_id: Option<Hash>,
+    removed: Vec<Vec<u8>>,
+    blocks: Vec<Range<usize>>,
+    records: Vec<(Vec<u8>, Arc<DirRecord>)>,
+}
+
+/// Checks the trailer, parses and validates every record of an index
+/// (`delta == false`) or delta file.
+fn parse(buf: &Arc<Vec<u8>>, delta: bool) -> Result<Parsed> {
+    let bad = || Error::Corrupt(if delta { "index delta" } else { "index" }.into());
+    let bytes: &[u8] = buf;
+    if bytes.len() < 32 + 28 {
+        return Err(bad());
+    }
+    let (body, trailer) = bytes.split_at(bytes.len() - 32);
+    let t = crate::trace::span("index check");
+    let mut hasher = blake3::Hasher::new();
+    if body.len() > 256 * 1024 {
+        hasher.update_rayon(body);
+    } else {
+        hasher.update(body);
+    }
+    if hasher.finalize().as_bytes() != trailer {
+        return Err(bad());
+    }
+    drop(t);
+    let _t = crate::trace::span("index parse");
+    let mut r = Reader::new(body);
+    let (magic, version) = match delta {
+        false => (MAGIC, VERSION),
+        true => (DELTA_MAGIC, DELTA_VERSION),
+    };
+    if r.take(4)? != magic || r.u32()? != version {
+        return Err(bad());
+    }
+    let generation = r.u64()?;
+    let scan_start_ns = r.u64()? as i64;
+    let mut base_id = None;
+    let mut removed = Vec::new();
+    if delta {
+        base_id = Some(r.hash()?);
+        let n = r.u32()? as usize;
+        removed.reserve(n.min(body.len() / 4));
+        for _ in 0..n {
+            let len = r.u32()? as usize;
+            removed.push(r.take(len)?.to_vec());
+        }
+    }
+    let ndirs = r.u32()? as usize;
+    // Find the directory blocks, then validate them in parallel.
+    let mut blocks = Vec::with_capacity(ndirs.min(body.len() / 4));
+    for _ in 0..ndirs {
+        let len = r.u32()? as usize;
+        let start = r.position();
+        r.take(len)?;
+        blocks.push(start..start + len);
+    }
+    if !r.at_end() {
+        return Err(bad());
+    }
+    let records = blocks
+        .par_iter()
+        .map(|range| parse_dir(buf, range.clone()))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Parsed {
+        generation,
+        scan_start_ns,
+        base_id,
+        removed,
+        blocks,
+        records,
+    })
+}
+
+/// Validates one `dir` block (every entry parses, names strictly
+/// increasing) and makes its record, leaving the entries undecoded.
+fn parse_dir(buf: &Arc<Vec<u8>>, block: Range<usize>) -> Result<(Vec<u8>, Arc<DirRecord>)> {
+    let mut r = Reader::new(&buf[block.clone()]);
+    let len = r.u32()? as usize;
+    let path = r.take(len)?.to_vec();
+    let tree = r.hash()?;
+    let exact_names = match r.take(1)?[0] {
+        0 => false,
+        FLAG_EXACT_NAMES => true,
+        _ => return Err(Error::Corrupt("index record has unknown flags".into())),
+    };
+    let at = block.start + r.position();
+    let n = r.u32()?;
+    let mut prev: Option<&[u8]> = None;
+    for _ in 0..n {
+        let v = EntryView::decode_from(&mut r)?;
+        if prev.is_some_and(|p| p >= v.entry.name) {
+            return Err(Error::Corrupt("index entries are not sorted".into()));
+        }
+        prev = Some(v.entry.name);
+    }
+    if !r.at_end() {
+        return Err(Error::Corrupt("index".into()));
+    }
+    let entries = Entries {
+        raw: Some(RawEntries {
+            buf: Arc::clone(buf),
+            block,
+            at,
+            n,
+        }),
+        decoded: OnceLock::new(),
+    };
+    Ok((
+        path,
+        Arc::new(DirRecord {
+            tree,
+            entries,
+            exact_names,
+        }),
+    ))
+}
+
+impl Index {
+    /// Loads the index at `path` and applies its delta (see
+    /// [`delta_path`]) when that names this very base. A missing, corrupt
+    /// or stale (wrong generation) index yields an empty one: the next scan
+    /// re-hashes. A missing, corrupt or mismatched delta is ignored: the
+    /// base alone is an older but consistent index.
+    pub fn load(path: &Path, generation: u64) -> Index {
+        use std::io::Read;
+        let t = crate::trace::span("index read");
+        let Ok(mut f) = File::open(path) else {
+            return Index::default();
+        };
+        let cap = f.metadata().map_or(0, |m| m.len() as usize);
+        let mut bytes = Vec::with_capacity(cap + 1);
+        if f.read_to_end(&mut bytes).is_err() {
+            return Index::default();
+        }
+        drop(t);
+        let mut ix = match Self::decode_owned(bytes) {
+            Ok(ix) if ix.generation == generation => ix,
+            _ => return Index::default(),
+        };
+        if let Some(b) = ix.base.as_mut().and_then(Arc::get_mut) {
+            b.file = Some(f);
+        }
+        let _t = crate::trace::span("index delta");
+        if let Ok(d) = std::fs::read(delta_path(path)) {
+            let _ = ix.apply_delta(d);
+        }
+        ix
+    }
+
+    /// Parses an index file's bytes, checking its trailer hash and every
+    /// record (public so fuzz targets and property tests reach it).
+    pub fn decode(bytes: &[u8]) -> Result<Index> {
+        Self::decode_owned(bytes.to_vec())
+    }
+
+    fn decode_owned(bytes: Vec<u8>) -> Result<Index> {
+        let buf = Arc::new(bytes);
+        let p = parse(&buf, false)?;
+        let id = Hash(buf[buf.len() - 32..].try_into().unwrap());
+        let mut dirs = HashMap::with_capacity(p.records.len());
+        dirs.extend(p.records);
+        Ok(Index {
+            generation: p.generation,
+            scan_start_ns: p.scan_start_ns,
+            dirs,
+            base: Some(Arc::new(Base {
+                buf,
+                id,
+                generation: p.generation,
+                blocks: p.blocks,
+                file: None,
+            })),
+        })
+    }
+
+    /// Applies a delta file's bytes to this index, which must be the base
+    /// the delta names (by its BLAKE3) and of the same generation. On any
+    /// error the index is left unchanged.
+    pub fn apply_delta(&mut self, bytes: Vec<u8>) -> Result<()> {
+        let bad = |why: &str| Error::Corrupt(format!("index delta: {why}"));
+        let base_id = self.base.as_ref().ok_or_else(|| bad("no base"))?.id;
+        let buf = Arc::new(bytes);
+        let p = parse(&buf, true)?;
+        if p.base_id != Some(base_id) {
+            return Err(bad("made for another index"));
+        }
+        if p.generation != self.generation {
+            return Err(bad("wrong generation"));
+        }
+        for r in &p.removed {
+            self.dirs.remove(r);
+        }
+        self.dirs.extend(p.records);
+        self.scan_start_ns = p.scan_start_ns;
+        Ok(())
+    }
+
+    /// Serialises the whole index (directory blocks encoded in parallel;
+    /// loaded records are copied as bytes).
+    pub fn encode(&self) -> Vec<u8> {
+        let mut head = Vec::with_capacity(24);
+        head.extend_from_slice(MAGIC);
+        head.extend_from_slice(&VERSION.to_le_bytes());
+        head.extend_from_slice(&self.generation.to_le_bytes());
+        head.extend_from_slice(&self.scan_start_ns.to_le_bytes());
+        let mut paths: Vec<&Vec<u8>> = self.dirs.keys().collect();
+        paths.sort_unstable();
+        self.finish(head, &paths)
+    }
+
+    /// `head`, then `u32:ndirs (u32:block_len dir)*` for `paths`, then the
+    /// trailer.
+    fn finish(&self, head: Vec<u8>, paths: &[&Vec<u8>]) -> Vec<u8> {
+        use std::borrow::Cow;
+        let encode = |p: &&Vec<u8>| {
+            let rec = &self.dirs[*p];
+            match rec.stored_block(p, None) {
+                Some(b) => Cow::Borrowed(b),
+                None => Cow::Owned(encode_dir(p, rec)),
+            }
+        };
+        let blocks: Vec<Cow<'_, [u8]>> = if paths.len() > 64 {
+            paths.par_iter().map(encode).collect()
+        } else {
+            paths.iter().map(encode).collect()
+        };
+        let total: usize = blocks.iter().map(|b| b.len() + 4).sum();
+        let mut out = head;
+        out.reserve(total + 36);
+        out.extend_from_slice(&(paths.len() as u32).to_le_bytes());
+        for b in &blocks {
+            out.extend_from_slice(&(b.len() as u32).to_le_bytes());
+            out.extend_from_slice(b);
+        }
+        drop(blocks);
+        let mut hasher = blake3::Hasher::new();
+        if out.len() > 256 * 1024 {
+            hasher.update_rayon(&out);
+        } else {
+            hasher.update(&out);
+        }
+        out.extend_from_slice(hasher.finalize().as_bytes());
+        out
+    }
+
+    /// The delta of this index against `base`: every record that is not
+    /// `base`'s own block for its path, and every path of `base` that is
+    /// gone. `None` when it would be larger than the base allows.
+    pub fn encode_delta(&self, base: &Base) -> Option<Vec<u8>> {
+        if base.generation != self.generation {
+            return None;
+        }
+        let mut same = 0usize;
+        let mut changed: Vec<&Vec<u8>> = Vec::new();
+        let mut size = 0usize;
+        let limit = base.buf.len() / DELTA_MAX_FRACTION;
+        for (p, rec) in &self.dirs {
+            if rec.stored_block(p, Some(&base.buf)).is_some() {
+                same += 1;
+            } else {
+                changed.push(p);
+                size += 40 + p.len() + rec.entries.len() * 120;
+                if size > limit {
+                    return None;
+                }
+            }
+        }
+        let mut removed: Vec<&[u8]> = Vec::new();
+        if same != base.blocks.len() {
+            for b in &base.blocks {
+                let block = &base.buf[b.clone()];
+                let len = u32::from_le_bytes(block[..4].try_into().unwrap()) as usize;
+                let p = &block[4..4 + len];
+                if !self.dirs.contains_key(p) {
+                    removed.push(p);
+                }
+            }
+        }
+        changed.sort_unstable();
+        removed.sort_unstable();
+        let mut head = Vec::with_capacity(64 + removed.iter().map(|p| p.len() + 4).sum::<usize>());
+        head.extend_from_slice(DELTA_MAGIC);
+        head.extend_from_slice(&DELTA_VERSION.to_le_bytes());
+        head.extend_from_slice(&self.generation.to_le_bytes());
+        head.extend_from_slice(&self.scan_start_ns.to_le_bytes());
+        head.extend_from_slice(&base.id.0);
+        head.extend_from_slice(&(removed.len() as u32).to_le_bytes());
+        for p in &removed {
+            head.extend_from_slice(&(p.len() as u32).to_le_bytes());
+            head.extend_from_slice(p);
+        }
+        let out = self.finish(head, &changed);
+        (out.len() <= limit.max(1)).then_some(out)
+    }
+
+    /// Records this index at `path` (a cache, see the module doc): as a
+    /// delta against the base file it was loaded from when `path` still
+    /// names that file and the delta is small, else as a whole new file
+    /// (which drops any delta). Each file is replaced atomically (temp +
+    /// rename, no fsync).
+    pub fn save(&self, path: &Path) -> Result<()> {
+        let t = crate::trace::span("index encode");
+        let delta = self
+            .base
+            .as_ref()
+            .filter(|b| b.is_current(path))
+            .and_then(|b| self.encode_delta(b));
+        if let Some(d) = delta {
+            drop(t);
+            let _t = crate::trace::span("index write delta");
+            return replace(&delta_path(path), &d, false);
+        }
+        let bytes = self.encode();
+        drop(t);
+        let _t = crate::trace::span("index write");
+        replace(path, &bytes, false)?;
+        remove_delta(path)
+    }
+
+    /// Replaces the index file durably (temp + fsync + rename, the delta
+    /// removed, then fsync of the directory), for gc, which must not let an
+    /// old index survive a crash.
+    pub fn save_durable(&self, path: &Path) -> Result<()> {
+        replace(path, &self.encode(), true)?;
+        remove_delta(path)?;
+        let dir = path.parent().unwrap_or(Path::new("."));
+        File::open(dir).and_then(|d| d.sync_all()).ctx("fsync", dir)
+    }
+}
+
+/// The temporary name of the index file or its delta.
+pub fn temp_path(path: &Path) -> PathBuf {
+    let mut p = path.as_os_str().to_owned();
+    p.push(".tmp");
+    PathBuf::from(p)
+}
+
+fn replace(path: &Path, bytes: &[u8], durable: bool) -> Result<()> {
+    use std::io::Write;
+    let tmp = temp_path(path);
+    let mut f = File::create(&tmp).ctx("create", &tmp)?;
+    f.write_all(bytes).ctx("write", &tmp)?;
+    if durable {
+        f.sync_all().ctx("fsync", &tmp)?;
+    }
+    drop(f);
+    ckpt_fault::point("index.after_tmp_write");
+    std::fs::rename(&tmp, path).ctx("rename", path)?;
+    ckpt_fault::point("index.after_rename");
+    Ok(())
+}
+
+fn remove_delta(path: &Path) -> Result<()> {
+    let d = delta_path(path);
+    match std::fs::remove_file(&d) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(Error::io("remove", d, e)),
+    }
+}
+
+/// Block flag: [`DirRecord::exact_names`].
+const FLAG_EXACT_NAMES: u8 = 1;
+
+fn block_flags(d: &DirRecord) -> u8 {
+    if d.exact_names {
+        FLAG_EXACT_NAMES
+    } else {
+        0
+    }
+}
+
+fn encode_dir(path: &[u8], d: &DirRecord) -> Vec<u8> {
+    let mut out = Vec::with_capacity(40 + path.len() + d.entries.len() * 112);
+    out.extend_from_slice(&(path.len() as u32).to_le_bytes());
+    out.extend_from_slice(path);
+    out.extend_from_slice(&d.tree.0);
+    out.push(block_flags(d));
+    match &d.entries.raw {
+        Some(r) => out.extend_from_slice(r.bytes()),
+        None => {
+            out.extend_from_slice(&(d.entries.len() as u32).to_le_bytes());
+            for e in d.entries.iter() {
+                encode_entry(e, &mut out);
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::tree::Node;
+
+    #[test]
+    fn round_trip_and_corruption_detected() {
+        let mut ix = Index {
+            generation: 3,
+            scan_start_ns: 42,
+            ..Default::default()
+        };
+        ix.dirs.insert(
+            b"a/b".to_vec(),
+            Arc::new(DirRecord {
+                tree: Hash::of(b"t"),
+                entries: vec![IndexEntry {
+                    entry: Entry {
+                        name: b"f\n\xff".to_vec(),
+                        mode: 0o755,
+                        mtime_ns: 7,
+                        node: Node::File {
+                            size: 3,
+                            hash: Hash::of(b"abc"),
+                        },
+                    },
+                    meta: Meta {
+                        dev: 1,
+                        ino: 2,
+                        mode: 0o100755,
+                        size: 3,
+                        mtime_ns: 7,
+                        ctime_ns: 9,
+                    },
+                    racy: true,
+                }]
+                .into(),
+                exact_names: true,
+            }),
+        );
+        let bytes = ix.encode();
+        let back = Index::decode(&bytes).unwrap();
+        assert_eq!(back.dirs, ix.dirs);
+        assert_eq!(back.generation, 3);
+        for i in 0..bytes.len() {
+            let mut b = bytes.clone();
+            b[i] ^= 1;
+            assert!(Index::decode(&b).is_err(), "flip at {i} undetected");
+        }
+    }
+}

@@ -1,0 +1,187 @@
+//! A store: everything ckpt keeps about one workspace, in one directory
+//! outside it.
+//!
+//! ```text
+//! <store>/
+//!   CKPT_STORE      format marker ("ckpt store v1")
+//!   lock            flock(2) target, see crate::store::lock
+//!   catalog.redb    trees, checkpoints, refs (crate::store::catalog)
+//!   index           stat cache (crate::store::index)
+//!   objects/ab/…    file contents by BLAKE3 (crate::store::objects)
+//!   tmp/            objects being written
+//!   state.redb      agent state, created on first write (crate::store::state)
+//!   state.redb.lock its per-process lock
+//! ```
+//!
+//! [`Store::open`] takes the lock before anything else and holds it until
+//! the `Store` is dropped. The state store is opened lazily, on first use
+//! ([`Store::state`]), and closed when the `Store` is dropped.
+
+pub mod bands;
+pub mod catalog;
+pub mod gc;
+pub mod index;
+pub mod lock;
+pub mod objects;
+pub mod retention;
+pub mod state;
+pub mod tree;
+pub mod usage;
+
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+
+use crate::error::IoContext;
+use crate::store::catalog::Catalog;
+use crate::store::index::Index;
+use crate::store::lock::Lock;
+use crate::store::objects::Objects;
+use crate::store::state::LazyState;
+use crate::{Config, Error, Result};
+use ckpt_copy::copy::{self, Caps, Copier};
+use ckpt_copy::fs;
+
+pub(crate) const MARKER: &str = "CKPT_STORE";
+const MARKER_TEXT: &str = "ckpt store v1\n";
+
+/// An open, locked store.
+pub struct Store {
+    /// The store directory.
+    pub root: PathBuf,
+    /// Trees, checkpoints, refs.
+    pub catalog: Catalog,
+    /// File contents.
+    pub objects: Objects,
+    /// What the store's filesystem supports (probed at creation), after any
+    /// `CKPT_COPY_STRATEGY` override.
+    pub caps: Caps,
+    /// Agent state (`state.redb`), opened on first use.
+    pub state: LazyState,
+    _lock: Lock,
+}
+
+impl Store {
+    /// Creates a new store directory (which must not exist or be empty).
+    pub fn create(root: &Path) -> Result<()> {
+        Store::create_for(root, None)
+    }
+
+    /// Creates a new store for the workspace at `source`: the copy
+    /// capabilities cached in the store are probed for the pair (workspace
+    /// filesystem → store filesystem), the direction a save copies in.
+    pub fn create_for(root: &Path, source: Option<&Path>) -> Result<()> {
+        if root.join(MARKER).exists() {
+            return Err(Error::Usage(format!(
+                "{} already holds a ckpt store",
+                root.display()
+            )));
+        }
+        std::fs::create_dir_all(root).ctx("create store", root)?;
+        Objects::create_layout(root)?;
+        let dir = fs::open_dir_path(root).ctx("open", root)?;
+        let caps = match source {
+            Some(src) => {
+                let sfd = fs::open_dir_path(src).ctx("open", src)?;
+                copy::probe_pair(sfd.as_fd(), dir.as_fd())
+            }
+            None => copy::probe(dir.as_fd()),
+        }
+        .ctx("probe copy capabilities", root)?;
+        let catalog = Catalog::create(&root.join("catalog.redb"))?;
+        catalog.set_meta(&[(
+            "caps",
+            Some(serde_json::to_vec(&caps).expect("caps serialise")),
+        )])?;
+        let marker = root.join(MARKER);
+        std::fs::write(&marker, MARKER_TEXT).ctx("write", &marker)?;
+        rustix::fs::fsync(&dir).ctx("fsync", root)?;
+        Ok(())
+    }
+
+    /// Opens and locks a store.
+    pub fn open(root: &Path, config: &Config) -> Result<Store> {
+        Store::open_mode(root, config, false)
+    }
+
+    /// Opens and locks a store for commands that only read (`status`,
+    /// `diff`, `log`, `show`): the catalog is opened read-only and no
+    /// temporary directory is made, so nothing is written (not even when the
+    /// catalog is closed) beyond removing what crashed processes left.
+    /// Writing through it fails (an internal error).
+    pub fn open_read_only(root: &Path, config: &Config) -> Result<Store> {
+        Store::open_mode(root, config, true)
+    }
+
+    fn open_mode(root: &Path, config: &Config, read_only: bool) -> Result<Store> {
+        let lock_timeout = config.lock_timeout;
+        match std::fs::read_to_string(root.join(MARKER)) {
+            Ok(t) if t == MARKER_TEXT => {}
+            Ok(_) => {
+                return Err(Error::Corrupt(format!(
+                    "{} has an unknown store format",
+                    root.display()
+                )))
+            }
+            Err(e) => {
+                return Err(Error::io(
+                    "open store (is the workspace's store gone? see `ckpt init --store`)",
+                    root.join(MARKER),
+                    e,
+                ))
+            }
+        }
+        let _t = crate::trace::span("open store");
+        let lock = Lock::acquire(&root.join("lock"), lock_timeout)?;
+        // A crash between writing the index's (or its delta's) temporary
+        // file and renaming it leaves `index.tmp` (`index.delta.tmp`); only
+        // a lock holder writes them, so they are stale. (Read-only commands
+        // remove them too: every command leaves a store without temporary
+        // files.)
+        let index_path = root.join("index");
+        for tmp in [
+            crate::store::index::temp_path(&index_path),
+            crate::store::index::temp_path(&crate::store::index::delta_path(&index_path)),
+        ] {
+            match std::fs::remove_file(&tmp) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(Error::io("remove stale temporary file", tmp, e)),
+            }
+        }
+        let catalog = if read_only {
+            Catalog::open_read_only(&root.join("catalog.redb"))?
+        } else {
+            Catalog::open(&root.join("catalog.redb"))?
+        };
+        let caps: Caps = catalog.reader()?.meta_json("caps")?.unwrap_or(Caps::NONE);
+        let caps = caps.configured(&config.copy);
+        let copier = Copier::configured(caps, &config.copy);
+        let mut objects = if read_only {
+            Objects::open_read_only(root, copier)?
+        } else {
+            Objects::open(root, copier)?
+        };
+        if let Some(b) = config.band_min.filter(|&b| b > 0) {
+            objects.band_min = b;
+        }
+        Ok(Store {
+            root: root.to_path_buf(),
+            catalog,
+            objects,
+            caps,
+            state: LazyState::new(root, lock_timeout),
+            _lock: lock,
+        })
+    }
+
+    /// Path of the stat index.
+    pub fn index_path(&self) -> PathBuf {
+        self.root.join("index")
+    }
+
+    /// Loads the stat index (empty if absent, corrupt or stale).
+    pub fn load_index(&self) -> Result<Index> {
+        let generation = self.catalog.reader()?.generation()?;
+        Ok(Index::load(&self.index_path(), generation))
+    }
+}

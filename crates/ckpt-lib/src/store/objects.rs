@@ -1,0 +1,893 @@
+//! The object store: file contents as plain, read-only files named by their
+//! BLAKE3-256 hash, `objects/ab/cdef…` (first byte as a shard directory).
+//!
+//! Contents are plain files so restore can clone them back with a reflink.
+//!
+//! ## Writing an object (crash safety)
+//! An object is first written under a unique name in `tmp/`. Before any
+//! object is renamed to its final name its data is durable: the first few
+//! objects of an operation are `fsync`ed one by one (cheap for small saves);
+//! beyond that one `syncfs` covers them all. Then every pending object is
+//! renamed into `objects/` with `RENAME_NOREPLACE`, and the shard directories
+//! are synced. Only after [`Objects::commit`] returns may a checkpoint that
+//! references them be committed to the catalog. So an object under its final
+//! name always holds exactly the bytes its name promises, and a crash leaves
+//! at most stray files in `tmp/`, removed when the store is next opened.
+//!
+//! A large operation (a first save) starts writing its data back early: each
+//! time [`FLUSH_AHEAD`] bytes have been written without an `fsync` of their
+//! own, a background thread runs `syncfs` while capture goes on, so the disk
+//! works while the CPU hashes and copies, and the `syncfs` of
+//! [`Objects::commit`] — the one durability relies on — finds little left to
+//! write. These early flushes only ever add durability; none is waited for.
+//!
+//! Temporary files go into one subdirectory per worker thread ("lane",
+//! `tmp/<pid>.<ns>/<lane>/<n>`): creating a file holds its directory's lock
+//! while the filesystem allocates an inode, so threads sharing one directory
+//! wait on each other (on ext4 a first save spent a quarter of its CPU
+//! spinning on that lock).
+//!
+//! ## Capturing a file that may be changing
+//! Small files (≤ 64 KiB) are read into memory, hashed, and written from
+//! that buffer; larger ones are copied with the [`Copier`] first and the
+//! *copy* is hashed, so the stored bytes and their name always agree. Either
+//! way the source's stat is compared before and after; if it changed the
+//! capture is retried, and after [`MAX_ATTEMPTS`] the save fails with
+//! [`Error::Unstable`] rather than store a torn mix of two versions.
+
+use std::collections::HashMap;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use rayon::prelude::*;
+use rustix::fs::{AtFlags, FileType};
+use rustix::io::Errno;
+
+use crate::error::IoContext;
+use crate::store::bands::{self, Manifest};
+use crate::{Error, Hash, Result};
+use ckpt_copy::content_hash::hash_whole;
+use ckpt_copy::copy::{read_expected, Copier};
+use ckpt_copy::fs::{self, Meta};
+
+/// Files up to this size are captured through a memory buffer.
+pub const SMALL_FILE: u64 = 64 * 1024;
+/// How often a changing file is re-read before giving up.
+pub const MAX_ATTEMPTS: usize = 8;
+/// How many objects per operation are fsynced one by one before switching to
+/// a single `syncfs`.
+const FSYNC_EACH_LIMIT: usize = 32;
+/// Bytes written without their own `fsync` after which a background
+/// `syncfs` is started (at most one at a time).
+const FLUSH_AHEAD: u64 = 64 << 20;
+/// Temporary-file lanes (subdirectories of an operation's `tmp` directory):
+/// lane 0 for threads outside the rayon pool, then one per pool thread
+/// (shared round-robin beyond this many). Fixed, so opening a store never
+/// starts the thread pool.
+const LANES: usize = 16;
+
+/// The result of capturing one file.
+#[derive(Debug, Clone, Copy)]
+pub struct Captured {
+    /// Content hash.
+    pub hash: Hash,
+    /// The file's stat at capture time (matches the captured bytes).
+    pub meta: Meta,
+    /// Bytes newly stored (0 if the content was already in the store).
+    pub new_bytes: u64,
+}
+
+/// Why a file could not be captured as a regular file.
+#[derive(Debug)]
+pub enum CaptureError {
+    /// It vanished or stopped being a regular file; the caller rescans it.
+    Gone,
+    /// A real error.
+    Err(Error),
+}
+
+impl From<Error> for CaptureError {
+    fn from(e: Error) -> Self {
+        CaptureError::Err(e)
+    }
+}
+
+/// The object directory of a store.
+#[derive(Debug)]
+pub struct Objects {
+    path: PathBuf,
+    dir: OwnedFd,
+    tmp_path: PathBuf,
+    tmp: OwnedFd,
+    /// The copy engine used to get bytes in and out.
+    pub copier: Copier,
+    pending: Mutex<HashMap<Hash, Vec<u8>>>,
+    /// Band manifests written in this operation (renamed after the bands).
+    pending_manifests: Mutex<HashMap<Hash, Vec<u8>>>,
+    /// Files of at least this size are stored as bands when the store
+    /// cannot reflink (see [`crate::store::bands`]).
+    pub band_min: u64,
+    fsynced_each: AtomicUsize,
+    unsynced: AtomicUsize,
+    /// Bytes written without an `fsync` since the last background flush began.
+    unflushed: AtomicU64,
+    /// Whether a background flush is running.
+    flushing: Arc<AtomicBool>,
+    counter: AtomicU64,
+    /// Whether each lane directory below `tmp` exists (made on first use).
+    lanes: Box<[OnceLock<Result<(), Errno>>]>,
+    /// Opened by [`Objects::open_read_only`]: `tmp` is the shared `tmp/`
+    /// root, nothing may be written, and nothing is removed on drop.
+    read_only: bool,
+}
+
+thread_local! {
+    static BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+impl Drop for Objects {
+    fn drop(&mut self) {
+        if self.read_only {
+            return;
+        }
+        if let (Some(parent), Some(name)) = (self.tmp_path.parent(), self.tmp_path.file_name()) {
+            if let Ok(p) = fs::open_dir_path(parent) {
+                let _ = fs::remove_all_at(p.as_fd(), name.as_encoded_bytes());
+            }
+        }
+    }
+}
+
+/// Removes everything below the store's `tmp/` (left by crashed processes;
+/// the caller holds the store lock) and returns its listing's descriptor.
+fn remove_stale_temps(tmp_root: &Path) -> Result<OwnedFd> {
+    let root = fs::list_dir_packed(fs::open_dir_path(tmp_root).ctx("open", tmp_root)?)
+        .ctx("read", tmp_root)?;
+    for i in 0..root.len() {
+        let name = root.name(i);
+        fs::remove_all_at(root.fd(), name).ctx(
+            "remove stale temporary file",
+            tmp_root.join(fs::as_path(name)),
+        )?;
+    }
+    Ok(root.into_fd())
+}
+
+/// `ab/cdef….bands`: the path of a band manifest below `objects/`.
+pub fn manifest_name(h: &Hash) -> Vec<u8> {
+    let mut n = object_name(h);
+    n.extend_from_slice(bands::SUFFIX);
+    n
+}
+
+/// `ab/cdef…`: the path of an object below `objects/`.
+pub fn object_name(h: &Hash) -> Vec<u8> {
+    let hex = h.to_hex();
+    let mut n = Vec::with_capacity(65);
+    n.extend_from_slice(&hex.as_bytes()[..2]);
+    n.push(b'/');
+    n.extend_from_slice(&hex.as_bytes()[2..]);
+    n
+}
+
+impl Objects {
+    /// Opens `objects/` below a store root, removes temporary files left by
+    /// a crashed process (the caller holds the lock), and makes this
+    /// operation's own temporary directory `tmp/<pid>.<ns>/`, removed again
+    /// on drop. (A per-operation directory keeps `tmp/` itself small: ext4
+    /// directories never shrink, and a first save writes thousands of
+    /// temporary files.)
+    pub fn open(store: &Path, copier: Copier) -> Result<Objects> {
+        let path = store.join("objects");
+        let tmp_root = store.join("tmp");
+        let dir = fs::open_dir_path(&path).ctx("open", &path)?;
+        let root = remove_stale_temps(&tmp_root)?;
+        let own = format!("{}.{}", std::process::id(), fs::now_ns());
+        let tmp_path = tmp_root.join(&own);
+        rustix::fs::mkdirat(&root, own.as_str(), rustix::fs::Mode::from_raw_mode(0o700))
+            .ctx("create", &tmp_path)?;
+        let tmp = fs::open_dir_at(root.as_fd(), own.as_bytes()).ctx("open", &tmp_path)?;
+        Ok(Objects::new_open(path, dir, tmp_path, tmp, copier, false))
+    }
+
+    fn new_open(
+        path: PathBuf,
+        dir: OwnedFd,
+        tmp_path: PathBuf,
+        tmp: OwnedFd,
+        copier: Copier,
+        read_only: bool,
+    ) -> Objects {
+        Objects {
+            path,
+            dir,
+            tmp_path,
+            tmp,
+            copier,
+            pending: Mutex::new(HashMap::new()),
+            pending_manifests: Mutex::new(HashMap::new()),
+            band_min: bands::DEFAULT_BAND_MIN,
+            fsynced_each: AtomicUsize::new(0),
+            unsynced: AtomicUsize::new(0),
+            unflushed: AtomicU64::new(0),
+            flushing: Default::default(),
+            counter: AtomicU64::new(0),
+            lanes: (0..LANES).map(|_| OnceLock::new()).collect(),
+            read_only,
+        }
+    }
+
+    /// Opens `objects/` for reading only (`status`, `diff`, `log`, `show`):
+    /// temporary files left by a crashed process are removed as by
+    /// [`Objects::open`] (the caller holds the lock), but no temporary
+    /// directory of its own is made. Nothing may be stored through it.
+    pub fn open_read_only(store: &Path, copier: Copier) -> Result<Objects> {
+        let path = store.join("objects");
+        let tmp_path = store.join("tmp");
+        let dir = fs::open_dir_path(&path).ctx("open", &path)?;
+        let tmp = remove_stale_temps(&tmp_path)?;
+        Ok(Objects::new_open(path, dir, tmp_path, tmp, copier, true))
+    }
+
+    /// Creates the directory layout of an empty object store.
+    pub fn create_layout(store: &Path) -> Result<()> {
+        let objects = store.join("objects");
+        std::fs::create_dir_all(store.join("tmp")).ctx("create", store.join("tmp"))?;
+        for i in 0..256 {
+            let d = objects.join(format!("{i:02x}"));
+            std::fs::create_dir_all(&d).ctx("create", &d)?;
+        }
+        Ok(())
+    }
+
+    /// The `objects/` directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The directory descriptor of `objects/`.
+    pub fn dir_fd(&self) -> BorrowedFd<'_> {
+        self.dir.as_fd()
+    }
+
+    /// Path of one object, for messages.
+    pub fn object_path(&self, h: &Hash) -> PathBuf {
+        self.path.join(fs::as_path(&object_name(h)))
+    }
+
+    /// Whether the content is stored, plain or banded (or pending in this
+    /// operation).
+    pub fn contains(&self, h: &Hash) -> bool {
+        self.contains_plain(h) || self.manifest_exists(h)
+    }
+
+    /// [`contains`](Self::contains) for content of `size` bytes: a small
+    /// file's content is never banded, which saves a `stat` per new file.
+    fn contains_sized(&self, h: &Hash, size: u64) -> bool {
+        self.contains_plain(h) || (size >= self.band_min && self.manifest_exists(h))
+    }
+
+    fn contains_plain(&self, h: &Hash) -> bool {
+        self.pending.lock().unwrap().contains_key(h)
+            || fs::stat_at(self.dir.as_fd(), &object_name(h)).is_ok()
+    }
+
+    fn manifest_exists(&self, h: &Hash) -> bool {
+        self.pending_manifests.lock().unwrap().contains_key(h)
+            || fs::stat_at(self.dir.as_fd(), &manifest_name(h)).is_ok()
+    }
+
+    /// The band manifest of `h`, if the content is stored banded.
+    pub fn manifest(&self, h: &Hash) -> Result<Option<Manifest>> {
+        let name = manifest_name(h);
+        let shown = self.path.join(fs::as_path(&name));
+        let fd = match fs::open_file_at(self.dir.as_fd(), &name) {
+            Ok(fd) => fd,
+            Err(Errno::NOENT) => return Ok(None),
+            Err(e) => return Err(Error::io("open", shown, e.into())),
+        };
+        let mut buf = Vec::new();
+        let len = fs::stat_fd(fd.as_fd()).ctx("stat", &shown)?.size;
+        read_expected(fd.as_fd(), &mut buf, len).ctx("read", &shown)?;
+        Manifest::decode(&buf, &shown.display().to_string()).map(Some)
+    }
+
+    /// Hashes stored content `h` (plain or banded, every band checked
+    /// against its own name too) and returns the hash and length found.
+    pub fn hash_object(&self, h: &Hash) -> Result<(Hash, u64)> {
+        match fs::open_file_at(self.dir.as_fd(), &object_name(h)) {
+            Ok(fd) => return hash_whole(fd.as_fd()).ctx("read", self.object_path(h)),
+            Err(Errno::NOENT) => {}
+            Err(e) => return Err(Error::io("open", self.object_path(h), e.into())),
+        }
+        let Some(m) = self.manifest(h)? else {
+            return Err(self.missing(h));
+        };
+        let mut whole = blake3::Hasher::new();
+        let mut len = 0u64;
+        for (i, band) in m.bands.iter().enumerate() {
+            let fd = self.open_object(band)?;
+            let mut data = Vec::new();
+            read_expected(fd.as_fd(), &mut data, m.range(i).1)
+                .ctx("read", self.object_path(band))?;
+            if Hash::of(&data) != *band || data.len() as u64 != m.range(i).1 {
+                return Err(Error::Corrupt(format!(
+                    "band {i} ({}) of {h} is damaged",
+                    self.object_path(band).display()
+                )));
+            }
+            whole.update(&data);
+            len += data.len() as u64;
+        }
+        Ok((whole.finalize().into(), len))
+    }
+
+    /// The whole content `h` in memory (diff).
+    pub fn read_object(&self, h: &Hash) -> Result<Vec<u8>> {
+        match std::fs::read(self.object_path(h)) {
+            Ok(b) => return Ok(b),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io("read", self.object_path(h), e)),
+        }
+        let Some(m) = self.manifest(h)? else {
+            return Err(self.missing(h));
+        };
+        let mut out = Vec::with_capacity(m.size as usize);
+        for band in &m.bands {
+            let p = self.object_path(band);
+            out.extend(std::fs::read(&p).map_err(|e| Error::io("read", p, e))?);
+        }
+        Ok(out)
+    }
+
+    fn missing(&self, h: &Hash) -> Error {
+        Error::Corrupt(format!(
+            "object {h} is missing from {}",
+            self.path.display()
+        ))
+    }
+
+    /// Opens an object for reading.
+    pub fn open_object(&self, h: &Hash) -> Result<OwnedFd> {
+        fs::open_file_at(self.dir.as_fd(), &object_name(h)).map_err(|e| {
+            if e == Errno::NOENT {
+                Error::Corrupt(format!(
+                    "object {h} is missing from {}",
+                    self.path.display()
+                ))
+            } else {
+                Error::io("open", self.object_path(h), e.into())
+            }
+        })
+    }
+
+    /// A fresh temporary name, `<lane>/<n>` below this operation's `tmp`
+    /// directory, in the calling thread's lane (made on first use).
+    fn tmp_name(&self) -> Result<Vec<u8>> {
+        let lane = rayon::current_thread_index().map_or(0, |i| i % (LANES - 1) + 1);
+        let made = *self.lanes[lane].get_or_init(|| {
+            match rustix::fs::mkdirat(
+                self.tmp.as_fd(),
+                lane.to_string().as_str(),
+                rustix::fs::Mode::from_raw_mode(0o700),
+            ) {
+                Ok(()) | Err(Errno::EXIST) => Ok(()),
+                Err(e) => Err(e),
+            }
+        });
+        made.map_err(|e| Error::io("create", self.tmp_path.join(lane.to_string()), e.into()))?;
+        let n = self.counter.fetch_add(1, Ordering::Relaxed);
+        Ok(format!("{lane}/{n}").into_bytes())
+    }
+
+    /// Captures the regular file `name` in `dir` into the store.
+    pub fn capture(
+        &self,
+        dir: BorrowedFd<'_>,
+        name: &[u8],
+        shown: &dyn Fn() -> PathBuf,
+    ) -> Result<Captured, CaptureError> {
+        for _ in 0..MAX_ATTEMPTS {
+            let (src, m1) = open_regular(dir, name, shown)?;
+            let attempt = if m1.size <= SMALL_FILE {
+                self.capture_small(src.as_fd(), &m1, shown)?
+            } else if m1.size >= self.band_min && !self.copier.reflinks() {
+                self.capture_banded(src.as_fd(), &m1, shown)?
+            } else {
+                self.capture_large(src.as_fd(), &m1, shown)?
+            };
+            if let Some(c) = attempt {
+                return Ok(c);
+            }
+        }
+        Err(Error::Unstable(shown()).into())
+    }
+
+    fn capture_small(
+        &self,
+        src: BorrowedFd<'_>,
+        m1: &Meta,
+        shown: &dyn Fn() -> PathBuf,
+    ) -> Result<Option<Captured>> {
+        BUF.with(|buf| {
+            let mut buf = buf.borrow_mut();
+            read_expected(src, &mut buf, m1.size).ctx("read", shown())?;
+            let m2 = fs::stat_fd(src).ctx("stat", shown())?;
+            if m2 != *m1 || buf.len() as u64 != m1.size {
+                return Ok(None);
+            }
+            let hash = Hash::of(&buf);
+            if self.contains_sized(&hash, m1.size) {
+                return Ok(Some(Captured {
+                    hash,
+                    meta: *m1,
+                    new_bytes: 0,
+                }));
+            }
+            let tmp_name = self.tmp_name()?;
+            let tmp = fs::create_excl_at(self.tmp.as_fd(), &tmp_name, 0o444)
+                .ctx("create", self.tmp_path.join(fs::as_path(&tmp_name)))?;
+            self.copier
+                .write_all(tmp.as_fd(), &buf)
+                .ctx("write", self.tmp_path.join(fs::as_path(&tmp_name)))?;
+            let new_bytes = self.add_pending(hash, tmp_name, tmp, m1.size)?;
+            Ok(Some(Captured {
+                hash,
+                meta: *m1,
+                new_bytes,
+            }))
+        })
+    }
+
+    fn capture_large(
+        &self,
+        src: BorrowedFd<'_>,
+        m1: &Meta,
+        shown: &dyn Fn() -> PathBuf,
+    ) -> Result<Option<Captured>> {
+        let tmp_name = self.tmp_name()?;
+        let tmp_shown = self.tmp_path.join(fs::as_path(&tmp_name));
+        let tmp = rustix::fs::openat(
+            self.tmp.as_fd(),
+            tmp_name.as_slice(),
+            rustix::fs::OFlags::RDWR
+                | rustix::fs::OFlags::CREATE
+                | rustix::fs::OFlags::EXCL
+                | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::from_raw_mode(0o444),
+        )
+        .ctx("create", &tmp_shown)?;
+        let discard = || {
+            let _ = rustix::fs::unlinkat(self.tmp.as_fd(), tmp_name.as_slice(), AtFlags::empty());
+        };
+        if let Err(e) = self.copier.copy(src, tmp.as_fd(), m1.size) {
+            discard();
+            return Err(Error::io("copy", shown(), e));
+        }
+        let m2 = fs::stat_fd(src).ctx("stat", shown())?;
+        if m2 != *m1 {
+            discard();
+            return Ok(None);
+        }
+        let (hash, len) = hash_whole(tmp.as_fd()).ctx("read", &tmp_shown)?;
+        if len != m1.size {
+            discard();
+            return Ok(None);
+        }
+        if self.contains_sized(&hash, len) {
+            discard();
+            return Ok(Some(Captured {
+                hash,
+                meta: *m1,
+                new_bytes: 0,
+            }));
+        }
+        let new_bytes = self.add_pending(hash, tmp_name, tmp, len)?;
+        Ok(Some(Captured {
+            hash,
+            meta: *m1,
+            new_bytes,
+        }))
+    }
+
+    /// Captures a large file as bands (see [`crate::store::bands`]): each 8 MiB
+    /// band is read once, hashed on its own and into the whole-file hash,
+    /// and stored only if no object holds it yet; then the manifest.
+    fn capture_banded(
+        &self,
+        src: BorrowedFd<'_>,
+        m1: &Meta,
+        shown: &dyn Fn() -> PathBuf,
+    ) -> Result<Option<Captured>> {
+        let mut whole = blake3::Hasher::new();
+        let mut m = Manifest {
+            band_size: bands::BAND,
+            size: m1.size,
+            bands: Vec::with_capacity(m1.size.div_ceil(bands::BAND) as usize),
+        };
+        let mut new_bytes = 0u64;
+        let mut buf = vec![0u8; bands::BAND as usize];
+        for i in 0..m1.size.div_ceil(bands::BAND) as usize {
+            let (off, len) = m.range(i);
+            let data = &mut buf[..len as usize];
+            let mut got = 0usize;
+            while got < data.len() {
+                match rustix::io::pread(src, &mut data[got..], off + got as u64) {
+                    Ok(0) => return Ok(None), // shrank: retry
+                    Ok(n) => got += n,
+                    Err(Errno::INTR) => {}
+                    Err(e) => return Err(Error::io("read", shown(), e.into())),
+                }
+            }
+            whole.update(data);
+            let band = Hash::of(data);
+            m.bands.push(band);
+            if !self.contains_plain(&band) {
+                new_bytes += self.store_bytes(band, data, false)?;
+            }
+        }
+        let m2 = fs::stat_fd(src).ctx("stat", shown())?;
+        if m2 != *m1 {
+            return Ok(None);
+        }
+        let hash: Hash = whole.finalize().into();
+        if !self.contains_sized(&hash, m1.size) {
+            self.store_bytes(hash, &m.encode(), true)?;
+        }
+        Ok(Some(Captured {
+            hash,
+            meta: *m1,
+            new_bytes,
+        }))
+    }
+
+    /// Writes `data` to a new temp file and records it as pending object
+    /// (or, with `manifest`, band manifest) `hash`. Returns the bytes newly
+    /// stored.
+    fn store_bytes(&self, hash: Hash, data: &[u8], manifest: bool) -> Result<u64> {
+        let tmp_name = self.tmp_name()?;
+        let tmp_shown = self.tmp_path.join(fs::as_path(&tmp_name));
+        let tmp =
+            fs::create_excl_at(self.tmp.as_fd(), &tmp_name, 0o444).ctx("create", &tmp_shown)?;
+        self.copier
+            .write_all(tmp.as_fd(), data)
+            .ctx("write", &tmp_shown)?;
+        self.add_pending_to(hash, tmp_name, tmp, data.len() as u64, manifest)
+    }
+
+    /// Records a fully written temp file as the pending object `hash`.
+    fn add_pending(&self, hash: Hash, tmp_name: Vec<u8>, tmp: OwnedFd, size: u64) -> Result<u64> {
+        self.add_pending_to(hash, tmp_name, tmp, size, false)
+    }
+
+    fn add_pending_to(
+        &self,
+        hash: Hash,
+        tmp_name: Vec<u8>,
+        tmp: OwnedFd,
+        size: u64,
+        manifest: bool,
+    ) -> Result<u64> {
+        if self.fsynced_each.fetch_add(1, Ordering::Relaxed) < FSYNC_EACH_LIMIT {
+            rustix::fs::fdatasync(&tmp).ctx("fsync", self.tmp_path.join(fs::as_path(&tmp_name)))?;
+        } else {
+            self.unsynced.fetch_add(1, Ordering::Relaxed);
+            self.flush_ahead(size);
+        }
+        let map = if manifest {
+            &self.pending_manifests
+        } else {
+            &self.pending
+        };
+        let mut pending = map.lock().unwrap();
+        if pending.contains_key(&hash) {
+            drop(pending);
+            let _ = rustix::fs::unlinkat(self.tmp.as_fd(), tmp_name.as_slice(), AtFlags::empty());
+            return Ok(0);
+        }
+        pending.insert(hash, tmp_name);
+        Ok(size)
+    }
+
+    /// Counts `size` unsynced bytes and, every [`FLUSH_AHEAD`] bytes, starts
+    /// a background `syncfs` unless one is still running (see the module doc).
+    fn flush_ahead(&self, size: u64) {
+        let total = self.unflushed.fetch_add(size, Ordering::Relaxed) + size;
+        if total < FLUSH_AHEAD || self.flushing.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        self.unflushed.store(0, Ordering::Relaxed);
+        let Ok(fd) = self.tmp.try_clone() else {
+            self.flushing.store(false, Ordering::Release);
+            return;
+        };
+        let flushing = self.flushing.clone();
+        let spawned = std::thread::Builder::new()
+            .name("ckpt-flush".into())
+            .spawn(move || {
+                // Best effort: the syncfs in `commit` reports errors.
+                let _ = rustix::fs::syncfs(&fd);
+                flushing.store(false, Ordering::Release);
+            });
+        if spawned.is_err() {
+            self.flushing.store(false, Ordering::Release);
+        }
+    }
+
+    /// Makes every pending object durable under its final name. Must be
+    /// called (and succeed) before a catalog commit that references them.
+    pub fn commit(&self) -> Result<usize> {
+        let pending = std::mem::take(&mut *self.pending.lock().unwrap());
+        let manifests = std::mem::take(&mut *self.pending_manifests.lock().unwrap());
+        if pending.is_empty() && manifests.is_empty() {
+            return Ok(0);
+        }
+        self.unflushed.store(0, Ordering::Relaxed);
+        if self.unsynced.swap(0, Ordering::Relaxed) > 0 {
+            let _t = crate::trace::span("objects syncfs");
+            rustix::fs::syncfs(&self.tmp).ctx("syncfs", &self.tmp_path)?;
+        }
+        ckpt_fault::point("objects.after_tmp_fsync");
+        // Plain objects (bands included) first and durably; only then the
+        // manifests that name them, so no manifest ever names a missing band.
+        let _t = crate::trace::span("objects place");
+        let n = self.place(pending, object_name)? + self.place(manifests, manifest_name)?;
+        self.fsynced_each.store(0, Ordering::Relaxed);
+        Ok(n)
+    }
+
+    /// Renames durable temp files to their final names and syncs the shard
+    /// directories.
+    fn place(&self, pending: HashMap<Hash, Vec<u8>>, name: fn(&Hash) -> Vec<u8>) -> Result<usize> {
+        if pending.is_empty() {
+            return Ok(0);
+        }
+        let pending: Vec<(Hash, Vec<u8>)> = pending.into_iter().collect();
+        pending
+            .par_iter()
+            .try_for_each(|(hash, tmp_name)| -> Result<()> {
+                let final_name = name(hash);
+                ckpt_fault::point("objects.before_rename");
+                let placed =
+                    fs::rename_noreplace(self.tmp.as_fd(), tmp_name, self.dir.as_fd(), &final_name)
+                        .ctx("rename", self.path.join(fs::as_path(&final_name)))?;
+                if !placed {
+                    let _ = rustix::fs::unlinkat(
+                        self.tmp.as_fd(),
+                        tmp_name.as_slice(),
+                        AtFlags::empty(),
+                    );
+                }
+                ckpt_fault::point("objects.after_rename");
+                Ok(())
+            })?;
+        let mut shards: Vec<u8> = pending.iter().map(|(h, _)| h.0[0]).collect();
+        shards.sort_unstable();
+        shards.dedup();
+        if shards.len() > FSYNC_EACH_LIMIT {
+            rustix::fs::syncfs(&self.dir).ctx("syncfs", &self.path)?;
+        } else {
+            for s in shards {
+                let name = format!("{s:02x}");
+                let fd = fs::open_dir_at(self.dir.as_fd(), name.as_bytes())
+                    .ctx("open", self.path.join(&name))?;
+                rustix::fs::fsync(&fd).ctx("fsync", self.path.join(&name))?;
+            }
+        }
+        ckpt_fault::point("objects.after_dir_fsync");
+        Ok(pending.len())
+    }
+
+    /// Drops pending objects without storing them (an aborted operation).
+    pub fn abort(&self) {
+        let mut pending = std::mem::take(&mut *self.pending.lock().unwrap());
+        pending.extend(std::mem::take(&mut *self.pending_manifests.lock().unwrap()));
+        for tmp_name in pending.values() {
+            let _ = rustix::fs::unlinkat(self.tmp.as_fd(), tmp_name.as_slice(), AtFlags::empty());
+        }
+    }
+
+    /// Checks that object `hash` exists and holds exactly `size` bytes that
+    /// hash to its name. Restore checks every object it needs before it
+    /// changes anything, so a damaged store never reaches a restored tree.
+    pub fn check(&self, hash: &Hash, size: u64) -> Result<()> {
+        let (got, len) = self.hash_object(hash)?;
+        if got != *hash || len != size {
+            return Err(Error::Corrupt(format!(
+                "object {hash} ({}) is damaged: {len} bytes hashing to {got}, expected {size} bytes",
+                self.object_path(hash).display()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Writes object `hash` (of `size` bytes, already [`check`](Self::check)ed)
+    /// into the new file `name` in `dir` with the copy engine, and returns it
+    /// open. On error the new file is removed.
+    pub fn materialize(
+        &self,
+        hash: &Hash,
+        size: u64,
+        dir: BorrowedFd<'_>,
+        name: &[u8],
+        shown: &dyn Fn() -> PathBuf,
+    ) -> Result<OwnedFd> {
+        let plain = match fs::open_file_at(self.dir.as_fd(), &object_name(hash)) {
+            Ok(fd) => Some(fd),
+            Err(Errno::NOENT) => None,
+            Err(e) => return Err(Error::io("open", self.object_path(hash), e.into())),
+        };
+        let manifest = match plain {
+            Some(_) => None,
+            None => Some(self.manifest(hash)?.ok_or_else(|| self.missing(hash))?),
+        };
+        let dst = fs::create_excl_at(dir, name, 0o600).ctx("create", shown())?;
+        let copied = match (&plain, &manifest) {
+            (Some(src), _) => self
+                .copier
+                .copy(src.as_fd(), dst.as_fd(), size)
+                .map(|_| ())
+                .ctx("copy", shown()),
+            (None, Some(m)) => self.assemble(m, dst.as_fd(), shown),
+            (None, None) => unreachable!("one of the two exists"),
+        };
+        let copied = copied.and_then(|_| {
+            let m = fs::stat_fd(dst.as_fd()).ctx("stat", shown())?;
+            if m.size != size {
+                return Err(Error::Corrupt(format!(
+                    "object {hash} ({}) changed size while being copied to {}",
+                    self.object_path(hash).display(),
+                    shown().display()
+                )));
+            }
+            Ok(())
+        });
+        match copied {
+            Ok(()) => Ok(dst),
+            Err(e) => {
+                let _ = rustix::fs::unlinkat(dir, name, AtFlags::empty());
+                Err(e)
+            }
+        }
+    }
+
+    /// Hard-links object `hash` as the new name `name` in `dir` (`ckpt fork
+    /// --link`). The link shares the object's inode: it must never be
+    /// written, chmod-ed or touched, which is the caller's promise.
+    pub fn link_to(&self, hash: &Hash, dir: BorrowedFd<'_>, name: &[u8]) -> rustix::io::Result<()> {
+        rustix::fs::linkat(
+            self.dir.as_fd(),
+            object_name(hash).as_slice(),
+            dir,
+            name,
+            AtFlags::empty(),
+        )
+    }
+
+    /// Writes the bands of `m` into `dst` at their offsets, in parallel,
+    /// with `copy_file_range` where it works.
+    fn assemble(
+        &self,
+        m: &Manifest,
+        dst: BorrowedFd<'_>,
+        shown: &dyn Fn() -> PathBuf,
+    ) -> Result<()> {
+        let target = shown();
+        rustix::fs::ftruncate(dst, m.size).ctx("truncate", &target)?;
+        (0..m.bands.len())
+            .into_par_iter()
+            .try_for_each(|i| -> Result<()> {
+                let band = &m.bands[i];
+                let src = self.open_object(band)?;
+                let (off, len) = m.range(i);
+                self.copier
+                    .copy_at(src.as_fd(), 0, dst, off, len)
+                    .ctx("copy", &target)?;
+                Ok(())
+            })
+    }
+
+    /// Removes one band manifest (gc; its bands are objects of their own).
+    pub fn remove_manifest(&self, h: &Hash) -> Result<()> {
+        let name = manifest_name(h);
+        match rustix::fs::unlinkat(self.dir.as_fd(), name.as_slice(), AtFlags::empty()) {
+            Ok(()) | Err(Errno::NOENT) => Ok(()),
+            Err(e) => Err(Error::io(
+                "remove",
+                self.path.join(fs::as_path(&name)),
+                e.into(),
+            )),
+        }
+    }
+
+    /// Removes one object (gc).
+    pub fn remove(&self, h: &Hash) -> Result<()> {
+        match rustix::fs::unlinkat(
+            self.dir.as_fd(),
+            object_name(h).as_slice(),
+            AtFlags::empty(),
+        ) {
+            Ok(()) | Err(Errno::NOENT) => Ok(()),
+            Err(e) => Err(Error::io("remove", self.object_path(h), e.into())),
+        }
+    }
+
+    /// Lists every stored object (gc, verify). Names that are not object
+    /// names are reported in the second list.
+    pub fn list(&self) -> Result<(Vec<Hash>, Vec<PathBuf>)> {
+        let (objects, _, strays) = self.list_all()?;
+        Ok((objects, strays))
+    }
+
+    /// Lists stored plain objects, band manifests (by the hash of the
+    /// content they describe) and stray names.
+    pub fn list_all(&self) -> Result<(Vec<Hash>, Vec<Hash>, Vec<PathBuf>)> {
+        let mut out = Vec::new();
+        let mut manifests = Vec::new();
+        let mut strays = Vec::new();
+        for i in 0..256u32 {
+            let shard = format!("{i:02x}");
+            let fd =
+                match fs::open_dir_at(self.dir.as_fd(), shard.as_bytes()).and_then(fs::list_dir) {
+                    Ok(listing) => listing,
+                    Err(Errno::NOENT) => continue,
+                    Err(e) => return Err(Error::io("open", self.path.join(&shard), e.into())),
+                };
+            for (name, _) in &fd.names {
+                let (stem, list) = match name.strip_suffix(bands::SUFFIX) {
+                    Some(stem) => (stem, &mut manifests),
+                    None => (name.as_slice(), &mut out),
+                };
+                let full = format!("{shard}{}", String::from_utf8_lossy(stem));
+                match Hash::from_hex(&full) {
+                    Some(h) if full[..2] == shard => list.push(h),
+                    _ => strays.push(self.path.join(&shard).join(fs::as_path(name))),
+                }
+            }
+        }
+        Ok((out, manifests, strays))
+    }
+}
+
+/// Opens `name` for reading if it is (still) a regular file, with its stat;
+/// [`CaptureError::Gone`] if it vanished or became something else.
+fn open_regular(
+    dir: BorrowedFd<'_>,
+    name: &[u8],
+    shown: &dyn Fn() -> PathBuf,
+) -> Result<(OwnedFd, Meta), CaptureError> {
+    let src = match fs::open_file_at(dir, name) {
+        Ok(fd) => fd,
+        Err(Errno::NOENT) | Err(Errno::LOOP) | Err(Errno::NXIO) => return Err(CaptureError::Gone),
+        Err(e) => return Err(Error::io("open", shown(), e.into()).into()),
+    };
+    // (`map_err`, not `ctx`: the shown path is built only on error.)
+    let meta = fs::stat_fd(src.as_fd()).map_err(|e| Error::io("stat", shown(), e.into()))?;
+    if meta.file_type() != FileType::RegularFile {
+        return Err(CaptureError::Gone);
+    }
+    Ok((src, meta))
+}
+
+/// Hashes a file's content without storing it (status, diff), with the same
+/// stability rule as capture. Returns the hash and the stat it matches.
+pub fn hash_file(
+    dir: BorrowedFd<'_>,
+    name: &[u8],
+    shown: &dyn Fn() -> PathBuf,
+) -> Result<(Hash, Meta), CaptureError> {
+    for _ in 0..MAX_ATTEMPTS {
+        let (src, m1) = open_regular(dir, name, shown)?;
+        // Exactly m1.size bytes (see ckpt_copy::content_hash); a file that grew
+        // or changed while read shows up in the second stat.
+        let hash = ckpt_copy::content_hash::hash_exact(src.as_fd(), m1.size)
+            .map_err(|e| Error::io("read", shown(), e))?;
+        let m2 = fs::stat_fd(src.as_fd()).map_err(|e| Error::io("stat", shown(), e.into()))?;
+        if let (Some(hash), true) = (hash, m1 == m2) {
+            return Ok((hash, m1));
+        }
+    }
+    Err(Error::Unstable(shown()).into())
+}

@@ -1,0 +1,386 @@
+//! Directory trees: one object per directory listing.
+//!
+//! A [`Tree`] is the sorted listing of one directory. Entries are sorted by
+//! name *bytes* and names are unique, so one directory state has exactly one
+//! encoding and one hash. A subdirectory entry holds the hash of the child's
+//! tree, so an unchanged subtree is shared by every checkpoint that contains
+//! it, and a save writes new tree objects only for directories on the path
+//! from a change to the root.
+//!
+//! Encoding (version 1, all integers little-endian; see `docs/FORMAT.md`):
+//!
+//! ```text
+//! tree   := "CKT1" u32:count entry*count
+//! entry  := u8:kind u32:mode i64:mtime_ns u32:name_len name payload
+//! payload:= kind=1 (file):    u64:size [32]content_hash
+//!         | kind=2 (dir):     [32]tree_hash
+//!         | kind=3 (symlink): u32:target_len target
+//! ```
+//!
+//! `mode` holds the permission bits only (`st_mode & 0o7777`). The tree hash is
+//! BLAKE3 of the encoding.
+
+use crate::{Error, Hash, Result};
+
+/// What an entry is, with what identifies its content.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum Node {
+    /// A regular file: its size and content hash (an object in the store).
+    File {
+        /// Length in bytes.
+        size: u64,
+        /// BLAKE3 of the content.
+        hash: Hash,
+    },
+    /// A directory: the hash of its own [`Tree`].
+    Dir {
+        /// Hash of the child tree.
+        tree: Hash,
+    },
+    /// A symbolic link, stored by its target bytes and never followed.
+    Symlink {
+        /// The link target, as raw bytes.
+        target: Vec<u8>,
+    },
+}
+
+/// The kind of a [`Node`] without its payload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Kind {
+    /// Regular file.
+    File,
+    /// Directory.
+    Dir,
+    /// Symbolic link.
+    Symlink,
+}
+
+impl Kind {
+    /// Short lower-case name used in output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::File => "file",
+            Kind::Dir => "dir",
+            Kind::Symlink => "symlink",
+        }
+    }
+}
+
+impl Node {
+    /// The kind of this node.
+    pub fn kind(&self) -> Kind {
+        match self {
+            Node::File { .. } => Kind::File,
+            Node::Dir { .. } => Kind::Dir,
+            Node::Symlink { .. } => Kind::Symlink,
+        }
+    }
+
+    /// Size in bytes: file length, symlink target length, 0 for directories.
+    pub fn size(&self) -> u64 {
+        match self {
+            Node::File { size, .. } => *size,
+            Node::Dir { .. } => 0,
+            Node::Symlink { target } => target.len() as u64,
+        }
+    }
+}
+
+/// One named entry of a directory.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Entry {
+    /// The name within its directory: raw bytes, never empty, no `/`.
+    pub name: Vec<u8>,
+    /// Permission bits (`st_mode & 0o7777`).
+    pub mode: u32,
+    /// Modification time in nanoseconds since the Unix epoch.
+    pub mtime_ns: i64,
+    /// What the entry is.
+    pub node: Node,
+}
+
+impl Entry {
+    /// Appends this entry's canonical encoding (see the module doc).
+    pub(crate) fn encode_into(&self, out: &mut Vec<u8>) {
+        let kind: u8 = match self.node {
+            Node::File { .. } => 1,
+            Node::Dir { .. } => 2,
+            Node::Symlink { .. } => 3,
+        };
+        out.push(kind);
+        out.extend_from_slice(&self.mode.to_le_bytes());
+        out.extend_from_slice(&self.mtime_ns.to_le_bytes());
+        out.extend_from_slice(&(self.name.len() as u32).to_le_bytes());
+        out.extend_from_slice(&self.name);
+        match &self.node {
+            Node::File { size, hash } => {
+                out.extend_from_slice(&size.to_le_bytes());
+                out.extend_from_slice(&hash.0);
+            }
+            Node::Dir { tree } => out.extend_from_slice(&tree.0),
+            Node::Symlink { target } => {
+                out.extend_from_slice(&(target.len() as u32).to_le_bytes());
+                out.extend_from_slice(target);
+            }
+        }
+    }
+
+    /// Parses one entry written by [`Entry::encode_into`], validating it.
+    pub(crate) fn decode_from(r: &mut Reader<'_>) -> Result<Entry> {
+        EntryRef::decode_from(r).map(|e| e.to_entry())
+    }
+}
+
+/// An entry borrowed from its encoding, for readers that compare entries
+/// without allocating (the stat index, see [`crate::store::index`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct EntryRef<'a> {
+    pub(crate) name: &'a [u8],
+    pub(crate) mode: u32,
+    pub(crate) mtime_ns: i64,
+    pub(crate) node: NodeRef<'a>,
+}
+
+/// A [`Node`] borrowed from its encoding.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum NodeRef<'a> {
+    File { size: u64, hash: Hash },
+    Dir { tree: Hash },
+    Symlink { target: &'a [u8] },
+}
+
+impl<'a> EntryRef<'a> {
+    /// Parses one entry written by [`Entry::encode_into`], validating it
+    /// (the one parser of the entry encoding).
+    pub(crate) fn decode_from(r: &mut Reader<'a>) -> Result<EntryRef<'a>> {
+        let kind = r.take(1)?[0];
+        let mode = r.u32()?;
+        let mtime_ns = r.u64()? as i64;
+        let name_len = r.u32()? as usize;
+        let name = r.take(name_len)?;
+        let node = match kind {
+            1 => NodeRef::File {
+                size: r.u64()?,
+                hash: r.hash()?,
+            },
+            2 => NodeRef::Dir { tree: r.hash()? },
+            3 => {
+                let n = r.u32()? as usize;
+                NodeRef::Symlink { target: r.take(n)? }
+            }
+            k => return Err(Error::Corrupt(format!("entry has unknown kind {k}"))),
+        };
+        if !valid_name(name) || mode & !0o7777 != 0 {
+            return Err(Error::Corrupt("entry has an invalid name or mode".into()));
+        }
+        Ok(EntryRef {
+            name,
+            mode,
+            mtime_ns,
+            node,
+        })
+    }
+
+    /// The owned entry.
+    pub(crate) fn to_entry(self) -> Entry {
+        Entry {
+            name: self.name.to_vec(),
+            mode: self.mode,
+            mtime_ns: self.mtime_ns,
+            node: self.node.to_node(),
+        }
+    }
+}
+
+impl NodeRef<'_> {
+    /// The owned node.
+    pub(crate) fn to_node(self) -> Node {
+        match self {
+            NodeRef::File { size, hash } => Node::File { size, hash },
+            NodeRef::Dir { tree } => Node::Dir { tree },
+            NodeRef::Symlink { target } => Node::Symlink {
+                target: target.to_vec(),
+            },
+        }
+    }
+}
+
+impl Entry {
+    /// This entry as an [`EntryRef`].
+    pub(crate) fn borrowed(&self) -> EntryRef<'_> {
+        EntryRef {
+            name: &self.name,
+            mode: self.mode,
+            mtime_ns: self.mtime_ns,
+            node: match &self.node {
+                Node::File { size, hash } => NodeRef::File {
+                    size: *size,
+                    hash: *hash,
+                },
+                Node::Dir { tree } => NodeRef::Dir { tree: *tree },
+                Node::Symlink { target } => NodeRef::Symlink { target },
+            },
+        }
+    }
+}
+
+/// The sorted listing of one directory.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Tree {
+    /// Entries sorted by name bytes, names unique.
+    pub entries: Vec<Entry>,
+}
+
+const MAGIC: &[u8; 4] = b"CKT1";
+
+impl Tree {
+    /// Serialises the tree in the canonical encoding.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(8 + self.entries.len() * 64);
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&(self.entries.len() as u32).to_le_bytes());
+        for e in &self.entries {
+            e.encode_into(&mut out);
+        }
+        out
+    }
+
+    /// Encodes and hashes the tree.
+    pub fn encode_and_hash(&self) -> (Hash, Vec<u8>) {
+        let bytes = self.encode();
+        (Hash::of(&bytes), bytes)
+    }
+
+    /// Parses the canonical encoding, checking every invariant (sorted,
+    /// unique, valid names) so a corrupt tree is reported, never restored.
+    pub fn decode(bytes: &[u8]) -> Result<Tree> {
+        let mut r = Reader::new(bytes);
+        if r.take(4)? != MAGIC {
+            return Err(Error::Corrupt("tree object has a bad magic".into()));
+        }
+        let count = r.u32()? as usize;
+        let mut entries = Vec::with_capacity(count.min(bytes.len() / 17));
+        for _ in 0..count {
+            let entry = Entry::decode_from(&mut r)?;
+            if let Some(prev) = entries.last() {
+                let prev: &Entry = prev;
+                if prev.name >= entry.name {
+                    return Err(Error::Corrupt("tree entries are not sorted".into()));
+                }
+            }
+            entries.push(entry);
+        }
+        if !r.at_end() {
+            return Err(Error::Corrupt("tree object has trailing bytes".into()));
+        }
+        Ok(Tree { entries })
+    }
+
+    /// Finds an entry by name (binary search; entries are sorted).
+    pub fn get(&self, name: &[u8]) -> Option<&Entry> {
+        self.entries
+            .binary_search_by(|e| e.name.as_slice().cmp(name))
+            .ok()
+            .map(|i| &self.entries[i])
+    }
+}
+
+/// A name that can appear in a directory: non-empty, no `/` or NUL, not `.`/`..`.
+pub fn valid_name(name: &[u8]) -> bool {
+    !name.is_empty() && name != b"." && name != b".." && !name.iter().any(|&b| b == b'/' || b == 0)
+}
+
+/// A bounds-checked cursor over a byte buffer; every overrun is reported as
+/// corruption rather than a panic.
+pub(crate) struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    pub(crate) fn new(buf: &'a [u8]) -> Self {
+        Reader { buf, pos: 0 }
+    }
+    pub(crate) fn position(&self) -> usize {
+        self.pos
+    }
+    pub(crate) fn at_end(&self) -> bool {
+        self.pos == self.buf.len()
+    }
+    pub(crate) fn take(&mut self, n: usize) -> Result<&'a [u8]> {
+        let end = self
+            .pos
+            .checked_add(n)
+            .filter(|&e| e <= self.buf.len())
+            .ok_or_else(|| Error::Corrupt("object is truncated".into()))?;
+        let s = &self.buf[self.pos..end];
+        self.pos = end;
+        Ok(s)
+    }
+    pub(crate) fn u32(&mut self) -> Result<u32> {
+        Ok(u32::from_le_bytes(self.take(4)?.try_into().unwrap()))
+    }
+    pub(crate) fn u64(&mut self) -> Result<u64> {
+        Ok(u64::from_le_bytes(self.take(8)?.try_into().unwrap()))
+    }
+    pub(crate) fn hash(&mut self) -> Result<Hash> {
+        Ok(Hash(self.take(32)?.try_into().unwrap()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn arb_entry() -> impl Strategy<Value = Entry> {
+        let name =
+            proptest::collection::vec(1u8..=255, 1..20).prop_filter("valid", |n| valid_name(n));
+        let node = prop_oneof![
+            (any::<u64>(), any::<[u8; 32]>()).prop_map(|(size, h)| Node::File {
+                size,
+                hash: Hash(h)
+            }),
+            any::<[u8; 32]>().prop_map(|h| Node::Dir { tree: Hash(h) }),
+            proptest::collection::vec(any::<u8>(), 0..40)
+                .prop_map(|target| Node::Symlink { target }),
+        ];
+        (name, 0u32..0o7777, any::<i64>(), node).prop_map(|(name, mode, mtime_ns, node)| Entry {
+            name,
+            mode,
+            mtime_ns,
+            node,
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn encode_decode_round_trip(mut entries in proptest::collection::vec(arb_entry(), 0..30)) {
+            entries.sort_by(|a, b| a.name.cmp(&b.name));
+            entries.dedup_by(|a, b| a.name == b.name);
+            let tree = Tree { entries };
+            let bytes = tree.encode();
+            prop_assert_eq!(Tree::decode(&bytes).unwrap(), tree.clone());
+            // Any truncation is detected, never mis-parsed.
+            for cut in 0..bytes.len() {
+                prop_assert!(Tree::decode(&bytes[..cut]).is_err());
+            }
+        }
+    }
+
+    #[test]
+    fn unsorted_is_corrupt() {
+        let e = |n: &[u8]| Entry {
+            name: n.to_vec(),
+            mode: 0o644,
+            mtime_ns: 0,
+            node: Node::Dir {
+                tree: Hash::default(),
+            },
+        };
+        let t = Tree {
+            entries: vec![e(b"b"), e(b"a")],
+        };
+        assert!(Tree::decode(&t.encode()).is_err());
+    }
+}

@@ -1,0 +1,212 @@
+//! Workspaces: a directory with a `.ckpt` marker at its root that names its
+//! store.
+//!
+//! `ckpt` finds the workspace by walking up from the current directory until
+//! it finds the marker, as git finds `.git`. The marker is a small JSON file
+//! (`{"version":1,"store":"/abs/path"}`) and is never captured or restored.
+//!
+//! ## Where the store lives
+//! The store must survive deletion of the workspace, so it is outside it, and
+//! it should be on the same filesystem so reflinks work. The rule:
+//! 1. `--store DIR` if given;
+//! 2. else `$XDG_DATA_HOME/ckpt/stores/<name>-<id>` (default
+//!    `~/.local/share/...`) when that is on the workspace's filesystem;
+//! 3. else `<parent>/.ckpt-stores/<name>-<id>` beside the workspace.
+
+pub mod ignore;
+pub mod scan;
+
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::IoContext;
+use crate::store::state::LazyState;
+use crate::store::Store;
+use crate::workspace::ignore::Ignore;
+use crate::{Config, Error, Hash, Result};
+use ckpt_copy::fs;
+
+/// File name of the workspace marker.
+pub const MARKER_NAME: &str = ".ckpt";
+
+#[derive(Serialize, Deserialize)]
+struct Marker {
+    version: u32,
+    store: PathBuf,
+}
+
+/// A workspace: its root and the location of its store.
+#[derive(Clone, Debug)]
+pub struct Workspace {
+    /// Absolute, canonical workspace root.
+    pub root: PathBuf,
+    /// Absolute store directory.
+    pub store_path: PathBuf,
+}
+
+impl Workspace {
+    /// Makes `dir` a workspace, creating its store: at `store`, else in the
+    /// default location ([`default_store_location`] under `data_home`).
+    pub fn init(dir: &Path, store: Option<&Path>, data_home: Option<&Path>) -> Result<Workspace> {
+        let ws = Workspace::plan(dir, store, data_home)?;
+        Store::create_for(&ws.store_path, Some(&ws.root))?;
+        ws.write_marker()?;
+        Ok(ws)
+    }
+
+    /// The first step of [`init`](Self::init): creates `dir` if needed and
+    /// decides where its store goes, refusing a directory that already is a
+    /// workspace. Creates nothing else.
+    pub fn plan(dir: &Path, store: Option<&Path>, data_home: Option<&Path>) -> Result<Workspace> {
+        std::fs::create_dir_all(dir).ctx("create", dir)?;
+        let root = dir.canonicalize().ctx("resolve", dir)?;
+        if root.join(MARKER_NAME).exists() {
+            return Err(Error::AlreadyAWorkspace(root));
+        }
+        let store_path = match store {
+            Some(s) => absolute(s)?,
+            None => default_store_location(&root, data_home)?,
+        };
+        if store_path.starts_with(&root) && store_path != root {
+            // Allowed (it is excluded from scans), but it will not survive
+            // deleting the workspace; that is the user's explicit choice.
+        } else if root.starts_with(&store_path) {
+            return Err(Error::Usage(format!(
+                "store {} cannot contain the workspace {}",
+                store_path.display(),
+                root.display()
+            )));
+        }
+        Ok(Workspace { root, store_path })
+    }
+
+    /// The last step of [`init`](Self::init), once the store exists: writes
+    /// the marker that makes the directory a workspace.
+    pub fn write_marker(&self) -> Result<()> {
+        let marker = Marker {
+            version: 1,
+            store: self.store_path.clone(),
+        };
+        let path = self.root.join(MARKER_NAME);
+        let tmp = self.root.join(".ckpt.tmp-init");
+        std::fs::write(
+            &tmp,
+            serde_json::to_vec_pretty(&marker).expect("marker serialises"),
+        )
+        .ctx("write", &tmp)?;
+        std::fs::rename(&tmp, &path).ctx("rename", &path)?;
+        Ok(())
+    }
+
+    /// Finds the workspace containing `start` by walking up.
+    pub fn discover(start: &Path) -> Result<Workspace> {
+        let start = start.canonicalize().ctx("resolve", start)?;
+        let mut dir: &Path = &start;
+        loop {
+            let m = dir.join(MARKER_NAME);
+            match std::fs::read(&m) {
+                Ok(bytes) => {
+                    let marker: Marker = serde_json::from_slice(&bytes)
+                        .map_err(|e| Error::Corrupt(format!("{}: {e}", m.display())))?;
+                    return Ok(Workspace {
+                        root: dir.to_path_buf(),
+                        store_path: marker.store,
+                    });
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotADirectory => {}
+                Err(e) => return Err(Error::io("read", m, e)),
+            }
+            match dir.parent() {
+                Some(p) => dir = p,
+                None => return Err(Error::NotAWorkspace(start)),
+            }
+        }
+    }
+
+    /// Opens (and locks) the workspace's store.
+    pub fn open_store(&self, config: &Config) -> Result<Store> {
+        Store::open(&self.store_path, config)
+    }
+
+    /// Opens (and locks) the workspace's store for reading only
+    /// ([`Store::open_read_only`]).
+    pub fn open_store_read_only(&self, config: &Config) -> Result<Store> {
+        Store::open_read_only(&self.store_path, config)
+    }
+
+    /// The agent-state store of this workspace, for `ckpt state …`: checks
+    /// that the store directory is a ckpt store (so a vanished store is
+    /// reported, not silently re-created) but takes no store lock.
+    pub fn state(&self, lock_timeout: Duration) -> Result<LazyState> {
+        let marker = self.store_path.join(crate::store::MARKER);
+        if !marker.exists() {
+            return Err(Error::io(
+                "open store (is the workspace's store gone? see `ckpt init --store`)",
+                marker,
+                std::io::ErrorKind::NotFound.into(),
+            ));
+        }
+        Ok(LazyState::new(&self.store_path, lock_timeout))
+    }
+
+    /// Loads `.ckptignore`.
+    pub fn ignore(&self) -> Result<Ignore> {
+        Ignore::load(&self.root)
+    }
+
+    /// Relative paths inside the workspace that must never be captured (the
+    /// store, when the user put it inside).
+    pub fn excluded(&self) -> Vec<Vec<u8>> {
+        match self.store_path.strip_prefix(&self.root) {
+            Ok(rel) if !rel.as_os_str().is_empty() => vec![rel.as_os_str().as_bytes().to_vec()],
+            _ => Vec::new(),
+        }
+    }
+}
+
+fn absolute(p: &Path) -> Result<PathBuf> {
+    if p.is_absolute() {
+        Ok(p.to_path_buf())
+    } else {
+        Ok(std::env::current_dir().ctx("resolve", p)?.join(p))
+    }
+}
+
+fn device_of_nearest(p: &Path) -> Option<u64> {
+    let mut cur = Some(p);
+    while let Some(c) = cur {
+        if let Ok(m) = std::fs::metadata(c) {
+            return Some(std::os::unix::fs::MetadataExt::dev(&m));
+        }
+        cur = c.parent();
+    }
+    None
+}
+
+/// The default store location for a workspace root (see the module doc);
+/// `data_home` is `$XDG_DATA_HOME` or `~/.local/share`, as the caller found
+/// it ([`crate::Config::data_home`]).
+pub fn default_store_location(root: &Path, data_home: Option<&Path>) -> Result<PathBuf> {
+    let name = root
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "root".into());
+    let seed = format!("{}:{}:{}", root.display(), fs::now_ns(), std::process::id());
+    let id = &Hash::of(seed.as_bytes()).to_hex()[..10];
+    let leaf = format!("{name}-{id}");
+    let ws_dev = device_of_nearest(root);
+    if let Some(data) = data_home {
+        let stores = data.join("ckpt").join("stores");
+        if ws_dev.is_some() && device_of_nearest(&stores) == ws_dev && !stores.starts_with(root) {
+            return Ok(stores.join(leaf));
+        }
+    }
+    let parent = root
+        .parent()
+        .ok_or_else(|| Error::Usage("cannot place a store beside /; pass --store DIR".into()))?;
+    Ok(parent.join(".ckpt-stores").join(leaf))
+}

@@ -1,0 +1,865 @@
+//! The workspace scan: a parallel walk that turns the directory into trees.
+//!
+//! Every entry is `lstat`ed relative to its directory's descriptor;
+//! subdirectories are walked in parallel with rayon. A directory is listed
+//! with `getdents64` unless its index record has exact names
+//! ([`DirRecord::exact_names`]) and its fresh `lstat` equals the one its
+//! parent's record holds for it: then its names are known not to have
+//! changed, it is opened `O_PATH` and the recorded names are `lstat`ed
+//! (if one has vanished after all, it is listed). On ext4 a listing costs
+//! about as much as `lstat`ing every entry in it. An entry whose stat equals
+//! its [`Index`] entry (and is not racy) is taken from the index without
+//! being read. A directory whose
+//! entries all match and whose subdirectories' trees are unchanged reuses its
+//! old record — and tree hash — as is, without allocating. Only files whose
+//! stat changed are read: in [`Mode::Capture`] they are stored as objects, in
+//! [`Mode::HashOnly`] (status, diff) they are only hashed.
+//!
+//! The result is the root tree hash, the trees that were (re)built, and the
+//! new index. Nothing is written to the catalog here.
+//!
+//! [`scan_partial`] is the same scan restricted to the directories a watcher
+//! reported dirty (see [`crate::watch`]): those are listed and every entry
+//! re-stated as above; directories on the path from the root to one of them
+//! keep their old listing but re-stat the subdirectories on that path; every
+//! other directory keeps its index record and tree without being opened.
+//!
+//! What is never captured: the workspace marker `.ckpt` at the root, the
+//! store if it lies inside the workspace, ckpt's own temporary files
+//! ([`is_temp_name`]), paths matched by `.ckptignore`, and sockets, FIFOs and
+//! devices (reported as skipped).
+
+use std::collections::{HashMap, HashSet};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use rayon::prelude::*;
+use rustix::fs::FileType;
+use rustix::io::Errno;
+
+use crate::engine::diff::is_within;
+use crate::error::IoContext;
+use crate::store::catalog::Skipped;
+use crate::store::index::{DirRecord, EntryView, Index, IndexEntry, RACY_WINDOW_NS, UNKNOWN_TREE};
+use crate::store::objects::{hash_file, CaptureError, Objects};
+use crate::store::tree::{Entry, Node, NodeRef, Tree};
+use crate::workspace::ignore::Ignore;
+use crate::{Error, Hash, Result};
+use ckpt_copy::fs::{self, display_path, join, parent_of, Meta};
+
+/// The workspace marker file name (at the root only).
+pub const MARKER: &[u8] = b".ckpt";
+/// Prefix of temporary files ckpt creates inside the workspace.
+pub const TEMP_PREFIX: &[u8] = b".ckpt-tmp.";
+
+/// Whether a name is one of ckpt's own in-workspace temporary files.
+pub fn is_temp_name(name: &[u8]) -> bool {
+    name.starts_with(TEMP_PREFIX)
+}
+
+/// What to do with files whose stat changed.
+#[derive(Clone, Copy)]
+pub enum Mode<'a> {
+    /// Store their content as objects (save).
+    Capture(&'a Objects),
+    /// Only hash them (status, diff).
+    HashOnly,
+}
+
+/// Inputs of a scan.
+pub struct ScanInput<'a> {
+    /// The workspace root.
+    pub root: &'a Path,
+    /// The previous index (may be empty).
+    pub index: &'a Index,
+    /// `.ckptignore`.
+    pub ignore: &'a Ignore,
+    /// Relative paths never captured (the store, if inside the workspace).
+    pub exclude: &'a [Vec<u8>],
+    /// Capture or hash only.
+    pub mode: Mode<'a>,
+}
+
+/// What a scan found.
+#[derive(Debug)]
+pub struct ScanResult {
+    /// The root tree.
+    pub root: Hash,
+    /// Trees built in this scan (new or changed directories).
+    pub new_trees: HashMap<Hash, Vec<u8>>,
+    /// The index describing the scanned state (empty after a hash-only
+    /// [`scan_partial`], whose result never becomes the index).
+    pub index: Index,
+    /// Entries that could not be captured.
+    pub skipped: Vec<Skipped>,
+    /// ckpt temporary files found (left by an interrupted restore).
+    pub temp_files: Vec<Vec<u8>>,
+    /// Files whose content was read.
+    pub files_read: u64,
+    /// Objects newly stored.
+    pub new_objects: u64,
+    /// Bytes newly stored.
+    pub new_bytes: u64,
+    /// Entries visited.
+    pub entries: u64,
+    /// Directories listed (`getdents64`); the others were re-statted from
+    /// their exact-names records or, in a partial scan, kept.
+    pub dirs_listed: u64,
+    /// Every directory record was taken over unchanged from the old index,
+    /// so writing the index again would change nothing.
+    pub index_unchanged: bool,
+}
+
+#[derive(Default)]
+struct Collector {
+    records: Mutex<Vec<(Vec<u8>, Arc<DirRecord>)>>,
+    new_trees: Mutex<HashMap<Hash, Vec<u8>>>,
+    skipped: Mutex<Vec<Skipped>>,
+    temps: Mutex<Vec<Vec<u8>>>,
+    files_read: AtomicU64,
+    reused_dirs: AtomicU64,
+    new_objects: AtomicU64,
+    new_bytes: AtomicU64,
+    entries: AtomicU64,
+    dirs_listed: AtomicU64,
+}
+
+impl Collector {
+    /// The result of a scan that started at `scan_start_ns` and found
+    /// `root`, with `dirs` as the new index's records (what was collected
+    /// besides them goes into the result as is).
+    fn into_result(
+        self,
+        input: &ScanInput<'_>,
+        scan_start_ns: i64,
+        root: Hash,
+        dirs: HashMap<Vec<u8>, Arc<DirRecord>>,
+        index_unchanged: bool,
+    ) -> ScanResult {
+        ScanResult {
+            root,
+            new_trees: self.new_trees.into_inner().unwrap(),
+            index: Index {
+                generation: input.index.generation,
+                scan_start_ns,
+                dirs,
+                base: input.index.base.clone(),
+            },
+            skipped: self.skipped.into_inner().unwrap(),
+            temp_files: self.temps.into_inner().unwrap(),
+            files_read: self.files_read.into_inner(),
+            new_objects: self.new_objects.into_inner(),
+            new_bytes: self.new_bytes.into_inner(),
+            entries: self.entries.into_inner(),
+            dirs_listed: self.dirs_listed.into_inner(),
+            index_unchanged,
+        }
+    }
+}
+
+struct Scanner<'a> {
+    input: &'a ScanInput<'a>,
+    scan_start_ns: i64,
+    out: Collector,
+    partial: Option<Partial>,
+}
+
+/// The restriction of a partial scan.
+struct Partial {
+    /// Directories to list (dirty, or whose record's tree is unknown).
+    listed: HashSet<Vec<u8>>,
+    /// `listed` and every ancestor of each.
+    affected: HashSet<Vec<u8>>,
+}
+
+/// Scans the workspace.
+pub fn scan(input: &ScanInput<'_>) -> Result<ScanResult> {
+    let scan_start_ns = fs::now_ns();
+    let root_fd = fs::open_dir_path(input.root).ctx("open", input.root)?;
+    let scanner = Scanner {
+        input,
+        scan_start_ns,
+        out: Collector::default(),
+        partial: None,
+    };
+    let root = scanner.scan_dir(root_fd, Vec::new(), DirStat::default())?;
+    let mut out = scanner.out;
+    let records = std::mem::take(out.records.get_mut().unwrap());
+    let index_unchanged = *out.reused_dirs.get_mut() == records.len() as u64
+        && records.len() == input.index.dirs.len();
+    let mut dirs = HashMap::with_capacity(records.len());
+    dirs.extend(records);
+    Ok(out.into_result(input, scan_start_ns, root, dirs, index_unchanged))
+}
+
+/// Scans only what may have changed: the directories in `dirty` (and those
+/// whose index record has no known tree), re-statting the path from the root
+/// to each; every other directory keeps its index record. The caller
+/// guarantees (see [`crate::watch`]) that no directory outside `dirty` has
+/// changed since `input.index` was produced, and that the index holds the
+/// root's record.
+pub fn scan_partial(input: &ScanInput<'_>, dirty: &HashSet<Vec<u8>>) -> Result<ScanResult> {
+    let scan_start_ns = fs::now_ns();
+    let old_dirs = &input.index.dirs;
+    let mut listed: HashSet<Vec<u8>> = dirty.clone();
+    listed.extend(
+        old_dirs
+            .iter()
+            .filter(|(_, r)| r.tree == UNKNOWN_TREE)
+            .map(|(p, _)| p.clone()),
+    );
+    if !old_dirs.contains_key(&Vec::new()) {
+        listed.insert(Vec::new());
+    }
+    let mut affected = HashSet::with_capacity(listed.len() * 2);
+    for p in &listed {
+        let mut p: &[u8] = p;
+        while affected.insert(p.to_vec()) && !p.is_empty() {
+            p = parent_of(p);
+        }
+    }
+    if !affected.contains(&Vec::new()) {
+        let root = old_dirs[&Vec::new()].tree;
+        return Ok(ScanResult {
+            root,
+            new_trees: HashMap::new(),
+            index: Index {
+                generation: input.index.generation,
+                scan_start_ns: input.index.scan_start_ns,
+                dirs: match input.mode {
+                    Mode::HashOnly => HashMap::new(),
+                    Mode::Capture(_) => old_dirs.clone(),
+                },
+                base: input.index.base.clone(),
+            },
+            skipped: Vec::new(),
+            temp_files: Vec::new(),
+            files_read: 0,
+            new_objects: 0,
+            new_bytes: 0,
+            entries: 0,
+            dirs_listed: 0,
+            index_unchanged: true,
+        });
+    }
+    let root_fd = fs::open_dir_path(input.root).ctx("open", input.root)?;
+    let scanner = Scanner {
+        input,
+        scan_start_ns,
+        out: Collector::default(),
+        partial: Some(Partial { listed, affected }),
+    };
+    let root = scanner.scan_dir(root_fd, Vec::new(), DirStat::default())?;
+    let mut out = scanner.out;
+    let records = std::mem::take(out.records.get_mut().unwrap());
+    // Subdirectories that went away take their records with them.
+    let mut removed: Vec<Vec<u8>> = Vec::new();
+    let mut unchanged = true;
+    for (path, rec) in &records {
+        let Some(old) = old_dirs.get(path) else {
+            unchanged = false;
+            continue;
+        };
+        if Arc::ptr_eq(old, rec) {
+            continue;
+        }
+        unchanged = false;
+        for e in &old.entries {
+            if matches!(e.entry.node, Node::Dir { .. })
+                && !rec
+                    .get(&e.entry.name)
+                    .is_some_and(|n| matches!(n.entry.node, Node::Dir { .. }))
+            {
+                removed.push(join(path, &e.entry.name));
+            }
+        }
+    }
+    // A hash-only scan (status, diff, restore planning) never becomes the
+    // index: it returns none rather than copy every record of the old one.
+    let dirs = match input.mode {
+        Mode::HashOnly => {
+            unchanged = true;
+            HashMap::new()
+        }
+        Mode::Capture(_) => {
+            let mut dirs = old_dirs.clone();
+            if !removed.is_empty() {
+                dirs.retain(|p, _| !removed.iter().any(|r| is_within(p, r)));
+            }
+            dirs.extend(records);
+            dirs
+        }
+    };
+    Ok(out.into_result(input, scan_start_ns, root, dirs, unchanged))
+}
+
+/// What the parent knows of a directory it hands to [`Scanner::scan_dir`].
+#[derive(Clone, Copy, Default)]
+struct DirStat {
+    /// Its fresh `lstat` (none for the workspace root).
+    meta: Option<Meta>,
+    /// The fresh `lstat` equals the one in the parent's index entry for it.
+    as_recorded: bool,
+    /// It was opened `O_PATH` to be re-statted from its exact-names record
+    /// without listing (`as_recorded` and the record has exact names).
+    unlisted: bool,
+}
+
+/// An entry as listed, before its content is known.
+struct Listed<'a> {
+    name: &'a [u8],
+    /// Its `lstat`; when `deferred`, only the file type (regular) is known.
+    meta: Meta,
+    /// Its entry in the directory's old index record, if any (borrowed,
+    /// decoded once: the scan compares against it, never looks it up).
+    old: Option<EntryView<'a>>,
+    /// A regular file (per the directory entry's type) in a directory
+    /// without an index record: it is read whatever its stat says, so it is
+    /// not `lstat`ed here and its stat comes from the open descriptor.
+    deferred: bool,
+}
+
+impl Listed<'_> {
+    /// Its old entry's stat, if that was a directory too.
+    fn recorded_dir(&self) -> Option<Meta> {
+        self.old
+            .filter(|o| matches!(o.entry.node, NodeRef::Dir { .. }))
+            .map(|o| o.meta)
+    }
+
+    /// The old entry's node when it is of the kind `is_kind` accepts, not
+    /// racy and its stat unchanged, so the content need not be read.
+    fn cached(&self, is_kind: fn(&NodeRef) -> bool) -> Option<Node> {
+        self.old
+            .filter(|o| is_kind(&o.entry.node) && !o.racy && o.meta == self.meta)
+            .map(|o| o.entry.node.to_node())
+    }
+}
+
+impl Scanner<'_> {
+    fn shown(&self, rel: &[u8]) -> PathBuf {
+        display_path(self.input.root, rel)
+    }
+
+    fn scan_dir(&self, dir: OwnedFd, rel: Vec<u8>, stat: DirStat) -> Result<Hash> {
+        let old = self.input.index.dirs.get(&rel);
+        if let (Some(p), Some(o)) = (&self.partial, old) {
+            if !p.listed.contains(&rel) {
+                if let Some(h) = self.scan_ancestor(&dir, &rel, o, stat)? {
+                    return Ok(h);
+                }
+            }
+        }
+        // The names: the exact-names record's, re-statted, when the
+        // directory's stat says they are unchanged; else a listing.
+        let restated = match old {
+            Some(o) if stat.unlisted && o.exact_names => self.restat(dir.as_fd(), &rel, o)?,
+            _ => None,
+        };
+        let listing: fs::PackedListing;
+        let (dirfd, mut listed, names_seen) = match restated {
+            Some(listed) => (dir.as_fd(), listed, old.map_or(0, |o| o.entries.len())),
+            None => {
+                let fd = match stat.unlisted {
+                    true => fs::reopen_dir(dir.as_fd()).ctx("open directory", self.shown(&rel))?,
+                    false => dir,
+                };
+                listing = fs::list_dir_packed(fd).ctx("read directory", self.shown(&rel))?;
+                self.out.dirs_listed.fetch_add(1, Ordering::Relaxed);
+                let listed = self.listed(&listing, &rel, old.map(|o| &**o))?;
+                (listing.fd(), listed, listing.len())
+            }
+        };
+        self.out
+            .entries
+            .fetch_add(listed.len() as u64, Ordering::Relaxed);
+
+        // Subdirectories first: their tree hashes are inputs. In parallel
+        // only when more than one must be opened: a partial scan keeps most
+        // subtrees as they are, and handing one directory to the thread pool
+        // costs more than it saves.
+        let subdirs: Vec<&Listed> = listed
+            .iter()
+            .filter(|l| l.meta.file_type() == FileType::Directory)
+            .collect();
+        let scan_child = |l: &&Listed| -> Result<Option<Hash>> {
+            let child_rel = join(&rel, l.name);
+            if let Some(h) = self.clean_subtree(&child_rel) {
+                return Ok(Some(h));
+            }
+            let stat = self.child_stat(&child_rel, l.meta, l.recorded_dir());
+            match fs::open_dir_for(dirfd, l.name, stat.unlisted) {
+                Ok(fd) => self.scan_dir(fd, child_rel, stat).map(Some),
+                // Removed since it was listed: it is simply not there.
+                Err(Errno::NOENT) => Ok(None),
+                Err(Errno::LOOP | Errno::NOTDIR) => Err(Error::Unstable(self.shown(&child_rel))),
+                Err(e) => Err(Error::io(
+                    "open directory",
+                    self.shown(&child_rel),
+                    e.into(),
+                )),
+            }
+        };
+        let to_open = subdirs
+            .iter()
+            .filter(|l| self.clean_subtree(&join(&rel, l.name)).is_none())
+            .count();
+        let child_trees: Vec<Option<Hash>> = if to_open > 1 {
+            subdirs.par_iter().map(scan_child).collect::<Result<_>>()?
+        } else {
+            subdirs.iter().map(scan_child).collect::<Result<_>>()?
+        };
+        if child_trees.iter().any(Option::is_none) {
+            let mut keep = child_trees.iter().map(Option::is_some);
+            listed.retain(|l| {
+                l.meta.file_type() != FileType::Directory || keep.next().unwrap_or(true)
+            });
+        }
+        let child_trees: Vec<Hash> = child_trees.into_iter().flatten().collect();
+
+        if let Some(old) = old {
+            if self.unchanged(old, &listed, &child_trees) {
+                let exact = self.exact_names(stat, listed.len() == names_seen);
+                return Ok(self.keep_record(rel, old, exact));
+            }
+        }
+
+        // Reading file contents (and symlink targets) runs in parallel when
+        // more than one file must be read, so a directory of many files
+        // does not leave the other cores idle; taking an entry from the
+        // index is too cheap to be worth a task.
+        let to_read = listed
+            .iter()
+            .filter(|l| {
+                l.meta.file_type() == FileType::RegularFile
+                    && (l.deferred || l.cached(|n| matches!(n, NodeRef::File { .. })).is_none())
+            })
+            .take(2)
+            .count();
+        let content = |l: &Listed| match l.meta.file_type() {
+            FileType::RegularFile => self.file_node(dirfd, &rel, l),
+            FileType::Symlink => self.symlink_node(dirfd, &rel, l),
+            _ => Ok(None), // directories: below; others are skipped
+        };
+        let items: Vec<Option<(Node, Meta)>> = if to_read > 1 {
+            listed.par_iter().map(content).collect::<Result<_>>()?
+        } else {
+            listed.iter().map(content).collect::<Result<_>>()?
+        };
+
+        let mut entries = Vec::with_capacity(listed.len());
+        let mut child = child_trees.into_iter();
+        for (l, item) in listed.into_iter().zip(items) {
+            let ft = l.meta.file_type();
+            let item = match ft {
+                FileType::Directory => {
+                    let tree = child.next().expect("one tree per subdirectory");
+                    Some((Node::Dir { tree }, l.meta))
+                }
+                FileType::RegularFile | FileType::Symlink => item,
+                other => {
+                    self.out.skipped.lock().unwrap().push(Skipped {
+                        path: join(&rel, l.name),
+                        kind: kind_name(other).into(),
+                    });
+                    None
+                }
+            };
+            let Some((node, meta)) = item else { continue };
+            let racy = !matches!(node, Node::Dir { .. })
+                && meta.mtime_ns >= self.scan_start_ns - RACY_WINDOW_NS;
+            entries.push(IndexEntry {
+                entry: Entry {
+                    name: l.name.to_vec(),
+                    mode: meta.perm(),
+                    mtime_ns: meta.mtime_ns,
+                    node,
+                },
+                meta,
+                racy,
+            });
+        }
+        let exact = self.exact_names(stat, entries.len() == names_seen);
+        Ok(self.record_dir(rel, old.map(|o| &**o), entries, exact))
+    }
+
+    /// The entries of a fresh listing: every name `lstat`ed (regular files
+    /// deferred in a directory without a record), sorted, without ckpt's
+    /// own and ignored names.
+    fn listed<'l>(
+        &self,
+        listing: &'l fs::PackedListing,
+        rel: &[u8],
+        old: Option<&'l DirRecord>,
+    ) -> Result<Vec<Listed<'l>>> {
+        let dirfd = listing.fd();
+        let mut listed = Vec::with_capacity(listing.len());
+        // Without an old record no entry can be taken from the index, so
+        // every regular file will be opened and read: its stat is taken then.
+        let defer_files = old.is_none();
+        for i in 0..listing.len() {
+            let name = listing.name(i);
+            if rel.is_empty() && name == MARKER {
+                continue;
+            }
+            if is_temp_name(name) {
+                self.out.temps.lock().unwrap().push(join(rel, name));
+                continue;
+            }
+            let deferred = defer_files && listing.file_type(i) == FileType::RegularFile;
+            let meta = if deferred {
+                Meta {
+                    mode: FileType::RegularFile.as_raw_mode(),
+                    ..Meta::default()
+                }
+            } else {
+                match fs::stat_at_c(dirfd, listing.c_name(i)) {
+                    Ok(m) => m,
+                    Err(Errno::NOENT) => continue, // vanished since listed
+                    Err(e) => {
+                        return Err(Error::io("stat", self.shown(&join(rel, name)), e.into()))
+                    }
+                }
+            };
+            if self.is_excluded(rel, name, &meta) {
+                continue;
+            }
+            listed.push(Listed {
+                name,
+                meta,
+                old: None,
+                deferred,
+            });
+        }
+        listed.sort_unstable_by(|a, b| a.name.cmp(b.name));
+        // getdents may return a name twice when it is renamed within the
+        // directory during the listing; a tree holds each name once.
+        listed.dedup_by(|a, b| a.name == b.name);
+        // Pair each with its old entry (both lists sorted by name).
+        if let Some(old) = old {
+            let mut views = old.entries.views().peekable();
+            for l in listed.iter_mut() {
+                while views.next_if(|v| v.entry.name < l.name).is_some() {}
+                l.old = views.next_if(|v| v.entry.name == l.name);
+            }
+        }
+        Ok(listed)
+    }
+
+    /// The entries of an exact-names record whose directory's stat is as
+    /// recorded, each `lstat`ed afresh, without listing the directory
+    /// (opened `O_PATH` as `dir`). `None` when a name has vanished: the
+    /// directory changed after its stat was taken, so it must be listed.
+    fn restat<'r>(
+        &self,
+        dir: BorrowedFd<'_>,
+        rel: &[u8],
+        old: &'r DirRecord,
+    ) -> Result<Option<Vec<Listed<'r>>>> {
+        let mut listed = Vec::with_capacity(old.entries.len());
+        let mut seen = 0;
+        for v in old.entries.views() {
+            seen += 1;
+            let name = v.entry.name;
+            let meta = match fs::stat_at(dir, name) {
+                Ok(m) => m,
+                Err(Errno::NOENT) => return Ok(None),
+                Err(e) => return Err(Error::io("stat", self.shown(&join(rel, name)), e.into())),
+            };
+            // The rules may have changed since the record was made.
+            if self.is_excluded(rel, name, &meta) {
+                continue;
+            }
+            listed.push(Listed {
+                name,
+                meta,
+                old: Some(v),
+                deferred: false,
+            });
+        }
+        // Records are validated when loaded, so every entry decodes; were
+        // one not to, the names would be incomplete: list instead.
+        Ok((seen == old.entries.len()).then_some(listed))
+    }
+
+    /// Whether `.ckptignore` or the exclusions drop this entry.
+    fn is_excluded(&self, rel: &[u8], name: &[u8], meta: &Meta) -> bool {
+        if !self.input.ignore.is_active() && self.input.exclude.is_empty() {
+            return false;
+        }
+        let path = join(rel, name);
+        self.input.exclude.contains(&path)
+            || self
+                .input
+                .ignore
+                .is_ignored(&path, meta.file_type() == FileType::Directory)
+    }
+
+    /// How a subdirectory is handed to [`Self::scan_dir`]: whether its stat
+    /// is as recorded and, if its record has exact names, that it need not
+    /// be listed.
+    fn child_stat(&self, child_rel: &[u8], meta: Meta, recorded: Option<Meta>) -> DirStat {
+        let as_recorded = recorded == Some(meta);
+        let unlisted = as_recorded
+            && self
+                .input
+                .index
+                .dirs
+                .get(child_rel)
+                .is_some_and(|r| r.exact_names);
+        DirStat {
+            meta: Some(meta),
+            as_recorded,
+            unlisted,
+        }
+    }
+
+    /// Whether a directory's new record may claim exact names: every name
+    /// it returned is in the record (`all_kept`) and its ctime is outside
+    /// the racy window of this scan (see [`crate::store::index`]).
+    fn exact_names(&self, stat: DirStat, all_kept: bool) -> bool {
+        all_kept
+            && stat
+                .meta
+                .is_some_and(|m| m.ctime_ns < self.scan_start_ns - RACY_WINDOW_NS)
+    }
+
+    /// Records `rel`'s new listing and returns its tree hash: `old`'s tree
+    /// when the tree entries are the same as its, else the newly encoded one.
+    fn record_dir(
+        &self,
+        rel: Vec<u8>,
+        old: Option<&DirRecord>,
+        entries: Vec<IndexEntry>,
+        exact_names: bool,
+    ) -> Hash {
+        let tree = match old {
+            Some(o)
+                if o.tree != UNKNOWN_TREE
+                    && o.entries.len() == entries.len()
+                    && o.entries
+                        .iter()
+                        .zip(&entries)
+                        .all(|(a, b)| a.entry == b.entry) =>
+            {
+                o.tree
+            }
+            _ => {
+                let t = Tree {
+                    entries: entries.iter().map(|e| e.entry.clone()).collect(),
+                };
+                let (h, bytes) = t.encode_and_hash();
+                self.out.new_trees.lock().unwrap().insert(h, bytes);
+                h
+            }
+        };
+        self.out.records.lock().unwrap().push((
+            rel,
+            Arc::new(DirRecord {
+                tree,
+                entries: entries.into(),
+                exact_names,
+            }),
+        ));
+        tree
+    }
+
+    /// Records `rel`'s old record as its new one (entries and tree
+    /// unchanged) and returns its tree hash: the same record, counted as
+    /// reused, or a copy with `exact_names` changed.
+    fn keep_record(&self, rel: Vec<u8>, old: &Arc<DirRecord>, exact_names: bool) -> Hash {
+        let rec = if exact_names == old.exact_names {
+            self.out.reused_dirs.fetch_add(1, Ordering::Relaxed);
+            Arc::clone(old)
+        } else {
+            Arc::new(DirRecord {
+                exact_names,
+                ..DirRecord::clone(old)
+            })
+        };
+        self.out.records.lock().unwrap().push((rel, rec));
+        old.tree
+    }
+
+    /// In a partial scan, the tree of a subdirectory nothing changed in
+    /// (its record is kept as is; it is not opened).
+    fn clean_subtree(&self, rel: &[u8]) -> Option<Hash> {
+        let p = self.partial.as_ref()?;
+        if p.affected.contains(rel) {
+            return None;
+        }
+        let rec = self.input.index.dirs.get(rel)?;
+        (rec.tree != UNKNOWN_TREE).then_some(rec.tree)
+    }
+
+    /// In a partial scan, a directory whose own listing did not change but
+    /// that lies on the path to one that did: keep its entries, re-stat and
+    /// rescan only the affected subdirectories. `None` when what is on disk
+    /// does not match the record (then the caller lists it in full).
+    fn scan_ancestor(
+        &self,
+        dir: &OwnedFd,
+        rel: &[u8],
+        old: &Arc<DirRecord>,
+        stat: DirStat,
+    ) -> Result<Option<Hash>> {
+        let p = self.partial.as_ref().expect("partial scan");
+        let mut todo = Vec::new();
+        for (i, e) in old.entries.iter().enumerate() {
+            if !matches!(e.entry.node, Node::Dir { .. }) {
+                continue;
+            }
+            let child = join(rel, &e.entry.name);
+            if !p.affected.contains(&child) {
+                continue;
+            }
+            match fs::stat_at(dir.as_fd(), &e.entry.name) {
+                Ok(m) if m.file_type() == FileType::Directory => todo.push((i, child, m)),
+                _ => return Ok(None),
+            }
+        }
+        let scan_child = |(i, child, m): &(usize, Vec<u8>, Meta)| -> Result<Hash> {
+            let e = &old.entries[*i];
+            let stat = self.child_stat(child, *m, Some(e.meta));
+            match fs::open_dir_for(dir.as_fd(), &e.entry.name, stat.unlisted) {
+                Ok(fd) => self.scan_dir(fd, child.clone(), stat),
+                Err(Errno::NOENT | Errno::LOOP | Errno::NOTDIR) => {
+                    Err(Error::Unstable(self.shown(child)))
+                }
+                Err(e) => Err(Error::io("open directory", self.shown(child), e.into())),
+            }
+        };
+        // In parallel only when more than one directory must be opened.
+        let trees: Vec<Hash> = if todo.len() > 1 {
+            todo.par_iter().map(scan_child).collect::<Result<_>>()?
+        } else {
+            todo.iter().map(scan_child).collect::<Result<_>>()?
+        };
+        let mut entries = old.entries.to_vec();
+        for ((i, _, m), tree) in todo.into_iter().zip(trees) {
+            let e = &mut entries[i];
+            e.entry.mode = m.perm();
+            e.entry.mtime_ns = m.mtime_ns;
+            e.entry.node = Node::Dir { tree };
+            e.meta = m;
+        }
+        // Kept under a stat newer than its listing, the record can no
+        // longer vouch for its names (see `crate::store::index`).
+        let exact = old.exact_names && stat.as_recorded;
+        if entries[..] == old.entries[..] {
+            return Ok(Some(self.keep_record(rel.to_vec(), old, exact)));
+        }
+        Ok(Some(self.record_dir(
+            rel.to_vec(),
+            Some(old),
+            entries,
+            exact,
+        )))
+    }
+
+    /// True when every listed entry matches the old record exactly (names,
+    /// stats, no racy entries, same subtrees).
+    fn unchanged(&self, old: &DirRecord, listed: &[Listed], child_trees: &[Hash]) -> bool {
+        // Every listed name has an old entry (names are unique on both
+        // sides), so equal counts mean the same names.
+        if old.tree == UNKNOWN_TREE || old.entries.len() != listed.len() {
+            return false;
+        }
+        let mut child = child_trees.iter();
+        listed.iter().all(|l| {
+            let Some(o) = l.old else { return false };
+            match o.entry.node {
+                // The full stat, not only mode and mtime: the entry
+                // must hold the stat taken before the subdirectory's
+                // last listing (see `crate::store::index`).
+                NodeRef::Dir { tree } => {
+                    l.meta.file_type() == FileType::Directory
+                        && o.meta == l.meta
+                        && o.entry.mode == l.meta.perm()
+                        && o.entry.mtime_ns == l.meta.mtime_ns
+                        && child.next() == Some(&tree)
+                }
+                _ => !o.racy && o.meta == l.meta,
+            }
+        })
+    }
+
+    fn file_node(
+        &self,
+        dir: BorrowedFd<'_>,
+        rel: &[u8],
+        l: &Listed,
+    ) -> Result<Option<(Node, Meta)>> {
+        debug_assert!(
+            !l.deferred || l.old.is_none(),
+            "deferred stat with an index entry"
+        );
+        if let Some(node) = l.cached(|n| matches!(n, NodeRef::File { .. })) {
+            return Ok(Some((node, l.meta)));
+        }
+        let path = join(rel, l.name);
+        let shown = || self.shown(&path);
+        self.out.files_read.fetch_add(1, Ordering::Relaxed);
+        let res = match self.input.mode {
+            Mode::Capture(objects) => objects.capture(dir, l.name, &shown).map(|c| {
+                if c.new_bytes > 0 || c.meta.size == 0 {
+                    self.out.new_bytes.fetch_add(c.new_bytes, Ordering::Relaxed);
+                }
+                if c.new_bytes > 0 {
+                    self.out.new_objects.fetch_add(1, Ordering::Relaxed);
+                }
+                (c.hash, c.meta)
+            }),
+            Mode::HashOnly => hash_file(dir, l.name, &shown),
+        };
+        match res {
+            Ok((hash, meta)) => Ok(Some((
+                Node::File {
+                    size: meta.size,
+                    hash,
+                },
+                meta,
+            ))),
+            // It changed kind or vanished between listing and reading: the
+            // state we saw is gone; report it rather than guess.
+            Err(CaptureError::Gone) => match fs::stat_at(dir, l.name) {
+                Err(Errno::NOENT) => Ok(None),
+                _ => Err(Error::Unstable(shown())),
+            },
+            Err(CaptureError::Err(e)) => Err(e),
+        }
+    }
+
+    fn symlink_node(
+        &self,
+        dir: BorrowedFd<'_>,
+        rel: &[u8],
+        l: &Listed,
+    ) -> Result<Option<(Node, Meta)>> {
+        if let Some(node) = l.cached(|n| matches!(n, NodeRef::Symlink { .. })) {
+            return Ok(Some((node, l.meta)));
+        }
+        match fs::read_link_at(dir, l.name) {
+            Ok(target) => Ok(Some((Node::Symlink { target }, l.meta))),
+            Err(Errno::NOENT) => Ok(None),
+            Err(Errno::INVAL) => Err(Error::Unstable(self.shown(&join(rel, l.name)))),
+            Err(e) => Err(Error::io(
+                "readlink",
+                self.shown(&join(rel, l.name)),
+                e.into(),
+            )),
+        }
+    }
+}
+
+fn kind_name(ft: FileType) -> &'static str {
+    match ft {
+        FileType::Socket => "socket",
+        FileType::Fifo => "fifo",
+        FileType::CharacterDevice => "char-device",
+        FileType::BlockDevice => "block-device",
+        _ => "unknown",
+    }
+}
