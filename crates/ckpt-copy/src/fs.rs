@@ -402,3 +402,10 @@ pub fn list_dir_packed(fd: OwnedFd) -> rustix::io::Result<PackedListing> {
 pub fn stat_at_c(dir: BorrowedFd<'_>, name: &std::ffi::CStr) -> rustix::io::Result<Meta> {
     rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).map(|st| Meta::from_stat(&st))
 }
+
+/// `path` equals `base` or lies below it (workspace-relative byte paths;
+/// the empty path is the root, which contains everything).
+pub fn is_within(path: &[u8], base: &[u8]) -> bool {
+    base.is_empty()
+        || (path.starts_with(base) && (path.len() == base.len() || path[base.len()] == b'/'))
+}

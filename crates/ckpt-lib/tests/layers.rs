@@ -60,7 +60,10 @@ fn references(file: &Path, here: &[String]) -> Vec<Vec<String>> {
         .file_name()
         .is_some_and(|n| n == "mod.rs" || n == "lib.rs" || n == "main.rs");
     let mut out = Vec::new();
-    for line in text.lines() {
+    // Unit-test modules (`#[cfg(test)] mod tests { use super::*; }`) come
+    // last in a file and are not part of the layering.
+    let body = text.split("#[cfg(test)]").next().unwrap_or("");
+    for line in body.lines() {
         let code = line.trim_start();
         if code.starts_with("//") {
             continue;

@@ -31,7 +31,6 @@ use rustix::event::{poll, PollFd, PollFlags};
 use rustix::fs::inotify::ReadFlags;
 use rustix::io::Errno;
 
-use crate::engine::diff::is_within;
 use crate::engine::restore::RestoreReport;
 use crate::engine::save::{self, Record, SaveOptions, SaveOutcome, ScanKind, Scanner};
 use crate::error::IoContext;
@@ -46,6 +45,7 @@ use crate::watch::{
 use crate::workspace::scan::{self, Mode, ScanInput, ScanResult};
 use crate::workspace::Workspace;
 use crate::{Config, Error, Result};
+use ckpt_copy::fs::is_within;
 use ckpt_copy::fs::{join, parent_of};
 
 /// How to run the watcher.

@@ -14,6 +14,7 @@ use similar::TextDiff;
 use crate::store::catalog::{CatalogReader, ChangeStats};
 use crate::store::tree::{Entry, Kind, Node, Tree};
 use crate::{Hash, Result};
+use ckpt_copy::fs::is_within;
 use ckpt_copy::fs::join;
 
 /// How one path differs.
@@ -147,12 +148,6 @@ impl PathFilter {
                 .iter()
                 .any(|p| is_within(path, p) || is_within(p, path))
     }
-}
-
-/// `path` equals `base` or lies below it.
-pub fn is_within(path: &[u8], base: &[u8]) -> bool {
-    base.is_empty()
-        || (path.starts_with(base) && (path.len() == base.len() || path[base.len()] == b'/'))
 }
 
 /// All differences from tree `a` to tree `b` (either may be absent: the empty

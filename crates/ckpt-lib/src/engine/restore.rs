@@ -45,7 +45,7 @@ use rayon::prelude::*;
 use rustix::fs::{AtFlags, Mode as FsMode};
 use rustix::io::Errno;
 
-use crate::engine::diff::{self, is_within, Change, ChangeKind, PathFilter, TreeSource};
+use crate::engine::diff::{self, Change, ChangeKind, PathFilter, TreeSource};
 use crate::engine::save::{self, Record, SaveOptions, SaveOutcome, ScanKind, Scanner, REASON_TAG};
 use crate::error::IoContext;
 use crate::store::catalog::{CatalogReader, Checkpoint, Journal};
@@ -58,6 +58,7 @@ use crate::workspace::ignore::Ignore;
 use crate::workspace::scan::TEMP_PREFIX;
 use crate::workspace::Workspace;
 use crate::{Error, Hash, Result};
+use ckpt_copy::fs::is_within;
 use ckpt_copy::fs::{self, display_path, join, parent_of, Meta};
 
 /// Options of an in-place restore.

@@ -39,7 +39,6 @@ use rayon::prelude::*;
 use rustix::fs::FileType;
 use rustix::io::Errno;
 
-use crate::engine::diff::is_within;
 use crate::error::IoContext;
 use crate::store::catalog::Skipped;
 use crate::store::index::{DirRecord, EntryView, Index, IndexEntry, RACY_WINDOW_NS, UNKNOWN_TREE};
@@ -47,6 +46,7 @@ use crate::store::objects::{hash_file, CaptureError, Objects};
 use crate::store::tree::{Entry, Node, NodeRef, Tree};
 use crate::workspace::ignore::Ignore;
 use crate::{Error, Hash, Result};
+use ckpt_copy::fs::is_within;
 use ckpt_copy::fs::{self, display_path, join, parent_of, Meta};
 
 /// The workspace marker file name (at the root only).
