@@ -307,7 +307,6 @@ fn parse_tags(tags: &[String]) -> Result<BTreeMap<String, String>> {
 }
 
 fn run(cli: &Cli, ctx: &Ctx) -> Result<ExitCode> {
-    let ctx = ctx;
     match &cli.cmd {
         Cmd::Init {
             dir,
