@@ -15,7 +15,7 @@ pub fn run(ctx: &Ctx, json: bool) -> Result<()> {
     let cached: Option<Caps> = {
         let store = ws.open_store(&ctx.ops.config)?;
         let r = store.catalog.reader()?;
-        r.meta_json("caps")?
+        r.caps()?
     };
     let forced = match &ctx.bad_copy_strategy {
         Some(e) => Err(e.clone()),

@@ -244,10 +244,7 @@ pub fn restore(
             false => None,
         };
         if full {
-            store.catalog.set_meta(&[
-                ("head", Some(target.seq.to_le_bytes().to_vec())),
-                ("journal", None),
-            ])?;
+            store.catalog.finish_restore(Some(target.seq))?;
         } else if journal.is_some() {
             store.catalog.set_journal(None)?;
         }
@@ -293,13 +290,9 @@ pub fn restore(
     )?;
     scan.index_unchanged = false;
     drop(t);
-    let mut meta: Vec<(&str, Option<Vec<u8>>)> = vec![("journal", None)];
-    if full {
-        meta.push(("head", Some(target.seq.to_le_bytes().to_vec())));
-    }
     ckpt_fault::point("restore.before_journal_end");
     let t = crate::trace::span("journal end");
-    store.catalog.set_meta(&meta)?;
+    store.catalog.finish_restore(full.then_some(target.seq))?;
     drop(t);
     ckpt_fault::point("restore.after_journal_end");
     // The pre-save scan's watch token is valid for this index too: every

@@ -3,6 +3,9 @@
 
 use std::path::PathBuf;
 
+use serde_json::{json, Value};
+
+use super::json::{self, serialize_via_to_json, SCHEMA};
 use super::Context;
 use crate::engine::diff::{self, Change, ContentDiff, PathFilter, TreeSource};
 use crate::store::catalog::Checkpoint;
@@ -54,6 +57,43 @@ impl DiffReport {
         self.to.as_ref().map_or("workdir".to_string(), |c| c.id())
     }
 }
+
+impl DiffReport {
+    /// The JSON form: `from`, `to`, `changes` (each with `diff`, or
+    /// `binary` with `old_size` and `new_size`), `state_from`, `state_to`,
+    /// `state_changes`.
+    pub fn to_json(&self) -> Value {
+        let changes: Vec<Value> = self
+            .changes
+            .iter()
+            .map(|c| {
+                let mut v = json::change(&c.change);
+                match &c.content {
+                    Some(ContentDiff::Text(t)) => v["diff"] = json!(t),
+                    Some(ContentDiff::Binary { old_size, new_size }) => {
+                        v["binary"] = json!(true);
+                        v["old_size"] = json!(old_size);
+                        v["new_size"] = json!(new_size);
+                    }
+                    None => {}
+                }
+                v
+            })
+            .collect();
+        let state_changes = self.state.as_ref().map_or(&[][..], |s| &s.changes[..]);
+        json!({
+            "schema": SCHEMA,
+            "from": self.from.id(),
+            "to": self.to_label(),
+            "changes": changes,
+            "state_from": self.state.as_ref().map(|s| s.from),
+            "state_to": self.state.as_ref().map(|s| s.to),
+            "state_changes": json::state_changes(state_changes),
+        })
+    }
+}
+
+serialize_via_to_json!(DiffReport);
 
 /// Compares two checkpoints, or a checkpoint and the working directory.
 pub fn diff(ctx: &Context, opts: &DiffOptions) -> Result<DiffReport> {

@@ -22,6 +22,7 @@
 //! | restore in place, of paths, `--to` | [`restore::restore`], [`restore::restore_to`] |
 
 pub mod diff;
+pub mod json;
 pub mod restore;
 pub mod save;
 pub mod status;

@@ -5,6 +5,9 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use serde_json::{json, Value};
+
+use super::json::{self, serialize_via_to_json, SCHEMA};
 use super::{normalize, Context};
 use crate::engine::materialize::{self, MaterializeReport};
 use crate::engine::restore::{self as engine, RestoreOptions, RestoreReport, Scope};
@@ -26,9 +29,75 @@ pub struct RestoreRequest {
     pub scope: Scope,
 }
 
+/// What an in-place restore did (or, dry, would do).
+#[derive(Debug)]
+pub struct Restored {
+    /// The engine's report.
+    pub report: RestoreReport,
+    /// It was a dry run.
+    pub dry_run: bool,
+    /// How long it took.
+    pub elapsed: Duration,
+}
+
+impl Restored {
+    /// The JSON form: `restored`, `dry_run`, `resumed`, `undo`, `pre_save`,
+    /// `changes`, `state` (`target`, `before`, `after`, `changes`),
+    /// `elapsed_ms`.
+    pub fn to_json(&self) -> Value {
+        let rep = &self.report;
+        json!({
+            "schema": SCHEMA,
+            "restored": rep.target.id(),
+            "dry_run": self.dry_run,
+            "resumed": rep.resumed,
+            "undo": rep.undo.map(|u| format!("v{u}")),
+            "pre_save": rep.pre_save.as_ref().map(|c| c.id()),
+            "changes": json::changes(&rep.changes),
+            "state": rep.state.as_ref().map(|s| json!({
+                "target": s.target,
+                "before": s.before,
+                "after": s.after,
+                "changes": json::state_changes(&s.changes),
+            })),
+            "elapsed_ms": json::ms(self.elapsed),
+        })
+    }
+}
+
+/// What `restore --to` did.
+#[derive(Debug)]
+pub struct Materialized {
+    /// The engine's report.
+    pub report: MaterializeReport,
+    /// The directory written.
+    pub to: PathBuf,
+    /// How long it took.
+    pub elapsed: Duration,
+}
+
+impl Materialized {
+    /// The JSON form: `restored`, `to`, `files`, `dirs`, `bytes`,
+    /// `elapsed_ms`.
+    pub fn to_json(&self) -> Value {
+        let rep = &self.report;
+        json!({
+            "schema": SCHEMA,
+            "restored": rep.target.id(),
+            "to": self.to.display().to_string(),
+            "files": rep.files,
+            "dirs": rep.dirs,
+            "bytes": rep.bytes,
+            "elapsed_ms": json::ms(self.elapsed),
+        })
+    }
+}
+
+serialize_via_to_json!(Restored, Materialized);
+
 /// Restores the workspace in place (or, with `dry_run`, reports what that
 /// would change).
-pub fn restore(ctx: &Context, req: &RestoreRequest) -> Result<(RestoreReport, Duration)> {
+pub fn restore(ctx: &Context, req: &RestoreRequest) -> Result<Restored> {
     let t0 = Instant::now();
     let ws = ctx.workspace()?;
     let opts = RestoreOptions {
@@ -43,7 +112,11 @@ pub fn restore(ctx: &Context, req: &RestoreRequest) -> Result<(RestoreReport, Du
         .client()
         .restore(&ws, &req.rev, &opts, ctx.config.lock_timeout)
     {
-        return Ok((rep, t0.elapsed()));
+        return Ok(Restored {
+            report: rep,
+            dry_run: req.dry_run,
+            elapsed: t0.elapsed(),
+        });
     }
     let store = ws.open_store(&ctx.config)?;
     let mut here = ctx.here(&ws, &store);
@@ -52,7 +125,11 @@ pub fn restore(ctx: &Context, req: &RestoreRequest) -> Result<(RestoreReport, Du
     // is not recorded.
     let kept = !req.dry_run && req.scope != Scope::StateOnly;
     here.finish(&store, rep.is_ok() && kept);
-    Ok((rep?, t0.elapsed()))
+    Ok(Restored {
+        report: rep?,
+        dry_run: req.dry_run,
+        elapsed: t0.elapsed(),
+    })
 }
 
 /// Materialises checkpoint `rev` (optionally only `paths`) into `dest`, a
@@ -62,7 +139,7 @@ pub fn restore_to(
     rev: &str,
     dest: &Path,
     paths: &[PathBuf],
-) -> Result<(MaterializeReport, PathBuf, Duration)> {
+) -> Result<Materialized> {
     let t0 = Instant::now();
     let ws = ctx.workspace()?;
     let rel = ctx.rel_paths(&ws, paths)?;
@@ -75,5 +152,9 @@ pub fn restore_to(
         )));
     }
     let rep = materialize::restore_to(&store, rev, &dest, &rel)?;
-    Ok((rep, dest, t0.elapsed()))
+    Ok(Materialized {
+        report: rep,
+        to: dest,
+        elapsed: t0.elapsed(),
+    })
 }

@@ -8,6 +8,9 @@ use std::time::{Duration, Instant};
 
 use ckpt_copy::fs;
 
+use serde_json::{json, Value};
+
+use super::json::{self, serialize_via_to_json, SCHEMA};
 use super::Context;
 use crate::engine::save::{self, Record, SaveOptions, SaveOutcome, ScanCounts};
 use crate::store::retention::{self, RetentionReport};
@@ -26,6 +29,30 @@ pub struct SaveReport {
     /// How long the save took, as the caller saw it.
     pub elapsed: Duration,
 }
+
+impl SaveReport {
+    /// The JSON form: the new checkpoint's record with `saved: true`, or
+    /// `saved: false` and the head's `id`; `elapsed_ms`.
+    pub fn to_json(&self) -> Value {
+        match &self.outcome {
+            SaveOutcome::Saved(cp) => {
+                let mut v = json::checkpoint(cp, Some(cp.seq));
+                v["schema"] = json!(SCHEMA);
+                v["saved"] = json!(true);
+                v["elapsed_ms"] = json::ms(self.elapsed);
+                v
+            }
+            SaveOutcome::Unchanged(head) => json!({
+                "schema": SCHEMA,
+                "saved": false,
+                "id": head.as_ref().map(|h| h.id()),
+                "elapsed_ms": json::ms(self.elapsed),
+            }),
+        }
+    }
+}
+
+serialize_via_to_json!(SaveReport);
 
 /// Records a checkpoint of the workspace.
 pub fn save(ctx: &Context, opts: &SaveOptions) -> Result<SaveReport> {

@@ -3,6 +3,9 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use serde_json::{json, Value};
+
+use super::json::{self, serialize_via_to_json, SCHEMA};
 use super::Context;
 use crate::engine::diff::{Change, PathFilter};
 use crate::engine::save;
@@ -41,6 +44,23 @@ impl StatusReport {
         self.changes.is_empty() && self.state_changes.is_empty()
     }
 }
+
+impl StatusReport {
+    /// The JSON form: `head`, `clean`, `changes`, `state_changes`,
+    /// `interrupted_restore`.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "schema": SCHEMA,
+            "head": self.head.as_ref().map(|h| h.id()),
+            "clean": self.clean(),
+            "changes": json::changes(&self.changes),
+            "state_changes": json::state_changes(&self.state_changes),
+            "interrupted_restore": self.journal.as_ref().map(|j| format!("v{}", j.target)),
+        })
+    }
+}
+
+serialize_via_to_json!(StatusReport);
 
 /// Compares the workspace with its head, writing nothing.
 pub fn status(ctx: &Context, opts: &StatusOptions) -> Result<StatusReport> {

@@ -29,6 +29,39 @@ use crate::store::tree::Tree;
 use crate::{Error, Hash, Result};
 
 const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
+
+/// The keys of the `meta` table, and how each value is encoded. Only this
+/// module reads or writes them; everyone else goes through the typed
+/// accessors ([`Catalog::set_head`], [`CatalogReader::journal`], …).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Meta {
+    /// The head checkpoint's sequence number (u64 little-endian).
+    Head,
+    /// The store generation, bumped by gc (u64 little-endian).
+    Generation,
+    /// The restore in progress ([`Journal`], JSON).
+    Journal,
+    /// The copy capabilities probed at `init` (`ckpt_copy::copy::Caps`, JSON).
+    Caps,
+    /// The saved retention policy (`crate::store::retention::Policy`, JSON).
+    Retention,
+}
+
+impl Meta {
+    const fn key(self) -> &'static str {
+        match self {
+            Meta::Head => "head",
+            Meta::Generation => "generation",
+            Meta::Journal => "journal",
+            Meta::Caps => "caps",
+            Meta::Retention => "retention",
+        }
+    }
+}
+
+fn json_bytes<T: Serialize>(v: &T) -> Vec<u8> {
+    serde_json::to_vec(v).expect("meta values serialise")
+}
 const CHECKPOINTS: TableDefinition<u64, &[u8]> = TableDefinition::new("checkpoints");
 const BY_HASH: TableDefinition<&[u8], u64> = TableDefinition::new("by_hash");
 const TREES: TableDefinition<&[u8], &[u8]> = TableDefinition::new("trees");
@@ -164,7 +197,7 @@ impl Catalog {
                 .map_err(|e| cat.err(e))?;
             meta.insert("next_seq", u64_bytes(1).as_slice())
                 .map_err(|e| cat.err(e))?;
-            meta.insert("generation", u64_bytes(0).as_slice())
+            meta.insert(Meta::Generation.key(), u64_bytes(0).as_slice())
                 .map_err(|e| cat.err(e))?;
             txn.open_table(CHECKPOINTS).map_err(|e| cat.err(e))?;
             txn.open_table(BY_HASH).map_err(|e| cat.err(e))?;
@@ -249,7 +282,7 @@ impl Catalog {
             record.hash = record.compute_hash();
             meta.insert("next_seq", u64_bytes(seq + 1).as_slice())
                 .map_err(|e| self.err(e))?;
-            meta.insert("head", u64_bytes(seq).as_slice())
+            meta.insert(Meta::Head.key(), u64_bytes(seq).as_slice())
                 .map_err(|e| self.err(e))?;
             if let Some(j) = journal {
                 let j = Journal {
@@ -257,7 +290,7 @@ impl Catalog {
                     ..j.clone()
                 };
                 let json = serde_json::to_vec(&j).expect("journal serialises");
-                meta.insert("journal", json.as_slice())
+                meta.insert(Meta::Journal.key(), json.as_slice())
                     .map_err(|e| self.err(e))?;
             }
             let mut trees = txn.open_table(TREES).map_err(|e| self.err(e))?;
@@ -281,14 +314,14 @@ impl Catalog {
     }
 
     /// Writes (or with `None` removes) meta values in one durable transaction.
-    pub fn set_meta(&self, entries: &[(&str, Option<Vec<u8>>)]) -> Result<()> {
+    fn set_meta(&self, entries: &[(Meta, Option<Vec<u8>>)]) -> Result<()> {
         let txn = self.writable()?.begin_write().map_err(|e| self.err(e))?;
         {
             let mut meta = txn.open_table(META).map_err(|e| self.err(e))?;
             for (k, v) in entries {
                 match v {
-                    Some(v) => meta.insert(*k, v.as_slice()).map(|_| ()),
-                    None => meta.remove(*k).map(|_| ()),
+                    Some(v) => meta.insert(k.key(), v.as_slice()).map(|_| ()),
+                    None => meta.remove(k.key()).map(|_| ()),
                 }
                 .map_err(|e| self.err(e))?;
             }
@@ -298,15 +331,32 @@ impl Catalog {
 
     /// Sets the head checkpoint.
     pub fn set_head(&self, seq: Option<u64>) -> Result<()> {
-        self.set_meta(&[("head", seq.map(|s| u64_bytes(s).to_vec()))])
+        self.set_meta(&[(Meta::Head, seq.map(|s| u64_bytes(s).to_vec()))])
+    }
+
+    /// Ends a restore in one transaction: clears the journal and, when the
+    /// whole workspace was restored, sets the head to `head`.
+    pub fn finish_restore(&self, head: Option<u64>) -> Result<()> {
+        let mut entries = vec![(Meta::Journal, None)];
+        if let Some(h) = head {
+            entries.push((Meta::Head, Some(u64_bytes(h).to_vec())));
+        }
+        self.set_meta(&entries)
+    }
+
+    /// Records the copy capabilities probed at `init`.
+    pub fn set_caps(&self, caps: &ckpt_copy::copy::Caps) -> Result<()> {
+        self.set_meta(&[(Meta::Caps, Some(json_bytes(caps)))])
+    }
+
+    /// Stores the retention policy (`None` removes it).
+    pub fn set_retention<T: Serialize>(&self, policy: Option<&T>) -> Result<()> {
+        self.set_meta(&[(Meta::Retention, policy.map(json_bytes))])
     }
 
     /// Records (or clears) the restore journal.
     pub fn set_journal(&self, journal: Option<&Journal>) -> Result<()> {
-        self.set_meta(&[(
-            "journal",
-            journal.map(|j| serde_json::to_vec(j).expect("journal serialises")),
-        )])
+        self.set_meta(&[(Meta::Journal, journal.map(json_bytes))])
     }
 
     /// Deletes a checkpoint record. If it was the head, the head moves to its
@@ -316,13 +366,15 @@ impl Catalog {
         {
             let mut meta = txn.open_table(META).map_err(|e| self.err(e))?;
             let head = meta
-                .get("head")
+                .get(Meta::Head.key())
                 .map_err(|e| self.err(e))?
                 .and_then(|v| bytes_u64(v.value()));
             if head == Some(cp.seq) {
                 match cp.parent {
-                    Some(p) => meta.insert("head", u64_bytes(p).as_slice()).map(|_| ()),
-                    None => meta.remove("head").map(|_| ()),
+                    Some(p) => meta
+                        .insert(Meta::Head.key(), u64_bytes(p).as_slice())
+                        .map(|_| ()),
+                    None => meta.remove(Meta::Head.key()).map(|_| ()),
                 }
                 .map_err(|e| self.err(e))?;
             }
@@ -351,7 +403,7 @@ impl Catalog {
             }
             txn.open_table(META)
                 .map_err(|e| self.err(e))?
-                .insert("generation", u64_bytes(generation).as_slice())
+                .insert(Meta::Generation.key(), u64_bytes(generation).as_slice())
                 .map_err(|e| self.err(e))?;
         }
         txn.commit().map_err(|e| self.err(e))
@@ -372,40 +424,49 @@ pub struct CatalogReader<'a> {
 }
 
 impl CatalogReader<'_> {
-    fn meta(&self, key: &str) -> Result<Option<Vec<u8>>> {
+    fn meta(&self, key: Meta) -> Result<Option<Vec<u8>>> {
         let t = self.txn.open_table(META).map_err(|e| self.cat.err(e))?;
-        Ok(t.get(key)
+        Ok(t.get(key.key())
             .map_err(|e| self.cat.err(e))?
             .map(|v| v.value().to_vec()))
     }
 
-    fn meta_u64(&self, key: &str) -> Result<Option<u64>> {
+    fn meta_u64(&self, key: Meta) -> Result<Option<u64>> {
         Ok(self.meta(key)?.and_then(|v| bytes_u64(&v)))
     }
 
     /// The head checkpoint's sequence number.
     pub fn head(&self) -> Result<Option<u64>> {
-        self.meta_u64("head")
+        self.meta_u64(Meta::Head)
     }
 
     /// The store generation (bumped by gc).
     pub fn generation(&self) -> Result<u64> {
-        Ok(self.meta_u64("generation")?.unwrap_or(0))
+        Ok(self.meta_u64(Meta::Generation)?.unwrap_or(0))
     }
 
-    /// A JSON meta value.
-    pub fn meta_json<T: for<'de> Deserialize<'de>>(&self, key: &str) -> Result<Option<T>> {
+    fn meta_json<T: for<'de> Deserialize<'de>>(&self, key: Meta) -> Result<Option<T>> {
         match self.meta(key)? {
             None => Ok(None),
             Some(b) => serde_json::from_slice(&b)
                 .map(Some)
-                .map_err(|e| Error::Corrupt(format!("catalog meta {key}: {e}"))),
+                .map_err(|e| Error::Corrupt(format!("catalog meta {}: {e}", key.key()))),
         }
     }
 
     /// The in-progress restore, if any.
     pub fn journal(&self) -> Result<Option<Journal>> {
-        self.meta_json("journal")
+        self.meta_json(Meta::Journal)
+    }
+
+    /// The copy capabilities probed at `init` (None: an old store).
+    pub fn caps(&self) -> Result<Option<ckpt_copy::copy::Caps>> {
+        self.meta_json(Meta::Caps)
+    }
+
+    /// The saved retention policy, if any.
+    pub fn retention<T: for<'de> Deserialize<'de>>(&self) -> Result<Option<T>> {
+        self.meta_json(Meta::Retention)
     }
 
     /// One checkpoint by sequence number.

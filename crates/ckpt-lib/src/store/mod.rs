@@ -88,10 +88,7 @@ impl Store {
         }
         .ctx("probe copy capabilities", root)?;
         let catalog = Catalog::create(&root.join("catalog.redb"))?;
-        catalog.set_meta(&[(
-            "caps",
-            Some(serde_json::to_vec(&caps).expect("caps serialise")),
-        )])?;
+        catalog.set_caps(&caps)?;
         let marker = root.join(MARKER);
         std::fs::write(&marker, MARKER_TEXT).ctx("write", &marker)?;
         rustix::fs::fsync(&dir).ctx("fsync", root)?;
@@ -153,7 +150,7 @@ impl Store {
         } else {
             Catalog::open(&root.join("catalog.redb"))?
         };
-        let caps: Caps = catalog.reader()?.meta_json("caps")?.unwrap_or(Caps::NONE);
+        let caps: Caps = catalog.reader()?.caps()?.unwrap_or(Caps::NONE);
         let caps = caps.configured(&config.copy);
         let copier = Copier::configured(caps, &config.copy);
         let mut objects = if read_only {

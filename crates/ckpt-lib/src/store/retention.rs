@@ -18,8 +18,9 @@
 //!   deleted — every deletion was intended) and then runs [`crate::store::gc`],
 //!   which frees exactly the data no surviving checkpoint references.
 //!
-//! The persistent policy lives in the catalog's meta table under
-//! [`POLICY_KEY`] (JSON, written in one redb transaction: crash-atomic), and
+//! The persistent policy lives in the catalog's meta table
+//! ([`crate::store::catalog::Catalog::set_retention`]: JSON, written in one
+//! redb transaction, so crash-atomic), and
 //! [`apply_configured`] applies it after every save.
 
 use std::collections::BTreeSet;
@@ -31,9 +32,6 @@ use crate::store::catalog::Checkpoint;
 use crate::store::gc::{self, GcReport};
 use crate::store::Store;
 use crate::Result;
-
-/// Catalog meta key holding the persistent policy (JSON of [`Policy`]).
-pub const POLICY_KEY: &str = "retention";
 
 /// Keep rules. See the module doc for the semantics.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -169,15 +167,15 @@ pub fn configured(store: &Store) -> Result<Policy> {
     Ok(store
         .catalog
         .reader()?
-        .meta_json::<Policy>(POLICY_KEY)?
+        .retention::<Policy>()?
         .unwrap_or_default())
 }
 
 /// Stores `policy` as the persistent one (an empty policy removes it).
 pub fn set_configured(store: &Store, policy: &Policy) -> Result<()> {
-    let value =
-        (!policy.is_empty()).then(|| serde_json::to_vec(policy).expect("policy serialises"));
-    store.catalog.set_meta(&[(POLICY_KEY, value)])
+    store
+        .catalog
+        .set_retention((!policy.is_empty()).then_some(policy))
 }
 
 /// Applies the persistent policy, if one is set and it drops anything
