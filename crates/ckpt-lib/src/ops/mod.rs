@@ -21,11 +21,24 @@
 //! | diff, with content diffs | [`diff::diff`] |
 //! | restore in place, of paths, `--to` | [`restore::restore`], [`restore::restore_to`] |
 
+pub mod cp;
+pub mod delete;
 pub mod diff;
+pub mod doctor;
+pub mod du;
+pub mod fork;
+pub mod gc;
+pub mod hash;
+pub mod init;
 pub mod json;
+pub mod log;
 pub mod restore;
 pub mod save;
+pub mod show;
+pub mod state;
 pub mod status;
+pub mod verify;
+pub mod watch;
 
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};

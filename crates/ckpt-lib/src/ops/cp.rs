@@ -1,0 +1,1 @@
+//! `ckpt cp` (to be filled in).

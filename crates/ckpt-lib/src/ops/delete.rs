@@ -1,0 +1,1 @@
+//! `ckpt delete` (to be filled in).

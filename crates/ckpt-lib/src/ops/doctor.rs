@@ -1,0 +1,1 @@
+//! `ckpt doctor` (to be filled in).

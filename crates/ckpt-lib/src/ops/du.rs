@@ -1,0 +1,1 @@
+//! `ckpt du` (to be filled in).

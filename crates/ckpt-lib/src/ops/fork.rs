@@ -1,0 +1,1 @@
+//! `ckpt fork` (to be filled in).

@@ -1,0 +1,1 @@
+//! `ckpt gc` (to be filled in).

@@ -1,0 +1,1 @@
+//! `ckpt hash` (to be filled in).

@@ -1,0 +1,1 @@
+//! `ckpt init` (to be filled in).

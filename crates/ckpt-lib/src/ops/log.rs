@@ -1,0 +1,1 @@
+//! `ckpt log` (to be filled in).

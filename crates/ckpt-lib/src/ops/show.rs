@@ -1,0 +1,1 @@
+//! `ckpt show` (to be filled in).

@@ -1,0 +1,1 @@
+//! `ckpt state` (to be filled in).

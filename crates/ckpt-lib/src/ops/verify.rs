@@ -1,0 +1,1 @@
+//! `ckpt verify` (to be filled in).

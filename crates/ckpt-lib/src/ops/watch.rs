@@ -1,0 +1,1 @@
+//! `ckpt watch` (to be filled in).
