@@ -11,12 +11,14 @@
 //! stdout is a terminal, `NO_COLOR` is unset or empty and `TERM` is not
 //! `dumb` (`CLICOLOR_FORCE=1` forces it), decided once per process.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use ckpt_lib::engine::diff::Change;
 use ckpt_lib::store::catalog::{Checkpoint, Skipped};
 use ckpt_lib::store::state::{ChangeKind as StateChangeKind, StateChange, Versioned};
 use ckpt_lib::store::tree::{Entry, Node};
+use ckpt_lib::{Error, Result};
 use serde_json::{json, Value};
 
 /// JSON schema version of all `--json` output.
@@ -363,6 +365,26 @@ pub fn checkpoint_line(cp: &Checkpoint, head: Option<u64>) -> String {
         let _ = write!(line, "  [{}]", tags.join(" "));
     }
     line
+}
+
+/// Prints a JSON value, pretty, on one stdout write.
+pub fn print_json(v: &Value) {
+    println!("{}", serde_json::to_string_pretty(v).expect("json"));
+}
+
+/// Parses `--tag KEY=VALUE` arguments.
+pub fn parse_tags(tags: &[String]) -> Result<BTreeMap<String, String>> {
+    tags.iter()
+        .map(|t| match t.split_once('=') {
+            Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
+            _ => Err(Error::Usage(format!("--tag {t:?}: expected KEY=VALUE"))),
+        })
+        .collect()
+}
+
+/// Lowercase hex of bytes.
+pub fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! `ckpt gc --keep-last N --keep-within 24h --keep-tagged KEY [--save-policy]`:
 //! flag parsing and printing for retention; the rules and their invariants
 //! live in [`ckpt_lib::store::retention`]. Without keep flags and without a saved
-//! policy, `ckpt gc` is the plain unreferenced-data sweep (`crate::cmd_gc`).
+//! policy, `ckpt gc` is the plain unreferenced-data sweep (`sweep`).
 
 use std::time::Duration;
 
@@ -10,8 +10,21 @@ use ckpt_lib::{Error, Result};
 use clap::Args;
 use serde_json::json;
 
-use crate::render::{self, SCHEMA};
-use crate::{print_json, Ctx};
+use crate::context::Ctx;
+use crate::render::{self, print_json, SCHEMA};
+
+/// Arguments of `ckpt gc`.
+#[derive(Args)]
+pub struct GcArgs {
+    /// Only report what would be removed.
+    #[arg(long)]
+    dry_run: bool,
+    /// JSON output.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    keep: KeepArgs,
+}
 
 /// Retention flags of `ckpt gc`.
 #[derive(Args, Debug, Default)]
@@ -64,7 +77,8 @@ pub fn describe(p: &Policy) -> String {
 }
 
 /// `ckpt gc` with its retention flags.
-pub fn run(ctx: &Ctx, keep: &KeepArgs, dry_run: bool, json_out: bool) -> Result<()> {
+pub fn run(ctx: &Ctx, args: &GcArgs) -> Result<()> {
+    let (keep, dry_run, json_out) = (&args.keep, args.dry_run, args.json);
     let given = keep.policy();
     if given.keep_last == Some(0) {
         return Err(Error::Usage(
@@ -87,7 +101,7 @@ pub fn run(ctx: &Ctx, keep: &KeepArgs, dry_run: bool, json_out: bool) -> Result<
     };
     if policy.is_empty() {
         drop(store);
-        return crate::cmd_gc(ctx, dry_run, json_out);
+        return sweep(ctx, dry_run, json_out);
     }
     let rep = retention::apply(&store, &policy, ckpt_copy::fs::now_ns(), dry_run)?;
     print_report(ctx, &rep, dry_run, json_out);
@@ -151,4 +165,23 @@ pub fn report_retention(ctx: &Ctx, rep: &retention::RetentionReport) {
             render::bytes(freed)
         );
     }
+}
+
+/// The plain sweep: removes stored data that no checkpoint references.
+fn sweep(ctx: &Ctx, dry_run: bool, json: bool) -> Result<()> {
+    let ws = ctx.ops.workspace()?;
+    let store = ws.open_store(&ctx.ops.config)?;
+    let rep = ckpt_lib::store::gc::gc(&store, dry_run)?;
+    if json {
+        let mut v = serde_json::to_value(&rep).expect("json");
+        v["schema"] = json!(SCHEMA);
+        v["dry_run"] = json!(dry_run);
+        print_json(&v);
+    } else if !ctx.quiet {
+        println!("{}", gc_summary(&rep, dry_run));
+        for s in &rep.strays {
+            println!("warning: unexpected file in the object store: {s}");
+        }
+    }
+    Ok(())
 }

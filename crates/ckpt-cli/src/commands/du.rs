@@ -4,11 +4,20 @@
 use ckpt_lib::Result;
 use serde_json::json;
 
-use crate::render::{self, SCHEMA};
-use crate::{print_json, Ctx};
+use crate::context::Ctx;
+use crate::render::{self, print_json, SCHEMA};
+
+/// Arguments of `ckpt du`.
+#[derive(clap::Args)]
+pub struct DuArgs {
+    /// JSON output.
+    #[arg(long)]
+    json: bool,
+}
 
 /// `ckpt du`.
-pub fn run(ctx: &Ctx, json_out: bool) -> Result<()> {
+pub fn run(ctx: &Ctx, args: &DuArgs) -> Result<()> {
+    let json_out = args.json;
     let ws = ctx.ops.workspace()?;
     let store = ws.open_store_read_only(&ctx.ops.config)?;
     let u = ckpt_lib::store::usage::usage(&store)?;

@@ -6,6 +6,13 @@ use std::io::Write;
 use ckpt_lib::{Error, Result};
 use clap::CommandFactory;
 
+/// Arguments of `ckpt completions`.
+#[derive(clap::Args)]
+pub struct CompletionsArgs {
+    /// The shell.
+    pub shell: clap_complete::Shell,
+}
+
 /// Prints a completion script for `shell` to stdout.
 pub fn completions<C: CommandFactory>(shell: clap_complete::Shell) -> Result<()> {
     let mut cmd = C::command();

@@ -30,7 +30,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::Ctx;
+use crate::context::Ctx;
 
 /// Default cap on diff text returned by `checkpoint_diff`.
 const DEFAULT_DIFF_BYTES: usize = 20_000;

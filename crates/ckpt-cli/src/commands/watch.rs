@@ -16,7 +16,8 @@ use ckpt_lib::{Error, Result};
 use clap::Args;
 use serde_json::json;
 
-use crate::{print_json, render, Ctx, SCHEMA};
+use crate::context::Ctx;
+use crate::render::{self, print_json, SCHEMA};
 
 /// `ckpt watch` arguments.
 #[derive(Args)]
@@ -128,7 +129,7 @@ pub fn run(ctx: &Ctx, args: &WatchArgs) -> Result<()> {
         }
         return Ok(());
     }
-    let tags = crate::parse_tags(&args.auto_save_tags)?;
+    let tags = crate::render::parse_tags(&args.auto_save_tags)?;
     let auto_save = match args.auto_save {
         Some(q) if !(q.is_finite() && q >= 0.0) => {
             return Err(Error::Usage(format!(

@@ -9,8 +9,8 @@ use ckpt_copy::copytree::{self, CpOptions, Progress};
 use ckpt_lib::{Error, Result};
 use serde_json::json;
 
-use crate::render::{self, SCHEMA};
-use crate::{print_json, Ctx};
+use crate::context::Ctx;
+use crate::render::{self, print_json, SCHEMA};
 
 /// Arguments of `ckpt cp`.
 #[derive(clap::Args)]

@@ -6,11 +6,20 @@ use ckpt_copy::copy::Caps;
 use ckpt_lib::platform::doctor::{self, Report};
 use ckpt_lib::Result;
 
-use crate::render;
-use crate::{print_json, Ctx};
+use crate::context::Ctx;
+use crate::render::{self, print_json};
+
+/// Arguments of `ckpt doctor`.
+#[derive(clap::Args)]
+pub struct DoctorArgs {
+    /// JSON output.
+    #[arg(long)]
+    json: bool,
+}
 
 /// Runs `ckpt doctor` (`json`: machine-readable).
-pub fn run(ctx: &Ctx, json: bool) -> Result<()> {
+pub fn run(ctx: &Ctx, args: &DoctorArgs) -> Result<()> {
+    let json = args.json;
     let ws = ctx.ops.workspace()?;
     let cached: Option<Caps> = {
         let store = ws.open_store(&ctx.ops.config)?;

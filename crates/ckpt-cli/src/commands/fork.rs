@@ -8,11 +8,11 @@ use ckpt_copy::copytree::Progress;
 use ckpt_lib::{Error, Result};
 use serde_json::json;
 
-use crate::render::{self, SCHEMA};
 use ckpt_lib::engine::materialize::MaterializeOptions;
 use ckpt_lib::ops::normalize;
 
-use crate::{print_json, Ctx};
+use crate::context::Ctx;
+use crate::render::{self, print_json, SCHEMA};
 
 /// Arguments of `ckpt fork`.
 #[derive(clap::Args)]

@@ -32,8 +32,8 @@ use ckpt_lib::{Error, Result};
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
-use crate::render::{self, SCHEMA};
-use crate::{print_json, Ctx};
+use crate::context::Ctx;
+use crate::render::{self, print_json, SCHEMA};
 
 /// Longest message a hook writes (characters).
 const SUMMARY_MAX: usize = 100;
@@ -172,13 +172,22 @@ fn one_line(s: &str, max: usize) -> String {
     }
 }
 
+/// Arguments of `ckpt hook`.
+#[derive(clap::Args)]
+pub struct HookArgs {
+    /// JSON output.
+    #[arg(long)]
+    json: bool,
+}
+
 /// `ckpt hook`.
-pub fn run(ctx: &Ctx, chdir_given: bool, json_out: bool) -> ExitCode {
+pub fn run(ctx: &Ctx, args: &HookArgs, chdir_given: bool) -> ExitCode {
+    let json_out = args.json;
     match hook(ctx, chdir_given, json_out) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("ckpt hook: error: {e}");
-            ExitCode::from(1)
+            ExitCode::from(crate::exit::EXIT_FAILURE)
         }
     }
 }

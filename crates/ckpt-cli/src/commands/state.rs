@@ -19,17 +19,14 @@ use std::io::{Read, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::process::ExitCode;
 
-use ckpt_lib::error::EXIT_CAS_MISMATCH;
 use ckpt_lib::store::state::{LazyState, StateError};
 use ckpt_lib::{Error, Result};
 use clap::Subcommand;
 use serde_json::{json, Map, Value};
 
-use crate::render::{self, SCHEMA};
-use crate::{print_json, Ctx};
-
-/// Exit code of `ckpt state get` when the key does not exist.
-const EXIT_NOT_FOUND: u8 = 8;
+use crate::context::Ctx;
+use crate::exit::{EXIT_CAS_MISMATCH, EXIT_NOT_FOUND};
+use crate::render::{self, print_json, SCHEMA};
 
 /// Agent-state subcommands.
 #[derive(Subcommand)]
@@ -273,7 +270,7 @@ pub fn run(ctx: &Ctx, cmd: &StateCmd) -> Result<ExitCode> {
                     m.insert("expected".into(), json!(expected));
                     m.insert("actual".into(), json!(actual));
                     print_json(&Value::Object(m));
-                    Ok(ExitCode::from(EXIT_CAS_MISMATCH as u8))
+                    Ok(ExitCode::from(EXIT_CAS_MISMATCH))
                 }
                 Err(e) => Err(e.into()),
             }

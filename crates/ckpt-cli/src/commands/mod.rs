@@ -1,0 +1,113 @@
+//! The subcommands: one file per command, each with its own arguments
+//! (`#[derive(clap::Args)]`) next to the code that runs it, and the dispatch.
+
+mod cp;
+mod delete;
+mod diff;
+mod doctor;
+mod du;
+mod fork;
+mod gc;
+mod gen;
+mod hash;
+mod hook;
+mod init;
+mod log;
+mod mcp;
+mod restore;
+mod save;
+mod show;
+mod state;
+mod status;
+mod verify;
+mod watch;
+
+use std::process::ExitCode;
+
+use ckpt_lib::Result;
+use clap::Subcommand;
+
+use crate::context::Ctx;
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Make a directory (default: the current one) a workspace.
+    Init(init::InitArgs),
+    /// Record a checkpoint of the whole workspace.
+    Save(save::SaveArgs),
+    /// List checkpoints, newest first.
+    Log(log::LogArgs),
+    /// Show one checkpoint and what it changed.
+    Show(show::ShowArgs),
+    /// What changed since the last checkpoint.
+    Status(status::StatusArgs),
+    /// Compare two checkpoints, or a checkpoint and the working directory.
+    Diff(diff::DiffArgs),
+    /// Bring the workspace (or some paths, or another directory) back to a checkpoint.
+    Restore(restore::RestoreArgs),
+    /// Delete a checkpoint record (its data goes at the next gc).
+    Delete(delete::DeleteArgs),
+    /// Check that the workspace is exactly a checkpoint's state (default:
+    /// HEAD), or with --store that every stored object, tree and record is
+    /// intact.
+    Verify(verify::VerifyArgs),
+    /// Print the state digest of any directory (no workspace needed).
+    Hash(hash::HashArgs),
+    /// Agent state: a transactional key-value store that rewinds with the files.
+    State {
+        #[command(subcommand)]
+        cmd: state::StateCmd,
+    },
+    /// Copy a file or tree like `cp -a`, in parallel, with the copy engine.
+    Cp(cp::CpArgs),
+    /// Materialise a checkpoint as a new, independent workspace.
+    Fork(fork::ForkArgs),
+    /// Show filesystems, probed copy capabilities, store space, inotify
+    /// limits, and what ckpt will use.
+    Doctor(doctor::DoctorArgs),
+    /// Remove stored data that no checkpoint references; with --keep-*
+    /// flags (or a saved policy), first drop the checkpoints no rule keeps.
+    Gc(gc::GcArgs),
+    /// Record a checkpoint for an agent-harness hook event (JSON on stdin);
+    /// silent, and nothing saved, when nothing changed.
+    Hook(hook::HookArgs),
+    /// Run a Model Context Protocol server on stdin/stdout.
+    Mcp,
+    /// Store size, the bytes unique to each checkpoint, what gc would free.
+    Du(du::DuArgs),
+    /// Print a shell completion script.
+    Completions(gen::CompletionsArgs),
+    /// Print the man page (roff).
+    Man,
+    /// Run a watcher so that saves, status, diff and restore cost what changed.
+    Watch(watch::WatchArgs),
+}
+
+/// Runs one command; `chdir_given` says whether `-C` was passed (`ckpt hook`
+/// finds its workspace differently without it).
+pub fn run(cmd: &Command, ctx: &Ctx, chdir_given: bool) -> Result<ExitCode> {
+    match cmd {
+        Command::Init(args) => init::run(ctx, args),
+        Command::Save(args) => save::run(ctx, args),
+        Command::Log(args) => log::run(ctx, args),
+        Command::Show(args) => show::run(ctx, args),
+        Command::Status(args) => status::run(ctx, args),
+        Command::Diff(args) => diff::run(ctx, args),
+        Command::Restore(args) => restore::run(ctx, args),
+        Command::Delete(args) => delete::run(ctx, args),
+        Command::Gc(args) => gc::run(ctx, args),
+        Command::Hook(args) => return Ok(hook::run(ctx, args, chdir_given)),
+        Command::Mcp => mcp::run(ctx),
+        Command::Du(args) => du::run(ctx, args),
+        Command::Completions(args) => gen::completions::<crate::Cli>(args.shell),
+        Command::Man => gen::man::<crate::Cli>(),
+        Command::Verify(args) => return verify::run(ctx, args),
+        Command::Hash(args) => hash::run(ctx, args),
+        Command::State { cmd } => return state::run(ctx, cmd),
+        Command::Cp(args) => cp::run(ctx, args),
+        Command::Fork(args) => fork::run(ctx, args),
+        Command::Doctor(args) => doctor::run(ctx, args),
+        Command::Watch(args) => watch::run(ctx, args),
+    }?;
+    Ok(ExitCode::SUCCESS)
+}
