@@ -372,6 +372,14 @@ pub fn print_json(v: &Value) {
     println!("{}", serde_json::to_string_pretty(v).expect("json"));
 }
 
+/// Prints a report of the operations layer as its JSON form (`--json`).
+pub fn print_report<T: serde::Serialize>(report: &T) {
+    println!(
+        "{}",
+        serde_json::to_string_pretty(report).expect("reports serialise")
+    );
+}
+
 /// Parses `--tag KEY=VALUE` arguments.
 pub fn parse_tags(tags: &[String]) -> Result<BTreeMap<String, String>> {
     tags.iter()

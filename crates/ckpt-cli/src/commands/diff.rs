@@ -6,10 +6,9 @@ use std::path::PathBuf;
 use ckpt_lib::engine::diff::{self, ContentDiff};
 use ckpt_lib::ops;
 use ckpt_lib::Result;
-use serde_json::json;
 
 use crate::context::Ctx;
-use crate::render::{self, print_json, SCHEMA};
+use crate::render::{self, print_report};
 
 /// Arguments of `ckpt diff`.
 #[derive(clap::Args)]
@@ -31,58 +30,19 @@ pub struct DiffArgs {
 
 /// Runs `ckpt diff`.
 pub fn run(ctx: &Ctx, args: &DiffArgs) -> Result<()> {
-    cmd_diff(
-        ctx,
-        args.a.as_deref(),
-        args.b.as_deref(),
-        &args.paths,
-        args.name_status,
-        args.json,
-    )
-}
-
-fn cmd_diff(
-    ctx: &Ctx,
-    a: Option<&str>,
-    b: Option<&str>,
-    paths: &[PathBuf],
-    name_status: bool,
-    json: bool,
-) -> Result<()> {
+    let name_status = args.name_status;
     let opts = ops::diff::DiffOptions {
-        from: a.map(str::to_string),
-        to: b.map(str::to_string),
-        paths: paths.to_vec(),
+        from: args.a.clone(),
+        to: args.b.clone(),
+        paths: args.paths.clone(),
         content: !name_status,
     };
     let d = ops::diff::diff(&ctx.ops, &opts)?;
-    let state_changes = d.state.as_ref().map_or(&[][..], |s| &s.changes[..]);
-    if json {
-        let list: Vec<_> = d
-            .changes
-            .iter()
-            .map(|c| {
-                let mut v = render::change_json(&c.change);
-                match &c.content {
-                    Some(ContentDiff::Text(t)) => v["diff"] = json!(t),
-                    Some(ContentDiff::Binary { old_size, new_size }) => {
-                        v["binary"] = json!(true);
-                        v["old_size"] = json!(old_size);
-                        v["new_size"] = json!(new_size);
-                    }
-                    None => {}
-                }
-                v
-            })
-            .collect();
-        print_json(&json!({
-            "schema": SCHEMA, "from": d.from.id(), "to": d.to_label(), "changes": list,
-            "state_from": d.state.as_ref().map(|s| s.from),
-            "state_to": d.state.as_ref().map(|s| s.to),
-            "state_changes": state_changes.iter().map(render::state_change_json).collect::<Vec<_>>(),
-        }));
+    if args.json {
+        print_report(&d);
         return Ok(());
     }
+    let state_changes = d.state.as_ref().map_or(&[][..], |s| &s.changes[..]);
     let mut out = std::io::stdout().lock();
     for c in &d.changes {
         let _ = writeln!(out, "{}", render::change_line(&c.change));

@@ -1,15 +1,15 @@
 //! `ckpt restore ID`: bring the workspace (or some paths, or another directory) back to a checkpoint.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use ckpt_lib::engine::{diff, restore};
+use ckpt_lib::engine::diff;
+use ckpt_lib::engine::restore::Scope;
 use ckpt_lib::ops;
 use ckpt_lib::Result;
-use serde_json::json;
 
 use crate::context::Ctx;
 use crate::progress;
-use crate::render::{self, print_json, SCHEMA};
+use crate::render::{self, print_report};
 
 /// Arguments of `ckpt restore`.
 #[derive(clap::Args)]
@@ -41,87 +41,47 @@ pub struct RestoreArgs {
 
 /// Runs `ckpt restore`.
 pub fn run(ctx: &Ctx, args: &RestoreArgs) -> Result<()> {
-    let scope = match (args.files_only, args.state_only) {
-        (true, _) => restore::Scope::FilesOnly,
-        (_, true) => restore::Scope::StateOnly,
-        _ => restore::Scope::All,
-    };
-    cmd_restore(
-        ctx,
-        &args.id,
-        args.to.as_deref(),
-        args.dry_run,
-        args.no_save,
-        scope,
-        &args.paths,
-        args.json,
-    )
-}
-
-#[allow(clippy::too_many_arguments)]
-fn cmd_restore(
-    ctx: &Ctx,
-    id: &str,
-    to: Option<&Path>,
-    dry_run: bool,
-    no_save: bool,
-    scope: restore::Scope,
-    paths: &[PathBuf],
-    json: bool,
-) -> Result<()> {
-    if let Some(dest) = to {
-        let spinner = progress::Spinner::start("materialising", ctx.quiet || json);
-        let (rep, dest, elapsed) = ops::restore::restore_to(&ctx.ops, id, dest, paths)?;
+    if let Some(dest) = &args.to {
+        let spinner = progress::Spinner::start("materialising", ctx.quiet || args.json);
+        let m = ops::restore::restore_to(&ctx.ops, &args.id, dest, &args.paths)?;
         drop(spinner);
-        if json {
-            print_json(&json!({
-                "schema": SCHEMA, "restored": rep.target.id(), "to": dest.display().to_string(),
-                "files": rep.files, "dirs": rep.dirs, "bytes": rep.bytes,
-                "elapsed_ms": elapsed.as_secs_f64() * 1e3,
-            }));
+        if args.json {
+            print_report(&m);
         } else if !ctx.quiet {
+            let rep = &m.report;
             println!(
                 "materialised {} into {}: {} files, {} directories, {} ({})",
                 rep.target.id(),
-                dest.display(),
+                m.to.display(),
                 rep.files,
                 rep.dirs,
                 render::bytes(rep.bytes),
-                render::ms(elapsed)
+                render::ms(m.elapsed)
             );
         }
         return Ok(());
     }
+    let scope = match (args.files_only, args.state_only) {
+        (true, _) => Scope::FilesOnly,
+        (_, true) => Scope::StateOnly,
+        _ => Scope::All,
+    };
     let req = ops::restore::RestoreRequest {
-        rev: id.to_string(),
-        paths: paths.to_vec(),
-        dry_run,
-        no_save,
+        rev: args.id.clone(),
+        paths: args.paths.clone(),
+        dry_run: args.dry_run,
+        no_save: args.no_save,
         scope,
     };
-    let (rep, elapsed) = ops::restore::restore(&ctx.ops, &req)?;
-    let shown: Vec<_> = rep.changes.iter().filter(|c| c.is_interesting()).collect();
-    let stats = diff::stats(&rep.changes);
-    if json {
-        print_json(&json!({
-            "schema": SCHEMA,
-            "restored": rep.target.id(),
-            "dry_run": dry_run,
-            "resumed": rep.resumed,
-            "undo": rep.undo.map(|u| format!("v{u}")),
-            "pre_save": rep.pre_save.as_ref().map(|c| c.id()),
-            "changes": shown.iter().map(|c| render::change_json(c)).collect::<Vec<_>>(),
-            "state": rep.state.as_ref().map(|s| json!({
-                "target": s.target,
-                "before": s.before,
-                "after": s.after,
-                "changes": s.changes.iter().map(render::state_change_json).collect::<Vec<_>>(),
-            })),
-            "elapsed_ms": elapsed.as_secs_f64() * 1e3,
-        }));
+    let r = ops::restore::restore(&ctx.ops, &req)?;
+    if args.json {
+        print_report(&r);
         return Ok(());
     }
-    if dry_run {
+    let (rep, elapsed) = (&r.report, r.elapsed);
+    let shown: Vec<_> = rep.changes.iter().filter(|c| c.is_interesting()).collect();
+    if args.dry_run {
+        let stats = diff::stats(&rep.changes);
         for c in &shown {
             println!("{}", render::change_line(c));
         }
@@ -152,48 +112,46 @@ fn cmd_restore(
             println!("state {}", render::state_change_line(c));
         }
     }
-    if !ctx.quiet {
-        if let Some(p) = &rep.pre_save {
-            println!("saved the current state as {}", p.id());
-        }
-        if let Some(s) = &rep.state {
-            if s.changes.is_empty() {
-                println!("agent state: already as at version {}", s.target);
-            } else {
-                println!(
-                    "agent state: {} keys changed, back to version {} as new version {}",
-                    s.changes.len(),
-                    s.target,
-                    s.after
-                );
-            }
-        }
-        if scope == restore::Scope::StateOnly {
-            println!(
-                "restored the agent state of {} ({}){}",
-                rep.target.id(),
-                render::ms(elapsed),
-                rep.undo.map_or(String::new(), |u| format!(
-                    "; undo with `ckpt restore v{u}`"
-                ))
-            );
-            return Ok(());
-        }
-        println!(
-            "{} {}: {} files written, {} removed ({}){}",
-            if rep.resumed {
-                "finished restoring"
-            } else {
-                "restored"
-            },
-            rep.target.id(),
-            rep.written,
-            rep.removed,
-            render::ms(elapsed),
-            rep.undo.map_or(String::new(), |u| format!(
-                "; undo with `ckpt restore v{u}`"
-            ))
-        );
+    if ctx.quiet {
+        return Ok(());
     }
+    if let Some(p) = &rep.pre_save {
+        println!("saved the current state as {}", p.id());
+    }
+    if let Some(s) = &rep.state {
+        if s.changes.is_empty() {
+            println!("agent state: already as at version {}", s.target);
+        } else {
+            println!(
+                "agent state: {} keys changed, back to version {} as new version {}",
+                s.changes.len(),
+                s.target,
+                s.after
+            );
+        }
+    }
+    let undo = rep.undo.map_or(String::new(), |u| {
+        format!("; undo with `ckpt restore v{u}`")
+    });
+    if scope == Scope::StateOnly {
+        println!(
+            "restored the agent state of {} ({}){undo}",
+            rep.target.id(),
+            render::ms(elapsed),
+        );
+        return Ok(());
+    }
+    println!(
+        "{} {}: {} files written, {} removed ({}){undo}",
+        if rep.resumed {
+            "finished restoring"
+        } else {
+            "restored"
+        },
+        rep.target.id(),
+        rep.written,
+        rep.removed,
+        render::ms(elapsed),
+    );
     Ok(())
 }

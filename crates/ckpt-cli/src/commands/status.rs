@@ -4,10 +4,9 @@ use std::path::PathBuf;
 
 use ckpt_lib::ops;
 use ckpt_lib::Result;
-use serde_json::json;
 
 use crate::context::Ctx;
-use crate::render::{self, print_json, SCHEMA};
+use crate::render::{self, print_report};
 
 /// Arguments of `ckpt status`.
 #[derive(clap::Args)]
@@ -22,28 +21,17 @@ pub struct StatusArgs {
 
 /// Runs `ckpt status`.
 pub fn run(ctx: &Ctx, args: &StatusArgs) -> Result<()> {
-    cmd_status(ctx, &args.paths, args.json)
-}
-
-fn cmd_status(ctx: &Ctx, paths: &[PathBuf], json: bool) -> Result<()> {
     let opts = ops::status::StatusOptions {
-        paths: paths.to_vec(),
+        paths: args.paths.clone(),
     };
     let st = ops::status::status(&ctx.ops, &opts)?;
+    if args.json {
+        print_report(&st);
+        return Ok(());
+    }
     let shown: Vec<_> = st.changes.iter().filter(|c| c.is_interesting()).collect();
     let state_changes = &st.state_changes;
     let clean = st.clean();
-    if json {
-        print_json(&json!({
-            "schema": SCHEMA,
-            "head": st.head.as_ref().map(|h| h.id()),
-            "clean": clean,
-            "changes": shown.iter().map(|c| render::change_json(c)).collect::<Vec<_>>(),
-            "state_changes": state_changes.iter().map(render::state_change_json).collect::<Vec<_>>(),
-            "interrupted_restore": st.journal.as_ref().map(|j| format!("v{}", j.target)),
-        }));
-        return Ok(());
-    }
     if let Some(j) = &st.journal {
         println!(
             "warning: a restore to v{} was interrupted; run `ckpt restore v{}` to finish it",
