@@ -32,8 +32,9 @@ use rustix::fs::inotify::ReadFlags;
 use rustix::io::Errno;
 
 use crate::engine::restore::RestoreReport;
-use crate::engine::save::{self, Record, SaveOptions, SaveOutcome, ScanKind, Scanner};
+use crate::engine::save::{SaveOptions, SaveOutcome, ScanKind, Scanner};
 use crate::error::IoContext;
+use crate::ops;
 use crate::platform::inotify::{peer_uid, Event, Inotify};
 use crate::store::index::Index;
 use crate::store::lock::Lock;
@@ -110,7 +111,7 @@ struct MemScan {
     ignore: String,
 }
 
-/// The [`Scanner`] of a restore run by the watcher: scans from the
+/// The [`Scanner`] of a save or restore run by the watcher: scans from the
 /// in-memory index and keeps the result there.
 struct InWatcher<'w> {
     w: &'w mut Watcher,
@@ -490,39 +491,42 @@ impl Watcher {
         let store = self
             .ws
             .open_store(&self.config_locking(p.lock_timeout_ms))?;
-        let m = self.capture_scan(&store)?;
         let opts = SaveOptions {
             message: p.message.clone(),
             tags: p.tags.clone(),
             allow_empty: p.allow_empty,
             journal: None,
         };
-        let cap = save::capture_scanned(&self.ws, &store, &opts, Record::Checkpoint, m.scan, t0)?;
-        let (saved, checkpoint) = match cap.outcome {
+        // The same save as `ckpt save`'s "here" path, scanning from and
+        // keeping into the in-memory index. If the saved retention policy
+        // runs gc, the generation changes and the next request reloads the
+        // index.
+        let ws = self.ws.clone();
+        let mut scanner = InWatcher {
+            w: self,
+            how: None,
+            scanned_at: None,
+        };
+        let rep = ops::save::save_with(&ws, &store, &opts, &mut scanner, t0)?;
+        let how = scanner.how.unwrap_or_default();
+        let (saved, checkpoint) = match rep.outcome {
             SaveOutcome::Saved(c) => (true, Some(c)),
             SaveOutcome::Unchanged(h) => (false, h),
         };
-        // The saved retention policy, as after a save in the CLI. If it runs
-        // gc, the generation changes and the next request reloads the index.
-        if saved {
-            crate::store::retention::apply_configured(&store, ckpt_copy::fs::now_ns())?;
-        }
-        let reply = SaveReply {
+        self.closing = Some(store);
+        Ok(SaveReply {
             saved,
             checkpoint,
-            entries: cap.scan.entries,
-            files_read: cap.files_read,
-            new_objects: cap.scan.new_objects,
-            new_bytes: cap.scan.new_bytes,
-            scan: m.how,
-        };
-        self.keep(cap.scan.index, m.seq, m.ignore);
-        self.closing = Some(store);
-        Ok(reply)
+            entries: rep.counts.entries,
+            files_read: rep.counts.files_read,
+            new_objects: rep.counts.new_objects,
+            new_bytes: rep.counts.new_bytes,
+            scan: how,
+        })
     }
 
     /// Restores in place from and into the in-memory index: the same
-    /// [`crate::engine::restore::restore`] as `ckpt restore`, whose pre-save
+    /// [`ops::restore::restore_with`] as `ckpt restore`, whose pre-save
     /// scans like [`Watcher::engine_save`] and whose final index is kept in
     /// memory instead of being written. Restore's own writes are marked
     /// dirty after `seq`, so the next scan relists their directories and
@@ -541,7 +545,7 @@ impl Watcher {
             how: None,
             scanned_at: None,
         };
-        let report = crate::engine::restore::restore(&ws, &store, &p.rev, &p.opts, &mut engine)?;
+        let report = ops::restore::restore_with(&ws, &store, &p.rev, &p.opts, &mut engine)?;
         let how = engine.how.unwrap_or_default();
         self.closing = Some(store);
         Ok((report, how))

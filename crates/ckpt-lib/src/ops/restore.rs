@@ -11,6 +11,9 @@ use super::json::{self, serialize_via_to_json, SCHEMA};
 use super::{normalize, Context};
 use crate::engine::materialize::{self, MaterializeReport};
 use crate::engine::restore::{self as engine, RestoreOptions, RestoreReport, Scope};
+use crate::engine::save::Scanner;
+use crate::store::Store;
+use crate::workspace::Workspace;
 use crate::{Error, Result};
 
 /// What [`restore`] brings back.
@@ -120,7 +123,7 @@ pub fn restore(ctx: &Context, req: &RestoreRequest) -> Result<Restored> {
     }
     let store = ws.open_store(&ctx.config)?;
     let mut here = ctx.here(&ws, &store);
-    let rep = engine::restore(&ws, &store, &req.rev, &opts, &mut here.scanner);
+    let rep = restore_with(&ws, &store, &req.rev, &opts, &mut here.scanner);
     // A dry run and a state-only restore keep no index: their scan's token
     // is not recorded.
     let kept = !req.dry_run && req.scope != Scope::StateOnly;
@@ -130,6 +133,20 @@ pub fn restore(ctx: &Context, req: &RestoreRequest) -> Result<Restored> {
         dry_run: req.dry_run,
         elapsed: t0.elapsed(),
     })
+}
+
+/// The in-place restore once the store is open and the scanner chosen:
+/// [`restore`]'s "here" path, and the watcher's request handler (its
+/// in-memory index). See [`crate::engine::restore`] for the steps and why
+/// an interruption is safe.
+pub fn restore_with(
+    ws: &Workspace,
+    store: &Store,
+    rev: &str,
+    opts: &RestoreOptions,
+    scanner: &mut dyn Scanner,
+) -> Result<RestoreReport> {
+    engine::restore(ws, store, rev, opts, scanner)
 }
 
 /// Materialises checkpoint `rev` (optionally only `paths`) into `dest`, a

@@ -12,8 +12,10 @@ use serde_json::{json, Value};
 
 use super::json::{self, serialize_via_to_json, SCHEMA};
 use super::Context;
-use crate::engine::save::{self, Record, SaveOptions, SaveOutcome, ScanCounts};
+use crate::engine::save::{self, Record, SaveOptions, SaveOutcome, ScanCounts, ScanKind, Scanner};
 use crate::store::retention::{self, RetentionReport};
+use crate::store::Store;
+use crate::workspace::Workspace;
 use crate::Result;
 
 /// What [`save`] did.
@@ -80,14 +82,36 @@ pub fn save(ctx: &Context, opts: &SaveOptions) -> Result<SaveReport> {
     }
     let store = ws.open_store(&ctx.config)?;
     let mut here = ctx.here(&ws, &store);
-    let captured = save::capture(&ws, &store, opts, Record::Checkpoint, &mut here.scanner)?;
-    here.finish(&store, true);
+    let report = save_with(&ws, &store, opts, &mut here.scanner, t0);
+    here.finish(&store, report.is_ok());
+    report
+}
+
+/// The save once the store is open and the scanner chosen: [`save`]'s
+/// "here" path ([`crate::engine::save::OnDisk`]), and the watcher's request
+/// handler (its in-memory index). Scans, commits, keeps the index, then
+/// applies the saved retention policy if a checkpoint was recorded.
+pub fn save_with(
+    ws: &Workspace,
+    store: &Store,
+    opts: &SaveOptions,
+    scanner: &mut dyn Scanner,
+    t0: Instant,
+) -> Result<SaveReport> {
+    let scan = scanner.scan(ws, store, ScanKind::Capture)?;
+    let captured = save::capture_scanned(ws, store, opts, Record::Checkpoint, scan, t0)?;
+    let counts = captured.counts();
+    {
+        let _t = crate::trace::span("index save");
+        scanner.keep_index(store, captured.scan)?;
+    }
+    // If retention runs gc, the generation changes: the next scan is full.
     let retention = match &captured.outcome {
-        SaveOutcome::Saved(_) => retention::apply_configured(&store, fs::now_ns())?,
+        SaveOutcome::Saved(_) => retention::apply_configured(store, fs::now_ns())?,
         SaveOutcome::Unchanged(_) => None,
     };
     Ok(SaveReport {
-        counts: captured.counts(),
+        counts,
         outcome: captured.outcome,
         retention,
         elapsed: t0.elapsed(),
