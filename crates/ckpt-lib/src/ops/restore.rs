@@ -11,10 +11,13 @@ use super::json::{self, serialize_via_to_json, SCHEMA};
 use super::{normalize, Context};
 use crate::engine::materialize::{self, MaterializeReport};
 use crate::engine::restore::{self as engine, RestoreOptions, RestoreReport, Scope};
-use crate::engine::save::Scanner;
-use crate::store::Store;
-use crate::workspace::Workspace;
 use crate::{Error, Result};
+
+/// The in-place restore once the store is open and the scanner chosen:
+/// [`restore`]'s "here" path, and the watcher's request handler (its
+/// in-memory index). See [`crate::engine::restore`] for the steps and why
+/// an interruption is safe.
+pub use crate::engine::restore::restore as restore_with;
 
 /// What [`restore`] brings back.
 #[derive(Clone, Debug, Default)]
@@ -133,20 +136,6 @@ pub fn restore(ctx: &Context, req: &RestoreRequest) -> Result<Restored> {
         dry_run: req.dry_run,
         elapsed: t0.elapsed(),
     })
-}
-
-/// The in-place restore once the store is open and the scanner chosen:
-/// [`restore`]'s "here" path, and the watcher's request handler (its
-/// in-memory index). See [`crate::engine::restore`] for the steps and why
-/// an interruption is safe.
-pub fn restore_with(
-    ws: &Workspace,
-    store: &Store,
-    rev: &str,
-    opts: &RestoreOptions,
-    scanner: &mut dyn Scanner,
-) -> Result<RestoreReport> {
-    engine::restore(ws, store, rev, opts, scanner)
 }
 
 /// Materialises checkpoint `rev` (optionally only `paths`) into `dest`, a
