@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use super::json::{self, serialize_via_to_json, SCHEMA};
 use super::{normalize, Context};
 use crate::engine::materialize::{self, MaterializeReport};
-use crate::engine::restore::{self as engine, RestoreOptions, RestoreReport, Scope};
+use crate::engine::restore::{RestoreOptions, RestoreReport, Scope};
 use crate::{Error, Result};
 
 /// The in-place restore once the store is open and the scanner chosen:
