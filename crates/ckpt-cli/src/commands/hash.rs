@@ -1,12 +1,13 @@
 //! `ckpt hash DIR`: the state digest of any directory (no workspace needed).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
+use ckpt_lib::ops;
+use ckpt_lib::ops::hash::{HashForm, HashOptions};
 use ckpt_lib::Result;
-use serde_json::json;
 
 use crate::context::Ctx;
-use crate::render::{hex, print_json, SCHEMA};
+use crate::render::print_report;
 
 /// Arguments of `ckpt hash`.
 #[derive(clap::Args)]
@@ -23,29 +24,22 @@ pub struct HashArgs {
 
 /// Runs `ckpt hash`.
 pub fn run(ctx: &Ctx, args: &HashArgs) -> Result<()> {
-    cmd_hash(ctx, &args.dir, args.full, args.json)
-}
-
-fn cmd_hash(ctx: &Ctx, dir: &Path, full: bool, json: bool) -> Result<()> {
-    let dir = ctx.ops.cwd.join(dir);
-    let (digest, scan) = ckpt_lib::engine::verify::hash_dir(&dir)?;
-    let checksum = hex(&digest.checksum());
-    if json {
-        let mut v = json!({
-            "schema": SCHEMA,
-            "path": dir.display().to_string(),
-            "checksum": checksum,
-            "entries": scan.entries,
-            "skipped": scan.skipped.len(),
-        });
-        if full {
-            v["state"] = json!(digest.state().to_base64url());
-        }
-        print_json(&v);
-    } else if full {
-        println!("{}", digest.state().to_base64url());
+    let opts = HashOptions {
+        dir: args.dir.clone(),
+        form: if args.full {
+            HashForm::Full
+        } else {
+            HashForm::Checksum
+        },
+    };
+    let rep = ops::hash::hash(&ctx.ops, &opts)?;
+    if args.json {
+        print_report(&rep);
     } else {
-        println!("{checksum}");
+        match rep.form {
+            HashForm::Full => println!("{}", rep.state()),
+            HashForm::Checksum => println!("{}", rep.checksum()),
+        }
     }
     Ok(())
 }

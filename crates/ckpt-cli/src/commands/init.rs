@@ -1,14 +1,14 @@
 //! `ckpt init [DIR]`: make a directory a workspace (and with `--agent`, set up harness hooks).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use ckpt_lib::workspace::Workspace;
-use ckpt_lib::{Error, Result};
-use serde_json::json;
+use ckpt_lib::ops;
+use ckpt_lib::ops::init::{Existing, InitOptions, Outcome};
+use ckpt_lib::Result;
 
 use super::hook;
 use crate::context::Ctx;
-use crate::render::{print_json, SCHEMA};
+use crate::render::print_report;
 
 /// Arguments of `ckpt init`.
 #[derive(clap::Args)]
@@ -33,49 +33,30 @@ pub struct InitArgs {
 
 /// Runs `ckpt init`.
 pub fn run(ctx: &Ctx, args: &InitArgs) -> Result<()> {
-    cmd_init(
-        ctx,
-        args.dir.as_deref(),
-        args.store.as_deref(),
-        args.agent,
-        args.write,
-        args.json,
-    )
-}
-
-fn cmd_init(
-    ctx: &Ctx,
-    dir: Option<&Path>,
-    store: Option<&Path>,
-    agent: Option<hook::Agent>,
-    write: bool,
-    json: bool,
-) -> Result<()> {
-    let dir = dir.map_or_else(|| ctx.ops.cwd.clone(), |d| ctx.ops.cwd.join(d));
-    let store = store.map(|s| ctx.ops.cwd.join(s));
-    if let Some(agent) = agent {
-        let ws = match Workspace::init(&dir, store.as_deref(), ctx.ops.config.data_home.as_deref())
-        {
-            Err(Error::AlreadyAWorkspace(_)) => Workspace::discover(&dir)?,
-            r => r?,
-        };
-        return hook::init_agent(ctx, &ws, agent, write, json);
+    let opts = InitOptions {
+        dir: args.dir.clone(),
+        store: args.store.clone(),
+        existing: if args.agent.is_some() {
+            Existing::Keep
+        } else {
+            Existing::Refuse
+        },
+    };
+    let rep = ops::init::init(&ctx.ops, &opts)?;
+    if let Some(agent) = args.agent {
+        return hook::init_agent(ctx, &rep.workspace, agent, args.write, args.json);
     }
-    let ws = Workspace::init(&dir, store.as_deref(), ctx.ops.config.data_home.as_deref())?;
-    if json {
-        print_json(&json!({
-            "schema": SCHEMA,
-            "root": ws.root.display().to_string(),
-            "store": ws.store_path.display().to_string(),
-        }));
+    if args.json {
+        print_report(&rep);
     } else if !ctx.quiet {
-        let s = ws.open_store(&ctx.ops.config)?;
-        println!("initialised workspace {}", ws.root.display());
-        println!(
-            "store: {} (copy strategy: {:?})",
-            ws.store_path.display(),
-            s.caps.preferred()
-        );
+        println!("initialised workspace {}", rep.workspace.root.display());
+        if let Outcome::Created { copy_strategy } = rep.outcome {
+            println!(
+                "store: {} (copy strategy: {:?})",
+                rep.workspace.store_path.display(),
+                copy_strategy
+            );
+        }
     }
     Ok(())
 }

@@ -1,10 +1,10 @@
 //! `ckpt log`: list checkpoints, newest first.
 
+use ckpt_lib::ops;
 use ckpt_lib::Result;
-use serde_json::json;
 
 use crate::context::Ctx;
-use crate::render::{self, print_json, SCHEMA};
+use crate::render::{self, print_report};
 
 /// Arguments of `ckpt log`.
 #[derive(clap::Args)]
@@ -19,30 +19,17 @@ pub struct LogArgs {
 
 /// Runs `ckpt log`.
 pub fn run(ctx: &Ctx, args: &LogArgs) -> Result<()> {
-    cmd_log(ctx, args.limit, args.json)
-}
-
-fn cmd_log(ctx: &Ctx, limit: Option<usize>, json: bool) -> Result<()> {
-    let ws = ctx.ops.workspace()?;
-    let store = ws.open_store_read_only(&ctx.ops.config)?;
-    let r = store.catalog.reader()?;
-    let head = r.head()?;
-    let mut cps = r.checkpoints()?;
-    cps.reverse();
-    cps.truncate(limit.unwrap_or(usize::MAX));
-    if json {
-        print_json(&json!({
-            "schema": SCHEMA,
-            "head": head.map(|h| format!("v{h}")),
-            "checkpoints": cps.iter().map(|c| render::checkpoint_json(c, head)).collect::<Vec<_>>(),
-        }));
-    } else {
-        if cps.is_empty() && !ctx.quiet {
-            println!("no checkpoints yet: run `ckpt save`");
-        }
-        for c in &cps {
-            println!("{}", render::checkpoint_line(c, head));
-        }
+    let opts = ops::log::LogOptions { limit: args.limit };
+    let rep = ops::log::log(&ctx.ops, &opts)?;
+    if args.json {
+        print_report(&rep);
+        return Ok(());
+    }
+    if rep.checkpoints.is_empty() && !ctx.quiet {
+        println!("no checkpoints yet: run `ckpt save`");
+    }
+    for c in &rep.checkpoints {
+        println!("{}", render::checkpoint_line(c, rep.head));
     }
     Ok(())
 }

@@ -1,11 +1,10 @@
 //! `ckpt show ID`: one checkpoint and what it changed.
 
-use ckpt_lib::engine::diff::{self, PathFilter, TreeSource};
+use ckpt_lib::ops;
 use ckpt_lib::Result;
-use serde_json::{json, Value};
 
 use crate::context::Ctx;
-use crate::render::{self, print_json, SCHEMA};
+use crate::render::{self, print_report};
 
 /// Arguments of `ckpt show`.
 #[derive(clap::Args)]
@@ -19,36 +18,19 @@ pub struct ShowArgs {
 
 /// Runs `ckpt show`.
 pub fn run(ctx: &Ctx, args: &ShowArgs) -> Result<()> {
-    cmd_show(ctx, &args.id, args.json)
-}
-
-fn cmd_show(ctx: &Ctx, id: &str, json: bool) -> Result<()> {
-    let ws = ctx.ops.workspace()?;
-    let store = ws.open_store_read_only(&ctx.ops.config)?;
-    let r = store.catalog.reader()?;
-    let cp = r.resolve(id)?;
-    let head = r.head()?;
-    let parent_root = match cp.parent {
-        Some(p) => r.checkpoint(p)?.map(|c| c.root),
-        None => None,
+    let opts = ops::show::ShowOptions {
+        rev: args.id.clone(),
     };
-    let src = TreeSource {
-        fresh: None,
-        catalog: &r,
-    };
-    let changes = diff::diff_trees(&src, parent_root, Some(cp.root), &PathFilter::default())?;
-    let shown: Vec<_> = changes.iter().filter(|c| c.is_interesting()).collect();
-    if json {
-        let mut v = render::checkpoint_json(&cp, head);
-        v["schema"] = json!(SCHEMA);
-        v["changes"] = Value::Array(shown.iter().map(|c| render::change_json(c)).collect());
-        print_json(&v);
+    let rep = ops::show::show(&ctx.ops, &opts)?;
+    if args.json {
+        print_report(&rep);
         return Ok(());
     }
+    let cp = &rep.checkpoint;
     println!(
         "checkpoint {}{}",
         cp.id(),
-        if head == Some(cp.seq) { " (HEAD)" } else { "" }
+        if rep.is_head() { " (HEAD)" } else { "" }
     );
     println!("hash:     {}", cp.hash);
     println!(
@@ -79,7 +61,7 @@ fn cmd_show(ctx: &Ctx, id: &str, json: bool) -> Result<()> {
         println!("skipped:  {} ({})", render::quote(&sk.path), sk.kind);
     }
     println!();
-    for c in shown {
+    for c in &rep.changes {
         println!("{}", render::change_line(c));
     }
     Ok(())

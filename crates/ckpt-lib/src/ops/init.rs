@@ -1,1 +1,102 @@
-//! `ckpt init` (to be filled in).
+//! `ckpt init`: make a directory a workspace, with its store (in the
+//! default place or `--store`), and report where everything went and which
+//! copy strategy the new store prefers.
+//!
+//! With [`Existing::Keep`] (what `ckpt init --agent` uses) a directory that
+//! already is in a workspace is not an error: that workspace is reported,
+//! and its store is not opened.
+
+use std::path::PathBuf;
+
+use ckpt_copy::copy::Strategy;
+use serde_json::{json, Value};
+
+use super::json::{serialize_via_to_json, SCHEMA};
+use super::Context;
+use crate::workspace::Workspace;
+use crate::{Error, Result};
+
+/// What to do when the directory is already in a workspace.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Existing {
+    /// Fail with [`Error::AlreadyAWorkspace`].
+    #[default]
+    Refuse,
+    /// Report the workspace that contains the directory.
+    Keep,
+}
+
+/// What [`init`] sets up.
+#[derive(Clone, Debug, Default)]
+pub struct InitOptions {
+    /// The directory (relative to the context's directory); the context's
+    /// directory itself when `None`.
+    pub dir: Option<PathBuf>,
+    /// Where to keep the store (relative to the context's directory); the
+    /// default place when `None`.
+    pub store: Option<PathBuf>,
+    /// What to do when the directory already is in a workspace.
+    pub existing: Existing,
+}
+
+/// How [`init`] came by its workspace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// A new workspace and store were made.
+    Created {
+        /// The copy strategy the new store prefers (what it probed,
+        /// as configured).
+        copy_strategy: Strategy,
+    },
+    /// The directory already was in this workspace ([`Existing::Keep`]).
+    Kept,
+}
+
+/// What [`init`] did.
+#[derive(Clone, Debug)]
+pub struct InitReport {
+    /// The workspace (root and store directory).
+    pub workspace: Workspace,
+    /// Made or kept.
+    pub outcome: Outcome,
+}
+
+impl InitReport {
+    /// The JSON form: `root`, `store`.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "schema": SCHEMA,
+            "root": self.workspace.root.display().to_string(),
+            "store": self.workspace.store_path.display().to_string(),
+        })
+    }
+}
+
+serialize_via_to_json!(InitReport);
+
+/// Makes a directory a workspace (see [`InitOptions`]).
+pub fn init(ctx: &Context, opts: &InitOptions) -> Result<InitReport> {
+    let dir = opts
+        .dir
+        .as_deref()
+        .map_or_else(|| ctx.cwd.clone(), |d| ctx.abs(d));
+    let store = opts.store.as_deref().map(|s| ctx.abs(s));
+    let data_home = ctx.config.data_home.as_deref();
+    let workspace = match (
+        Workspace::init(&dir, store.as_deref(), data_home),
+        opts.existing,
+    ) {
+        (Err(Error::AlreadyAWorkspace(_)), Existing::Keep) => {
+            return Ok(InitReport {
+                workspace: Workspace::discover(&dir)?,
+                outcome: Outcome::Kept,
+            });
+        }
+        (r, _) => r?,
+    };
+    let copy_strategy = workspace.open_store(&ctx.config)?.caps.preferred();
+    Ok(InitReport {
+        workspace,
+        outcome: Outcome::Created { copy_strategy },
+    })
+}

@@ -1,1 +1,77 @@
-//! `ckpt show` (to be filled in).
+//! `ckpt show ID`: one checkpoint's record and what it changed from its
+//! parent (everything, for the first). Reads only.
+
+use serde_json::{json, Value};
+
+use super::json::{self, serialize_via_to_json, SCHEMA};
+use super::Context;
+use crate::engine::diff::{self, Change, PathFilter, TreeSource};
+use crate::store::catalog::Checkpoint;
+use crate::Result;
+
+/// What [`show`] shows.
+#[derive(Clone, Debug, Default)]
+pub struct ShowOptions {
+    /// The checkpoint (`v12`, a hash prefix, `HEAD`, `HEAD~1`, `latest`).
+    pub rev: String,
+}
+
+/// One checkpoint and its changes.
+#[derive(Debug)]
+pub struct ShowReport {
+    /// The checkpoint.
+    pub checkpoint: Checkpoint,
+    /// The head's sequence number.
+    pub head: Option<u64>,
+    /// The changes from its parent that matter (see
+    /// [`Change::is_interesting`]).
+    pub changes: Vec<Change>,
+}
+
+impl ShowReport {
+    /// Whether the checkpoint is the head.
+    pub fn is_head(&self) -> bool {
+        self.head == Some(self.checkpoint.seq)
+    }
+
+    /// The JSON form: the checkpoint's record plus `changes`.
+    pub fn to_json(&self) -> Value {
+        let mut v = json::checkpoint(&self.checkpoint, self.head);
+        v["schema"] = json!(SCHEMA);
+        v["changes"] = json::changes(&self.changes);
+        v
+    }
+}
+
+serialize_via_to_json!(ShowReport);
+
+/// Reads one checkpoint and diffs it against its parent.
+pub fn show(ctx: &Context, opts: &ShowOptions) -> Result<ShowReport> {
+    let ws = ctx.workspace()?;
+    let store = ws.open_store_read_only(&ctx.config)?;
+    let r = store.catalog.reader()?;
+    let checkpoint = r.resolve(&opts.rev)?;
+    let head = r.head()?;
+    let parent_root = match checkpoint.parent {
+        Some(p) => r.checkpoint(p)?.map(|c| c.root),
+        None => None,
+    };
+    let src = TreeSource {
+        fresh: None,
+        catalog: &r,
+    };
+    let changes = diff::diff_trees(
+        &src,
+        parent_root,
+        Some(checkpoint.root),
+        &PathFilter::default(),
+    )?
+    .into_iter()
+    .filter(Change::is_interesting)
+    .collect();
+    Ok(ShowReport {
+        checkpoint,
+        head,
+        changes,
+    })
+}
