@@ -288,6 +288,7 @@ pub fn bytes_fields(obj: &mut serde_json::Map<String, Value>, key: &str, bytes: 
 }
 
 /// `{version, value, value_hex?}`.
+#[allow(dead_code)]
 pub fn versioned_json(v: &Versioned) -> Value {
     let mut m = serde_json::Map::new();
     m.insert("version".into(), json!(v.version));
@@ -295,6 +296,7 @@ pub fn versioned_json(v: &Versioned) -> Value {
     Value::Object(m)
 }
 
+#[allow(dead_code)]
 fn state_status(k: StateChangeKind) -> &'static str {
     match k {
         StateChangeKind::Added => "added",
@@ -304,6 +306,7 @@ fn state_status(k: StateChangeKind) -> &'static str {
 }
 
 /// One agent-state change as JSON: `{key, key_hex?, status, old, new}`.
+#[allow(dead_code)]
 pub fn state_change_json(c: &StateChange) -> Value {
     let mut m = serde_json::Map::new();
     bytes_fields(&mut m, "key", &c.key);

@@ -1,16 +1,17 @@
-//! `ckpt cp SRC DST`: the copy engine as a standalone `cp -a` (see
-//! [`ckpt_copy::copytree`] for what is preserved and how).
+//! `ckpt cp SRC DST`: the copy engine as a standalone `cp -a`, through
+//! [`ckpt_lib::ops::cp`] (see [`ckpt_copy::copytree`] for what is preserved
+//! and how).
 
 use std::path::PathBuf;
-use std::time::Instant;
 
 use ckpt_copy::copy::Strategy;
-use ckpt_copy::copytree::{self, CpOptions, Progress};
+use ckpt_copy::copytree::Progress;
+use ckpt_lib::ops;
+use ckpt_lib::ops::cp::CopyOptions;
 use ckpt_lib::{Error, Result};
-use serde_json::json;
 
 use crate::context::Ctx;
-use crate::render::{self, print_json, SCHEMA};
+use crate::render::{self, print_report};
 
 /// Arguments of `ckpt cp`.
 #[derive(clap::Args)]
@@ -40,39 +41,32 @@ pub fn parse_strategy(s: &str) -> std::result::Result<Strategy, String> {
 
 /// Runs `ckpt cp`.
 pub fn run(ctx: &Ctx, args: &CpArgs) -> Result<()> {
-    let t0 = Instant::now();
     if let Some(e) = &ctx.bad_copy_strategy {
         return Err(Error::Usage(format!("{e} (nothing was changed)")));
     }
-    let src = ctx.ops.cwd.join(&args.src);
-    let dst = ctx.ops.cwd.join(&args.dst);
-    let opts = CpOptions {
-        strategy: args.strategy.or(ctx.ops.config.copy.strategy),
-        split_at: args.split_at.or(ctx.ops.config.copy.split_at),
-    };
     let progress = Progress::default();
-    let total = std::fs::symlink_metadata(&src)
+    // The bar's total, when copying one file.
+    let total = std::fs::symlink_metadata(ctx.ops.abs(&args.src))
         .ok()
         .filter(|m| m.is_file())
         .map(|m| m.len());
-    let rep = crate::progress::with_bar(&progress, total, ctx.quiet || args.json, || {
-        copytree::copy_path(&src, &dst, &opts, &progress)
+    let opts = CopyOptions {
+        src: &args.src,
+        dst: &args.dst,
+        strategy: args.strategy,
+        split_at: args.split_at,
+        progress: Some(&progress),
+    };
+    let r = crate::progress::with_bar(&progress, total, ctx.quiet || args.json, || {
+        ops::cp::cp(&ctx.ops, &opts)
     })?;
-    let elapsed = t0.elapsed();
+    let (rep, elapsed) = (&r.report, r.elapsed);
     if args.json {
-        print_json(&json!({
-            "schema": SCHEMA, "to": rep.target.display().to_string(),
-            "files": rep.files, "dirs": rep.dirs, "symlinks": rep.symlinks,
-            "hard_links": rep.hard_links, "specials": rep.specials,
-            "skipped_sockets": rep.skipped_sockets, "skipped_xattrs": rep.skipped_xattrs,
-            "bytes": rep.bytes, "reflinked": rep.reflinked,
-            "kernel_copied": rep.kernel_copied, "user_copied": rep.user_copied,
-            "elapsed_ms": elapsed.as_secs_f64() * 1e3,
-        }));
+        print_report(&r);
     } else if !ctx.quiet {
         println!(
             "copied {} → {}: {} files, {} directories, {} symlinks, {} ({})",
-            src.display(),
+            r.src.display(),
             rep.target.display(),
             rep.files,
             rep.dirs,

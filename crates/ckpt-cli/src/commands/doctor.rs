@@ -1,13 +1,15 @@
 //! `ckpt doctor`: filesystems, probed copy capabilities, store location and
 //! free space, inotify limits, and the copy strategy ckpt will use and why
-//! (the facts come from [`ckpt_lib::platform::doctor`]).
+//! (the facts come from [`ckpt_lib::ops::doctor`]).
 
 use ckpt_copy::copy::Caps;
-use ckpt_lib::platform::doctor::{self, Report};
+use ckpt_lib::ops;
+use ckpt_lib::ops::doctor::DoctorOptions;
+use ckpt_lib::platform::doctor::Report;
 use ckpt_lib::Result;
 
 use crate::context::Ctx;
-use crate::render::{self, print_json};
+use crate::render::{self, print_report};
 
 /// Arguments of `ckpt doctor`.
 #[derive(clap::Args)]
@@ -17,27 +19,17 @@ pub struct DoctorArgs {
     json: bool,
 }
 
-/// Runs `ckpt doctor` (`json`: machine-readable).
+/// Runs `ckpt doctor`.
 pub fn run(ctx: &Ctx, args: &DoctorArgs) -> Result<()> {
-    let json = args.json;
-    let ws = ctx.ops.workspace()?;
-    let cached: Option<Caps> = {
-        let store = ws.open_store(&ctx.ops.config)?;
-        let r = store.catalog.reader()?;
-        r.caps()?
+    let opts = DoctorOptions {
+        bad_strategy: ctx.bad_copy_strategy.clone(),
     };
-    let forced = match &ctx.bad_copy_strategy {
-        Some(e) => Err(e.clone()),
-        None => Ok(ctx.ops.config.copy.strategy),
-    };
-    let rep = doctor::diagnose(&ws.root, &ws.store_path, cached, forced)?;
-    if json {
-        let mut v = serde_json::to_value(&rep).expect("report serialises");
-        v["schema"] = serde_json::json!(render::SCHEMA);
-        print_json(&v);
+    let rep = ops::doctor::doctor(&ctx.ops, &opts)?;
+    if args.json {
+        print_report(&rep);
         return Ok(());
     }
-    print_text(&rep);
+    print_text(&rep.report);
     Ok(())
 }
 

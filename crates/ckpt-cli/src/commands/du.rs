@@ -1,11 +1,11 @@
-//! `ckpt du`: prints [`ckpt_lib::store::usage`] — store size, bytes unique to each
-//! checkpoint, what gc would free.
+//! `ckpt du`: prints [`ckpt_lib::ops::du`] — store size, bytes unique to
+//! each checkpoint, what gc would free.
 
+use ckpt_lib::ops;
 use ckpt_lib::Result;
-use serde_json::json;
 
 use crate::context::Ctx;
-use crate::render::{self, print_json, SCHEMA};
+use crate::render::{self, print_report};
 
 /// Arguments of `ckpt du`.
 #[derive(clap::Args)]
@@ -17,24 +17,15 @@ pub struct DuArgs {
 
 /// `ckpt du`.
 pub fn run(ctx: &Ctx, args: &DuArgs) -> Result<()> {
-    let json_out = args.json;
-    let ws = ctx.ops.workspace()?;
-    let store = ws.open_store_read_only(&ctx.ops.config)?;
-    let u = ckpt_lib::store::usage::usage(&store)?;
-    if json_out {
-        let mut v = serde_json::to_value(&u).expect("json");
-        v["schema"] = json!(SCHEMA);
-        v["store"] = json!(ws.store_path.display().to_string());
-        for c in v["checkpoints"].as_array_mut().expect("array") {
-            let seq = c["seq"].as_u64().unwrap_or(0);
-            c["id"] = json!(format!("v{seq}"));
-        }
-        print_json(&v);
+    let rep = ops::du::du(&ctx.ops)?;
+    if args.json {
+        print_report(&rep);
         return Ok(());
     }
+    let u = &rep.usage;
     println!(
         "store {}: {} ({} objects {}, catalog {}, agent state {})",
-        ws.store_path.display(),
+        rep.store.display(),
         render::bytes(u.store_bytes),
         u.objects,
         render::bytes(u.object_bytes),

@@ -1,18 +1,16 @@
-//! `ckpt fork ID DIR`: a checkpoint as a new, independent workspace (see
-//! [`ckpt_lib::engine::fork`] for the store decision and the `--link` caveat).
+//! `ckpt fork ID DIR`: a checkpoint as a new, independent workspace, through
+//! [`ckpt_lib::ops::fork`] (see [`ckpt_lib::engine::fork`] for the store
+//! decision and the `--link` caveat).
 
 use std::path::PathBuf;
-use std::time::Instant;
 
 use ckpt_copy::copytree::Progress;
-use ckpt_lib::{Error, Result};
-use serde_json::json;
-
-use ckpt_lib::engine::materialize::MaterializeOptions;
-use ckpt_lib::ops::normalize;
+use ckpt_lib::ops;
+use ckpt_lib::ops::fork::ForkOptions;
+use ckpt_lib::Result;
 
 use crate::context::Ctx;
-use crate::render::{self, print_json, SCHEMA};
+use crate::render::{self, print_report};
 
 /// Arguments of `ckpt fork`.
 #[derive(clap::Args)]
@@ -35,51 +33,30 @@ pub struct ForkArgs {
 
 /// Runs `ckpt fork`.
 pub fn run(ctx: &Ctx, args: &ForkArgs) -> Result<()> {
-    let t0 = Instant::now();
-    let ws = ctx.ops.workspace()?;
-    let store = ws.open_store(&ctx.ops.config)?;
-    let dest = normalize(&ctx.ops.cwd.join(&args.dir));
-    if dest.starts_with(&ws.root) {
-        return Err(Error::Usage(format!(
-            "{} is inside the workspace {}; fork into a directory outside it (nothing was changed)",
-            dest.display(),
-            ws.root.display()
-        )));
-    }
-    let new_store = args.store.as_ref().map(|s| ctx.ops.cwd.join(s));
     let progress = Progress::default();
-    let (rep, fork) = crate::progress::with_bar(&progress, None, ctx.quiet || args.json, || {
-        ckpt_lib::engine::fork::fork(
-            &store,
-            &args.id,
-            &dest,
-            new_store.as_deref(),
-            ctx.ops.config.data_home.as_deref(),
-            MaterializeOptions {
-                link: args.link,
-                progress: Some(&progress),
-            },
-        )
+    let opts = ForkOptions {
+        rev: &args.id,
+        dir: &args.dir,
+        store: args.store.as_deref(),
+        link: args.link,
+        progress: Some(&progress),
+    };
+    let rep = crate::progress::with_bar(&progress, None, ctx.quiet || args.json, || {
+        ops::fork::fork(&ctx.ops, &opts)
     })?;
-    let elapsed = t0.elapsed();
     if args.json {
-        print_json(&json!({
-            "schema": SCHEMA, "forked": rep.target.id(), "to": fork.root.display().to_string(),
-            "store": fork.store_path.display().to_string(),
-            "files": rep.files, "dirs": rep.dirs, "bytes": rep.bytes, "link": args.link,
-            "elapsed_ms": elapsed.as_secs_f64() * 1e3,
-        }));
+        print_report(&rep);
     } else if !ctx.quiet {
         println!(
             "forked {} into workspace {}: {} files, {} directories, {} ({})",
-            rep.target.id(),
-            fork.root.display(),
-            rep.files,
-            rep.dirs,
-            render::bytes(rep.bytes),
-            render::ms(elapsed)
+            rep.report.target.id(),
+            rep.to.display(),
+            rep.report.files,
+            rep.report.dirs,
+            render::bytes(rep.report.bytes),
+            render::ms(rep.elapsed)
         );
-        println!("store: {}", fork.store_path.display());
+        println!("store: {}", rep.store.display());
     }
     Ok(())
 }

@@ -1,17 +1,19 @@
 //! `ckpt gc --keep-last N --keep-within 24h --keep-tagged KEY [--save-policy]`:
-//! flag parsing and printing for retention; the rules and their invariants
-//! live in [`ckpt_lib::store::retention`]. Without keep flags and without a saved
-//! policy, `ckpt gc` is the plain unreferenced-data sweep (`sweep`).
+//! flag parsing and printing for [`ckpt_lib::ops::gc`]; the rules and their
+//! invariants live in [`ckpt_lib::store::retention`]. Without keep flags and
+//! without a saved policy, `ckpt gc` is the plain unreferenced-data sweep.
 
 use std::time::Duration;
 
+use ckpt_lib::ops;
+use ckpt_lib::ops::gc::{GcOptions, GcRun};
+use ckpt_lib::store::gc::GcReport;
 use ckpt_lib::store::retention::{self, Policy, RetentionReport};
-use ckpt_lib::{Error, Result};
+use ckpt_lib::Result;
 use clap::Args;
-use serde_json::json;
 
 use crate::context::Ctx;
-use crate::render::{self, print_json, SCHEMA};
+use crate::render::{self, print_report};
 
 /// Arguments of `ckpt gc`.
 #[derive(Args)]
@@ -78,44 +80,27 @@ pub fn describe(p: &Policy) -> String {
 
 /// `ckpt gc` with its retention flags.
 pub fn run(ctx: &Ctx, args: &GcArgs) -> Result<()> {
-    let (keep, dry_run, json_out) = (&args.keep, args.dry_run, args.json);
-    let given = keep.policy();
-    if given.keep_last == Some(0) {
-        return Err(Error::Usage(
-            "--keep-last 0 would keep nothing but HEAD; use `ckpt delete` for that (nothing was changed)"
-                .into(),
-        ));
-    }
-    let ws = ctx.ops.workspace()?;
-    let store = ws.open_store(&ctx.ops.config)?;
-    if keep.save_policy {
-        retention::set_configured(&store, &given)?;
-        if !ctx.quiet && !json_out {
-            println!("saved retention policy: {}", describe(&given));
-        }
-    }
-    let policy = if given.is_empty() {
-        retention::configured(&store)?
-    } else {
-        given
+    let opts = GcOptions {
+        dry_run: args.dry_run,
+        keep: args.keep.policy(),
+        save_policy: args.keep.save_policy,
     };
-    if policy.is_empty() {
-        drop(store);
-        return sweep(ctx, dry_run, json_out);
+    let out = ops::gc::gc(&ctx.ops, &opts)?;
+    if args.json {
+        print_report(&out);
+        return Ok(());
     }
-    let rep = retention::apply(&store, &policy, ckpt_copy::fs::now_ns(), dry_run)?;
-    print_report(ctx, &rep, dry_run, json_out);
+    if let (Some(p), false) = (&out.saved_policy, ctx.quiet) {
+        println!("saved retention policy: {}", describe(p));
+    }
+    match &out.run {
+        GcRun::Sweep(rep) => print_sweep(ctx, rep, out.dry_run),
+        GcRun::Retention(rep) => print_retention(ctx, rep, out.dry_run),
+    }
     Ok(())
 }
 
-fn print_report(ctx: &Ctx, rep: &RetentionReport, dry_run: bool, json_out: bool) {
-    if json_out {
-        let mut v = serde_json::to_value(rep).expect("json");
-        v["schema"] = json!(SCHEMA);
-        v["dry_run"] = json!(dry_run);
-        print_json(&v);
-        return;
-    }
+fn print_retention(ctx: &Ctx, rep: &RetentionReport, dry_run: bool) {
     if ctx.quiet {
         return;
     }
@@ -143,7 +128,7 @@ fn print_report(ctx: &Ctx, rep: &RetentionReport, dry_run: bool, json_out: bool)
 }
 
 /// The one-line summary of a gc (`ckpt gc`, and the gc after a retention run).
-pub fn gc_summary(g: &ckpt_lib::store::gc::GcReport, dry_run: bool) -> String {
+pub fn gc_summary(g: &GcReport, dry_run: bool) -> String {
     format!(
         "{} {} objects ({}) and {} trees; {} objects live in {} checkpoints",
         if dry_run { "would remove" } else { "removed" },
@@ -167,21 +152,13 @@ pub fn report_retention(ctx: &Ctx, rep: &retention::RetentionReport) {
     }
 }
 
-/// The plain sweep: removes stored data that no checkpoint references.
-fn sweep(ctx: &Ctx, dry_run: bool, json: bool) -> Result<()> {
-    let ws = ctx.ops.workspace()?;
-    let store = ws.open_store(&ctx.ops.config)?;
-    let rep = ckpt_lib::store::gc::gc(&store, dry_run)?;
-    if json {
-        let mut v = serde_json::to_value(&rep).expect("json");
-        v["schema"] = json!(SCHEMA);
-        v["dry_run"] = json!(dry_run);
-        print_json(&v);
-    } else if !ctx.quiet {
-        println!("{}", gc_summary(&rep, dry_run));
-        for s in &rep.strays {
-            println!("warning: unexpected file in the object store: {s}");
-        }
+/// The plain sweep's summary, and the stray files it left alone.
+fn print_sweep(ctx: &Ctx, rep: &GcReport, dry_run: bool) {
+    if ctx.quiet {
+        return;
     }
-    Ok(())
+    println!("{}", gc_summary(rep, dry_run));
+    for s in &rep.strays {
+        println!("warning: unexpected file in the object store: {s}");
+    }
 }

@@ -1,1 +1,91 @@
-//! `ckpt cp` (to be filled in).
+//! `ckpt cp SRC DST`: the copy engine as a standalone `cp -a`
+//! ([`ckpt_copy::copytree`] has what is preserved and how). No workspace and
+//! no store: SRC and DST are plain paths, relative to the context's
+//! directory. Unset options fall back to the configured copy options.
+//!
+//! Invariant: only new paths are created; nothing existing is overwritten.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use ckpt_copy::copy::Strategy;
+use ckpt_copy::copytree::{self, CpOptions, CpReport, Progress};
+use serde_json::{json, Value};
+
+use super::json::{self, serialize_via_to_json, SCHEMA};
+use super::Context;
+use crate::Result;
+
+/// What [`cp`] copies, and how.
+#[derive(Clone, Copy, Debug)]
+pub struct CopyOptions<'a> {
+    /// The file or directory to copy.
+    pub src: &'a Path,
+    /// A new path, or an existing directory to copy into.
+    pub dst: &'a Path,
+    /// A forced copy strategy; None: the configured one, else the best the
+    /// kernel accepts.
+    pub strategy: Option<Strategy>,
+    /// Copy files of at least this many bytes as parallel ranges; None: the
+    /// configured threshold, else the default.
+    pub split_at: Option<u64>,
+    /// Counters advanced as data is copied (for a progress bar).
+    pub progress: Option<&'a Progress>,
+}
+
+/// What [`cp`] did.
+#[derive(Debug)]
+pub struct CopyReport {
+    /// The source, absolute.
+    pub src: PathBuf,
+    /// The copy engine's report (`target`: the path created).
+    pub report: CpReport,
+    /// How long it took.
+    pub elapsed: Duration,
+}
+
+impl CopyReport {
+    /// The JSON form: `to`, `files`, `dirs`, `symlinks`, `hard_links`,
+    /// `specials`, `skipped_sockets`, `skipped_xattrs`, `bytes`,
+    /// `reflinked`, `kernel_copied`, `user_copied`, `elapsed_ms`.
+    pub fn to_json(&self) -> Value {
+        let rep = &self.report;
+        json!({
+            "schema": SCHEMA,
+            "to": rep.target.display().to_string(),
+            "files": rep.files,
+            "dirs": rep.dirs,
+            "symlinks": rep.symlinks,
+            "hard_links": rep.hard_links,
+            "specials": rep.specials,
+            "skipped_sockets": rep.skipped_sockets,
+            "skipped_xattrs": rep.skipped_xattrs,
+            "bytes": rep.bytes,
+            "reflinked": rep.reflinked,
+            "kernel_copied": rep.kernel_copied,
+            "user_copied": rep.user_copied,
+            "elapsed_ms": json::ms(self.elapsed),
+        })
+    }
+}
+
+serialize_via_to_json!(CopyReport);
+
+/// Copies `opts.src` to `opts.dst`.
+pub fn cp(ctx: &Context, opts: &CopyOptions<'_>) -> Result<CopyReport> {
+    let t0 = Instant::now();
+    let src = ctx.abs(opts.src);
+    let dst = ctx.abs(opts.dst);
+    let copy = CpOptions {
+        strategy: opts.strategy.or(ctx.config.copy.strategy),
+        split_at: opts.split_at.or(ctx.config.copy.split_at),
+    };
+    let local = Progress::default();
+    let progress = opts.progress.unwrap_or(&local);
+    let report = copytree::copy_path(&src, &dst, &copy, progress)?;
+    Ok(CopyReport {
+        src,
+        report,
+        elapsed: t0.elapsed(),
+    })
+}

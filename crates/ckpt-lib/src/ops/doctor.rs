@@ -1,1 +1,51 @@
-//! `ckpt doctor` (to be filled in).
+//! `ckpt doctor`: the facts behind the copy strategy — filesystems, copy
+//! capabilities probed now and cached in the store at init, store location
+//! and free space, inotify limits, and the strategy ckpt will use and why
+//! ([`crate::platform::doctor`]). Changes nothing.
+
+use serde_json::Value;
+
+use super::json::{serialize_via_to_json, with_schema};
+use super::Context;
+use crate::platform::doctor::{self, Report};
+use crate::Result;
+
+/// What [`doctor`] is told beyond the configuration.
+#[derive(Clone, Debug, Default)]
+pub struct DoctorOptions {
+    /// Why the requested forced strategy (`CKPT_COPY_STRATEGY`) names no
+    /// strategy, when it does not: reported instead of the configured one.
+    pub bad_strategy: Option<String>,
+}
+
+/// What [`doctor`] found.
+#[derive(Debug)]
+pub struct DoctorReport {
+    /// The diagnosis.
+    pub report: Report,
+}
+
+impl DoctorReport {
+    /// The JSON form: the [`Report`] fields.
+    pub fn to_json(&self) -> Value {
+        with_schema(&self.report)
+    }
+}
+
+serialize_via_to_json!(DoctorReport);
+
+/// Diagnoses the workspace's filesystems and copy strategy.
+pub fn doctor(ctx: &Context, opts: &DoctorOptions) -> Result<DoctorReport> {
+    let ws = ctx.workspace()?;
+    let cached = {
+        let store = ws.open_store(&ctx.config)?;
+        let r = store.catalog.reader()?;
+        r.caps()?
+    };
+    let forced = match &opts.bad_strategy {
+        Some(e) => Err(e.clone()),
+        None => Ok(ctx.config.copy.strategy),
+    };
+    let report = doctor::diagnose(&ws.root, &ws.store_path, cached, forced)?;
+    Ok(DoctorReport { report })
+}
