@@ -283,11 +283,13 @@ pub fn checkpoint_json(cp: &Checkpoint, head: Option<u64>) -> Value {
 
 /// A stored value (or key) as JSON fields: `"{key}"` (UTF-8, lossy) plus
 /// `"{key}_hex"` when the bytes are not UTF-8 — the same rule as paths.
+#[allow(dead_code)]
 pub fn bytes_fields(obj: &mut serde_json::Map<String, Value>, key: &str, bytes: &[u8]) {
     path_fields(obj, key, bytes)
 }
 
 /// `{version, value, value_hex?}`.
+#[allow(dead_code)]
 pub fn versioned_json(v: &Versioned) -> Value {
     let mut m = serde_json::Map::new();
     m.insert("version".into(), json!(v.version));
@@ -295,6 +297,7 @@ pub fn versioned_json(v: &Versioned) -> Value {
     Value::Object(m)
 }
 
+#[allow(dead_code)]
 fn state_status(k: StateChangeKind) -> &'static str {
     match k {
         StateChangeKind::Added => "added",
@@ -304,6 +307,7 @@ fn state_status(k: StateChangeKind) -> &'static str {
 }
 
 /// One agent-state change as JSON: `{key, key_hex?, status, old, new}`.
+#[allow(dead_code)]
 pub fn state_change_json(c: &StateChange) -> Value {
     let mut m = serde_json::Map::new();
     bytes_fields(&mut m, "key", &c.key);
