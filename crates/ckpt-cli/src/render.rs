@@ -283,6 +283,7 @@ pub fn checkpoint_json(cp: &Checkpoint, head: Option<u64>) -> Value {
 
 /// A stored value (or key) as JSON fields: `"{key}"` (UTF-8, lossy) plus
 /// `"{key}_hex"` when the bytes are not UTF-8 — the same rule as paths.
+#[allow(dead_code)]
 pub fn bytes_fields(obj: &mut serde_json::Map<String, Value>, key: &str, bytes: &[u8]) {
     path_fields(obj, key, bytes)
 }

@@ -11,13 +11,13 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use ckpt_lib::daemon::server::{self, WatchOptions};
+use ckpt_lib::ops::watch::{self as ops, StatusOptions, StatusReport, StopOptions};
 use ckpt_lib::watch::{self, client, Op, WatchStatus};
 use ckpt_lib::{Error, Result};
 use clap::Args;
-use serde_json::json;
 
 use crate::context::Ctx;
-use crate::render::{self, print_json, SCHEMA};
+use crate::render::{self, print_report};
 
 /// `ckpt watch` arguments.
 #[derive(Args)]
@@ -59,37 +59,18 @@ fn print_ready(st: &WatchStatus) {
     );
 }
 
-fn status_json(st: Option<&WatchStatus>) -> serde_json::Value {
-    match st {
-        None => json!({"schema": SCHEMA, "running": false}),
-        Some(st) => {
-            let mut v = serde_json::to_value(st).expect("status serialises");
-            v["schema"] = json!(SCHEMA);
-            v["running"] = json!(true);
-            v
-        }
-    }
-}
-
 /// Runs `ckpt watch`.
 pub fn run(ctx: &Ctx, args: &WatchArgs) -> Result<()> {
-    let ws = ctx.ops.workspace()?;
-    let store = ws.store_path.clone();
     if args.status {
-        let st = match client::request(&store, Op::Status, 0, 0) {
-            Ok(r) => r.status,
-            Err(e) => {
-                if ctx.verbose {
-                    eprintln!("watch: {e}");
-                }
-                None
-            }
-        };
+        let r = ops::status(&ctx.ops, &StatusOptions::default())?;
+        if let (Some(e), true) = (&r.error, ctx.verbose) {
+            eprintln!("watch: {e}");
+        }
         if args.json {
-            print_json(&status_json(st.as_ref()));
+            print_report(&r);
         } else {
-            match st {
-                None => println!("no watcher is running for {}", ws.root.display()),
+            match &r.status {
+                None => println!("no watcher is running for {}", r.root.display()),
                 Some(s) => {
                     println!("watcher for {} (pid {})", s.root.display(), s.pid);
                     println!(
@@ -117,18 +98,19 @@ pub fn run(ctx: &Ctx, args: &WatchArgs) -> Result<()> {
         return Ok(());
     }
     if args.stop {
-        let stopped = server::stop(&store, ctx.ops.config.lock_timeout)?;
+        let r = ops::stop(&ctx.ops, &StopOptions::default())?;
         if args.json {
-            print_json(&json!({"schema": SCHEMA, "stopped": stopped}));
+            print_report(&r);
         } else if !ctx.quiet {
-            if stopped {
-                println!("stopped the watcher for {}", ws.root.display());
+            if r.stopped {
+                println!("stopped the watcher for {}", r.root.display());
             } else {
-                println!("no watcher was running for {}", ws.root.display());
+                println!("no watcher was running for {}", r.root.display());
             }
         }
         return Ok(());
     }
+    let ws = ctx.ops.workspace()?;
     let tags = crate::render::parse_tags(&args.auto_save_tags)?;
     let auto_save = match args.auto_save {
         Some(q) if !(q.is_finite() && q >= 0.0) => {
@@ -191,7 +173,11 @@ fn daemonize(ctx: &Ctx, ws: &ckpt_lib::workspace::Workspace, args: &WatchArgs) -
         if let Ok(r) = client::request(store, Op::Status, 0, 0) {
             if let Some(st) = r.status.filter(|s| s.pid == child.id()) {
                 if args.json {
-                    print_json(&status_json(Some(&st)));
+                    print_report(&StatusReport {
+                        root: ws.root.clone(),
+                        status: Some(st),
+                        error: None,
+                    });
                 } else if !ctx.quiet {
                     println!(
                         "watcher started (pid {}): {} directories in {:.0} ms; log {}",

@@ -911,22 +911,8 @@ fn event_loop(w: &mut Watcher, listener: &UnixListener) -> Result<()> {
 }
 
 /// Asks the watcher of `store` to exit and waits (up to `timeout`) until it
-/// released its lock. Returns false when no watcher was running.
+/// released its lock. Returns false when no watcher was running (the client
+/// side, [`client::stop`]).
 pub fn stop(store: &Path, timeout: Duration) -> Result<bool> {
-    match client::request(store, Op::Stop, 0, 0) {
-        Ok(_) => {}
-        Err(_) => {
-            // Not answering: is one running at all?
-            return match Lock::acquire(&lock_path(store), Duration::ZERO) {
-                Ok(_) => Ok(false),
-                Err(_) => Err(Error::Usage(format!(
-                    "a watcher holds {} but does not answer on {}",
-                    lock_path(store).display(),
-                    socket_path(store).display()
-                ))),
-            };
-        }
-    }
-    let _ = Lock::acquire(&lock_path(store), timeout)?;
-    Ok(true)
+    client::stop(store, timeout)
 }

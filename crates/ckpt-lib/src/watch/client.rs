@@ -25,9 +25,11 @@ use std::path::Path;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use super::{socket_path, token_path, Op, Request, Response, Token, PROTOCOL};
+use super::{lock_path, socket_path, token_path, Op, Request, Response, Token, PROTOCOL};
+use crate::store::lock::Lock;
 use crate::store::Store;
 use crate::workspace::Workspace;
+use crate::{Error, Result as CkptResult};
 
 /// How long a command waits for the watcher before scanning without it.
 const TIMEOUT: Duration = Duration::from_secs(2);
@@ -128,6 +130,28 @@ fn exchange(store: &Path, req: &Request, timeout: Duration) -> Result<Response, 
         return Err(format!("watcher refused: {e}"));
     }
     Ok(resp)
+}
+
+/// Asks the watcher of the store at `store` to stop and waits (up to
+/// `timeout`) until it has let go of its lock. `false`: none was running.
+/// An error when one holds the lock but does not answer.
+pub fn stop(store: &Path, timeout: Duration) -> CkptResult<bool> {
+    match request(store, Op::Stop, 0, 0) {
+        Ok(_) => {}
+        Err(_) => {
+            // Not answering: is one running at all?
+            return match Lock::acquire(&lock_path(store), Duration::ZERO) {
+                Ok(_) => Ok(false),
+                Err(_) => Err(Error::Usage(format!(
+                    "a watcher holds {} but does not answer on {}",
+                    lock_path(store).display(),
+                    socket_path(store).display()
+                ))),
+            };
+        }
+    }
+    let _ = Lock::acquire(&lock_path(store), timeout)?;
+    Ok(true)
 }
 
 /// The BLAKE3 of the workspace's `.ckptignore` (hex; empty when absent).
