@@ -1,13 +1,8 @@
-//! Turning model values into text for people and JSON for programs.
+//! Turning reports into text for people; `--json` prints the report itself
+//! ([`print_report`]; its encoding and schema are `ckpt_lib::ops::json`).
 //!
-//! JSON output is versioned: every top-level object carries `"schema": 1`.
-//! Paths are bytes; in JSON they appear as `"path"` (UTF-8, lossy) plus
-//! `"path_hex"` when the bytes are not valid UTF-8, so no name is lost.
-//! Agent-state keys and values follow the same rule (`key`/`key_hex`,
-//! `value`/`value_hex`).
-//!
-//! For people: times in local time plus a relative age ("3 min ago"); JSON
-//! keeps UTC RFC 3339 (`time`) and nanoseconds (`time_ns`). Colour only when
+//! For people: paths quoted like git's when they are not printable UTF-8;
+//! times in local time plus a relative age ("3 min ago"). Colour only when
 //! stdout is a terminal, `NO_COLOR` is unset or empty and `TERM` is not
 //! `dumb` (`CLICOLOR_FORCE=1` forces it), decided once per process.
 
@@ -15,14 +10,11 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use ckpt_lib::engine::diff::Change;
-use ckpt_lib::store::catalog::{Checkpoint, Skipped};
-use ckpt_lib::store::state::{ChangeKind as StateChangeKind, StateChange, Versioned};
-use ckpt_lib::store::tree::{Entry, Node};
+use ckpt_lib::store::catalog::Checkpoint;
+use ckpt_lib::store::state::{ChangeKind as StateChangeKind, StateChange};
+use ckpt_lib::store::tree::Node;
 use ckpt_lib::{Error, Result};
-use serde_json::{json, Value};
-
-/// JSON schema version of all `--json` output.
-pub const SCHEMA: u32 = 1;
+use serde_json::Value;
 
 /// Quotes a path for humans: as-is when it is printable UTF-8, else in
 /// double quotes with C-style escapes (like git).
@@ -54,18 +46,6 @@ pub fn quote(path: &[u8]) -> String {
     }
 }
 
-/// Adds `path` (and `path_hex` when needed) to a JSON object.
-pub fn path_fields(obj: &mut serde_json::Map<String, Value>, key: &str, path: &[u8]) {
-    obj.insert(
-        key.into(),
-        Value::String(String::from_utf8_lossy(path).into_owned()),
-    );
-    if std::str::from_utf8(path).is_err() {
-        let hex: String = path.iter().map(|b| format!("{b:02x}")).collect();
-        obj.insert(format!("{key}_hex"), Value::String(hex));
-    }
-}
-
 /// Human-readable byte count.
 pub fn bytes(n: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
@@ -82,12 +62,6 @@ pub fn bytes(n: u64) -> String {
     }
 }
 
-/// RFC 3339 time (UTC, seconds).
-pub fn time(ns: i64) -> String {
-    let t = std::time::UNIX_EPOCH + std::time::Duration::from_nanos(ns.max(0) as u64);
-    humantime::format_rfc3339_seconds(t).to_string()
-}
-
 /// Local time, to the second, with the UTC offset: `2026-11-21 17:03:09 +0100`.
 pub fn local_time(ns: i64) -> String {
     let secs = ns.div_euclid(1_000_000_000) as libc::time_t;
@@ -96,7 +70,7 @@ pub fn local_time(ns: i64) -> String {
     let mut tm: libc::tm = unsafe { std::mem::zeroed() };
     let ok = unsafe { !libc::localtime_r(&secs, &mut tm).is_null() };
     if !ok {
-        return time(ns);
+        return ckpt_lib::ops::json::time(ns);
     }
     let off = tm.tm_gmtoff / 60;
     format!(
@@ -198,36 +172,6 @@ pub fn ms(d: std::time::Duration) -> String {
     format!("{:.1} ms", d.as_secs_f64() * 1e3)
 }
 
-fn entry_json(e: &Entry) -> Value {
-    let mut o = json!({
-        "kind": e.node.kind().as_str(),
-        "mode": format!("{:o}", e.mode),
-        "mtime_ns": e.mtime_ns,
-    });
-    let m = o.as_object_mut().unwrap();
-    match &e.node {
-        Node::File { size, hash } => {
-            m.insert("size".into(), json!(size));
-            m.insert("hash".into(), json!(hash.to_hex()));
-        }
-        Node::Dir { tree } => {
-            m.insert("tree".into(), json!(tree.to_hex()));
-        }
-        Node::Symlink { target } => path_fields(m, "target", target),
-    }
-    o
-}
-
-/// One change as JSON.
-pub fn change_json(c: &Change) -> Value {
-    let mut m = serde_json::Map::new();
-    path_fields(&mut m, "path", &c.path);
-    m.insert("status".into(), serde_json::to_value(c.kind).unwrap());
-    m.insert("old".into(), c.old.as_ref().map_or(Value::Null, entry_json));
-    m.insert("new".into(), c.new.as_ref().map_or(Value::Null, entry_json));
-    Value::Object(m)
-}
-
 /// One change as a name-status line.
 pub fn change_line(c: &Change) -> String {
     let is_dir = c
@@ -252,75 +196,6 @@ pub fn change_line(c: &Change) -> String {
         let _ = write!(line, " ({:o} → {:o})", o.mode, n.mode);
     }
     line
-}
-
-fn skipped_json(s: &Skipped) -> Value {
-    let mut m = serde_json::Map::new();
-    path_fields(&mut m, "path", &s.path);
-    m.insert("kind".into(), json!(s.kind));
-    Value::Object(m)
-}
-
-/// A checkpoint record as JSON.
-pub fn checkpoint_json(cp: &Checkpoint, head: Option<u64>) -> Value {
-    json!({
-        "id": cp.id(),
-        "seq": cp.seq,
-        "hash": cp.hash.to_hex(),
-        "parent": cp.parent.map(|p| format!("v{p}")),
-        "time": time(cp.time_ns),
-        "time_ns": cp.time_ns,
-        "message": cp.message,
-        "tags": cp.tags,
-        "root": cp.root.to_hex(),
-        "stats": cp.stats,
-        "skipped": cp.skipped.iter().map(skipped_json).collect::<Vec<_>>(),
-        "duration_ms": cp.duration_us as f64 / 1e3,
-        "head": head == Some(cp.seq),
-        "state_version": cp.state_version,
-    })
-}
-
-/// A stored value (or key) as JSON fields: `"{key}"` (UTF-8, lossy) plus
-/// `"{key}_hex"` when the bytes are not UTF-8 — the same rule as paths.
-#[allow(dead_code)]
-pub fn bytes_fields(obj: &mut serde_json::Map<String, Value>, key: &str, bytes: &[u8]) {
-    path_fields(obj, key, bytes)
-}
-
-/// `{version, value, value_hex?}`.
-#[allow(dead_code)]
-pub fn versioned_json(v: &Versioned) -> Value {
-    let mut m = serde_json::Map::new();
-    m.insert("version".into(), json!(v.version));
-    bytes_fields(&mut m, "value", &v.value);
-    Value::Object(m)
-}
-
-#[allow(dead_code)]
-fn state_status(k: StateChangeKind) -> &'static str {
-    match k {
-        StateChangeKind::Added => "added",
-        StateChangeKind::Changed => "changed",
-        StateChangeKind::Removed => "removed",
-    }
-}
-
-/// One agent-state change as JSON: `{key, key_hex?, status, old, new}`.
-#[allow(dead_code)]
-pub fn state_change_json(c: &StateChange) -> Value {
-    let mut m = serde_json::Map::new();
-    bytes_fields(&mut m, "key", &c.key);
-    m.insert("status".into(), json!(state_status(c.kind)));
-    m.insert(
-        "old".into(),
-        c.old.as_ref().map_or(Value::Null, versioned_json),
-    );
-    m.insert(
-        "new".into(),
-        c.new.as_ref().map_or(Value::Null, versioned_json),
-    );
-    Value::Object(m)
 }
 
 /// One agent-state change as a name-status line: `A|M|D key`.
@@ -392,11 +267,6 @@ pub fn parse_tags(tags: &[String]) -> Result<BTreeMap<String, String>> {
             _ => Err(Error::Usage(format!("--tag {t:?}: expected KEY=VALUE"))),
         })
         .collect()
-}
-
-/// Lowercase hex of bytes.
-pub fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
 #[cfg(test)]

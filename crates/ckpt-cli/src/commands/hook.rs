@@ -33,7 +33,9 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use crate::context::Ctx;
-use crate::render::{self, print_json, SCHEMA};
+use ckpt_lib::ops::json::SCHEMA;
+
+use crate::render::{self, print_json};
 
 /// Longest message a hook writes (characters).
 const SUMMARY_MAX: usize = 100;

@@ -1,14 +1,14 @@
 //! `ckpt mcp`: a Model Context Protocol server on stdin/stdout, built on the
 //! official Rust SDK (`rmcp`).
 //!
-//! Each tool runs this same `ckpt` binary (`std::env::current_exe`) with
-//! `-C <workspace> … --json` and returns its JSON. So MCP results are exactly
-//! the documented `--json` schema (one fact in one place: the CLI code that
-//! prints it), every call takes and releases the store lock like any other
-//! `ckpt` command (the server never holds it between calls, so hooks and
-//! people can use the workspace at the same time), and a failing call
-//! cannot take the server down. The price is one process start per call
-//! (a few ms, measured in BENCHMARKS.md).
+//! Each tool maps its arguments to the options of one operation of the
+//! front door (`ckpt_lib::ops`), runs it on a blocking thread, and returns
+//! the operation's report: the same typed report, serialised the same way,
+//! as `ckpt … --json` prints (one schema, `ckpt_lib::ops::json`). Every call
+//! opens the store and takes and releases its lock like any `ckpt` command
+//! (the server never holds it between calls, so hooks and people can use the
+//! workspace at the same time). A call that fails, or panics, becomes a tool
+//! error; it cannot take the server down.
 //!
 //! Errors come back as MCP *tool* errors (`isError: true`) whose text is
 //! ckpt's own error message and exit code, never as a crash or a protocol
@@ -17,20 +17,22 @@
 //! Nothing is ever written to stdout except MCP messages.
 
 use std::collections::BTreeMap;
-use std::ffi::OsString;
 use std::path::PathBuf;
-use std::process::Command;
 
-use ckpt_lib::{Error, Result};
+use ckpt_lib::engine::restore::Scope;
+use ckpt_lib::engine::save::SaveOptions;
+use ckpt_lib::ops::{self, Context};
+use ckpt_lib::{Config, Error, Result};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
 use rmcp::{tool, tool_handler, tool_router, ErrorData, ServerHandler, ServiceExt};
 use schemars::JsonSchema;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use crate::context::Ctx;
+use crate::exit::EXIT_NOT_FOUND;
 
 /// Default cap on diff text returned by `checkpoint_diff`.
 const DEFAULT_DIFF_BYTES: usize = 20_000;
@@ -138,12 +140,11 @@ pub struct StateListArgs {
     pub prefix: Option<String>,
 }
 
-/// The server: where the workspace is and how to run ckpt.
+/// The server: where the workspace is and how ckpt runs.
 #[derive(Clone)]
 pub struct CkptServer {
-    exe: PathBuf,
     dir: PathBuf,
-    lock_timeout: u64,
+    config: Config,
     tool_router: ToolRouter<Self>,
 }
 
@@ -151,50 +152,43 @@ fn text_error(msg: String) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(msg)])
 }
 
+/// A tool error carrying ckpt's message and the exit code `ckpt` would
+/// have returned.
+fn ckpt_error(msg: String, exit_code: i32) -> CallToolResult {
+    CallToolResult::structured_error(json!({ "error": msg, "exit_code": exit_code }))
+}
+
 impl CkptServer {
-    /// Runs `ckpt -C dir ARGS` and turns its JSON (or error) into a result.
-    async fn ckpt(&self, args: Vec<OsString>) -> CallToolResult {
-        let mut cmd = Command::new(&self.exe);
-        cmd.arg("-C")
-            .arg(&self.dir)
-            .arg("--lock-timeout")
-            .arg(self.lock_timeout.to_string())
-            .args(args)
-            .env("NO_COLOR", "1")
-            .stdin(std::process::Stdio::null());
-        let out = match tokio::task::spawn_blocking(move || cmd.output()).await {
-            Ok(Ok(o)) => o,
-            Ok(Err(e)) => return text_error(format!("could not run ckpt: {e}")),
-            Err(e) => return text_error(format!("ckpt task failed: {e}")),
-        };
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        if !out.status.success() {
-            let stderr = String::from_utf8_lossy(&out.stderr);
-            let msg = stderr.trim().trim_start_matches("ckpt: error: ");
-            return CallToolResult::structured_error(json!({
-                "error": msg,
-                "exit_code": out.status.code(),
-            }));
-        }
-        match serde_json::from_str::<Value>(&stdout) {
-            Ok(v) => CallToolResult::structured(v),
-            Err(e) => text_error(format!(
-                "ckpt printed something that is not JSON ({e}): {stdout}"
-            )),
+    /// Runs one operation on a blocking thread and turns its report (or
+    /// error) into a tool result; `refine` may turn a report into an error
+    /// (a missing key) or adjust its JSON (capped diffs).
+    async fn call<R: Serialize + Send + 'static>(
+        &self,
+        op: impl FnOnce(&Context) -> Result<R> + Send + 'static,
+        refine: impl FnOnce(&R, Value) -> CallToolResult + Send + 'static,
+    ) -> CallToolResult {
+        let ctx = Context::new(self.dir.clone(), self.config.clone());
+        let done = tokio::task::spawn_blocking(move || {
+            op(&ctx).map(|r| {
+                let v = serde_json::to_value(&r).expect("reports serialise");
+                refine(&r, v)
+            })
+        })
+        .await;
+        match done {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => ckpt_error(e.to_string(), e.exit_code()),
+            Err(e) => text_error(format!("ckpt task failed: {e}")),
         }
     }
 }
 
-fn os(s: impl Into<OsString>) -> OsString {
-    s.into()
+fn as_is<R>(_: &R, v: Value) -> CallToolResult {
+    CallToolResult::structured(v)
 }
 
-fn with_paths(mut args: Vec<OsString>, paths: &[String]) -> Vec<OsString> {
-    if !paths.is_empty() {
-        args.push(os("--"));
-        args.extend(paths.iter().map(os));
-    }
-    args
+fn paths(p: Vec<String>) -> Vec<PathBuf> {
+    p.into_iter().map(PathBuf::from).collect()
 }
 
 /// Drops diff text beyond `cap` bytes (whole diffs, in order), marking the
@@ -223,11 +217,10 @@ fn cap_diffs(v: &mut Value, cap: usize) {
 #[tool_router(router = tool_router)]
 impl CkptServer {
     /// Creates the server for the workspace containing `dir`.
-    pub fn new(exe: PathBuf, dir: PathBuf, lock_timeout: u64) -> Self {
+    pub fn new(dir: PathBuf, config: Config) -> Self {
         Self {
-            exe,
             dir,
-            lock_timeout,
+            config,
             tool_router: Self::tool_router(),
         }
     }
@@ -239,17 +232,13 @@ impl CkptServer {
         &self,
         Parameters(a): Parameters<SaveArgs>,
     ) -> Result<CallToolResult, ErrorData> {
-        let mut args = vec![os("save"), os("--json")];
-        if let Some(m) = a.message {
-            args.extend([os("-m"), os(m)]);
-        }
-        for (k, v) in a.tags {
-            args.extend([os("--tag"), os(format!("{k}={v}"))]);
-        }
-        if a.allow_empty {
-            args.push(os("--allow-empty"));
-        }
-        Ok(self.ckpt(args).await)
+        let opts = SaveOptions {
+            message: a.message.unwrap_or_default(),
+            tags: a.tags,
+            allow_empty: a.allow_empty,
+            journal: None,
+        };
+        Ok(self.call(move |c| ops::save::save(c, &opts), as_is).await)
     }
 
     #[tool(
@@ -259,10 +248,10 @@ impl CkptServer {
         &self,
         Parameters(a): Parameters<ListArgs>,
     ) -> Result<CallToolResult, ErrorData> {
-        let n = a.limit.unwrap_or(20).to_string();
-        Ok(self
-            .ckpt(vec![os("log"), os("--json"), os("-n"), os(n)])
-            .await)
+        let opts = ops::log::LogOptions {
+            limit: Some(a.limit.unwrap_or(20)),
+        };
+        Ok(self.call(move |c| ops::log::log(c, &opts), as_is).await)
     }
 
     #[tool(description = "Show one checkpoint: its record and the paths it changed.")]
@@ -270,7 +259,8 @@ impl CkptServer {
         &self,
         Parameters(a): Parameters<ShowArgs>,
     ) -> Result<CallToolResult, ErrorData> {
-        Ok(self.ckpt(vec![os("show"), os("--json"), os(a.id)]).await)
+        let opts = ops::show::ShowOptions { rev: a.id };
+        Ok(self.call(move |c| ops::show::show(c, &opts), as_is).await)
     }
 
     #[tool(
@@ -280,23 +270,18 @@ impl CkptServer {
         &self,
         Parameters(a): Parameters<DiffArgs>,
     ) -> Result<CallToolResult, ErrorData> {
-        let mut args = vec![os("diff"), os("--json")];
-        if a.name_only {
-            args.push(os("--name-status"));
-        }
-        match (a.from, a.to) {
-            (f, Some(t)) => args.extend([os(f.unwrap_or_else(|| "HEAD".into())), os(t)]),
-            (Some(f), None) => args.push(os(f)),
-            (None, None) => {}
-        }
-        let mut r = self.ckpt(with_paths(args, &a.paths)).await;
-        if r.is_error != Some(true) {
-            if let Some(v) = r.structured_content.as_mut() {
-                cap_diffs(v, a.max_bytes.unwrap_or(DEFAULT_DIFF_BYTES));
-                r = CallToolResult::structured(v.clone());
-            }
-        }
-        Ok(r)
+        let opts = ops::diff::DiffOptions {
+            from: a.from,
+            to: a.to,
+            paths: paths(a.paths),
+            content: !a.name_only,
+        };
+        let cap = a.max_bytes.unwrap_or(DEFAULT_DIFF_BYTES);
+        let refine = move |_: &ops::diff::DiffReport, mut v: Value| {
+            cap_diffs(&mut v, cap);
+            CallToolResult::structured(v)
+        };
+        Ok(self.call(move |c| ops::diff::diff(c, &opts), refine).await)
     }
 
     #[tool(
@@ -306,11 +291,16 @@ impl CkptServer {
         &self,
         Parameters(a): Parameters<RestoreArgs>,
     ) -> Result<CallToolResult, ErrorData> {
-        let mut args = vec![os("restore"), os("--json"), os(a.id)];
-        if a.dry_run {
-            args.push(os("--dry-run"));
-        }
-        Ok(self.ckpt(with_paths(args, &a.paths)).await)
+        let req = ops::restore::RestoreRequest {
+            rev: a.id,
+            paths: paths(a.paths),
+            dry_run: a.dry_run,
+            no_save: false,
+            scope: Scope::All,
+        };
+        Ok(self
+            .call(move |c| ops::restore::restore(c, &req), as_is)
+            .await)
     }
 
     #[tool(
@@ -320,8 +310,11 @@ impl CkptServer {
         &self,
         Parameters(a): Parameters<StatusArgs>,
     ) -> Result<CallToolResult, ErrorData> {
+        let opts = ops::status::StatusOptions {
+            paths: paths(a.paths),
+        };
         Ok(self
-            .ckpt(with_paths(vec![os("status"), os("--json")], &a.paths))
+            .call(move |c| ops::status::status(c, &opts), as_is)
             .await)
     }
 
@@ -332,11 +325,23 @@ impl CkptServer {
         &self,
         Parameters(a): Parameters<StateGetArgs>,
     ) -> Result<CallToolResult, ErrorData> {
-        let mut args = vec![os("state"), os("get"), os("--json"), os(a.key)];
-        if let Some(v) = a.at {
-            args.extend([os("--at"), os(v.to_string())]);
-        }
-        Ok(self.ckpt(args).await)
+        let opts = ops::state::GetOptions {
+            key: a.key.into_bytes(),
+            at: a.at,
+        };
+        // A missing key is an error, with the exit code of `ckpt state get`.
+        let refine = |r: &ops::state::GetReport, v: Value| match r.found {
+            Some(_) => CallToolResult::structured(v),
+            None => ckpt_error(
+                format!(
+                    "no key {} in the agent state (version {})",
+                    String::from_utf8_lossy(&r.key),
+                    r.at
+                ),
+                i32::from(EXIT_NOT_FOUND),
+            ),
+        };
+        Ok(self.call(move |c| ops::state::get(c, &opts), refine).await)
     }
 
     #[tool(
@@ -346,16 +351,21 @@ impl CkptServer {
         &self,
         Parameters(a): Parameters<StatePutArgs>,
     ) -> Result<CallToolResult, ErrorData> {
-        Ok(self
-            .ckpt(vec![
-                os("state"),
-                os("put"),
-                os("--json"),
-                os("--"),
-                os(a.key),
-                os(a.value),
-            ])
-            .await)
+        let key = a.key.into_bytes();
+        let value = a.value.into_bytes();
+        let op = move |c: &Context| {
+            ops::state::put(
+                c,
+                ops::state::PutOptions {
+                    key,
+                    value: ops::state::NewValue {
+                        source: ops::state::ValueSource::Bytes(value),
+                        json_value: false,
+                    },
+                },
+            )
+        };
+        Ok(self.call(op, as_is).await)
     }
 
     #[tool(description = "List agent-state keys (optionally only those starting with `prefix`).")]
@@ -363,11 +373,11 @@ impl CkptServer {
         &self,
         Parameters(a): Parameters<StateListArgs>,
     ) -> Result<CallToolResult, ErrorData> {
-        let mut args = vec![os("state"), os("ls"), os("--json")];
-        if let Some(p) = a.prefix {
-            args.extend([os("--"), os(p)]);
-        }
-        Ok(self.ckpt(args).await)
+        let opts = ops::state::LsOptions {
+            prefix: a.prefix.map(String::into_bytes).unwrap_or_default(),
+            at: None,
+        };
+        Ok(self.call(move |c| ops::state::ls(c, &opts), as_is).await)
     }
 }
 
@@ -387,16 +397,11 @@ impl ServerHandler for CkptServer {
 
 /// `ckpt mcp`: serves until stdin closes.
 pub fn run(ctx: &Ctx) -> Result<()> {
-    let exe = std::env::current_exe().map_err(|e| Error::io("locate", "ckpt executable", e))?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| Error::io("start", "async runtime", e))?;
-    let server = CkptServer::new(
-        exe,
-        ctx.ops.cwd.clone(),
-        ctx.ops.config.lock_timeout.as_secs(),
-    );
+    let server = CkptServer::new(ctx.ops.cwd.clone(), ctx.ops.config.clone());
     rt.block_on(async move {
         let service = server
             .serve(rmcp::transport::stdio())
