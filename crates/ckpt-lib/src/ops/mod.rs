@@ -16,10 +16,24 @@
 //!
 //! | operation | function |
 //! |---|---|
-//! | save | [`save::save`] |
+//! | init | [`init::init`] |
+//! | save | [`save::save`] ([`save::save_with`]: the part after the choice) |
+//! | log, show | [`log::log`], [`show::show`] |
 //! | status | [`status::status`] |
 //! | diff, with content diffs | [`diff::diff`] |
-//! | restore in place, of paths, `--to` | [`restore::restore`], [`restore::restore_to`] |
+//! | restore in place or of paths; `--to` | [`restore::restore`] ([`restore::restore_with`]); [`restore::restore_to`] |
+//! | delete | [`delete::delete`] |
+//! | gc and retention | [`gc::gc`] |
+//! | verify (workspace or store), hash | [`verify::verify`], [`hash::hash`] |
+//! | du | [`du::du`] |
+//! | fork, cp | [`fork::fork`], [`cp::cp`] |
+//! | doctor | [`doctor::doctor`] |
+//! | agent state | [`state::get`], [`state::put`], [`state::del`], [`state::ls`], [`state::history`], [`state::cas`] |
+//! | watcher status and stop | [`watch::status`], [`watch::stop`] |
+//!
+//! Every report implements `Serialize` as its JSON form ([`json`]: schema 1,
+//! documented in `docs/CLI.md`, "JSON output"): `--json`, MCP results and
+//! (later) HTTP answers are the same bytes.
 
 pub mod cp;
 pub mod delete;
