@@ -24,5 +24,5 @@ pub mod error;
 pub mod fs;
 pub mod hash;
 
-pub use error::{Error, IoContext, Result};
+pub use error::{Error, IoContext, IoError, Result};
 pub use hash::Hash;

@@ -6,6 +6,8 @@
 
 use std::path::PathBuf;
 
+use ckpt_copy::IoError;
+
 /// Result alias used throughout the crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -13,16 +15,8 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// A system call on a path failed.
-    #[error("{path}: {op}: {source}")]
-    Io {
-        /// What we were doing ("open", "read", "rename", ...).
-        op: &'static str,
-        /// The path concerned, as the user would recognise it.
-        path: PathBuf,
-        /// The OS error.
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] IoError),
     /// No workspace found walking up from a directory.
     #[error("not a ckpt workspace (or any parent up to /): {0}\n  run `ckpt init` to make it one")]
     NotAWorkspace(PathBuf),
@@ -66,11 +60,7 @@ pub enum Error {
 impl Error {
     /// Wraps an OS error with the operation and path it concerns.
     pub fn io(op: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        Error::Io {
-            op,
-            path: path.into(),
-            source,
-        }
+        IoError::new(op, path, source).into()
     }
 
     /// The process exit code for this error (documented in README.md).
@@ -80,7 +70,7 @@ impl Error {
             Error::NotAWorkspace(_) | Error::AlreadyAWorkspace(_) => 3,
             Error::LockTimeout { .. } => 4,
             Error::Corrupt(_) => 5,
-            Error::Io { .. } | Error::Unstable(_) | Error::Catalog { .. } => 1,
+            Error::Io(_) | Error::Unstable(_) | Error::Catalog { .. } => 1,
             Error::State(e) => match e {
                 ckpt_state::Error::CasMismatch { .. } => EXIT_CAS_MISMATCH,
                 ckpt_state::Error::Locked { .. } => 4,
@@ -114,7 +104,7 @@ impl<T, E: Into<std::io::Error>> IoContext<T> for std::result::Result<T, E> {
 impl From<ckpt_copy::Error> for Error {
     fn from(e: ckpt_copy::Error) -> Self {
         match e {
-            ckpt_copy::Error::Io { op, path, source } => Error::Io { op, path, source },
+            ckpt_copy::Error::Io(e) => Error::Io(e),
             ckpt_copy::Error::Usage(m) => Error::Usage(m),
         }
     }

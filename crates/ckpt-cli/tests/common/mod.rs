@@ -13,6 +13,11 @@ use std::process::{Child, Command, Output, Stdio};
 
 use serde_json::Value;
 
+#[path = "../../../ckpt-lib/tests/common/walk.rs"]
+mod walk;
+
+pub use walk::at;
+
 /// The `ckpt` binary under test.
 pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_ckpt")
@@ -323,39 +328,14 @@ pub struct Snap {
 /// workspace marker `.ckpt` excluded).
 pub type Snapshot = BTreeMap<Vec<u8>, Snap>;
 
-fn join(rel: &[u8], name: &[u8]) -> Vec<u8> {
-    if rel.is_empty() {
-        name.to_vec()
-    } else {
-        [rel, b"/", name].concat()
-    }
-}
-
-/// `root/rel` for a byte path.
-pub fn at(root: &Path, rel: &[u8]) -> PathBuf {
-    if rel.is_empty() {
-        root.to_path_buf()
-    } else {
-        root.join(OsStr::from_bytes(rel))
-    }
-}
-
 /// Takes an exact snapshot of `root`.
 pub fn snapshot(root: &Path) -> Snapshot {
-    fn walk(root: &Path, rel: &[u8], out: &mut Snapshot) {
-        let mut names: Vec<Vec<u8>> = std::fs::read_dir(at(root, rel))
-            .unwrap_or_else(|e| panic!("read_dir {}: {e}", at(root, rel).display()))
-            .map(|e| e.unwrap().file_name().as_bytes().to_vec())
-            .collect();
-        names.sort();
-        for n in names {
-            if rel.is_empty() && n == b".ckpt" {
-                continue;
-            }
-            let path = join(rel, &n);
-            let full = at(root, &path);
-            let m = std::fs::symlink_metadata(&full).unwrap();
-            let what = if m.file_type().is_symlink() {
+    walk::walk(root)
+        .into_iter()
+        .map(|(rel, m)| {
+            let full = at(root, &rel);
+            let is_link = m.file_type().is_symlink();
+            let what = if is_link {
                 What::Symlink(
                     std::fs::read_link(&full)
                         .unwrap()
@@ -370,24 +350,14 @@ pub fn snapshot(root: &Path) -> Snapshot {
                     std::fs::read(&full).unwrap_or_else(|e| panic!("read {}: {e}", full.display())),
                 )
             };
-            let is_link = m.file_type().is_symlink();
-            let is_dir = m.is_dir();
-            out.insert(
-                path.clone(),
-                Snap {
-                    what,
-                    mode: if is_link { 0 } else { m.mode() & 0o7777 },
-                    mtime_ns: m.mtime() * 1_000_000_000 + m.mtime_nsec(),
-                },
-            );
-            if is_dir {
-                walk(root, &path, out);
-            }
-        }
-    }
-    let mut out = BTreeMap::new();
-    walk(root, b"", &mut out);
-    out
+            let snap = Snap {
+                what,
+                mode: if is_link { 0 } else { m.mode() & 0o7777 },
+                mtime_ns: m.mtime() * 1_000_000_000 + m.mtime_nsec(),
+            };
+            (rel, snap)
+        })
+        .collect()
 }
 
 /// Panics with the first difference between two snapshots.

@@ -414,30 +414,16 @@ impl Objects {
         BUF.with(|buf| {
             let mut buf = buf.borrow_mut();
             read_expected(src, &mut buf, m1.size).ctx("read", shown())?;
-            let m2 = fs::stat_fd(src).ctx("stat", shown())?;
-            if m2 != *m1 || buf.len() as u64 != m1.size {
+            if !unchanged(src, m1, shown)? || buf.len() as u64 != m1.size {
                 return Ok(None);
             }
             let hash = Hash::of(&buf);
-            if self.contains_sized(&hash, m1.size) {
-                return Ok(Some(Captured {
-                    hash,
-                    meta: *m1,
-                    new_bytes: 0,
-                }));
-            }
-            let tmp_name = self.tmp_name()?;
-            let tmp = fs::create_excl_at(self.tmp.as_fd(), &tmp_name, 0o444)
-                .ctx("create", self.tmp_path.join(fs::as_path(&tmp_name)))?;
-            self.copier
-                .write_all(tmp.as_fd(), &buf)
-                .ctx("write", self.tmp_path.join(fs::as_path(&tmp_name)))?;
-            let new_bytes = self.add_pending(hash, tmp_name, tmp, m1.size)?;
-            Ok(Some(Captured {
-                hash,
-                meta: *m1,
-                new_bytes,
-            }))
+            let new_bytes = if self.contains_sized(&hash, m1.size) {
+                0
+            } else {
+                self.store_bytes(hash, &buf, false)?
+            };
+            Ok(Some(captured(hash, m1, new_bytes)))
         })
     }
 
@@ -466,8 +452,7 @@ impl Objects {
             discard();
             return Err(Error::io("copy", shown(), e));
         }
-        let m2 = fs::stat_fd(src).ctx("stat", shown())?;
-        if m2 != *m1 {
+        if !unchanged(src, m1, shown)? {
             discard();
             return Ok(None);
         }
@@ -476,20 +461,13 @@ impl Objects {
             discard();
             return Ok(None);
         }
-        if self.contains_sized(&hash, len) {
+        let new_bytes = if self.contains_sized(&hash, len) {
             discard();
-            return Ok(Some(Captured {
-                hash,
-                meta: *m1,
-                new_bytes: 0,
-            }));
-        }
-        let new_bytes = self.add_pending(hash, tmp_name, tmp, len)?;
-        Ok(Some(Captured {
-            hash,
-            meta: *m1,
-            new_bytes,
-        }))
+            0
+        } else {
+            self.add_pending(hash, tmp_name, tmp, len)?
+        };
+        Ok(Some(captured(hash, m1, new_bytes)))
     }
 
     /// Captures a large file as bands (see [`crate::store::bands`]): each 8 MiB
@@ -528,19 +506,14 @@ impl Objects {
                 new_bytes += self.store_bytes(band, data, false)?;
             }
         }
-        let m2 = fs::stat_fd(src).ctx("stat", shown())?;
-        if m2 != *m1 {
+        if !unchanged(src, m1, shown)? {
             return Ok(None);
         }
         let hash: Hash = whole.finalize().into();
         if !self.contains_sized(&hash, m1.size) {
             self.store_bytes(hash, &m.encode(), true)?;
         }
-        Ok(Some(Captured {
-            hash,
-            meta: *m1,
-            new_bytes,
-        }))
+        Ok(Some(captured(hash, m1, new_bytes)))
     }
 
     /// Writes `data` to a new temp file and records it as pending object
@@ -848,6 +821,22 @@ impl Objects {
             }
         }
         Ok((out, manifests, strays))
+    }
+}
+
+/// Whether the file open as `src` still has the metadata `m1` it had
+/// before it was read (a capture of a changed file is retried).
+fn unchanged(src: BorrowedFd<'_>, m1: &Meta, shown: &dyn Fn() -> PathBuf) -> Result<bool> {
+    Ok(fs::stat_fd(src).ctx("stat", shown())? == *m1)
+}
+
+/// A finished capture of the file last seen as `m1`, whose content is the
+/// object `hash`; `new_bytes` of it were newly stored.
+fn captured(hash: Hash, m1: &Meta, new_bytes: u64) -> Captured {
+    Captured {
+        hash,
+        meta: *m1,
+        new_bytes,
     }
 }
 

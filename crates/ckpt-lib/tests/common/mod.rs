@@ -7,9 +7,13 @@ use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use proptest::prelude::*;
+
+mod walk;
+
+use walk::{at, join, walk};
 
 /// Names the generator uses: ASCII, UTF-8, not UTF-8, newline, dotfile.
 pub const NAMES: &[&[u8]] = &[
@@ -84,45 +88,13 @@ pub fn arb_ops(n: std::ops::Range<usize>) -> impl Strategy<Value = Vec<Op>> {
     proptest::collection::vec(arb_op(), n)
 }
 
-fn p(root: &Path, rel: &[u8]) -> PathBuf {
-    if rel.is_empty() {
-        root.to_path_buf()
-    } else {
-        root.join(OsStr::from_bytes(rel))
-    }
-}
-
-fn join(rel: &[u8], name: &[u8]) -> Vec<u8> {
-    if rel.is_empty() {
-        name.to_vec()
-    } else {
-        [rel, b"/", name].concat()
-    }
-}
-
-/// All entries below root (relative paths), sorted; skips the `.ckpt` marker.
+/// All entries below root (relative paths, whether a directory), sorted;
+/// skips the `.ckpt` marker.
 pub fn entries(root: &Path) -> Vec<(Vec<u8>, bool)> {
-    let mut out = Vec::new();
-    fn walk(root: &Path, rel: &[u8], out: &mut Vec<(Vec<u8>, bool)>) {
-        let mut names: Vec<Vec<u8>> = std::fs::read_dir(p(root, rel))
-            .unwrap()
-            .map(|e| e.unwrap().file_name().as_bytes().to_vec())
-            .collect();
-        names.sort();
-        for n in names {
-            if rel.is_empty() && n == b".ckpt" {
-                continue;
-            }
-            let path = join(rel, &n);
-            let is_dir = std::fs::symlink_metadata(p(root, &path)).unwrap().is_dir();
-            out.push((path.clone(), is_dir));
-            if is_dir {
-                walk(root, &path, out);
-            }
-        }
-    }
-    walk(root, b"", &mut out);
-    out
+    walk(root)
+        .into_iter()
+        .map(|(rel, m)| (rel, m.is_dir()))
+        .collect()
 }
 
 fn dirs(root: &Path) -> Vec<Vec<u8>> {
@@ -134,7 +106,7 @@ fn dirs(root: &Path) -> Vec<Vec<u8>> {
 /// Makes every directory writable/searchable again so edits can proceed.
 fn ensure_writable_dirs(root: &Path) {
     for d in dirs(root) {
-        let path = p(root, &d);
+        let path = at(root, &d);
         let mode = std::fs::symlink_metadata(&path).unwrap().mode() & 0o7777;
         if mode & 0o700 != 0o700 {
             std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode | 0o700)).unwrap();
@@ -155,7 +127,7 @@ pub fn apply(root: &Path, ops: &[Op]) {
                 content,
                 mode,
             } => {
-                let path = p(root, &join(&ds[dir % ds.len()], NAMES[name % NAMES.len()]));
+                let path = at(root, &join(&ds[dir % ds.len()], NAMES[name % NAMES.len()]));
                 if std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
                     continue;
                 }
@@ -168,13 +140,13 @@ pub fn apply(root: &Path, ops: &[Op]) {
                 .unwrap();
             }
             Op::Mkdir { dir, name } => {
-                let path = p(root, &join(&ds[dir % ds.len()], NAMES[name % NAMES.len()]));
+                let path = at(root, &join(&ds[dir % ds.len()], NAMES[name % NAMES.len()]));
                 if std::fs::symlink_metadata(&path).is_err() {
                     std::fs::create_dir(&path).unwrap();
                 }
             }
             Op::Symlink { dir, name, target } => {
-                let path = p(root, &join(&ds[dir % ds.len()], NAMES[name % NAMES.len()]));
+                let path = at(root, &join(&ds[dir % ds.len()], NAMES[name % NAMES.len()]));
                 if std::fs::symlink_metadata(&path).is_err() {
                     let targets: [&[u8]; 4] = [b"a", b"../b.txt", b"/etc/passwd", b"dangling\xff"];
                     std::os::unix::fs::symlink(OsStr::from_bytes(targets[target % 4]), &path)
@@ -183,7 +155,7 @@ pub fn apply(root: &Path, ops: &[Op]) {
             }
             Op::Delete { pick } if !all.is_empty() => {
                 let (rel, is_dir) = &all[pick % all.len()];
-                let path = p(root, rel);
+                let path = at(root, rel);
                 if *is_dir {
                     std::fs::remove_dir_all(&path).unwrap();
                 } else {
@@ -196,14 +168,14 @@ pub fn apply(root: &Path, ops: &[Op]) {
                 if to_dir.starts_with(rel) {
                     continue;
                 }
-                let to = p(root, &join(to_dir, NAMES[name % NAMES.len()]));
+                let to = at(root, &join(to_dir, NAMES[name % NAMES.len()]));
                 if std::fs::symlink_metadata(&to).is_err() {
-                    std::fs::rename(p(root, rel), to).unwrap();
+                    std::fs::rename(at(root, rel), to).unwrap();
                 }
             }
             Op::Chmod { pick, mode } if !all.is_empty() => {
                 let (rel, _) = &all[pick % all.len()];
-                let path = p(root, rel);
+                let path = at(root, rel);
                 if !std::fs::symlink_metadata(&path)
                     .unwrap()
                     .file_type()
@@ -222,9 +194,9 @@ pub fn apply(root: &Path, ops: &[Op]) {
                 let f = std::fs::File::options()
                     .write(false)
                     .read(true)
-                    .open(p(root, rel));
+                    .open(at(root, rel));
                 if let Ok(f) = f {
-                    if !std::fs::symlink_metadata(p(root, rel))
+                    if !std::fs::symlink_metadata(at(root, rel))
                         .unwrap()
                         .file_type()
                         .is_symlink()
@@ -235,7 +207,7 @@ pub fn apply(root: &Path, ops: &[Op]) {
             }
             Op::Append { pick, content } if !all.is_empty() => {
                 let (rel, is_dir) = &all[pick % all.len()];
-                let path = p(root, rel);
+                let path = at(root, rel);
                 if !*is_dir && std::fs::symlink_metadata(&path).unwrap().is_file() {
                     let mut old = std::fs::read(&path).unwrap_or_default();
                     old.extend_from_slice(content);
@@ -271,9 +243,8 @@ pub struct Snap {
 /// An exact picture of a directory (the root's own metadata excluded).
 pub fn snapshot(root: &Path) -> BTreeMap<Vec<u8>, Snap> {
     let mut out = BTreeMap::new();
-    for (rel, _) in entries(root) {
-        let path = p(root, &rel);
-        let m = std::fs::symlink_metadata(&path).unwrap();
+    for (rel, m) in walk(root) {
+        let path = at(root, &rel);
         let what = if m.file_type().is_symlink() {
             What::Symlink {
                 target: std::fs::read_link(&path)
