@@ -4,9 +4,11 @@
 Usage:
     python3 bench/ab.py OLD_BIN NEW_BIN [--runs N] [--corpus DIR] [--scratch DIR]
 
-Each binary gets its own copy of the corpus and its own store (made once,
-untimed). Then, for every operation, the two binaries take turns (A B A B …),
-so drift in the machine's speed hits both alike:
+Two copies of the corpus, each with its own store (made once, untimed); half
+the pairs run the old binary on one copy and the new on the other, then the
+other way round, so a copy that happens to be faster favours neither. For
+every operation the two binaries take turns (A B B A …), so drift in the
+machine's speed hits both alike:
 
 - scan mode: save-1 (append a line to one file, `ckpt save`), status (after
   such an edit), restore-1 (edit, then `ckpt restore BASE`, which saves first);
@@ -42,7 +44,7 @@ def timed(argv, cwd):
     return (time.perf_counter() - t) * 1e3
 
 
-def edit(ws, i):
+def edit(ws, i):  # noqa: D103
     with open(os.path.join(ws, EDIT), "a") as f:
         f.write(f"// edit {i} {time.time_ns()}\n")
 
@@ -51,8 +53,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("old")
     ap.add_argument("new")
-    ap.add_argument("--runs", type=int, default=10)
-    ap.add_argument("--first-save-runs", type=int, default=3)
+    ap.add_argument("--runs", type=int, default=10, help="pairs per op (even)")
+    ap.add_argument("--first-save-runs", type=int, default=4)
     ap.add_argument("--corpus", default=os.environ.get("BENCH_CORPUS", "/work/corpus"))
     ap.add_argument("--scratch", default=os.environ.get("BENCH_SCRATCH", "/work/bench-ab"))
     a = ap.parse_args()
@@ -60,42 +62,50 @@ def main():
     if os.path.exists(a.scratch):
         shutil.rmtree(a.scratch)
     os.makedirs(a.scratch)
-    ws, base = {}, {}
-    for k, b in bins.items():
-        ws[k] = os.path.join(a.scratch, f"ws-{k}")
-        print(f"ab: copying the corpus for {k}", file=sys.stderr)
-        subprocess.run(["cp", "-a", a.corpus, ws[k]], check=True)
-        run([b, "init", "-q", ".", "--store", os.path.join(a.scratch, f"store-{k}")], ws[k])
-        run([b, "save", "-q", "-m", "base"], ws[k])
-        base[k] = run([b, "log", "-n", "1", "--json"], ws[k]).stdout.decode()
-        base[k] = json.loads(base[k])["checkpoints"][0]["id"]
+    # Two copies, X and Y, each with its own store. Half the pairs run old on
+    # X and new on Y, the other half the other way round, so that a copy
+    # that happens to be faster (disk layout, cache) favours neither binary.
+    copies = {}
+    for c in ("X", "Y"):
+        copies[c] = os.path.join(a.scratch, f"ws-{c}")
+        print(f"ab: copying the corpus to {copies[c]}", file=sys.stderr)
+        subprocess.run(["cp", "-a", a.corpus, copies[c]], check=True)
+        run([bins["old"], "init", "-q", ".", "--store", os.path.join(a.scratch, f"store-{c}")],
+            copies[c])
+        run([bins["old"], "save", "-q", "-m", "base"], copies[c])
+    base = {c: json.loads(run([bins["old"], "log", "-n", "1", "--json"], w).stdout)
+            ["checkpoints"][0]["id"] for c, w in copies.items()}
     subprocess.run(["sync"])
+    phases = [{"old": "X", "new": "Y"}, {"old": "Y", "new": "X"}]
     res = {}
 
-    def series(name, prep, argv_of):
-        res[name] = {"old": [], "new": []}
-        for i in range(a.runs):
+    def series(name, phase, prep, argv_of, n):
+        r = res.setdefault(name, {"old": [], "new": []})
+        for i in range(n):
             for k in ("old", "new") if i % 2 == 0 else ("new", "old"):
-                prep(k, i)
-                res[name][k].append(timed(argv_of(k), ws[k]))
+                w = copies[phase[k]]
+                prep(w, i)
+                r[k].append(timed(argv_of(k, phase[k]), w))
 
-    def ops(mode):
-        series(f"save-1 ({mode})", lambda k, i: edit(ws[k], i),
-               lambda k: [bins[k], "save", "-q", "-m", "ab"])
-        series(f"status ({mode})", lambda k, i: edit(ws[k], i),
-               lambda k: [bins[k], "status"])
-        series(f"restore-1 ({mode})", lambda k, i: edit(ws[k], i),
-               lambda k: [bins[k], "restore", "-q", base[k]])
+    def ops(mode, phase, n):
+        series(f"save-1 ({mode})", phase, edit, lambda k, c: [bins[k], "save", "-q", "-m", "ab"], n)
+        series(f"status ({mode})", phase, edit, lambda k, c: [bins[k], "status"], n)
+        series(f"restore-1 ({mode})", phase, edit,
+               lambda k, c: [bins[k], "restore", "-q", base[c]], n)
 
-    ops("scan")
-    for k, b in bins.items():
-        run([b, "watch", "--daemon"], ws[k])
-    try:
-        ops("watch")
-    finally:
-        for k, b in bins.items():
-            run([b, "watch", "--stop"], ws[k], check=False)
-    res["first-save"] = {"old": [], "new": []}
+    half = max(1, a.runs // 2)
+    for phase in phases:
+        ops("scan", phase, half)
+    for phase in phases:
+        for k, c in phase.items():
+            run([bins[k], "watch", "--daemon"], copies[c])
+        try:
+            ops("watch", phase, half)
+        finally:
+            for k, c in phase.items():
+                run([bins[k], "watch", "--stop"], copies[c], check=False)
+    if a.first_save_runs:
+        res["first-save"] = {"old": [], "new": []}
     for i in range(a.first_save_runs):
         for k in ("old", "new") if i % 2 == 0 else ("new", "old"):
             w = os.path.join(a.scratch, f"fs-{k}-{i}")
@@ -104,15 +114,16 @@ def main():
             store = os.path.join(a.scratch, f"fs-store-{k}-{i}")
             run([bins[k], "init", "-q", ".", "--store", store], w)
             res["first-save"][k].append(timed([bins[k], "save", "-q", "-m", "first"], w))
-    print(f"| op | old ms, median (min-max) | new ms, median (min-max) | new/old, median of pairs |")
+    print("| op | old ms, median (min-max) | new ms, median (min-max) | new/old, median of pairs |")
     print("|---|---|---|---|")
     for name, r in res.items():
         o, n = r["old"], r["new"]
         ratios = [y / x for x, y in zip(o, n)]
         cell = lambda v: f"{statistics.median(v):.1f} ({min(v):.1f}-{max(v):.1f})"
         print(f"| {name} | {cell(o)} | {cell(n)} | {statistics.median(ratios):.3f} |")
-    print(f"\nruns: {a.runs} per op, {a.first_save_runs} first saves; "
-          f"command: python3 bench/ab.py {a.old} {a.new} --runs {a.runs}")
+    print(f"\nruns: {2 * half} pairs per op, {a.first_save_runs} first saves each; "
+          f"command: python3 bench/ab.py OLD NEW --runs {a.runs} "
+          f"--first-save-runs {a.first_save_runs}")
     shutil.rmtree(a.scratch)
 
 

@@ -1,4 +1,5 @@
-//! Every exit code `ckpt` returns, in one place (documented in README.md).
+//! Every exit code `ckpt` returns, in one place (documented in docs/CLI.md,
+//! "Exit codes").
 //!
 //! Errors map to codes through [`code`], which is
 //! [`ckpt_lib::Error::exit_code`]: 1 failure (I/O, catalog, an unstable

@@ -2,7 +2,7 @@
 //!
 //! This crate only parses arguments, calls the library and prints results
 //! (text for people, `--json` for programs; see `render`). Exit codes are
-//! those of [`ckpt_lib::Error::exit_code`], documented in README.md, plus
+//! those of [`ckpt_lib::Error::exit_code`], documented in docs/CLI.md, plus
 //! the few codes commands return without an error; all are listed in `exit`.
 //! Each subcommand lives in its own file under `commands/`.
 
@@ -28,7 +28,7 @@ use clap::Parser;
     after_help = "Start with `ckpt init`, then `ckpt save -m MESSAGE` before anything risky, \
 `ckpt log`, `ckpt diff`, `ckpt restore ID` (itself undoable).\n\
 Agents: `ckpt init --agent claude --write` (hooks), `ckpt mcp` (MCP server). \
-Every command takes --json; exit codes are listed in README.md."
+Every command takes --json; exit codes are listed in docs/CLI.md."
 )]
 struct Cli {
     /// Run as if started in DIR.

@@ -1,6 +1,6 @@
 //! Reading and hashing the content of one open file whose length is known
 //! from its stat: the read path of `ckpt hash`, `ckpt verify` and hash-only
-//! scans (status, diff), through [`crate::objects::hash_file`], and of
+//! scans (status, diff), through `ckpt_lib`'s `store::objects::hash_file`, and of
 //! everything that checks a stored object against its name
 //! ([`hash_whole`]: `verify --store`, restore and fork before cloning, a
 //! large file's copy in the store before it is named).

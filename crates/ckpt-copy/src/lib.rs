@@ -12,7 +12,7 @@
 //!   userspace), sparse-aware, with capability probing.
 //! - [`copytree`]: `cp -a` semantics for whole trees, in parallel.
 //! - [`content_hash`]: BLAKE3 of a file's content, whole-file or exact,
-//!   with the per-thread read buffer they share; [`Hash`] names the result.
+//!   with the per-thread read buffer they share; [`struct@Hash`] names the result.
 //!
 //! Configuration is explicit: a forced strategy or split threshold is passed
 //! in by the caller ([`copy::CopyConfig`]); this crate reads no environment.

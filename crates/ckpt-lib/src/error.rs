@@ -2,7 +2,7 @@
 //!
 //! Every error names the path or object it concerns and what went wrong.
 //! [`Error::exit_code`] maps each kind to the stable exit codes documented in
-//! README.md, so scripts can tell "no such checkpoint" from "store corrupt".
+//! docs/CLI.md, so scripts can tell "no such checkpoint" from "store corrupt".
 
 use std::path::PathBuf;
 
@@ -63,7 +63,7 @@ impl Error {
         IoError::new(op, path, source).into()
     }
 
-    /// The process exit code for this error (documented in README.md).
+    /// The process exit code for this error (documented in docs/CLI.md).
     pub fn exit_code(&self) -> i32 {
         match self {
             Error::Usage(_) | Error::BadRevision(_) => 2,

@@ -13,8 +13,8 @@
 //! - [`store`]: the store on disk: the content-addressed [`objects`](store::objects)
 //!   and their [`bands`](store::bands), the [`catalog`](store::catalog)
 //!   (redb: trees, checkpoint records, refs, meta keys), the stat
-//!   [`index`](store::index), [`tree`](store::tree) encoding, state
-//!   [`digest`](store::digest)s, the store [`lock`](store::lock), the link
+//!   [`index`](store::index), [`tree`](store::tree) encoding, the store
+//!   [`lock`](store::lock), the link
 //!   to the agent-state store ([`state`](store::state)), and what frees
 //!   space: [`gc`](store::gc), [`retention`](store::retention),
 //!   [`usage`](store::usage).
@@ -23,8 +23,9 @@
 //!   [`scan`](workspace::scan) that compares it with the index.
 //! - [`engine`]: what moves data between a workspace and its store:
 //!   [`save`](engine::save), [`restore`](engine::restore),
-//!   [`materialize`](engine::materialize), [`diff`](engine::diff),
-//!   [`verify`](engine::verify), [`fork`](engine::fork).
+//!   [`materialize`](engine::materialize), [`diff`](engine::diff), the
+//!   state [`digest`](engine::digest), [`verify`](engine::verify),
+//!   [`fork`](engine::fork).
 //! - [`watch`]: the watcher's wire protocol and its client: asks a live
 //!   watcher what changed, or hands it a save or restore.
 //! - [`ops`]: **the front door**. One function per user operation, each

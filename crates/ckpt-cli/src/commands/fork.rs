@@ -20,7 +20,7 @@ pub struct ForkArgs {
     /// The new workspace: a new or empty directory outside this workspace.
     dir: PathBuf,
     /// Hard-link files to the store's objects instead of copying them: for
-    /// trees you will never modify (they are read-only; see README).
+    /// trees you will never modify (they are read-only; see docs/COPY.md).
     #[arg(long)]
     link: bool,
     /// Where to keep the fork's own store (default: the usual rule).

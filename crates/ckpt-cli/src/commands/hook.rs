@@ -9,7 +9,7 @@
 //! from `-C`, else the event's `cwd`, else the current directory.
 //!
 //! Output: a checkpoint saved through the same library entry point as
-//! `ckpt save` ([`ckpt_lib::engine::save::save_workspace`]: through a live watcher when there is one), tagged `session`, `event`
+//! `ckpt save` ([`ckpt_lib::ops::save::save`]: through a live watcher when there is one), tagged `session`, `event`
 //! and `tool`, with a one-line summary of the event as its message; then
 //! the workspace's retention policy. Nothing is printed on success and
 //! nothing is saved when nothing changed (exit 0 either way), so it can run

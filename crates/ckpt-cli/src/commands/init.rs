@@ -15,7 +15,7 @@ use crate::render::print_report;
 pub struct InitArgs {
     /// The directory.
     dir: Option<PathBuf>,
-    /// Where to keep the store (default: see README, "Where the store lives").
+    /// Where to keep the store (default: see docs/CLI.md, "Where the store lives").
     #[arg(long, value_name = "DIR")]
     store: Option<PathBuf>,
     /// Also set up hooks for an agent harness: print its configuration,

@@ -22,7 +22,7 @@ use crate::render::{self, print_report};
 /// `ckpt watch` arguments.
 #[derive(Args)]
 pub struct WatchArgs {
-    /// Run detached in the background (log: <store>/watch.log).
+    /// Run detached in the background (log: `<store>/watch.log`).
     #[arg(long, conflicts_with_all = ["stop", "status"])]
     daemon: bool,
     /// Stop the running watcher.

@@ -2,7 +2,7 @@
 //! workspace for a parallel agent.
 //!
 //! The files are written by the same code path as `restore --to`
-//! ([`restore::restore_to_with`], [`crate::engine::materialize`]): every object is
+//! ([`crate::engine::materialize::restore_to_with`]): every object is
 //! verified as it is written; where the store can reflink to DIR (xfs,
 //! btrfs) every file is a reflink of its store object, small ones too, so
 //! the fork shares its blocks with the store; elsewhere the copy engine's

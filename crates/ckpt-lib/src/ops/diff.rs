@@ -15,7 +15,7 @@ use crate::store::Store;
 use crate::workspace::Workspace;
 use crate::{Error, Hash, Result};
 
-/// What [`diff`] compares.
+/// What [`diff()`] compares.
 #[derive(Clone, Debug, Default)]
 pub struct DiffOptions {
     /// From (default `HEAD`).
@@ -38,7 +38,7 @@ pub struct ChangedPath {
     pub content: Option<ContentDiff>,
 }
 
-/// What [`diff`] found.
+/// What [`diff()`] found.
 #[derive(Debug)]
 pub struct DiffReport {
     /// The `from` checkpoint.

@@ -10,7 +10,7 @@ use super::Context;
 use crate::platform::doctor::{self, Report};
 use crate::Result;
 
-/// What [`doctor`] is told beyond the configuration.
+/// What [`doctor()`] is told beyond the configuration.
 #[derive(Clone, Debug, Default)]
 pub struct DoctorOptions {
     /// Why the requested forced strategy (`CKPT_COPY_STRATEGY`) names no
@@ -18,7 +18,7 @@ pub struct DoctorOptions {
     pub bad_strategy: Option<String>,
 }
 
-/// What [`doctor`] found.
+/// What [`doctor()`] found.
 #[derive(Debug)]
 pub struct DoctorReport {
     /// The diagnosis.

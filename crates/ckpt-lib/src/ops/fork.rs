@@ -18,7 +18,7 @@ use crate::engine::fork;
 use crate::engine::materialize::{MaterializeOptions, MaterializeReport};
 use crate::{Error, Result};
 
-/// What [`fork`] makes.
+/// What [`fork()`] makes.
 #[derive(Clone, Copy, Debug)]
 pub struct ForkOptions<'a> {
     /// The checkpoint (`v12`, `HEAD~1`, a hash prefix, …).
@@ -35,7 +35,7 @@ pub struct ForkOptions<'a> {
     pub progress: Option<&'a Progress>,
 }
 
-/// What [`fork`] did.
+/// What [`fork()`] did.
 #[derive(Debug)]
 pub struct ForkReport {
     /// What was written.

@@ -18,7 +18,7 @@ use crate::store::gc::{self, GcReport};
 use crate::store::retention::{self, Policy, RetentionReport};
 use crate::{Error, Result};
 
-/// What [`gc`] does.
+/// What [`gc()`] does.
 #[derive(Clone, Debug, Default)]
 pub struct GcOptions {
     /// Only report what would be removed.
@@ -30,7 +30,7 @@ pub struct GcOptions {
     pub save_policy: bool,
 }
 
-/// Which kind of collection [`gc`] ran.
+/// Which kind of collection [`gc()`] ran.
 #[derive(Debug)]
 pub enum GcRun {
     /// No policy: removed the data no checkpoint references.
@@ -39,7 +39,7 @@ pub enum GcRun {
     Retention(RetentionReport),
 }
 
-/// What [`gc`] did (or, with `dry_run`, would do).
+/// What [`gc()`] did (or, with `dry_run`, would do).
 #[derive(Debug)]
 pub struct GcOutcome {
     /// The policy saved as the workspace's (with `save_policy`; empty when

@@ -18,7 +18,7 @@ use crate::store::Store;
 use crate::workspace::Workspace;
 use crate::Result;
 
-/// What [`save`] did.
+/// What [`save()`] did.
 #[derive(Debug)]
 pub struct SaveReport {
     /// The outcome.
@@ -87,7 +87,7 @@ pub fn save(ctx: &Context, opts: &SaveOptions) -> Result<SaveReport> {
     report
 }
 
-/// The save once the store is open and the scanner chosen: [`save`]'s
+/// The save once the store is open and the scanner chosen: [`save()`]'s
 /// "here" path ([`crate::engine::save::OnDisk`]), and the watcher's request
 /// handler (its in-memory index). Scans, commits, keeps the index, then
 /// applies the saved retention policy if a checkpoint was recorded.

@@ -116,7 +116,7 @@ impl StoreVerified {
 #[derive(Debug)]
 pub enum Verified {
     /// The workspace against a checkpoint.
-    Workspace(WorkspaceVerified),
+    Workspace(Box<WorkspaceVerified>),
     /// The store.
     Store(StoreVerified),
 }
@@ -148,10 +148,10 @@ pub fn verify(ctx: &Context, opts: &VerifyOptions) -> Result<Verified> {
         }
         VerifyTarget::Workspace { rev } => {
             let report = engine::verify_workspace(&ws, &store, rev.as_deref().unwrap_or("HEAD"))?;
-            Verified::Workspace(WorkspaceVerified {
+            Verified::Workspace(Box::new(WorkspaceVerified {
                 report,
                 elapsed: t0.elapsed(),
-            })
+            }))
         }
     })
 }

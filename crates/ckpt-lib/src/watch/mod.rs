@@ -89,7 +89,7 @@
 //! Restore's own writes are marked dirty like any others; they stat-match the
 //! index restore writes, so they are relisted once and never reported.
 //!
-//! ## Blind spots (documented in README.md)
+//! ## Blind spots (documented in docs/WATCH.md)
 //! Writes through a shared `mmap` do not generate `IN_MODIFY`; changes made
 //! on another machine (network filesystems) generate no events; a file
 //! hard-linked from outside the workspace (or to another directory inside
