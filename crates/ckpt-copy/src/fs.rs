@@ -35,6 +35,7 @@ impl Meta {
     /// Converts a raw `stat` result. (The casts are no-ops on x86_64 but not
     /// on every architecture's `struct stat`.)
     #[allow(clippy::unnecessary_cast)]
+    #[inline]
     pub fn from_stat(st: &rustix::fs::Stat) -> Meta {
         Meta {
             dev: st.st_dev,
@@ -47,22 +48,26 @@ impl Meta {
     }
 
     /// The file type encoded in `mode`.
+    #[inline]
     pub fn file_type(&self) -> FileType {
         FileType::from_raw_mode(self.mode)
     }
 
     /// Permission bits only.
+    #[inline]
     pub fn perm(&self) -> u32 {
         self.mode & 0o7777
     }
 }
 
 /// `fstatat(dir, name, AT_SYMLINK_NOFOLLOW)`.
+#[inline]
 pub fn stat_at(dir: BorrowedFd<'_>, name: &[u8]) -> rustix::io::Result<Meta> {
     rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).map(|st| Meta::from_stat(&st))
 }
 
 /// `fstat(fd)`.
+#[inline]
 pub fn stat_fd(fd: BorrowedFd<'_>) -> rustix::io::Result<Meta> {
     rustix::fs::fstat(fd).map(|st| Meta::from_stat(&st))
 }
@@ -78,6 +83,7 @@ pub fn open_dir_path(path: &Path) -> rustix::io::Result<OwnedFd> {
 }
 
 /// Opens the subdirectory `name` of `dir` without following symlinks.
+#[inline]
 pub fn open_dir_at(dir: BorrowedFd<'_>, name: &[u8]) -> rustix::io::Result<OwnedFd> {
     rustix::fs::openat(
         dir,
@@ -90,6 +96,7 @@ pub fn open_dir_at(dir: BorrowedFd<'_>, name: &[u8]) -> rustix::io::Result<Owned
 /// Opens the subdirectory `name` of `dir` like [`open_dir_at`], or only as
 /// a handle for `*at` calls (`O_PATH`: cheaper, cannot be listed) when
 /// `path_only`.
+#[inline]
 pub fn open_dir_for(
     dir: BorrowedFd<'_>,
     name: &[u8],
@@ -108,6 +115,7 @@ pub fn open_dir_for(
 
 /// Opens the directory a (possibly `O_PATH`) descriptor refers to again,
 /// for reading (listing).
+#[inline]
 pub fn reopen_dir(dir: BorrowedFd<'_>) -> rustix::io::Result<OwnedFd> {
     rustix::fs::openat(
         dir,
@@ -159,6 +167,7 @@ pub struct Listing {
 
 impl Listing {
     /// The directory's descriptor, for `*at()` calls on its entries.
+    #[inline]
     pub fn fd(&self) -> BorrowedFd<'_> {
         self.dir.fd().expect("a Dir always has its descriptor")
     }
@@ -181,6 +190,7 @@ pub fn list_dir(fd: OwnedFd) -> rustix::io::Result<Listing> {
 }
 
 /// Reads a symlink's target bytes.
+#[inline]
 pub fn read_link_at(dir: BorrowedFd<'_>, name: &[u8]) -> rustix::io::Result<Vec<u8>> {
     rustix::fs::readlinkat(dir, name, Vec::new()).map(|c| c.into_bytes())
 }
@@ -244,6 +254,7 @@ pub fn rename_noreplace(
 }
 
 /// The current wall-clock time in ns since the epoch.
+#[inline]
 pub fn now_ns() -> i64 {
     let ts = rustix::time::clock_gettime(rustix::time::ClockId::Realtime);
     ts.tv_sec * 1_000_000_000 + ts.tv_nsec as i64
@@ -251,6 +262,7 @@ pub fn now_ns() -> i64 {
 
 /// The parent of a workspace-relative byte path (`""` for a top-level name
 /// and for the root).
+#[inline]
 pub fn parent_of(path: &[u8]) -> &[u8] {
     match path.iter().rposition(|&b| b == b'/') {
         Some(i) => &path[..i],
@@ -259,6 +271,7 @@ pub fn parent_of(path: &[u8]) -> &[u8] {
 }
 
 /// Joins a workspace-relative byte path and a name with `/`.
+#[inline]
 pub fn join(rel: &[u8], name: &[u8]) -> Vec<u8> {
     let mut p = Vec::with_capacity(rel.len() + 1 + name.len());
     if !rel.is_empty() {
@@ -270,6 +283,7 @@ pub fn join(rel: &[u8], name: &[u8]) -> Vec<u8> {
 }
 
 /// A relative byte path as a `Path` (for messages and `std::fs`).
+#[inline]
 pub fn as_path(rel: &[u8]) -> &Path {
     Path::new(OsStr::from_bytes(rel))
 }
@@ -320,37 +334,44 @@ pub struct PackedListing {
 
 impl PackedListing {
     /// The directory's descriptor, for `*at()` calls on its entries.
+    #[inline]
     pub fn fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
     }
 
     /// The directory's descriptor, kept after the names are dropped.
+    #[inline]
     pub fn into_fd(self) -> OwnedFd {
         self.fd
     }
 
     /// Number of names (without `.` and `..`).
+    #[inline]
     pub fn len(&self) -> usize {
         self.names.len()
     }
 
     /// Whether the directory is empty.
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.names.is_empty()
     }
 
     /// The `i`-th name, in `getdents` order.
+    #[inline]
     pub fn name(&self, i: usize) -> &[u8] {
         let (s, l) = self.names[i];
         &self.buf[s as usize..(s + l) as usize]
     }
 
     /// The kernel's `d_type` hint for the `i`-th name (may be `Unknown`).
+    #[inline]
     pub fn file_type(&self, i: usize) -> FileType {
         self.types[i]
     }
 
     /// The `i`-th name with its NUL, for syscalls.
+    #[inline]
     pub fn c_name(&self, i: usize) -> &std::ffi::CStr {
         let (s, l) = self.names[i];
         std::ffi::CStr::from_bytes_until_nul(&self.buf[s as usize..=(s + l) as usize])
@@ -399,12 +420,14 @@ pub fn list_dir_packed(fd: OwnedFd) -> rustix::io::Result<PackedListing> {
 }
 
 /// [`stat_at`] for a name that is already NUL-terminated.
+#[inline]
 pub fn stat_at_c(dir: BorrowedFd<'_>, name: &std::ffi::CStr) -> rustix::io::Result<Meta> {
     rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).map(|st| Meta::from_stat(&st))
 }
 
 /// `path` equals `base` or lies below it (workspace-relative byte paths;
 /// the empty path is the root, which contains everything).
+#[inline]
 pub fn is_within(path: &[u8], base: &[u8]) -> bool {
     base.is_empty()
         || (path.starts_with(base) && (path.len() == base.len() || path[base.len()] == b'/'))

@@ -8,6 +8,7 @@ pub struct Hash(pub [u8; 32]);
 
 impl Hash {
     /// Hashes a byte slice.
+    #[inline]
     pub fn of(bytes: &[u8]) -> Hash {
         Hash(*blake3::hash(bytes).as_bytes())
     }
@@ -38,6 +39,7 @@ impl Hash {
 }
 
 impl From<blake3::Hash> for Hash {
+    #[inline]
     fn from(h: blake3::Hash) -> Self {
         Hash(*h.as_bytes())
     }
