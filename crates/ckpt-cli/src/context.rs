@@ -79,9 +79,19 @@ impl Ctx {
                 split_at: positive("CKPT_SPLIT_BYTES"),
             },
             band_min: positive("CKPT_BAND_MIN"),
+            // `$XDG_DATA_HOME` (absolute, as the XDG spec requires), else
+            // `$HOME/.local/share` when `$HOME` is a directory that exists
+            // (`HOME=/nonexistent` is a common "no home"); else none, and
+            // stores go beside the workspace.
             data_home: set("XDG_DATA_HOME")
                 .map(PathBuf::from)
-                .or_else(|| env("HOME").map(|h| PathBuf::from(h).join(".local/share"))),
+                .filter(|d| d.is_absolute())
+                .or_else(|| {
+                    set("HOME")
+                        .map(PathBuf::from)
+                        .filter(|h| h.is_absolute() && h.is_dir())
+                        .map(|h| h.join(".local/share"))
+                }),
         };
         Ok(Ctx {
             ops: Context::new(cwd, config),

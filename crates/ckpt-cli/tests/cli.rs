@@ -85,7 +85,13 @@ fn init_with_relative_dir() {
     let parent = ws.tmp.path();
     ckpt(
         parent,
-        &["init", "rel", "--store", parent.join("s").to_str().unwrap()],
+        &[
+            "init",
+            "rel",
+            "--create",
+            "--store",
+            parent.join("s").to_str().unwrap(),
+        ],
     )
     .ok();
     assert!(

@@ -26,8 +26,9 @@ pub struct Config {
     /// default [`crate::store::bands::DEFAULT_BAND_MIN`]).
     pub band_min: Option<u64>,
     /// Where `ckpt init` puts stores by default: `<data_home>/ckpt/stores`
-    /// (`$XDG_DATA_HOME`, else `$HOME/.local/share`). `None`: beside the
-    /// workspace.
+    /// (`$XDG_DATA_HOME`, else `$HOME/.local/share` when `$HOME` exists).
+    /// `None` (no usable home), or a place that cannot be created: beside
+    /// the workspace (see [`crate::workspace`], "Where the store lives").
     pub data_home: Option<PathBuf>,
 }
 

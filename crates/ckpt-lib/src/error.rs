@@ -23,6 +23,15 @@ pub enum Error {
     /// `ckpt init` on a directory that already is one.
     #[error("{0} is already a ckpt workspace")]
     AlreadyAWorkspace(PathBuf),
+    /// `ckpt init` (or `fork`) on a directory inside an existing workspace:
+    /// the outer one would capture the inner one's marker and files.
+    #[error("{} is inside the ckpt workspace {}; a workspace inside another is refused (nothing was created)\n  the outer workspace's checkpoints already cover this directory: use it (`ckpt -C {}`), or choose a directory outside it", .dir.display(), .outer.display(), .outer.display())]
+    InsideAWorkspace {
+        /// The directory asked for.
+        dir: PathBuf,
+        /// The root of the workspace it is inside.
+        outer: PathBuf,
+    },
     /// A checkpoint id that names nothing, or more than one thing.
     #[error("{0}")]
     BadRevision(String),
@@ -67,7 +76,9 @@ impl Error {
     pub fn exit_code(&self) -> i32 {
         match self {
             Error::Usage(_) | Error::BadRevision(_) => 2,
-            Error::NotAWorkspace(_) | Error::AlreadyAWorkspace(_) => 3,
+            Error::NotAWorkspace(_)
+            | Error::AlreadyAWorkspace(_)
+            | Error::InsideAWorkspace { .. } => 3,
             Error::LockTimeout { .. } => 4,
             Error::Corrupt(_) => 5,
             Error::Io(_) | Error::Unstable(_) | Error::Catalog { .. } => 1,

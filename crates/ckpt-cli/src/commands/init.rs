@@ -15,6 +15,9 @@ use crate::render::print_report;
 pub struct InitArgs {
     /// The directory.
     dir: Option<PathBuf>,
+    /// Create the directory (and missing parents) if it does not exist.
+    #[arg(long)]
+    create: bool,
     /// Where to keep the store (default: see docs/CLI.md, "Where the store lives").
     #[arg(long, value_name = "DIR")]
     store: Option<PathBuf>,
@@ -36,6 +39,7 @@ pub fn run(ctx: &Ctx, args: &InitArgs) -> Result<()> {
     let opts = InitOptions {
         dir: args.dir.clone(),
         store: args.store.clone(),
+        create: args.create,
         existing: if args.agent.is_some() {
             Existing::Keep
         } else {

@@ -28,6 +28,11 @@
 //! `paths`; [`Scope::StateOnly`] restores only the state (still after the
 //! pre-restore save) and leaves files, head and journal alone.
 //!
+//! Another workspace inside this one (a subdirectory holding a `.ckpt`
+//! marker) is never touched: the scan leaves it out, the plan drops every
+//! change at or below it, and removing a directory keeps such a
+//! subdirectory (and so the directories above it).
+//!
 //! Every path is reached through directory descriptors opened with
 //! `O_NOFOLLOW` from the workspace root, so a symlink in the workspace or the
 //! checkpoint can never make restore write outside the workspace.
@@ -152,7 +157,7 @@ pub fn restore(
         }
         let scan = scanner.scan(ws, store, ScanKind::HashOnly)?;
         let reader = store.catalog.reader()?;
-        let changes = plan(&reader, &scan, target.root, &filter, &ignore)?;
+        let changes = plan(&reader, &scan, target.root, &filter, &ignore, &ws.root)?;
         return Ok(RestoreReport {
             target,
             undo: None,
@@ -185,7 +190,7 @@ pub fn restore(
     let t = crate::trace::span("restore plan");
     let changes = match state_only {
         true => Vec::new(),
-        false => plan(&reader, &scanned, target.root, &filter, &ignore)?,
+        false => plan(&reader, &scanned, target.root, &filter, &ignore, &ws.root)?,
     };
     drop(t);
     drop(reader);
@@ -343,13 +348,15 @@ fn check_objects(objects: &Objects, changes: &[Change]) -> Result<()> {
 }
 
 /// Every difference from the scanned state to the target tree, within
-/// `filter`, without `.ckptignore`d paths: what a restore must do.
+/// `filter`, without `.ckptignore`d paths and without anything at or below
+/// another workspace inside `root`: what a restore must do.
 fn plan(
     reader: &CatalogReader<'_>,
     scan: &crate::workspace::scan::ScanResult,
     target: Hash,
     filter: &PathFilter,
     ignore: &Ignore,
+    root: &Path,
 ) -> Result<Vec<Change>> {
     let src = TreeSource {
         fresh: Some(&scan.new_trees),
@@ -357,7 +364,34 @@ fn plan(
     };
     let mut changes = diff::diff_trees(&src, Some(scan.root), Some(target), filter)?;
     drop_ignored(&mut changes, ignore);
+    drop_nested(&mut changes, root);
     Ok(changes)
+}
+
+/// Drops every change at or below another workspace inside `root`. The scan
+/// never includes one, so only an added directory can be one: a target
+/// directory that is on disk a directory with a `.ckpt` marker file.
+fn drop_nested(changes: &mut Vec<Change>, root: &Path) {
+    use std::os::unix::ffi::OsStrExt;
+    let nested: Vec<Vec<u8>> = changes
+        .iter()
+        .filter(|c| {
+            c.kind == ChangeKind::Added
+                && matches!(c.new.as_ref().map(|e| &e.node), Some(Node::Dir { .. }))
+        })
+        .filter(|c| {
+            let dir = root.join(std::ffi::OsStr::from_bytes(&c.path));
+            dir.symlink_metadata().is_ok_and(|m| m.is_dir())
+                && dir
+                    .join(crate::workspace::MARKER_NAME)
+                    .symlink_metadata()
+                    .is_ok_and(|m| m.is_file())
+        })
+        .map(|c| c.path.clone())
+        .collect();
+    if !nested.is_empty() {
+        changes.retain(|c| !nested.iter().any(|n| is_within(&c.path, n)));
+    }
 }
 
 fn drop_ignored(changes: &mut Vec<Change>, ignore: &Ignore) {
@@ -577,22 +611,33 @@ impl Applier<'_> {
         Ok(())
     }
 
-    /// Removes `path` (recursively), leaving `.ckptignore`d entries alone.
+    /// Removes `path` (recursively), leaving `.ckptignore`d entries and
+    /// other workspaces (directories with a `.ckpt` marker) alone.
     fn remove(&self, path: &[u8]) -> Result<()> {
         let dfd = self.open_dir(parent_of(path))?;
-        self.remove_at(dfd.as_fd(), path)
+        self.remove_at(dfd.as_fd(), path).map(|_| ())
     }
 
-    fn remove_at(&self, dir: BorrowedFd<'_>, path: &[u8]) -> Result<()> {
+    /// Removes `path` in `dir`; false when something in it was kept (so it
+    /// is still there).
+    fn remove_at(&self, dir: BorrowedFd<'_>, path: &[u8]) -> Result<bool> {
         let name = name_of(path);
         let meta = match fs::stat_at(dir, name) {
             Ok(m) => m,
-            Err(Errno::NOENT) => return Ok(()),
+            Err(Errno::NOENT) => return Ok(true),
             Err(e) => return Err(Error::io("stat", self.shown(path), e.into())),
         };
         if meta.file_type() == rustix::fs::FileType::Directory {
             let sub = fs::open_dir_at(dir, name).ctx("open directory", self.shown(path))?;
             let sub = fs::list_dir(sub).ctx("read directory", self.shown(path))?;
+            // Another workspace: not ours to remove.
+            let marker = crate::workspace::MARKER_NAME.as_bytes();
+            if sub.names.iter().any(|(n, _)| n.as_slice() == marker)
+                && fs::stat_at(sub.fd(), marker)
+                    .is_ok_and(|m| m.file_type() == rustix::fs::FileType::RegularFile)
+            {
+                return Ok(false);
+            }
             let mut kept = false;
             for (child, _) in &sub.names {
                 let cpath = join(path, child);
@@ -605,12 +650,17 @@ impl Applier<'_> {
                     kept = true;
                     continue;
                 }
-                self.remove_at(sub.fd(), &cpath)?;
+                if !self.remove_at(sub.fd(), &cpath)? {
+                    kept = true;
+                }
             }
-            if !kept {
-                rustix::fs::unlinkat(dir, name, AtFlags::REMOVEDIR)
-                    .ctx("remove directory", self.shown(path))?;
+            if kept {
+                // Counted as before: its removable contents went.
+                self.removed.fetch_add(1, Ordering::Relaxed);
+                return Ok(false);
             }
+            rustix::fs::unlinkat(dir, name, AtFlags::REMOVEDIR)
+                .ctx("remove directory", self.shown(path))?;
         } else {
             match rustix::fs::unlinkat(dir, name, AtFlags::empty()) {
                 Ok(()) | Err(Errno::NOENT) => {}
@@ -618,7 +668,7 @@ impl Applier<'_> {
             }
         }
         self.removed.fetch_add(1, Ordering::Relaxed);
-        Ok(())
+        Ok(true)
     }
 
     /// Writes a file or symlink under a temporary name and renames it into

@@ -2,9 +2,16 @@
 //! default place or `--store`), and report where everything went and which
 //! copy strategy the new store prefers.
 //!
+//! The directory must exist unless [`InitOptions::create`] is set (`ckpt
+//! init --create`): a mistyped path is refused rather than made.
+//!
+//! A directory inside an existing workspace is refused
+//! ([`Error::InsideAWorkspace`], exit 3): workspaces do not nest (see
+//! [`crate::workspace`], "No workspace inside another").
+//!
 //! With [`Existing::Keep`] (what `ckpt init --agent` uses) a directory that
-//! already is in a workspace is not an error: that workspace is reported,
-//! and its store is not opened.
+//! already is in a workspace, at its root or below, is not an error: that
+//! workspace is reported, and its store is not opened.
 
 use std::path::PathBuf;
 
@@ -19,7 +26,8 @@ use crate::{Error, Result};
 /// What to do when the directory is already in a workspace.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Existing {
-    /// Fail with [`Error::AlreadyAWorkspace`].
+    /// Fail with [`Error::AlreadyAWorkspace`] (or, below the root,
+    /// [`Error::InsideAWorkspace`]).
     #[default]
     Refuse,
     /// Report the workspace that contains the directory.
@@ -37,6 +45,9 @@ pub struct InitOptions {
     pub store: Option<PathBuf>,
     /// What to do when the directory already is in a workspace.
     pub existing: Existing,
+    /// Create the directory (and missing parents) when it does not exist;
+    /// otherwise a missing directory is refused (`--create`).
+    pub create: bool,
 }
 
 /// How [`init`] came by its workspace.
@@ -82,11 +93,17 @@ pub fn init(ctx: &Context, opts: &InitOptions) -> Result<InitReport> {
         .map_or_else(|| ctx.cwd.clone(), |d| ctx.abs(d));
     let store = opts.store.as_deref().map(|s| ctx.abs(s));
     let data_home = ctx.config.data_home.as_deref();
+    if !opts.create && std::fs::symlink_metadata(&dir).is_err() {
+        return Err(Error::Usage(format!(
+            "{} does not exist; create it first, or pass --create (nothing was created)",
+            dir.display()
+        )));
+    }
     let workspace = match (
         Workspace::init(&dir, store.as_deref(), data_home),
         opts.existing,
     ) {
-        (Err(Error::AlreadyAWorkspace(_)), Existing::Keep) => {
+        (Err(Error::AlreadyAWorkspace(_) | Error::InsideAWorkspace { .. }), Existing::Keep) => {
             return Ok(InitReport {
                 workspace: Workspace::discover(&dir)?,
                 outcome: Outcome::Kept,

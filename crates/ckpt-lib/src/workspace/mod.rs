@@ -10,8 +10,22 @@
 //! it should be on the same filesystem so reflinks work. The rule:
 //! 1. `--store DIR` if given;
 //! 2. else `$XDG_DATA_HOME/ckpt/stores/<name>-<id>` (default
-//!    `~/.local/share/...`) when that is on the workspace's filesystem;
+//!    `~/.local/share/...`) when there is a data directory (the caller
+//!    passes none when there is no usable home), it is on the workspace's
+//!    filesystem, not inside the workspace, and can be created (its nearest
+//!    existing ancestor is a directory this user may write to);
 //! 3. else `<parent>/.ckpt-stores/<name>-<id>` beside the workspace.
+//!
+//! When the default place cannot be created after all, the error says to
+//! pass `--store DIR`.
+//!
+//! ## No workspace inside another
+//! [`Workspace::plan`] refuses a directory inside an existing workspace
+//! ([`Error::InsideAWorkspace`]). A workspace that gets inside another by
+//! other means (moved there, or a marker written by hand) is left alone by
+//! the outer one: its scan skips any subdirectory holding a `.ckpt` marker
+//! and reports it as skipped (kind `workspace`), and its restore never
+//! writes into or removes such a directory (see [`scan`]).
 
 pub mod ignore;
 pub mod scan;
@@ -52,19 +66,44 @@ impl Workspace {
     /// default location ([`default_store_location`] under `data_home`).
     pub fn init(dir: &Path, store: Option<&Path>, data_home: Option<&Path>) -> Result<Workspace> {
         let ws = Workspace::plan(dir, store, data_home)?;
-        Store::create_for(&ws.store_path, Some(&ws.root))?;
+        Store::create_for(&ws.store_path, Some(&ws.root)).map_err(|e| match e {
+            // The default place could not be made: say how to choose another.
+            Error::Io(mut io)
+                if store.is_none()
+                    && matches!(
+                        io.source.kind(),
+                        std::io::ErrorKind::PermissionDenied
+                            | std::io::ErrorKind::ReadOnlyFilesystem
+                    ) =>
+            {
+                io.op = "create store (pass --store DIR to keep it elsewhere)";
+                Error::Io(io)
+            }
+            e => e,
+        })?;
         ws.write_marker()?;
         Ok(ws)
     }
 
     /// The first step of [`init`](Self::init): creates `dir` if needed and
     /// decides where its store goes, refusing a directory that already is a
-    /// workspace. Creates nothing else.
+    /// workspace or is inside one. Creates nothing else.
     pub fn plan(dir: &Path, store: Option<&Path>, data_home: Option<&Path>) -> Result<Workspace> {
+        // Refused before anything is created.
+        if let Some(outer) = enclosing_workspace(&absolute(dir)?) {
+            return Err(Error::InsideAWorkspace {
+                dir: dir.to_path_buf(),
+                outer,
+            });
+        }
         std::fs::create_dir_all(dir).ctx("create", dir)?;
         let root = dir.canonicalize().ctx("resolve", dir)?;
         if root.join(MARKER_NAME).exists() {
             return Err(Error::AlreadyAWorkspace(root));
+        }
+        // Again on the resolved path (a symlink may lead inside a workspace).
+        if let Some(outer) = enclosing_workspace(&root) {
+            return Err(Error::InsideAWorkspace { dir: root, outer });
         }
         let store_path = match store {
             Some(s) => absolute(s)?,
@@ -168,6 +207,16 @@ impl Workspace {
     }
 }
 
+/// The root of the workspace that `dir` lies strictly inside: the nearest
+/// proper ancestor holding a `.ckpt` marker file (`dir` itself and paths
+/// that do not exist yet are looked at only through their ancestors).
+pub fn enclosing_workspace(dir: &Path) -> Option<PathBuf> {
+    dir.ancestors()
+        .skip(1)
+        .find(|a| a.join(MARKER_NAME).is_file())
+        .map(Path::to_path_buf)
+}
+
 fn absolute(p: &Path) -> Result<PathBuf> {
     if p.is_absolute() {
         Ok(p.to_path_buf())
@@ -187,6 +236,22 @@ fn device_of_nearest(p: &Path) -> Option<u64> {
     None
 }
 
+/// Whether `p` exists as a directory or could be created: its nearest
+/// existing ancestor is a directory this user may write to.
+fn can_create(p: &Path) -> bool {
+    let Some(nearest) = p.ancestors().find(|a| a.symlink_metadata().is_ok()) else {
+        return false;
+    };
+    nearest.is_dir()
+        && rustix::fs::accessat(
+            rustix::fs::CWD,
+            nearest,
+            rustix::fs::Access::WRITE_OK | rustix::fs::Access::EXEC_OK,
+            rustix::fs::AtFlags::empty(),
+        )
+        .is_ok()
+}
+
 /// The default store location for a workspace root (see the module doc);
 /// `data_home` is `$XDG_DATA_HOME` or `~/.local/share`, as the caller found
 /// it ([`crate::Config::data_home`]).
@@ -201,7 +266,11 @@ pub fn default_store_location(root: &Path, data_home: Option<&Path>) -> Result<P
     let ws_dev = device_of_nearest(root);
     if let Some(data) = data_home {
         let stores = data.join("ckpt").join("stores");
-        if ws_dev.is_some() && device_of_nearest(&stores) == ws_dev && !stores.starts_with(root) {
+        if ws_dev.is_some()
+            && device_of_nearest(&stores) == ws_dev
+            && !stores.starts_with(root)
+            && can_create(&stores)
+        {
             return Ok(stores.join(leaf));
         }
     }

@@ -27,7 +27,10 @@
 //! What is never captured: the workspace marker `.ckpt` at the root, the
 //! store if it lies inside the workspace, ckpt's own temporary files
 //! ([`is_temp_name`]), paths matched by `.ckptignore`, and sockets, FIFOs and
-//! devices (reported as skipped).
+//! devices (reported as skipped). Nor is another workspace inside this one:
+//! a subdirectory holding a `.ckpt` marker file is left out whole, marker
+//! and all, and reported as skipped (kind [`NESTED_WORKSPACE`]), so a
+//! restore, which only acts on what the scan saw, never touches it.
 
 use std::collections::{HashMap, HashSet};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -51,6 +54,8 @@ use ckpt_copy::fs::{self, display_path, join, parent_of, Meta};
 
 /// The workspace marker file name (at the root only).
 pub const MARKER: &[u8] = b".ckpt";
+/// The [`Skipped::kind`] of a subdirectory that is another workspace.
+pub const NESTED_WORKSPACE: &str = "workspace";
 /// Prefix of temporary files ckpt creates inside the workspace.
 pub const TEMP_PREFIX: &[u8] = b".ckpt-tmp.";
 
@@ -184,7 +189,9 @@ pub fn scan(input: &ScanInput<'_>) -> Result<ScanResult> {
         out: Collector::default(),
         partial: None,
     };
-    let root = scanner.scan_dir(root_fd, Vec::new(), DirStat::default())?;
+    let root = scanner
+        .scan_dir(root_fd, Vec::new(), DirStat::default())?
+        .expect("the root is never another workspace");
     let mut out = scanner.out;
     let records = std::mem::take(out.records.get_mut().unwrap());
     let index_unchanged = *out.reused_dirs.get_mut() == records.len() as u64
@@ -251,7 +258,9 @@ pub fn scan_partial(input: &ScanInput<'_>, dirty: &HashSet<Vec<u8>>) -> Result<S
         out: Collector::default(),
         partial: Some(Partial { listed, affected }),
     };
-    let root = scanner.scan_dir(root_fd, Vec::new(), DirStat::default())?;
+    let root = scanner
+        .scan_dir(root_fd, Vec::new(), DirStat::default())?
+        .expect("the root is never another workspace");
     let mut out = scanner.out;
     let records = std::mem::take(out.records.get_mut().unwrap());
     // Subdirectories that went away take their records with them.
@@ -343,12 +352,15 @@ impl Scanner<'_> {
         display_path(self.input.root, rel)
     }
 
-    fn scan_dir(&self, dir: OwnedFd, rel: Vec<u8>, stat: DirStat) -> Result<Hash> {
+    /// Scans the directory `rel` (open as `dir`) and returns its tree hash;
+    /// `None` when it is another workspace (it holds a `.ckpt` marker): then
+    /// it is reported as skipped and nothing of it is recorded.
+    fn scan_dir(&self, dir: OwnedFd, rel: Vec<u8>, stat: DirStat) -> Result<Option<Hash>> {
         let old = self.input.index.dirs.get(&rel);
         if let (Some(p), Some(o)) = (&self.partial, old) {
             if !p.listed.contains(&rel) {
                 if let Some(h) = self.scan_ancestor(&dir, &rel, o, stat)? {
-                    return Ok(h);
+                    return Ok(Some(h));
                 }
             }
         }
@@ -368,7 +380,13 @@ impl Scanner<'_> {
                 };
                 listing = fs::list_dir_packed(fd).ctx("read directory", self.shown(&rel))?;
                 self.out.dirs_listed.fetch_add(1, Ordering::Relaxed);
-                let listed = self.listed(&listing, &rel, old.map(|o| &**o))?;
+                let Some(listed) = self.listed(&listing, &rel, old.map(|o| &**o))? else {
+                    self.out.skipped.lock().unwrap().push(Skipped {
+                        path: rel,
+                        kind: NESTED_WORKSPACE.into(),
+                    });
+                    return Ok(None);
+                };
                 (listing.fd(), listed, listing.len())
             }
         };
@@ -391,7 +409,8 @@ impl Scanner<'_> {
             }
             let stat = self.child_stat(&child_rel, l.meta, l.recorded_dir());
             match fs::open_dir_for(dirfd, l.name, stat.unlisted) {
-                Ok(fd) => self.scan_dir(fd, child_rel, stat).map(Some),
+                // `None` also when it is another workspace: left out.
+                Ok(fd) => self.scan_dir(fd, child_rel, stat),
                 // Removed since it was listed: it is simply not there.
                 Err(Errno::NOENT) => Ok(None),
                 Err(Errno::LOOP | Errno::NOTDIR) => Err(Error::Unstable(self.shown(&child_rel))),
@@ -422,7 +441,7 @@ impl Scanner<'_> {
         if let Some(old) = old {
             if self.unchanged(old, &listed, &child_trees) {
                 let exact = self.exact_names(stat, listed.len() == names_seen);
-                return Ok(self.keep_record(rel, old, exact));
+                return Ok(Some(self.keep_record(rel, old, exact)));
             }
         }
 
@@ -482,18 +501,24 @@ impl Scanner<'_> {
             });
         }
         let exact = self.exact_names(stat, entries.len() == names_seen);
-        Ok(self.record_dir(rel, old.map(|o| &**o), entries, exact))
+        Ok(Some(self.record_dir(
+            rel,
+            old.map(|o| &**o),
+            entries,
+            exact,
+        )))
     }
 
     /// The entries of a fresh listing: every name `lstat`ed (regular files
     /// deferred in a directory without a record), sorted, without ckpt's
-    /// own and ignored names.
+    /// own and ignored names. `None` when the directory is another
+    /// workspace: below the root, it holds a `.ckpt` marker file.
     fn listed<'l>(
         &self,
         listing: &'l fs::PackedListing,
         rel: &[u8],
         old: Option<&'l DirRecord>,
-    ) -> Result<Vec<Listed<'l>>> {
+    ) -> Result<Option<Vec<Listed<'l>>>> {
         let dirfd = listing.fd();
         let mut listed = Vec::with_capacity(listing.len());
         // Without an old record no entry can be taken from the index, so
@@ -501,8 +526,14 @@ impl Scanner<'_> {
         let defer_files = old.is_none();
         for i in 0..listing.len() {
             let name = listing.name(i);
-            if rel.is_empty() && name == MARKER {
-                continue;
+            if name == MARKER {
+                if rel.is_empty() {
+                    continue;
+                }
+                match fs::stat_at_c(dirfd, listing.c_name(i)) {
+                    Ok(m) if m.file_type() == FileType::RegularFile => return Ok(None),
+                    _ => {}
+                }
             }
             if is_temp_name(name) {
                 self.out.temps.lock().unwrap().push(join(rel, name));
@@ -545,7 +576,7 @@ impl Scanner<'_> {
                 l.old = views.next_if(|v| v.entry.name == l.name);
             }
         }
-        Ok(listed)
+        Ok(Some(listed))
     }
 
     /// The entries of an exact-names record whose directory's stat is as
@@ -563,6 +594,11 @@ impl Scanner<'_> {
         for v in old.entries.views() {
             seen += 1;
             let name = v.entry.name;
+            // A marker recorded below the root (an index made before nested
+            // workspaces were left out): list, so the listing decides.
+            if name == MARKER && !rel.is_empty() {
+                return Ok(None);
+            }
             let meta = match fs::stat_at(dir, name) {
                 Ok(m) => m,
                 Err(Errno::NOENT) => return Ok(None),
@@ -720,7 +756,7 @@ impl Scanner<'_> {
                 _ => return Ok(None),
             }
         }
-        let scan_child = |(i, child, m): &(usize, Vec<u8>, Meta)| -> Result<Hash> {
+        let scan_child = |(i, child, m): &(usize, Vec<u8>, Meta)| -> Result<Option<Hash>> {
             let e = &old.entries[*i];
             let stat = self.child_stat(child, *m, Some(e.meta));
             match fs::open_dir_for(dir.as_fd(), &e.entry.name, stat.unlisted) {
@@ -732,18 +768,27 @@ impl Scanner<'_> {
             }
         };
         // In parallel only when more than one directory must be opened.
-        let trees: Vec<Hash> = if todo.len() > 1 {
+        let trees: Vec<Option<Hash>> = if todo.len() > 1 {
             todo.par_iter().map(scan_child).collect::<Result<_>>()?
         } else {
             todo.iter().map(scan_child).collect::<Result<_>>()?
         };
         let mut entries = old.entries.to_vec();
+        let mut nested = Vec::new();
         for ((i, _, m), tree) in todo.into_iter().zip(trees) {
+            // Another workspace now (reported as skipped): left out.
+            let Some(tree) = tree else {
+                nested.push(i);
+                continue;
+            };
             let e = &mut entries[i];
             e.entry.mode = m.perm();
             e.entry.mtime_ns = m.mtime_ns;
             e.entry.node = Node::Dir { tree };
             e.meta = m;
+        }
+        for i in nested.into_iter().rev() {
+            entries.remove(i);
         }
         // Kept under a stat newer than its listing, the record can no
         // longer vouch for its names (see `crate::store::index`).
