@@ -84,3 +84,42 @@ fn main() -> ExitCode {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use ckpt_lib::ops::restore::{flag_like, RESTORE_LONG_FLAGS, RESTORE_SHORT_FLAGS};
+    use clap::CommandFactory;
+    use std::path::Path;
+
+    /// The library refuses restore paths spelled like `ckpt restore`'s
+    /// flags; its lists must cover every flag clap accepts there.
+    #[test]
+    fn restore_flag_lists_cover_every_flag_clap_accepts() {
+        let mut cmd = super::Cli::command();
+        cmd.build();
+        let restore = cmd.find_subcommand("restore").expect("restore");
+        let mut seen = 0;
+        for a in restore.get_arguments().filter(|a| !a.is_positional()) {
+            for l in a
+                .get_long()
+                .into_iter()
+                .chain(a.get_all_aliases().unwrap_or_default())
+            {
+                assert!(RESTORE_LONG_FLAGS.contains(&l), "--{l} is not listed");
+                assert!(flag_like(Path::new(&format!("--{l}"))).is_some(), "--{l}");
+                seen += 1;
+            }
+            for s in a
+                .get_short()
+                .into_iter()
+                .chain(a.get_all_short_aliases().unwrap_or_default())
+            {
+                assert!(RESTORE_SHORT_FLAGS.contains(&s), "-{s} is not listed");
+                assert!(flag_like(Path::new(&format!("-{s}"))).is_some(), "-{s}");
+                seen += 1;
+            }
+        }
+        // --to, --dry-run, ..., the global ones and --help.
+        assert!(seen >= 14, "only {seen} flags found");
+    }
+}

@@ -13,6 +13,14 @@ use crate::render::{self, print_report};
 
 /// Arguments of `ckpt restore`.
 #[derive(clap::Args)]
+#[command(
+    after_help = "Flags go before `--`; everything after it is a path:\n  \
+ckpt restore v3                          the whole workspace back to v3\n  \
+ckpt restore --dry-run v3 -- src/app.py  only list what restoring src/app.py would change\n  \
+ckpt restore v3 -- src/app.py            only src/app.py (then recorded as the new HEAD)\n  \
+ckpt restore --to ../old v3              v3 into a new directory\n\
+A path after `--` that is spelled like a flag, or that matches nothing, is refused and nothing is changed."
+)]
 pub struct RestoreArgs {
     /// Checkpoint id.
     id: String,
@@ -34,7 +42,7 @@ pub struct RestoreArgs {
     /// JSON output.
     #[arg(long)]
     json: bool,
-    /// Restore only these paths.
+    /// Restore only these paths (after `--`; put every flag before it).
     #[arg(last = true)]
     paths: Vec<PathBuf>,
 }
@@ -117,6 +125,9 @@ pub fn run(ctx: &Ctx, args: &RestoreArgs) -> Result<()> {
     }
     if let Some(p) = &rep.pre_save {
         println!("saved the current state as {}", p.id());
+    }
+    if let Some(p) = &rep.post_save {
+        println!("recorded the restored workspace as {} (now HEAD)", p.id());
     }
     if let Some(s) = &rep.state {
         if s.changes.is_empty() {

@@ -150,6 +150,35 @@ impl PathFilter {
     }
 }
 
+/// The `paths` (relative, `/`-separated) that name no entry in the tree
+/// `root`; the empty path (the root itself) always does.
+pub fn missing_paths(
+    reader: &CatalogReader<'_>,
+    root: Hash,
+    paths: &[Vec<u8>],
+) -> Result<Vec<Vec<u8>>> {
+    let mut missing = Vec::new();
+    'paths: for p in paths {
+        let mut cur = root;
+        let comps: Vec<&[u8]> = p
+            .split(|&b| b == b'/')
+            .filter(|c| !c.is_empty() && *c != b".")
+            .collect();
+        for (i, comp) in comps.iter().enumerate() {
+            let tree = reader.tree(&cur)?;
+            match tree.get(comp).map(|e| &e.node) {
+                Some(Node::Dir { tree }) => cur = *tree,
+                Some(_) if i + 1 == comps.len() => {}
+                _ => {
+                    missing.push(p.clone());
+                    continue 'paths;
+                }
+            }
+        }
+    }
+    Ok(missing)
+}
+
 /// All differences from tree `a` to tree `b` (either may be absent: the empty
 /// state), restricted by `filter`, in path order.
 pub fn diff_trees(

@@ -1,6 +1,9 @@
 //! Restore: make a directory exactly a checkpoint's tree.
 //!
 //! In place ([`restore`]):
+//! 0. refuse a restore path that matches nothing, neither in the target nor
+//!    in the working directory ([`Error::Usage`], nothing changed: no save,
+//!    no journal);
 //! 1. unless `--no-save`, save the current state first (its id undoes the
 //!    restore); the scan behind that save is also the current state;
 //! 2. record a journal entry (target, paths) in the catalog, so an
@@ -17,6 +20,20 @@
 //!    - directory modes and mtimes last, deepest first;
 //! 4. update the stat index for exactly the paths written, set the head, and
 //!    clear the journal.
+//!
+//! What HEAD is afterwards: after a whole restore, the target (the workspace
+//! is exactly it). After a restore of some `paths`, the workspace is neither
+//! the target nor the pre-restore save, so unless `--no-save` it is recorded
+//! once more, after the files are written and before the journal is
+//! cleared: a checkpoint tagged `ckpt.reason=restore-paths`
+//! ([`RestoreReport::post_save`]; nothing when HEAD already equals the
+//! workspace), made by relisting only the directories the restore touched.
+//! So HEAD is always "the workspace as it is now": `ckpt status` shows the
+//! restored paths unchanged, repeating the same restore is a no-op, and the
+//! pre-restore save (the `undo` id) still gives back what was there before.
+//! With `--no-save` nothing is recorded before or after (nothing is copied
+//! into the store): HEAD stays where it was, and the restored paths show in
+//! `status` relative to it (unchanged when they were restored from HEAD).
 //!
 //! Agent state ([`crate::store::state`]) is restored with the files, after the
 //! pre-restore save (which pins the current state version, so the undo id
@@ -40,7 +57,7 @@
 //! Into another directory (`--to DIR`, and `ckpt fork`) is
 //! [`crate::engine::materialize`]'s job.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -60,7 +77,7 @@ use crate::store::state::{self, StateRestore};
 use crate::store::tree::{Entry, Node, Tree};
 use crate::store::Store;
 use crate::workspace::ignore::Ignore;
-use crate::workspace::scan::TEMP_PREFIX;
+use crate::workspace::scan::{self, Mode, ScanInput, ScanResult, TEMP_PREFIX};
 use crate::workspace::Workspace;
 use crate::{Error, Hash, Result};
 use ckpt_copy::fs::is_within;
@@ -100,6 +117,10 @@ pub struct RestoreReport {
     pub undo: Option<u64>,
     /// A checkpoint made of the state before the restore, if one was needed.
     pub pre_save: Option<Checkpoint>,
+    /// After a restore of some paths (not `--no-save`): the checkpoint of
+    /// the workspace as restored, now HEAD (None when HEAD already was that).
+    #[serde(default)]
+    pub post_save: Option<Checkpoint>,
     /// Every difference applied.
     pub changes: Vec<Change>,
     /// An interrupted restore of the same target was finished.
@@ -134,7 +155,11 @@ pub fn restore(
     let with_state = opts.scope != Scope::FilesOnly && filter.is_all();
     let (target, journal) = {
         let r = store.catalog.reader()?;
-        (r.resolve(rev)?, r.journal()?)
+        let target = r.resolve(rev)?;
+        // A path that names nothing on either side is a typo (or a flag
+        // after `--`): refuse it before anything is saved or journaled.
+        check_paths_exist(ws, &r, &target, filter.paths())?;
+        (target, r.journal()?)
     };
     let ignore = ws.ignore()?;
 
@@ -148,6 +173,7 @@ pub fn restore(
                 target,
                 undo: None,
                 pre_save: None,
+                post_save: None,
                 changes: Vec::new(),
                 resumed: false,
                 written: 0,
@@ -162,6 +188,7 @@ pub fn restore(
             target,
             undo: None,
             pre_save: None,
+            post_save: None,
             changes,
             resumed: false,
             written: 0,
@@ -233,6 +260,7 @@ pub fn restore(
             target,
             undo,
             pre_save,
+            post_save: None,
             changes: Vec::new(),
             resumed: false,
             written: 0,
@@ -241,13 +269,25 @@ pub fn restore(
         });
     }
 
+    // After a path restore (unless `--no-save`), the workspace as restored
+    // is recorded, so HEAD is what is on disk and the restored paths show as
+    // unchanged (see the module doc).
+    let record_after = !full && !opts.no_save;
     let reader = store.catalog.reader()?;
     if changes.is_empty() {
-        scanner.keep_index(store, scan)?;
         let state = match with_state {
             true => state::restore_state(&store.state, &target, false)?,
             false => None,
         };
+        let post_save = match record_after {
+            true => {
+                let (cp, rescan) = record_restored(ws, store, &target, &filter, scan, &[])?;
+                scan = rescan;
+                cp
+            }
+            false => None,
+        };
+        scanner.keep_index(store, scan)?;
         if full {
             store.catalog.finish_restore(Some(target.seq))?;
         } else if journal.is_some() {
@@ -257,6 +297,7 @@ pub fn restore(
             target,
             undo,
             pre_save,
+            post_save,
             changes,
             resumed,
             written: 0,
@@ -295,6 +336,17 @@ pub fn restore(
     )?;
     scan.index_unchanged = false;
     drop(t);
+    // Recorded before the journal is cleared: if this fails, status still
+    // reports the restore as interrupted and re-running it records it.
+    let post_save = match record_after {
+        true => {
+            let _t = crate::trace::span("post-restore save");
+            let (cp, rescan) = record_restored(ws, store, &target, &filter, scan, &changes)?;
+            scan = rescan;
+            cp
+        }
+        false => None,
+    };
     ckpt_fault::point("restore.before_journal_end");
     let t = crate::trace::span("journal end");
     store.catalog.finish_restore(full.then_some(target.seq))?;
@@ -316,12 +368,122 @@ pub fn restore(
         target,
         undo,
         pre_save,
+        post_save,
         changes,
         resumed,
         written,
         removed: applier.removed.into_inner(),
         state,
     })
+}
+
+/// Refuses (with [`Error::Usage`], before anything is changed) restore
+/// paths that match nothing: neither in `target` nor in the working
+/// directory. The working directory is looked at through directory
+/// descriptors, never following a symlink.
+fn check_paths_exist(
+    ws: &Workspace,
+    reader: &CatalogReader<'_>,
+    target: &Checkpoint,
+    paths: &[Vec<u8>],
+) -> Result<()> {
+    if paths.is_empty() || paths.iter().any(|p| p.is_empty() || p == b".") {
+        return Ok(());
+    }
+    let lookup = TargetLookup::new(reader, target.root);
+    let mut root: Option<OwnedFd> = None;
+    let mut missing = Vec::new();
+    for p in paths {
+        if lookup.entry(p)?.is_some() {
+            continue;
+        }
+        if root.is_none() {
+            root = Some(fs::open_dir_path(&ws.root).ctx("open", &ws.root)?);
+        }
+        let root = root.as_ref().expect("opened");
+        let on_disk = fs::open_dir_beneath(root.as_fd(), parent_of(p))
+            .ok()
+            .is_some_and(|d| fs::stat_at(d.as_fd(), name_of(p)).is_ok());
+        if !on_disk {
+            missing.push(String::from_utf8_lossy(p).into_owned());
+        }
+    }
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let (what, verb) = match missing.len() {
+        1 => (missing[0].clone(), "matches"),
+        _ => (missing.join(", "), "match"),
+    };
+    Err(Error::Usage(format!(
+        "{what} {verb} nothing, neither in {} nor in the working directory; nothing was changed \
+         (paths are relative to the current directory; flags go before `--`)",
+        target.id()
+    )))
+}
+
+/// After a restore of `filter`'s paths: records the workspace as it now is
+/// (a checkpoint tagged `ckpt.reason=restore-paths`, which becomes HEAD),
+/// from `prior` (the pre-restore scan, its index updated with what the
+/// restore wrote) by relisting only the directories `changes` touched.
+/// Returns the checkpoint (None when HEAD already equals the workspace) and
+/// the scan whose index the caller keeps.
+fn record_restored(
+    ws: &Workspace,
+    store: &Store,
+    target: &Checkpoint,
+    filter: &PathFilter,
+    prior: ScanResult,
+    changes: &[Change],
+) -> Result<(Option<Checkpoint>, ScanResult)> {
+    let t0 = std::time::Instant::now();
+    let is_dir = |e: &Option<Entry>| {
+        e.as_ref()
+            .is_some_and(|e| matches!(e.node, Node::Dir { .. }))
+    };
+    let mut dirty: HashSet<Vec<u8>> = HashSet::new();
+    for c in changes {
+        dirty.insert(parent_of(&c.path).to_vec());
+        if is_dir(&c.new) || is_dir(&c.old) {
+            dirty.insert(c.path.clone());
+        }
+    }
+    let ignore = ws.ignore()?;
+    let exclude = ws.excluded();
+    let input = ScanInput {
+        root: &ws.root,
+        index: &prior.index,
+        ignore: &ignore,
+        exclude: &exclude,
+        mode: Mode::Capture(&store.objects),
+    };
+    let mut rescan = match scan::scan_partial(&input, &dirty) {
+        Ok(s) => s,
+        Err(e) => {
+            store.objects.abort();
+            return Err(e);
+        }
+    };
+    // Unchanged relative to the prior index, which may itself be newer than
+    // the index file.
+    rescan.index_unchanged &= prior.index_unchanged;
+    let shown: Vec<String> = filter
+        .paths()
+        .iter()
+        .map(|p| String::from_utf8_lossy(p).into_owned())
+        .collect();
+    let opts = SaveOptions {
+        message: format!("restored {} from {}", shown.join(", "), target.id()),
+        tags: [(REASON_TAG.to_string(), "restore-paths".to_string())].into(),
+        allow_empty: false,
+        journal: None,
+    };
+    let captured = save::capture_scanned(ws, store, &opts, Record::Checkpoint, rescan, t0)?;
+    let cp = match captured.outcome {
+        SaveOutcome::Saved(cp) => Some(cp),
+        SaveOutcome::Unchanged(_) => None,
+    };
+    Ok((cp, captured.scan))
 }
 
 /// Re-hashes every object `changes` will write, in parallel, so a damaged

@@ -1,7 +1,15 @@
 //! `ckpt restore`: in place (whole workspace or some paths), through the
 //! live watcher when it takes the job, else here; or `--to DIR`, a
 //! checkpoint materialised into a new directory.
+//!
+//! Before anything else, both refuse a path spelled like one of `ckpt
+//! restore`'s own flags ([`flag_like`]: `ckpt restore ID -- src --dry-run`
+//! would otherwise really restore), and a path that matches nothing (in
+//! place: in the checkpoint nor in the working directory, see
+//! [`crate::engine::restore`]; `--to`: in the checkpoint). Either is
+//! [`Error::Usage`] with nothing changed.
 
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -48,7 +56,7 @@ pub struct Restored {
 
 impl Restored {
     /// The JSON form: `restored`, `dry_run`, `resumed`, `undo`, `pre_save`,
-    /// `changes`, `state` (`target`, `before`, `after`, `changes`),
+    /// `post_save`, `changes`, `state` (`target`, `before`, `after`, `changes`),
     /// `elapsed_ms`.
     pub fn to_json(&self) -> Value {
         let rep = &self.report;
@@ -59,6 +67,7 @@ impl Restored {
             "resumed": rep.resumed,
             "undo": rep.undo.map(|u| format!("v{u}")),
             "pre_save": rep.pre_save.as_ref().map(|c| c.id()),
+            "post_save": rep.post_save.as_ref().map(|c| c.id()),
             "changes": json::changes(&rep.changes),
             "state": rep.state.as_ref().map(|s| json!({
                 "target": s.target,
@@ -105,6 +114,7 @@ serialize_via_to_json!(Restored, Materialized);
 /// would change).
 pub fn restore(ctx: &Context, req: &RestoreRequest) -> Result<Restored> {
     let t0 = Instant::now();
+    refuse_flag_like(&req.paths)?;
     let ws = ctx.workspace()?;
     let opts = RestoreOptions {
         paths: ctx.rel_paths(&ws, &req.paths)?,
@@ -147,6 +157,7 @@ pub fn restore_to(
     paths: &[PathBuf],
 ) -> Result<Materialized> {
     let t0 = Instant::now();
+    refuse_flag_like(paths)?;
     let ws = ctx.workspace()?;
     let rel = ctx.rel_paths(&ws, paths)?;
     let store = ws.open_store(&ctx.config)?;
@@ -157,10 +168,123 @@ pub fn restore_to(
             dest.display()
         )));
     }
+    {
+        let reader = store.catalog.reader()?;
+        let target = reader.resolve(rev)?;
+        let missing = crate::engine::diff::missing_paths(&reader, target.root, &rel)?;
+        if !missing.is_empty() {
+            let shown: Vec<String> = missing
+                .iter()
+                .map(|p| String::from_utf8_lossy(p).into_owned())
+                .collect();
+            return Err(Error::Usage(format!(
+                "{} not in {}; nothing was changed (paths are relative to the current directory; flags go before `--`)",
+                shown.join(", "),
+                target.id()
+            )));
+        }
+    }
     let rep = materialize::restore_to(&store, rev, &dest, &rel)?;
     Ok(Materialized {
         report: rep,
         to: dest,
         elapsed: t0.elapsed(),
     })
+}
+
+/// The long flags of `ckpt restore`, its own and the global ones, as clap
+/// spells them (without `--`). A restore path spelled like one of these (or
+/// like [`RESTORE_SHORT_FLAGS`]) is refused: after `--` it is a path, and the
+/// user almost certainly meant the flag. A test in `ckpt-cli` checks that
+/// these lists cover every flag clap accepts there.
+pub const RESTORE_LONG_FLAGS: &[&str] = &[
+    "to",
+    "dry-run",
+    "no-save",
+    "files-only",
+    "state-only",
+    "json",
+    "help",
+    "lock-timeout",
+    "quiet",
+    "verbose",
+    "full-scan",
+    "version",
+];
+
+/// The short flags of `ckpt restore` (with the global ones); `-C` takes a
+/// value.
+pub const RESTORE_SHORT_FLAGS: &[char] = &['q', 'v', 'h', 'V', 'C'];
+
+/// Short flags whose value may follow in the same argument (`-Cdir`).
+const SHORT_WITH_VALUE: &[char] = &['C'];
+
+/// The flag `arg` would be if clap read it as one of `ckpt restore`'s
+/// flags (`--dry-run`, `--to=DIR`, `-q`, `-qv`, `-Cdir`), else None. A path
+/// such as `./--dry-run` or `-x` is not flag-like.
+pub fn flag_like(arg: &Path) -> Option<String> {
+    let s = String::from_utf8_lossy(arg.as_os_str().as_bytes());
+    if let Some(long) = s.strip_prefix("--") {
+        let name = long.split('=').next().unwrap_or_default();
+        return RESTORE_LONG_FLAGS
+            .contains(&name)
+            .then(|| format!("--{name}"));
+    }
+    let shorts = s.strip_prefix('-')?;
+    if shorts.is_empty() {
+        return None;
+    }
+    for c in shorts.chars() {
+        if SHORT_WITH_VALUE.contains(&c) {
+            break;
+        }
+        if !RESTORE_SHORT_FLAGS.contains(&c) {
+            return None;
+        }
+    }
+    Some(s.into_owned())
+}
+
+/// [`Error::Usage`] naming the first flag-like path, with the hint to put
+/// flags before `--`.
+fn refuse_flag_like(paths: &[PathBuf]) -> Result<()> {
+    let Some((p, flag)) = paths.iter().find_map(|p| flag_like(p).map(|f| (p, f))) else {
+        return Ok(());
+    };
+    Err(Error::Usage(format!(
+        "`{}` after `--` would be a path to restore, but it is spelled like the flag `{flag}`; \
+         put flags before `--` (e.g. `ckpt restore --dry-run ID -- PATHS`), or write `./{}` \
+         if it really is a file of that name. Nothing was changed",
+        p.display(),
+        p.display()
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::flag_like;
+    use std::path::Path;
+
+    #[test]
+    fn flag_like_paths() {
+        let f = |s: &str| flag_like(Path::new(s));
+        assert_eq!(f("--dry-run").as_deref(), Some("--dry-run"));
+        assert_eq!(f("--to=../x").as_deref(), Some("--to"));
+        assert_eq!(f("--json").as_deref(), Some("--json"));
+        assert_eq!(f("-q").as_deref(), Some("-q"));
+        assert_eq!(f("-qv").as_deref(), Some("-qv"));
+        assert_eq!(f("-Cdir").as_deref(), Some("-Cdir"));
+        for not in [
+            "./--dry-run",
+            "-",
+            "--",
+            "-x",
+            "-qx",
+            "--dry",
+            "src/--json",
+            "notes.txt",
+        ] {
+            assert_eq!(f(not), None, "{not}");
+        }
+    }
 }
