@@ -167,6 +167,11 @@ pub fn paint_diff(t: &str) -> String {
     out
 }
 
+/// `n` and the noun, singular or plural: "1 file", "2 files".
+pub fn count(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 /// Milliseconds with one decimal.
 pub fn ms(d: std::time::Duration) -> String {
     format!("{:.1} ms", d.as_secs_f64() * 1e3)

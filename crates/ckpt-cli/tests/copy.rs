@@ -119,10 +119,10 @@ fn every_strategy_copies_exactly() {
     let mut rng = Rng::new("every_strategy_copies_exactly", Rng::time_seed());
     let xattrs = varied_tree(&src, &mut rng);
     if !xattrs {
-        eprintln!(
-            "SKIPPED xattr check: user xattrs unsupported on {}",
+        skip_env(&format!(
+            "xattr check: user xattrs unsupported on {}",
             src.display()
-        );
+        ));
     }
     let want = snapshot(&src);
     for (i, s) in STRATEGIES.iter().enumerate() {
@@ -198,10 +198,7 @@ fn sparse_file_over_4_gib() {
         .tempdir_in(std::env::temp_dir())
         .unwrap();
     if !reports_holes(base.path()) {
-        eprintln!(
-            "SKIPPED sparse_file_over_4_gib: {} does not report holes",
-            base.path().display()
-        );
+        skip_env(&format!("{} does not report holes", base.path().display()));
         return;
     }
     let src = base.path().join("huge.img");
@@ -262,11 +259,11 @@ fn disk_to_tmpfs_and_back() {
         .prefix("ckpt-cp-mem-")
         .tempdir_in(shm)
     else {
-        eprintln!("SKIPPED disk_to_tmpfs_and_back: /dev/shm is not writable");
+        skip_env("/dev/shm is not writable");
         return;
     };
     if fs_magic(disk.path()) == fs_magic(mem.path()) {
-        eprintln!("SKIPPED disk_to_tmpfs_and_back: the temp dir is on the same filesystem type as /dev/shm");
+        skip_env("the temp dir is on the same filesystem type as /dev/shm");
         return;
     }
     let src = disk.path().join("src");

@@ -5,8 +5,9 @@
 //! workspace or a crafted checkpoint contain.
 //!
 //! Cases that need privileges (a tmpfs mount for a full disk or a read-only
-//! store, dropping to `nobody` for unreadable files, `mknod`) print
-//! `SKIPPED: reason` when the machine does not allow them.
+//! store, dropping to `nobody` for unreadable files, `mknod`) report a skip
+//! when the machine does not allow them (`common::skip_needs_root`: a
+//! failure under `CI=true` when not root).
 
 mod common;
 
@@ -264,7 +265,7 @@ fn special_files_are_skipped_and_listed() {
     let have_dev =
         unsafe { libc::mknod(cd.as_ptr(), libc::S_IFCHR | 0o644, libc::makedev(1, 3)) } == 0;
     if !have_dev {
-        eprintln!("SKIPPED (device part): mknod is not permitted here");
+        skip_needs_root("device part: mknod is not permitted here");
     }
     ws.init();
     let r = ws.run(&["save", "--json"]).ok().json();
@@ -349,7 +350,7 @@ fn as_nobody(ws: &Ws, args: &[&str]) -> Run {
 #[test]
 fn unreadable_files_and_directories_fail_clearly_and_change_nothing() {
     if geteuid() != 0 {
-        eprintln!("SKIPPED: needs root to create a workspace owned by nobody");
+        skip("needs root to create a workspace owned by nobody");
         return;
     }
     for what in ["file", "dir"] {
@@ -417,7 +418,7 @@ fn unreadable_files_and_directories_fail_clearly_and_change_nothing() {
 #[test]
 fn full_disk_during_save_restore_and_state_commit() {
     let Some(fs) = Tmpfs::mount("6m") else {
-        eprintln!("SKIPPED: cannot mount a tmpfs here (needs root)");
+        skip_needs_root("cannot mount a tmpfs here");
         return;
     };
     let mut rng = Rng::new("full_disk", 3);
@@ -521,7 +522,7 @@ fn nix_free(p: &Path) -> u64 {
 #[test]
 fn read_only_store_fails_clearly() {
     let Some(fs) = Tmpfs::mount("16m") else {
-        eprintln!("SKIPPED: cannot mount a tmpfs here (needs root)");
+        skip_needs_root("cannot mount a tmpfs here");
         return;
     };
     let ws = Ws::new();

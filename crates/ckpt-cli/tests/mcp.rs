@@ -6,7 +6,8 @@
 //!
 //! Python is found as `$CKPT_MCP_PYTHON`, else `target/mcp-venv/bin/python`
 //! (what `.ci/run` creates), else `python3`; without one that can
-//! `import mcp` the test prints "SKIPPED: …" and passes.
+//! `import mcp` the test reports a skip (`common::skip`), which fails under
+//! `CI=true`.
 
 mod common;
 
@@ -42,7 +43,7 @@ fn python_client_saves_diffs_and_restores() {
     let py = match python() {
         Ok(p) => p,
         Err(why) => {
-            println!("SKIPPED: {why}");
+            skip(&why);
             return;
         }
     };

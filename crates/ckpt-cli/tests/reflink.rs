@@ -10,7 +10,8 @@
 //! alone.
 //!
 //! Needs root, the mkfs tool and loop mounts. When any is missing the test
-//! prints "SKIPPED reflink test: <reason>" to stderr and returns.
+//! reports a skip and returns (`common::skip`: under `CI=true`, a missing
+//! mkfs tool or root fails the test; a refused loop mount does not).
 
 mod common;
 
@@ -58,12 +59,26 @@ fn which(tool: &str) -> Option<PathBuf> {
     None
 }
 
-/// Makes and mounts a 512 MiB loop filesystem, or says why not.
-fn mount(fs: &str, mkfs_args: &[&str]) -> Result<LoopFs, String> {
-    if unsafe { libc::geteuid() } != 0 {
-        return Err("not running as root".into());
+/// Why a loop filesystem could not be made: something CI provides (root,
+/// the mkfs tool), or the machine refused.
+enum NoFs {
+    Missing(String),
+    Refused(String),
+}
+
+impl From<String> for NoFs {
+    fn from(s: String) -> NoFs {
+        NoFs::Refused(s)
     }
-    let mkfs = which(&format!("mkfs.{fs}")).ok_or(format!("mkfs.{fs} not found"))?;
+}
+
+/// Makes and mounts a 512 MiB loop filesystem, or says why not.
+fn mount(fs: &str, mkfs_args: &[&str]) -> Result<LoopFs, NoFs> {
+    if unsafe { libc::geteuid() } != 0 {
+        return Err(NoFs::Missing("not running as root".into()));
+    }
+    let mkfs = which(&format!("mkfs.{fs}"))
+        .ok_or_else(|| NoFs::Missing(format!("mkfs.{fs} not found")))?;
     let dir = tempfile::Builder::new()
         .prefix("ckpt-reflink-")
         .tempdir_in(std::env::temp_dir())
@@ -80,10 +95,10 @@ fn mount(fs: &str, mkfs_args: &[&str]) -> Result<LoopFs, String> {
         .output()
         .map_err(|e| e.to_string())?;
     if !out.status.success() {
-        return Err(format!(
+        return Err(NoFs::Refused(format!(
             "mkfs.{fs} failed: {}",
             String::from_utf8_lossy(&out.stderr).trim()
-        ));
+        )));
     }
     let out = Command::new("mount")
         .args(["-o", "loop"])
@@ -92,10 +107,10 @@ fn mount(fs: &str, mkfs_args: &[&str]) -> Result<LoopFs, String> {
         .output()
         .map_err(|e| format!("mount: {e}"))?;
     if !out.status.success() {
-        return Err(format!(
+        return Err(NoFs::Refused(format!(
             "mount -o loop failed: {}",
             String::from_utf8_lossy(&out.stderr).trim()
-        ));
+        )));
     }
     Ok(LoopFs {
         _dir: dir,
@@ -119,8 +134,12 @@ fn sync() {
 fn reflink_round_trip(fs: &str, mkfs_args: &[&str]) {
     let lfs = match mount(fs, mkfs_args) {
         Ok(l) => l,
-        Err(why) => {
-            eprintln!("SKIPPED reflink test ({fs}): {why}");
+        Err(NoFs::Missing(why)) => {
+            skip(&format!("reflink test ({fs}): {why}"));
+            return;
+        }
+        Err(NoFs::Refused(why)) => {
+            skip_env(&format!("reflink test ({fs}): {why}"));
             return;
         }
     };

@@ -576,7 +576,7 @@ fn a_socket_planted_by_another_user_is_refused() {
     let c = std::ffi::CString::new(sock.to_str().unwrap()).unwrap();
     // SAFETY: chown(2) on a path we created.
     if unsafe { libc::chown(c.as_ptr(), 12345, 12345) } != 0 {
-        println!("SKIPPED: cannot chown the planted socket (not root?)");
+        skip_needs_root("cannot chown the planted socket");
         return;
     }
     chmod(&sock, 0o777);
@@ -603,7 +603,7 @@ fn the_watcher_refuses_a_client_of_another_uid() {
     chmod(&ws.store, 0o755);
     chmod(&sock, 0o777);
     if unsafe { libc::geteuid() } != 0 {
-        println!("SKIPPED: needs root to act as another uid");
+        skip("needs root to act as another uid");
         return;
     }
     let answer = connect_as_uid(&sock, 12345, b"{\"v\":1,\"op\":\"dirty\"}\n");

@@ -65,12 +65,12 @@ pub fn run(ctx: &Ctx, args: &CpArgs) -> Result<()> {
         print_report(&r);
     } else if !ctx.quiet {
         println!(
-            "copied {} → {}: {} files, {} directories, {} symlinks, {} ({})",
+            "copied {} → {}: {}, {}, {}, {} ({})",
             r.src.display(),
             rep.target.display(),
-            rep.files,
-            rep.dirs,
-            rep.symlinks,
+            render::count(rep.files, "file", "files"),
+            render::count(rep.dirs, "directory", "directories"),
+            render::count(rep.symlinks, "symlink", "symlinks"),
             render::bytes(rep.bytes),
             render::ms(elapsed)
         );

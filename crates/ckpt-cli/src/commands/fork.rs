@@ -48,11 +48,11 @@ pub fn run(ctx: &Ctx, args: &ForkArgs) -> Result<()> {
         print_report(&rep);
     } else if !ctx.quiet {
         println!(
-            "forked {} into workspace {}: {} files, {} directories, {} ({})",
+            "forked {} into workspace {}: {}, {}, {} ({})",
             rep.report.target.id(),
             rep.to.display(),
-            rep.report.files,
-            rep.report.dirs,
+            render::count(rep.report.files, "file", "files"),
+            render::count(rep.report.dirs, "directory", "directories"),
             render::bytes(rep.report.bytes),
             render::ms(rep.elapsed)
         );

@@ -250,7 +250,7 @@ fn hook(ctx: &Ctx, chdir_given: bool, json_out: bool) -> Result<()> {
                 .as_ref()
                 .map_or(&[][..], |r| &r.selection.drop[..])),
         );
-        v.insert("elapsed_ms".into(), json!(elapsed.as_secs_f64() * 1e3));
+        v.insert("elapsed_ms".into(), ckpt_lib::ops::json::ms(elapsed));
         print_json(&Value::Object(v));
     } else if ctx.verbose {
         match saved {

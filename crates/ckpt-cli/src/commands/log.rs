@@ -25,7 +25,8 @@ pub fn run(ctx: &Ctx, args: &LogArgs) -> Result<()> {
         print_report(&rep);
         return Ok(());
     }
-    if rep.checkpoints.is_empty() && !ctx.quiet {
+    // Only when there are none: `-n 0` with checkpoints prints nothing.
+    if rep.total == 0 && !ctx.quiet {
         println!("no checkpoints yet: run `ckpt save`");
     }
     for c in &rep.checkpoints {

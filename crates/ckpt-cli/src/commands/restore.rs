@@ -58,11 +58,11 @@ pub fn run(ctx: &Ctx, args: &RestoreArgs) -> Result<()> {
         } else if !ctx.quiet {
             let rep = &m.report;
             println!(
-                "materialised {} into {}: {} files, {} directories, {} ({})",
+                "materialised {} into {}: {}, {}, {} ({})",
                 rep.target.id(),
                 m.to.display(),
-                rep.files,
-                rep.dirs,
+                render::count(rep.files, "file", "files"),
+                render::count(rep.dirs, "directory", "directories"),
                 render::bytes(rep.bytes),
                 render::ms(m.elapsed)
             );
@@ -134,8 +134,8 @@ pub fn run(ctx: &Ctx, args: &RestoreArgs) -> Result<()> {
             println!("agent state: already as at version {}", s.target);
         } else {
             println!(
-                "agent state: {} keys changed, back to version {} as new version {}",
-                s.changes.len(),
+                "agent state: {} changed, back to version {} as new version {}",
+                render::count(s.changes.len() as u64, "key", "keys"),
                 s.target,
                 s.after
             );
@@ -153,14 +153,14 @@ pub fn run(ctx: &Ctx, args: &RestoreArgs) -> Result<()> {
         return Ok(());
     }
     println!(
-        "{} {}: {} files written, {} removed ({}){undo}",
+        "{} {}: {} written, {} removed ({}){undo}",
         if rep.resumed {
             "finished restoring"
         } else {
             "restored"
         },
         rep.target.id(),
-        rep.written,
+        render::count(rep.written, "file", "files"),
         rep.removed,
         render::ms(elapsed),
     );

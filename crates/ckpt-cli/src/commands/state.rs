@@ -173,7 +173,7 @@ pub fn run(ctx: &Ctx, cmd: &StateCmd) -> Result<ExitCode> {
                     } else {
                         writeln!(
                             out,
-                            "{}  v{}  {}",
+                            "{}  state@{}  {}",
                             render::quote(&e.key),
                             e.version,
                             render::preview(&e.value, 60)
@@ -193,8 +193,8 @@ pub fn run(ctx: &Ctx, cmd: &StateCmd) -> Result<ExitCode> {
             } else {
                 for (v, val) in &r.history {
                     match val {
-                        Some(val) => println!("v{v}  {}", render::preview(val, 60)),
-                        None => println!("v{v}  (deleted)"),
+                        Some(val) => println!("state@{v}  {}", render::preview(val, 60)),
+                        None => println!("state@{v}  (deleted)"),
                     }
                 }
             }

@@ -192,9 +192,7 @@ fn daemonize(ctx: &Ctx, ws: &ckpt_lib::workspace::Workspace, args: &WatchArgs) -
         }
         if let Ok(Some(status)) = child.try_wait() {
             let text = std::fs::read(&log_path).unwrap_or_default();
-            let tail = String::from_utf8_lossy(&text[(log_start as usize).min(text.len())..])
-                .trim()
-                .to_string();
+            let tail = child_error(&text[(log_start as usize).min(text.len())..]);
             return Err(Error::Usage(format!(
                 "the watcher exited ({status}) before it was ready: {tail}"
             )));
@@ -209,4 +207,16 @@ fn daemonize(ctx: &Ctx, ws: &ckpt_lib::workspace::Workspace, args: &WatchArgs) -
         }
         std::thread::sleep(Duration::from_millis(10));
     }
+}
+
+/// What a detached watcher that exited early wrote to its log, for our own
+/// error message: its `ckpt: error: ` prefix is dropped, since the message
+/// it goes into already has one.
+fn child_error(log: &[u8]) -> String {
+    String::from_utf8_lossy(log)
+        .trim()
+        .lines()
+        .map(|l| l.strip_prefix("ckpt: error: ").unwrap_or(l))
+        .collect::<Vec<_>>()
+        .join("\n")
 }

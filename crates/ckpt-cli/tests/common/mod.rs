@@ -679,3 +679,109 @@ pub fn assert_untorn(ws: &Ws, ids: &[String], log: &[String]) {
         }
     }
 }
+
+// ---------------------------------------------------------------------------
+// Skipped tests.
+//
+// libtest has no "skipped" outcome decided at run time, and it hides what a
+// passing test prints with `println!`/`eprintln!`. So a test that cannot run
+// calls [`skip`] or [`skip_env`], which write `SKIPPED <test>: <why>`
+// straight to file descriptor 2 (not captured, so `cargo test` shows it) and,
+// when the test binary exits, repeat every skip of that binary below its
+// `test result:` line. Under `CI=true`, [`skip`] panics instead: CI
+// (`.ci/run`) provides those prerequisites, so missing one is a failure.
+
+/// Skips recorded in this test binary, printed when it exits.
+static SKIPS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+static SKIP_SUMMARY: std::sync::Once = std::sync::Once::new();
+
+/// Writes all of `s` to stderr without going through libtest's capture.
+fn raw_stderr(s: &str) {
+    let mut b = s.as_bytes();
+    while !b.is_empty() {
+        // SAFETY: a valid buffer and length; fd 2 is stderr.
+        let n = unsafe { libc::write(2, b.as_ptr().cast(), b.len()) };
+        if n <= 0 {
+            return;
+        }
+        b = &b[n as usize..];
+    }
+}
+
+extern "C" fn print_skip_summary() {
+    let skips = match SKIPS.lock() {
+        Ok(s) => s,
+        Err(p) => p.into_inner(),
+    };
+    if skips.is_empty() {
+        return;
+    }
+    let mut out = format!(
+        "\nSKIPPED: {} check(s) in this test binary did not run (their tests passed without them):\n",
+        skips.len()
+    );
+    for s in skips.iter() {
+        out.push_str("  ");
+        out.push_str(s);
+        out.push('\n');
+    }
+    out.push('\n');
+    raw_stderr(&out);
+}
+
+/// Whether a skip of a prerequisite CI provides must fail: `CI` is `true`.
+pub fn skip_fails(ci: Option<&str>) -> bool {
+    ci == Some("true")
+}
+
+fn record_skip(why: &str, loc: &std::panic::Location<'_>) {
+    let test = std::thread::current().name().unwrap_or("?").to_string();
+    let line = format!("{test} ({}:{}): {why}", loc.file(), loc.line());
+    raw_stderr(&format!("SKIPPED {line}\n"));
+    match SKIPS.lock() {
+        Ok(mut s) => s.push(line),
+        Err(p) => p.into_inner().push(line),
+    }
+    SKIP_SUMMARY.call_once(|| {
+        // SAFETY: registers a plain extern "C" function with no arguments.
+        unsafe { libc::atexit(print_skip_summary) };
+    });
+}
+
+/// The calling test (or a part of it) cannot run because a prerequisite
+/// that `.ci/run` provides is missing: a package it installs (xfsprogs,
+/// btrfs-progs, fuse3, rsync, e2fsprogs), the MCP venv, or root. Under
+/// `CI=true` this panics; otherwise it reports the skip (see above) and the
+/// caller returns.
+#[track_caller]
+pub fn skip(why: &str) {
+    if skip_fails(std::env::var("CI").ok().as_deref()) {
+        panic!("CI=true but this test cannot run: {why} (.ci/run should provide it)");
+    }
+    record_skip(why, std::panic::Location::caller());
+}
+
+/// The calling test (or a part of it) cannot run because of the machine,
+/// not a missing package (a filesystem without user xattrs, a container
+/// that refuses a mount): reported like [`skip`], never a failure.
+#[track_caller]
+pub fn skip_env(why: &str) {
+    record_skip(why, std::panic::Location::caller());
+}
+
+/// Whether the tests run as root.
+pub fn is_root() -> bool {
+    // SAFETY: no arguments, cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// A skip for something only root may do: [`skip`] ("needs root") when not
+/// root (CI runs as root), else [`skip_env`] (root, but the machine refused).
+#[track_caller]
+pub fn skip_needs_root(why: &str) {
+    if is_root() {
+        skip_env(why);
+    } else {
+        skip(&format!("{why} (needs root)"));
+    }
+}

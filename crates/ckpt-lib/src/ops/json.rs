@@ -63,9 +63,11 @@ pub fn time(ns: i64) -> String {
     humantime::format_rfc3339_seconds(t).to_string()
 }
 
-/// Milliseconds, as a number.
+/// Milliseconds, as a number rounded to 3 decimals (whole microseconds:
+/// `13.513`, not `13.512913999999999`).
 pub fn ms(d: std::time::Duration) -> Value {
-    json!(d.as_secs_f64() * 1e3)
+    let us = d.as_nanos().saturating_add(500) / 1000;
+    json!(us as f64 / 1e3)
 }
 
 /// A tree entry: kind, mode, mtime, and size + hash, tree, or target.
@@ -172,4 +174,18 @@ pub fn with_schema<T: Serialize>(v: &T) -> Value {
         m.insert("schema".into(), json!(SCHEMA));
     }
     v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ms_has_at_most_three_decimals() {
+        let d = std::time::Duration::from_nanos(13_512_913_999);
+        assert_eq!(ms(d).to_string(), "13512.914");
+        let d = std::time::Duration::from_nanos(13_512_914);
+        assert_eq!(ms(d).to_string(), "13.513");
+        assert_eq!(ms(std::time::Duration::ZERO).to_string(), "0.0");
+    }
 }

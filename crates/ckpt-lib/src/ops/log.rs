@@ -22,10 +22,13 @@ pub struct LogReport {
     pub head: Option<u64>,
     /// The checkpoints, newest first.
     pub checkpoints: Vec<Checkpoint>,
+    /// How many checkpoints the workspace has (more than `checkpoints`
+    /// holds when a limit cut the list).
+    pub total: usize,
 }
 
 impl LogReport {
-    /// The JSON form: `head` (an id) and `checkpoints` (records).
+    /// The JSON form: `head` (an id), `checkpoints` (records) and `total`.
     pub fn to_json(&self) -> Value {
         json!({
             "schema": SCHEMA,
@@ -35,6 +38,7 @@ impl LogReport {
                 .iter()
                 .map(|c| json::checkpoint(c, self.head))
                 .collect::<Vec<_>>(),
+            "total": self.total,
         })
     }
 }
@@ -49,6 +53,11 @@ pub fn log(ctx: &Context, opts: &LogOptions) -> Result<LogReport> {
     let head = r.head()?;
     let mut checkpoints = r.checkpoints()?;
     checkpoints.reverse();
+    let total = checkpoints.len();
     checkpoints.truncate(opts.limit.unwrap_or(usize::MAX));
-    Ok(LogReport { head, checkpoints })
+    Ok(LogReport {
+        head,
+        checkpoints,
+        total,
+    })
 }

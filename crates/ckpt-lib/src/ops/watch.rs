@@ -31,13 +31,15 @@ pub struct StatusReport {
 
 impl StatusReport {
     /// The JSON form: `running`, and when running the watcher's
-    /// [`WatchStatus`] fields.
+    /// [`WatchStatus`] fields, with `epoch` as a decimal string (a full
+    /// u64: JSON readers that use doubles would round it).
     pub fn to_json(&self) -> Value {
         match &self.status {
             None => json!({"schema": SCHEMA, "running": false}),
             Some(st) => {
                 let mut v = with_schema(st);
                 v["running"] = json!(true);
+                v["epoch"] = json!(st.epoch.to_string());
                 v
             }
         }
@@ -91,3 +93,24 @@ pub fn stop(ctx: &Context, _opts: &StopOptions) -> Result<StopReport> {
 }
 
 serialize_via_to_json!(StatusReport, StopReport);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_epoch_is_a_string() {
+        let st = WatchStatus {
+            epoch: (1 << 53) + 1,
+            ..WatchStatus::default()
+        };
+        let r = StatusReport {
+            root: PathBuf::from("/w"),
+            status: Some(st),
+            error: None,
+        };
+        let v = r.to_json();
+        assert_eq!(v["epoch"], json!("9007199254740993"));
+        assert_eq!(v["running"], json!(true));
+    }
+}
