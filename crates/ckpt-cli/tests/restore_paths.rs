@@ -177,16 +177,7 @@ fn restore_of_one_path_leaves_status_clean(ws: &Ws, watcher: bool) {
     bad.extend_from_slice(b"# bad edit\n");
     std::fs::write(&helpers, &bad).unwrap();
 
-    let r = ws
-        .run(&[
-            "-v",
-            "restore",
-            "--json",
-            "HEAD",
-            "--",
-            "src/util/helpers.py",
-        ])
-        .ok();
+    let r = restore_helpers(ws);
     if watcher {
         assert!(
             r.stderr.contains("restored by the watcher"),
@@ -212,16 +203,7 @@ fn restore_of_one_path_leaves_status_clean(ws: &Ws, watcher: bool) {
 
     // The same command again is a no-op.
     let log = ws.log_ids();
-    let r = ws
-        .run(&[
-            "-v",
-            "restore",
-            "--json",
-            "HEAD",
-            "--",
-            "src/util/helpers.py",
-        ])
-        .ok();
+    let r = restore_helpers(ws);
     let again = r.json();
     assert_eq!(again["changes"], Value::Array(vec![]), "{again}");
     assert!(again["pre_save"].is_null(), "{again}");
@@ -269,4 +251,17 @@ fn a_path_restore_through_the_watcher_leaves_status_clean_too() {
     // And a full scan agrees with what the watcher recorded.
     let v = ws.run(&["--full-scan", "save", "--json"]).ok().json();
     assert_eq!(v["saved"], false, "{v}");
+}
+
+/// `ckpt -v restore --json HEAD -- src/util/helpers.py`, which must succeed.
+fn restore_helpers(ws: &Ws) -> Run {
+    ws.run(&[
+        "-v",
+        "restore",
+        "--json",
+        "HEAD",
+        "--",
+        "src/util/helpers.py",
+    ])
+    .ok()
 }

@@ -134,6 +134,29 @@ pub struct RestoreReport {
     pub state: Option<StateRestore>,
 }
 
+impl RestoreReport {
+    /// A report in which no file was written or removed (a state-only
+    /// restore, or nothing to do).
+    fn files_untouched(
+        target: Checkpoint,
+        undo: Option<u64>,
+        pre_save: Option<Checkpoint>,
+        state: Option<StateRestore>,
+    ) -> RestoreReport {
+        RestoreReport {
+            target,
+            undo,
+            pre_save,
+            post_save: None,
+            changes: Vec::new(),
+            resumed: false,
+            written: 0,
+            removed: 0,
+            state,
+        }
+    }
+}
+
 /// Restores the workspace in place to checkpoint `rev`, scanning and
 /// keeping the index through `scanner` ([`save::OnDisk`] in a command, the
 /// in-memory index in the watcher).
@@ -169,17 +192,7 @@ pub fn restore(
             false => None,
         };
         if state_only {
-            return Ok(RestoreReport {
-                target,
-                undo: None,
-                pre_save: None,
-                post_save: None,
-                changes: Vec::new(),
-                resumed: false,
-                written: 0,
-                removed: 0,
-                state,
-            });
+            return Ok(RestoreReport::files_untouched(target, None, None, state));
         }
         let scan = scanner.scan(ws, store, ScanKind::HashOnly)?;
         let reader = store.catalog.reader()?;
@@ -256,17 +269,9 @@ pub fn restore(
     if state_only {
         scanner.keep_index(store, scan)?;
         let state = state::restore_state(&store.state, &target, false)?;
-        return Ok(RestoreReport {
-            target,
-            undo,
-            pre_save,
-            post_save: None,
-            changes: Vec::new(),
-            resumed: false,
-            written: 0,
-            removed: 0,
-            state,
-        });
+        return Ok(RestoreReport::files_untouched(
+            target, undo, pre_save, state,
+        ));
     }
 
     // After a path restore (unless `--no-save`), the workspace as restored
