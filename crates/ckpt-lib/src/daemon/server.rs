@@ -32,7 +32,7 @@ use rustix::fs::inotify::ReadFlags;
 use rustix::io::Errno;
 
 use crate::engine::restore::RestoreReport;
-use crate::engine::save::{SaveOptions, SaveOutcome, ScanKind, Scanner};
+use crate::engine::save::{self, SaveOptions, SaveOutcome, ScanKind, Scanner};
 use crate::error::IoContext;
 use crate::ops;
 use crate::platform::inotify::{peer_uid, Event, Inotify};
@@ -434,38 +434,21 @@ impl Watcher {
                 (index, base)
             }
         };
-        let ignore_rules = self.ws.ignore()?;
-        let exclude = self.ws.excluded();
-        let input = ScanInput {
-            root: &self.ws.root,
-            index: &index,
-            ignore: &ignore_rules,
-            exclude: &exclude,
-            mode: Mode::Capture(&store.objects),
-        };
-        let (scan, how) = match base {
+        let (dirs, how) = match base {
             Some(b) => {
                 let dirs = self.dirty_since(b);
                 let how = format!("partial scan: {} dirty directories", dirs.len());
-                (scan::scan_partial(&input, &dirs), how)
+                (Some(dirs), how)
             }
-            None => (
-                scan::scan(&input),
-                format!("full scan: {}", self.full_reason),
-            ),
+            None => (None, format!("full scan: {}", self.full_reason)),
         };
-        match scan {
-            Ok(scan) => Ok(MemScan {
-                scan,
-                how,
-                seq,
-                ignore,
-            }),
-            Err(e) => {
-                store.objects.abort();
-                Err(e)
-            }
-        }
+        let scan = save::scan_against(&self.ws, store, &index, ScanKind::Capture, dirs.as_ref())?;
+        Ok(MemScan {
+            scan,
+            how,
+            seq,
+            ignore,
+        })
     }
 
     /// Directories marked after `seq`.

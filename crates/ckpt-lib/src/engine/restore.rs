@@ -77,7 +77,7 @@ use crate::store::state::{self, StateRestore};
 use crate::store::tree::{Entry, Node, Tree};
 use crate::store::Store;
 use crate::workspace::ignore::Ignore;
-use crate::workspace::scan::{self, Mode, ScanInput, ScanResult, TEMP_PREFIX};
+use crate::workspace::scan::{ScanResult, TEMP_PREFIX};
 use crate::workspace::Workspace;
 use crate::{Error, Hash, Result};
 use ckpt_copy::fs::is_within;
@@ -453,22 +453,7 @@ fn record_restored(
             dirty.insert(c.path.clone());
         }
     }
-    let ignore = ws.ignore()?;
-    let exclude = ws.excluded();
-    let input = ScanInput {
-        root: &ws.root,
-        index: &prior.index,
-        ignore: &ignore,
-        exclude: &exclude,
-        mode: Mode::Capture(&store.objects),
-    };
-    let mut rescan = match scan::scan_partial(&input, &dirty) {
-        Ok(s) => s,
-        Err(e) => {
-            store.objects.abort();
-            return Err(e);
-        }
-    };
+    let mut rescan = save::scan_against(ws, store, &prior.index, ScanKind::Capture, Some(&dirty))?;
     // Unchanged relative to the prior index, which may itself be newer than
     // the index file.
     rescan.index_unchanged &= prior.index_unchanged;

@@ -25,6 +25,7 @@ use serde::{Deserialize, Serialize};
 use crate::engine::diff::{self, Change, PathFilter, TreeSource};
 use crate::engine::digest;
 use crate::store::catalog::{ChangeStats, Checkpoint};
+use crate::store::index::Index;
 use crate::store::Store;
 use crate::workspace::scan::{self, Mode, ScanInput, ScanResult};
 use crate::workspace::Workspace;
@@ -126,40 +127,54 @@ impl Scanner for OnDisk {
         let t = trace::span("load index");
         let index = store.load_index()?;
         drop(t);
-        let ignore = ws.ignore()?;
-        let exclude = ws.excluded();
-        let mode = match kind {
-            ScanKind::Capture => Mode::Capture(&store.objects),
-            ScanKind::HashOnly => Mode::HashOnly,
-        };
-        let _t = trace::span("scan");
-        let input = ScanInput {
-            root: &ws.root,
-            index: &index,
-            ignore: &ignore,
-            exclude: &exclude,
-            mode,
-        };
-        let result = match &self.plan {
-            ScanPlan::Partial(dirs) if index.dirs.contains_key(&Vec::new()) => {
-                scan::scan_partial(&input, dirs)
-            }
+        let dirty = match &self.plan {
+            ScanPlan::Partial(dirs) if index.dirs.contains_key(&Vec::new()) => Some(dirs),
             ScanPlan::Partial(_) => {
                 self.notes
                     .push("full scan instead: the index is missing or stale".into());
-                scan::scan(&input)
+                None
             }
-            ScanPlan::Full => scan::scan(&input),
+            ScanPlan::Full => None,
         };
-        if result.is_err() {
-            store.objects.abort();
-        }
-        result
+        let _t = trace::span("scan");
+        scan_against(ws, store, &index, kind, dirty)
     }
 
     fn keep_index(&mut self, store: &Store, scan: ScanResult) -> Result<()> {
         save_index(store, &scan)
     }
+}
+
+/// Scans the workspace against `index`: only the `dirty` directories (and
+/// the path from the root to each) when given, else every directory. A
+/// failed capture scan drops the pending objects it stored.
+pub fn scan_against(
+    ws: &Workspace,
+    store: &Store,
+    index: &Index,
+    kind: ScanKind,
+    dirty: Option<&HashSet<Vec<u8>>>,
+) -> Result<ScanResult> {
+    let ignore = ws.ignore()?;
+    let exclude = ws.excluded();
+    let input = ScanInput {
+        root: &ws.root,
+        index,
+        ignore: &ignore,
+        exclude: &exclude,
+        mode: match kind {
+            ScanKind::Capture => Mode::Capture(&store.objects),
+            ScanKind::HashOnly => Mode::HashOnly,
+        },
+    };
+    let result = match dirty {
+        Some(dirs) => scan::scan_partial(&input, dirs),
+        None => scan::scan(&input),
+    };
+    if result.is_err() {
+        store.objects.abort();
+    }
+    result
 }
 
 /// Writes the index file of a scan, unless the scan left it unchanged.
