@@ -24,6 +24,9 @@ pub struct Ctx {
     /// `CKPT_COPY_STRATEGY` when it names no strategy: `ckpt cp` refuses
     /// it, `ckpt doctor` shows it, every other command ignores it.
     pub bad_copy_strategy: Option<String>,
+    /// How remote commands reach object storage: credentials, endpoint and
+    /// region from the environment and the AWS config files ([`remote_settings`]).
+    pub remote: ckpt_remote::Settings,
 }
 
 /// The global flags.
@@ -93,11 +96,166 @@ impl Ctx {
                         .map(|h| h.join(".local/share"))
                 }),
         };
+        let remote = remote_settings(&env);
         Ok(Ctx {
+            remote,
             ops: Context::new(cwd, config),
             quiet: g.quiet,
             verbose: g.verbose,
             bad_copy_strategy,
         })
+    }
+}
+
+/// Environment variables handed to object_store (as lower-case
+/// configuration keys: `AWS_ENDPOINT` → `aws_endpoint`). The AWS names are
+/// the usual ones; `AWS_ENDPOINT_URL` is accepted for `AWS_ENDPOINT`.
+const REMOTE_ENV: &[&str] = &[
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_REGION",
+    "AWS_DEFAULT_REGION",
+    "AWS_ENDPOINT",
+    "AWS_ALLOW_HTTP",
+    "AWS_VIRTUAL_HOSTED_STYLE_REQUEST",
+    "AWS_SKIP_SIGNATURE",
+    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+    "AWS_WEB_IDENTITY_TOKEN_FILE",
+    "AWS_ROLE_ARN",
+    "GOOGLE_SERVICE_ACCOUNT",
+    "GOOGLE_SERVICE_ACCOUNT_PATH",
+    "GOOGLE_SERVICE_ACCOUNT_KEY",
+    "GOOGLE_APPLICATION_CREDENTIALS",
+    "AZURE_STORAGE_ACCOUNT_NAME",
+    "AZURE_STORAGE_ACCOUNT_KEY",
+    "AZURE_STORAGE_SAS_KEY",
+    "AZURE_STORAGE_TOKEN",
+    "AZURE_STORAGE_USE_EMULATOR",
+    "AZURE_STORAGE_ENDPOINT",
+];
+
+/// The remote settings: object_store keys from the environment, then (for
+/// keys still unset) from the AWS config files (`~/.aws/credentials` and
+/// `~/.aws/config`, or `$AWS_SHARED_CREDENTIALS_FILE` / `$AWS_CONFIG_FILE`,
+/// profile `$AWS_PROFILE` or `default`); `CKPT_REMOTE_CONCURRENCY` sets the
+/// requests in flight, `CKPT_REMOTE_PACK_BYTES` the pack size. Documented in docs/CLI.md ("Environment").
+pub fn remote_settings(env: &impl Fn(&str) -> Option<String>) -> ckpt_remote::Settings {
+    let set = |k: &str| env(k).filter(|v| !v.is_empty());
+    let mut options: Vec<(String, String)> = Vec::new();
+    let mut put = |k: &str, v: String| {
+        if !options.iter().any(|(key, _)| key == k) {
+            options.push((k.to_string(), v));
+        }
+    };
+    for k in REMOTE_ENV {
+        if let Some(v) = set(k) {
+            put(&k.to_ascii_lowercase(), v);
+        }
+    }
+    if let Some(v) = set("AWS_ENDPOINT_URL_S3").or_else(|| set("AWS_ENDPOINT_URL")) {
+        put("aws_endpoint", v);
+    }
+    let home = set("HOME").map(PathBuf::from);
+    let profile = set("AWS_PROFILE").unwrap_or_else(|| "default".into());
+    let file = |var: &str, name: &str| {
+        set(var)
+            .map(PathBuf::from)
+            .or_else(|| home.as_ref().map(|h| h.join(".aws").join(name)))
+    };
+    let keys = [
+        ("aws_access_key_id", "aws_access_key_id"),
+        ("aws_secret_access_key", "aws_secret_access_key"),
+        ("aws_session_token", "aws_session_token"),
+        ("region", "aws_region"),
+        ("endpoint_url", "aws_endpoint"),
+    ];
+    // In `config`, profiles other than default are `[profile NAME]`.
+    let sections = [
+        (file("AWS_SHARED_CREDENTIALS_FILE", "credentials"), profile.clone()),
+        (
+            file("AWS_CONFIG_FILE", "config"),
+            if profile == "default" { profile.clone() } else { format!("profile {profile}") },
+        ),
+    ];
+    for (path, section) in sections {
+        let Some(text) = path.and_then(|p| std::fs::read_to_string(p).ok()) else {
+            continue;
+        };
+        for (k, v) in ini_section(&text, &section) {
+            if let Some((_, key)) = keys.iter().find(|(name, _)| *name == k) {
+                put(key, v);
+            }
+        }
+    }
+    let mut s = ckpt_remote::Settings {
+        options,
+        ..ckpt_remote::Settings::default()
+    };
+    if let Some(n) = set("CKPT_REMOTE_CONCURRENCY").and_then(|v| v.parse::<usize>().ok()) {
+        s.concurrency = n.clamp(1, 256);
+    }
+    if let Some(n) = set("CKPT_REMOTE_PACK_BYTES").and_then(|v| v.parse::<u64>().ok()) {
+        s.pack_target = n.max(1);
+    }
+    s
+}
+
+/// The `key = value` lines of `[section]` in an AWS config file.
+fn ini_section(text: &str, section: &str) -> Vec<(String, String)> {
+    let mut inside = false;
+    let mut out = Vec::new();
+    for line in text.lines().map(str::trim) {
+        if line.starts_with('#') || line.starts_with(';') || line.is_empty() {
+            continue;
+        }
+        if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            inside = name.trim() == section;
+        } else if let (true, Some((k, v))) = (inside, line.split_once('=')) {
+            out.push((k.trim().to_string(), v.trim().to_string()));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn remote_settings_take_env_first_then_the_aws_files() {
+        let dir = std::env::temp_dir().join(format!("ckpt-aws-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join(".aws")).unwrap();
+        std::fs::write(
+            dir.join(".aws/credentials"),
+            "[default]\naws_access_key_id = FILEKEY\naws_secret_access_key = FILESECRET\n[other]\naws_access_key_id = OTHER\n",
+        )
+        .unwrap();
+        std::fs::write(dir.join(".aws/config"), "[profile other]\nregion = eu-west-3\n").unwrap();
+        let home = dir.display().to_string();
+        let env = |k: &str| match k {
+            "HOME" => Some(home.clone()),
+            "AWS_ACCESS_KEY_ID" => Some("ENVKEY".to_string()),
+            "AWS_ENDPOINT_URL" => Some("http://127.0.0.1:9000".to_string()),
+            "CKPT_REMOTE_CONCURRENCY" => Some("3".to_string()),
+            _ => None,
+        };
+        let s = remote_settings(&env);
+        let get = |k: &str| s.options.iter().find(|(key, _)| key == k).map(|(_, v)| v.as_str());
+        assert_eq!(get("aws_access_key_id"), Some("ENVKEY"));
+        assert_eq!(get("aws_secret_access_key"), Some("FILESECRET"));
+        assert_eq!(get("aws_endpoint"), Some("http://127.0.0.1:9000"));
+        assert_eq!(get("aws_region"), None);
+        assert_eq!(s.concurrency, 3);
+        let env2 = |k: &str| match k {
+            "HOME" => Some(home.clone()),
+            "AWS_PROFILE" => Some("other".to_string()),
+            _ => None,
+        };
+        let s = remote_settings(&env2);
+        let get = |k: &str| s.options.iter().find(|(key, _)| key == k).map(|(_, v)| v.as_str());
+        assert_eq!(get("aws_access_key_id"), Some("OTHER"));
+        assert_eq!(get("aws_region"), Some("eu-west-3"));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -302,3 +302,18 @@ mod tests {
         assert_eq!(t.len(), "2023-11-14 22:13:20 +0000".len(), "{t}");
     }
 }
+
+/// The summary line of a remote operation: objects, bytes sent and
+/// received, requests, time.
+pub fn transfer(t: &ckpt_remote::report::Transfer) -> String {
+    format!(
+        "{} ({} raw) in {}, sent {}, received {}, {}, {}",
+        count(t.objects, "object", "objects"),
+        bytes(t.raw_bytes),
+        count(t.packs, "pack", "packs"),
+        bytes(t.bytes_sent),
+        bytes(t.bytes_received),
+        count(t.requests, "request", "requests"),
+        ms(t.elapsed)
+    )
+}

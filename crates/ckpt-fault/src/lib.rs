@@ -50,6 +50,12 @@ pub const POINTS: &[&str] = &[
     "state.gc_after_commit",
 ];
 
+/// Crash points of `ckpt push` (crate ckpt-remote), kept apart from
+/// [`POINTS`] because they need a remote: exercised by
+/// `crates/ckpt-cli/tests/remote.rs` (a push killed after its N-th pack, and
+/// after its records before the ref).
+pub const REMOTE_POINTS: &[&str] = &["remote.push.after_pack", "remote.push.before_ref"];
+
 /// The environment variable that arms one point: `NAME` or `NAME:N`.
 pub const ENV: &str = "CKPT_FAULT";
 
@@ -98,7 +104,7 @@ mod imp {
     pub(super) fn hit(name: &'static str) {
         let Some(a) = armed() else { return };
         debug_assert!(
-            super::POINTS.contains(&name),
+            super::POINTS.contains(&name) || super::REMOTE_POINTS.contains(&name),
             "fault point {name} missing from ckpt_fault::POINTS"
         );
         if a.name == name && a.hits.fetch_add(1, Ordering::SeqCst) + 1 == a.nth {

@@ -56,6 +56,10 @@ pub enum Error {
     /// compare-and-swap mismatch, lock timeout, ...).
     #[error("agent state: {0}")]
     State(#[from] ckpt_state::Error),
+    /// Object storage (`ckpt push`, `pull`, `clone`, `gc --remote`) failed:
+    /// the message names the request and the object.
+    #[error("remote: {0}")]
+    Remote(String),
     /// The embedded database reported an error.
     #[error("catalog {path}: {message}")]
     Catalog {
@@ -81,6 +85,7 @@ impl Error {
             | Error::InsideAWorkspace { .. } => 3,
             Error::LockTimeout { .. } => 4,
             Error::Corrupt(_) => 5,
+            Error::Remote(_) => EXIT_REMOTE,
             Error::Io(_) | Error::Unstable(_) | Error::Catalog { .. } => 1,
             Error::State(e) => match e {
                 ckpt_state::Error::CasMismatch { .. } => EXIT_CAS_MISMATCH,
@@ -97,6 +102,10 @@ impl Error {
 /// Exit code of a failed compare-and-swap (`ckpt state cas`): the key's
 /// version was not the expected one; nothing was written.
 pub const EXIT_CAS_MISMATCH: i32 = 7;
+
+/// Exit code of a failed object-storage request (`ckpt push`, `pull`,
+/// `clone`, `log --remote`, `gc --remote`) that retries did not cure.
+pub const EXIT_REMOTE: i32 = 9;
 
 /// Adds path context to `std::io::Result`s and `rustix::io::Result`s.
 /// (Crate `ckpt-copy` has the same trait for its own error type, which

@@ -24,6 +24,13 @@ pub struct GcArgs {
     /// JSON output.
     #[arg(long)]
     json: bool,
+    /// Collect a remote instead (a name or URL): delete packs no ref reaches,
+    /// after they stayed unreachable for --grace (safe with concurrent pushers).
+    #[arg(long, value_name = "REMOTE", conflicts_with_all = ["keep_last", "keep_within", "keep_tagged", "save_policy"])]
+    remote: Option<String>,
+    /// With --remote: how long a pack stays condemned before it is deleted.
+    #[arg(long, value_name = "AGE", value_parser = parse_age, default_value = "1h", requires = "remote")]
+    grace: Duration,
     #[command(flatten)]
     keep: KeepArgs,
 }
@@ -80,6 +87,9 @@ pub fn describe(p: &Policy) -> String {
 
 /// `ckpt gc` with its retention flags.
 pub fn run(ctx: &Ctx, args: &GcArgs) -> Result<()> {
+    if let Some(remote) = &args.remote {
+        return remote_gc(ctx, args, remote);
+    }
     let opts = GcOptions {
         dry_run: args.dry_run,
         keep: args.keep.policy(),
@@ -161,4 +171,33 @@ fn print_sweep(ctx: &Ctx, rep: &GcReport, dry_run: bool) {
     for s in &rep.strays {
         println!("warning: unexpected file in the object store: {s}");
     }
+}
+
+/// `ckpt gc --remote`.
+fn remote_gc(ctx: &Ctx, args: &GcArgs, remote: &str) -> Result<()> {
+    let opts = ckpt_remote::gc::GcOptions {
+        remote: Some(remote),
+        grace: args.grace,
+        dry_run: args.dry_run,
+        settings: &ctx.remote,
+    };
+    let rep = ckpt_remote::gc::gc(&ctx.ops, &opts)?;
+    if args.json {
+        print_report(&rep);
+    } else if !ctx.quiet {
+        println!(
+            "{} {} packs ({}); condemned {} (deleted by a gc after {}); {} of {} packs live, {} checkpoints in {} workspaces",
+            if rep.dry_run { "would delete" } else { "deleted" },
+            rep.deleted_packs,
+            render::bytes(rep.deleted_bytes),
+            rep.condemned_packs,
+            humantime::format_duration(args.grace),
+            rep.live_packs,
+            rep.packs,
+            rep.checkpoints,
+            rep.workspaces
+        );
+        println!("{}", render::transfer(&rep.transfer));
+    }
+    Ok(())
 }

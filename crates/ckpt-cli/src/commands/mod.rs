@@ -1,6 +1,7 @@
 //! The subcommands: one file per command, each with its own arguments
 //! (`#[derive(clap::Args)]`) next to the code that runs it, and the dispatch.
 
+mod clone;
 mod cp;
 mod delete;
 mod diff;
@@ -14,6 +15,9 @@ mod hook;
 mod init;
 mod log;
 mod mcp;
+mod pull;
+mod push;
+mod remote;
 mod restore;
 mod save;
 mod show;
@@ -81,6 +85,17 @@ pub enum Command {
     Man,
     /// Run a watcher so that saves, status, diff and restore cost what changed.
     Watch(watch::WatchArgs),
+    /// Named remotes (object storage) this workspace pushes to and pulls from.
+    Remote {
+        #[command(subcommand)]
+        cmd: remote::RemoteCmd,
+    },
+    /// Upload checkpoints (default: the head) to a remote.
+    Push(push::PushArgs),
+    /// Download checkpoints from a remote into this workspace's store.
+    Pull(pull::PullArgs),
+    /// Make a new workspace from a remote checkpoint (default: the latest).
+    Clone(clone::CloneArgs),
 }
 
 /// Runs one command; `chdir_given` says whether `-C` was passed (`ckpt hook`
@@ -108,6 +123,10 @@ pub fn run(cmd: &Command, ctx: &Ctx, chdir_given: bool) -> Result<ExitCode> {
         Command::Fork(args) => fork::run(ctx, args),
         Command::Doctor(args) => doctor::run(ctx, args),
         Command::Watch(args) => watch::run(ctx, args),
+        Command::Remote { cmd } => remote::run(ctx, cmd),
+        Command::Push(args) => push::run(ctx, args),
+        Command::Pull(args) => pull::run(ctx, args),
+        Command::Clone(args) => clone::run(ctx, args),
     }?;
     Ok(ExitCode::SUCCESS)
 }

@@ -313,6 +313,68 @@ impl Catalog {
         Ok(record)
     }
 
+    /// Imports a checkpoint that was made elsewhere (a remote pull or
+    /// clone) with its trees, in one durable transaction, after its objects
+    /// are durable. It gets sequence number `seq` when given and free (a
+    /// clone keeps the numbers it had), else the next one; `next_seq` moves
+    /// past it. Fills in `seq` and `hash`; the head moves to it only with
+    /// `make_head`.
+    pub fn import_checkpoint(
+        &self,
+        new_trees: &[(Hash, Vec<u8>)],
+        mut record: Checkpoint,
+        seq: Option<u64>,
+        make_head: bool,
+    ) -> Result<Checkpoint> {
+        let mut txn = self.writable()?.begin_write().map_err(|e| self.err(e))?;
+        txn.set_durability(Durability::Immediate)
+            .map_err(|e| self.err(redb::Error::from(e)))?;
+        {
+            let mut meta = txn.open_table(META).map_err(|e| self.err(e))?;
+            let next = meta
+                .get("next_seq")
+                .map_err(|e| self.err(e))?
+                .and_then(|v| bytes_u64(v.value()))
+                .ok_or_else(|| Error::Corrupt("catalog has no next_seq".into()))?;
+            let mut cps = txn.open_table(CHECKPOINTS).map_err(|e| self.err(e))?;
+            let chosen = match seq {
+                Some(s) if s > 0 && cps.get(s).map_err(|e| self.err(e))?.is_none() => s,
+                _ => next,
+            };
+            record.seq = chosen;
+            record.hash = record.compute_hash();
+            meta.insert("next_seq", u64_bytes(next.max(chosen + 1)).as_slice())
+                .map_err(|e| self.err(e))?;
+            if make_head {
+                meta.insert(Meta::Head.key(), u64_bytes(chosen).as_slice())
+                    .map_err(|e| self.err(e))?;
+            }
+            let mut trees = txn.open_table(TREES).map_err(|e| self.err(e))?;
+            for (h, bytes) in new_trees {
+                trees
+                    .insert(h.0.as_slice(), bytes.as_slice())
+                    .map_err(|e| self.err(e))?;
+            }
+            let json = serde_json::to_vec(&record).expect("checkpoint serialises");
+            cps.insert(chosen, json.as_slice())
+                .map_err(|e| self.err(e))?;
+            txn.open_table(BY_HASH)
+                .map_err(|e| self.err(e))?
+                .insert(record.hash.0.as_slice(), chosen)
+                .map_err(|e| self.err(e))?;
+        }
+        txn.commit().map_err(|e| self.err(e))?;
+        Ok(record)
+    }
+
+    /// Whether the catalog holds tree `h` (unverified; a pull skips the
+    /// trees it already has).
+    pub fn has_tree(&self, h: &Hash) -> Result<bool> {
+        let r = self.reader()?;
+        let t = r.txn.open_table(TREES).map_err(|e| self.err(e))?;
+        Ok(t.get(h.0.as_slice()).map_err(|e| self.err(e))?.is_some())
+    }
+
     /// Writes (or with `None` removes) meta values in one durable transaction.
     fn set_meta(&self, entries: &[(Meta, Option<Vec<u8>>)]) -> Result<()> {
         let txn = self.writable()?.begin_write().map_err(|e| self.err(e))?;

@@ -530,6 +530,19 @@ impl Objects {
         self.add_pending_to(hash, tmp_name, tmp, data.len() as u64, manifest)
     }
 
+    /// Adds content that arrived from elsewhere (a remote pull) as the
+    /// pending object `hash`; the caller has checked that `data` hashes to
+    /// `hash`. Like a capture, it becomes durable under its name only at
+    /// [`commit`](Self::commit). Returns the bytes newly stored (0 when the
+    /// store already holds the content).
+    pub fn put_verified(&self, hash: Hash, data: &[u8]) -> Result<u64> {
+        debug_assert_eq!(Hash::of(data), hash);
+        if self.contains_sized(&hash, data.len() as u64) {
+            return Ok(0);
+        }
+        self.store_bytes(hash, data, false)
+    }
+
     /// Records a fully written temp file as the pending object `hash`.
     fn add_pending(&self, hash: Hash, tmp_name: Vec<u8>, tmp: OwnedFd, size: u64) -> Result<u64> {
         self.add_pending_to(hash, tmp_name, tmp, size, false)

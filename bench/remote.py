@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""ckpt push / clone against restic backup / restore, both talking S3 to the
+same moto server on 127.0.0.1 (BENCHMARKS.md, "Remotes").
+
+Run with the moto venv's Python (it has boto3):
+  target/moto-venv/bin/python bench/remote.py [--corpus /work/corpus] [--ckpt PATH]
+
+Measures, in one run: first push vs `restic backup`, push after a 1-file
+edit vs a second `restic backup`, clone vs `restic restore`, bytes stored in
+the bucket by each, and ckpt's request counts (its --json summary).
+"""
+import argparse, json, os, shutil, socket, subprocess, sys, tempfile, time
+
+import boto3
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--corpus", default="/work/corpus")
+ap.add_argument("--ckpt", default=None)
+ap.add_argument("--work", default=None, help="scratch directory (default: a temp dir)")
+args = ap.parse_args()
+
+root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ckpt = args.ckpt or os.path.join(os.environ.get("CARGO_TARGET_DIR", os.path.join(root, "target")),
+                                 "x86_64-unknown-linux-gnu/release/ckpt")
+venv = os.path.dirname(sys.executable)
+moto_bin = os.path.join(venv, "moto_server")
+
+s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
+moto = subprocess.Popen([moto_bin, "-H", "127.0.0.1", "-p", str(port)],
+                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+for _ in range(600):
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=0.1).close(); break
+    except OSError:
+        time.sleep(0.05)
+endpoint = f"http://127.0.0.1:{port}"
+env = dict(os.environ, AWS_ENDPOINT=endpoint, AWS_ACCESS_KEY_ID="testing",
+           AWS_SECRET_ACCESS_KEY="testing", AWS_REGION="us-east-1", AWS_ALLOW_HTTP="true",
+           RESTIC_PASSWORD="bench", AWS_DEFAULT_REGION="us-east-1")
+s3 = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="testing",
+                  aws_secret_access_key="testing", region_name="us-east-1")
+s3.create_bucket(Bucket="bench")
+
+def stored(prefix):
+    n = size = 0
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket="bench", Prefix=prefix):
+        for o in page.get("Contents", []):
+            n += 1; size += o["Size"]
+    return n, size
+
+def timed(cmd, cwd=None):
+    t = time.perf_counter()
+    r = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
+    dt = time.perf_counter() - t
+    if r.returncode != 0:
+        sys.exit(f"{' '.join(cmd)} failed:\n{r.stdout}\n{r.stderr}")
+    return dt, r.stdout
+
+work = args.work or tempfile.mkdtemp(prefix="ckpt-remote-bench-")
+ws = os.path.join(work, "ws")
+shutil.copytree(args.corpus, ws, symlinks=True)
+subprocess.run([ckpt, "init", ws, "--store", os.path.join(work, "store")], env=env, check=True,
+               capture_output=True)
+subprocess.run([ckpt, "save", "-m", "base"], cwd=ws, env=env, check=True, capture_output=True)
+res = {}
+url = "s3://bench/ckpt"
+dt, out = timed([ckpt, "push", url, "--workspace", "corpus", "--json"], cwd=ws)
+j = json.loads(out); res["ckpt_first_push"] = dict(s=dt, requests=j["requests"], sent=j["bytes_sent"], objects=j["objects"], packs=j["packs"])
+repo = f"s3:{endpoint}/bench/restic"
+timed(["restic", "-r", repo, "init"])
+dt, _ = timed(["restic", "-r", repo, "backup", "-q", "."], cwd=ws)
+res["restic_first_backup"] = dict(s=dt)
+# One-file edit.
+edit = None
+for dp, dn, fn in os.walk(os.path.join(ws, "app") if os.path.isdir(os.path.join(ws, "app")) else ws):
+    for f in fn:
+        if f.endswith((".js", ".ts", ".json", ".md")):
+            edit = os.path.join(dp, f); break
+    if edit: break
+with open(edit, "a") as f:
+    f.write("\n// edited\n")
+subprocess.run([ckpt, "save", "-m", "edit"], cwd=ws, env=env, check=True, capture_output=True)
+dt, out = timed([ckpt, "push", url, "--workspace", "corpus", "--json"], cwd=ws)
+j = json.loads(out); res["ckpt_edit_push"] = dict(s=dt, requests=j["requests"], sent=j["bytes_sent"], objects=j["objects"], packs=j["packs"])
+dt, _ = timed(["restic", "-r", repo, "backup", "-q", "."], cwd=ws)
+res["restic_edit_backup"] = dict(s=dt)
+# Clone / restore.
+dest = os.path.join(work, "clone")
+dt, out = timed([ckpt, "clone", url, dest, "--workspace", "corpus", "--store", os.path.join(work, "clone-store"), "--json"], cwd=work)
+j = json.loads(out); res["ckpt_clone"] = dict(s=dt, requests=j["requests"], received=j["bytes_received"], files=j["files"])
+dt, _ = timed(["restic", "-r", repo, "restore", "latest", "--target", os.path.join(work, "restore"), "-q"])
+res["restic_restore"] = dict(s=dt)
+res["ckpt_stored"] = dict(zip(("objects", "bytes"), stored("ckpt/")))
+res["restic_stored"] = dict(zip(("objects", "bytes"), stored("restic/")))
+print(json.dumps(res, indent=1))
+moto.kill()
+shutil.rmtree(work, ignore_errors=True)

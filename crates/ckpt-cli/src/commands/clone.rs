@@ -1,0 +1,67 @@
+//! `ckpt clone URL[#ID] DIR`: through [`ckpt_remote::pull::clone`].
+
+use std::path::PathBuf;
+
+use ckpt_copy::copytree::Progress;
+use ckpt_lib::Result;
+use ckpt_remote::pull::CloneOptions;
+
+use crate::context::Ctx;
+use crate::render::{self, print_report};
+
+/// Arguments of `ckpt clone`.
+#[derive(clap::Args)]
+pub struct CloneArgs {
+    /// The remote URL, optionally with #ID (a remote-id prefix, v<seq>, latest; default latest).
+    source: String,
+    /// The new workspace: a new or empty directory.
+    dir: PathBuf,
+    /// The workspace name on the remote (default: the only one there).
+    #[arg(long, value_name = "NAME")]
+    workspace: Option<String>,
+    /// Where to keep the new workspace's store (default: the usual rule).
+    #[arg(long, value_name = "DIR")]
+    store: Option<PathBuf>,
+    /// Requests in flight at once.
+    #[arg(long, value_name = "N")]
+    concurrency: Option<usize>,
+    /// JSON output.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Runs `ckpt clone`.
+pub fn run(ctx: &Ctx, args: &CloneArgs) -> Result<()> {
+    let mut settings = ctx.remote.clone();
+    if let Some(n) = args.concurrency {
+        settings.concurrency = n.max(1);
+    }
+    let progress = Progress::default();
+    let opts = CloneOptions {
+        source: &args.source,
+        dir: &args.dir,
+        workspace: args.workspace.as_deref(),
+        store: args.store.as_deref(),
+        settings: &settings,
+        progress: Some(&progress),
+    };
+    let rep = crate::progress::with_bar(&progress, None, ctx.quiet || args.json, || {
+        ckpt_remote::pull::clone(&ctx.ops, &opts)
+    })?;
+    if args.json {
+        print_report(&rep);
+    } else if !ctx.quiet {
+        println!(
+            "cloned {} ({}) of {} into {} as {}: {}, {}",
+            &rep.record.id[..12],
+            rep.workspace,
+            rep.url,
+            rep.to.display(),
+            rep.id,
+            render::count(rep.files, "file", "files"),
+            render::bytes(rep.bytes),
+        );
+        println!("{}", render::transfer(&rep.transfer));
+    }
+    Ok(())
+}

@@ -1,0 +1,77 @@
+//! `ckpt remote add NAME URL [--workspace W]`, `remote list`, `remote
+//! remove NAME`: the workspace's named remotes, through
+//! [`ckpt_remote::remotes`].
+
+use ckpt_lib::Result;
+use clap::Subcommand;
+
+use crate::context::Ctx;
+use crate::render::print_report;
+
+/// `ckpt remote …`.
+#[derive(Subcommand)]
+pub enum RemoteCmd {
+    /// Add a remote: s3://bucket/prefix, gs://bucket/prefix, az://container/prefix or file:///path.
+    Add {
+        /// Its name (e.g. origin).
+        name: String,
+        /// Its URL.
+        url: String,
+        /// The name this workspace pushes as and pulls from (default: the directory's name).
+        #[arg(long, value_name = "NAME")]
+        workspace: Option<String>,
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the remotes.
+    #[command(alias = "ls")]
+    List {
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Forget a remote (nothing on the remote is touched).
+    #[command(alias = "rm")]
+    Remove {
+        /// Its name.
+        name: String,
+        /// JSON output.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Runs `ckpt remote …`.
+pub fn run(ctx: &Ctx, cmd: &RemoteCmd) -> Result<()> {
+    let (rep, json) = match cmd {
+        RemoteCmd::Add {
+            name,
+            url,
+            workspace,
+            json,
+        } => (
+            ckpt_remote::remotes::add(&ctx.ops, name, url, workspace.as_deref())?,
+            *json,
+        ),
+        RemoteCmd::List { json } => (ckpt_remote::remotes::list(&ctx.ops)?, *json),
+        RemoteCmd::Remove { name, json } => (ckpt_remote::remotes::remove(&ctx.ops, name)?, *json),
+    };
+    if json {
+        print_report(&rep);
+        return Ok(());
+    }
+    match &rep.action {
+        Some((what, name)) if !ctx.quiet => println!("{what} remote {name}"),
+        Some(_) => {}
+        None => {
+            for (name, e) in &rep.remotes.remotes {
+                match &e.workspace {
+                    Some(w) => println!("{name}\t{}\t(workspace {w})", e.url),
+                    None => println!("{name}\t{}", e.url),
+                }
+            }
+        }
+    }
+    Ok(())
+}

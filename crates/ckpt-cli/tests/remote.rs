@@ -1,0 +1,484 @@
+//! `ckpt push`, `pull`, `clone`, `log --remote` and `gc --remote` against a
+//! real S3-protocol server: moto (PyPI `moto[server]`), started once per
+//! test binary on 127.0.0.1 from the venv `.ci/run` creates
+//! (`target/moto-venv`, or `$CKPT_MOTO_SERVER`). Without it the S3 tests
+//! report a skip (`common::skip`), which fails under `CI=true`; the
+//! `file://` tests always run.
+//!
+//! moto checks `If-None-Match: *` on PutObject (the create-if-absent the
+//! refs use), so the concurrent-pusher test exercises the real conditional
+//! path; it is repeated against `file://` (object_store's local backend:
+//! create-if-absent by hard link).
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::Value;
+
+/// A moto server for this test binary.
+struct Moto {
+    port: u16,
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn moto_bin() -> Option<PathBuf> {
+    let mut c: Vec<PathBuf> = Vec::new();
+    if let Some(p) = std::env::var_os("CKPT_MOTO_SERVER") {
+        c.push(PathBuf::from(p));
+    }
+    c.push(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/moto-venv/bin/moto_server"));
+    c.into_iter().find(|p| p.is_file())
+}
+
+fn wait_port(port: u16) -> bool {
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(60) {
+        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
+}
+
+/// Starts a moto server (killed when this process exits: the spawning
+/// thread lives forever and the child has PDEATHSIG).
+fn start_moto(extra_env: &[(&str, &str)]) -> Option<u16> {
+    let bin = moto_bin()?;
+    let port = free_port();
+    let env: Vec<(String, String)> = extra_env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::os::unix::process::CommandExt;
+        let mut cmd = Command::new(bin);
+        cmd.args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .envs(env)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        // SAFETY: prctl is async-signal-safe; it only sets the death signal.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+        let child = cmd.spawn();
+        let _ = tx.send(child.is_ok());
+        let _keep = child;
+        loop {
+            std::thread::park();
+        }
+    });
+    if !rx.recv().unwrap_or(false) || !wait_port(port) {
+        return None;
+    }
+    Some(port)
+}
+
+fn moto() -> Option<&'static Moto> {
+    static M: OnceLock<Option<Moto>> = OnceLock::new();
+    let m = M.get_or_init(|| start_moto(&[]).map(|port| Moto { port })).as_ref();
+    if m.is_none() {
+        skip("moto_server not found (target/moto-venv: `python3 -m venv target/moto-venv && target/moto-venv/bin/pip install 'moto[server]'`)");
+    }
+    m
+}
+
+/// One raw HTTP/1.1 request (moto needs no signature by default).
+fn http(port: u16, method: &str, path: &str, body: &[u8]) -> (u16, Vec<u8>) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    )
+    .unwrap();
+    s.write_all(body).unwrap();
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).unwrap();
+    let head_end = out.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+    let head = String::from_utf8_lossy(&out[..head_end]).to_string();
+    let code: u16 = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+    let mut body = out[head_end..].to_vec();
+    if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+        let mut plain = Vec::new();
+        let mut at = 0;
+        loop {
+            let nl = body[at..].windows(2).position(|w| w == b"\r\n").unwrap() + at;
+            let n = usize::from_str_radix(std::str::from_utf8(&body[at..nl]).unwrap().trim(), 16).unwrap();
+            if n == 0 {
+                break;
+            }
+            plain.extend_from_slice(&body[nl + 2..nl + 2 + n]);
+            at = nl + 2 + n + 2;
+        }
+        body = plain;
+    }
+    (code, body)
+}
+
+impl Moto {
+    /// A new empty bucket; returns its name.
+    fn bucket(&self) -> String {
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let name = format!("b{}-{}", std::process::id(), N.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+        let (code, body) = http(self.port, "PUT", &format!("/{name}"), b"");
+        assert_eq!(code, 200, "create bucket: {}", String::from_utf8_lossy(&body));
+        name
+    }
+
+    /// Keys below `prefix` in `bucket`.
+    fn keys(&self, bucket: &str, prefix: &str) -> Vec<String> {
+        let (code, body) = http(self.port, "GET", &format!("/{bucket}?list-type=2&prefix={prefix}&max-keys=100000"), b"");
+        assert_eq!(code, 200);
+        let text = String::from_utf8_lossy(&body);
+        text.split("<Key>").skip(1).map(|s| s.split("</Key>").next().unwrap().to_string()).collect()
+    }
+}
+
+/// The environment that points ckpt at a server on `port`.
+fn s3_env(port: u16) -> Vec<(&'static str, String)> {
+    vec![
+        ("AWS_ENDPOINT", format!("http://127.0.0.1:{port}")),
+        ("AWS_ACCESS_KEY_ID", "testing".into()),
+        ("AWS_SECRET_ACCESS_KEY", "testing".into()),
+        ("AWS_REGION", "us-east-1".into()),
+        ("AWS_ALLOW_HTTP", "true".into()),
+    ]
+}
+
+/// `ckpt ARGS` in `cwd` with extra environment.
+fn run_env(cwd: &Path, env: &[(&str, String)], args: &[&str]) -> Run {
+    let mut c = command(cwd, &args.iter().map(std::ffi::OsStr::new).collect::<Vec<_>>());
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let o = c.output().expect("spawn ckpt");
+    Run {
+        what: format!("ckpt {}", args.join(" ")),
+        code: o.status.code(),
+        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+    }
+}
+
+fn spawn_env(cwd: &Path, env: &[(&str, String)], args: &[&str]) -> Child {
+    let mut c = command(cwd, &args.iter().map(std::ffi::OsStr::new).collect::<Vec<_>>());
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn ckpt")
+}
+
+/// A workspace with every kind of entry: modes, a symlink, an empty
+/// directory, nested files, distinct mtimes, and agent state.
+fn rich_workspace(rng: &mut Rng) -> Ws {
+    let ws = Ws::new();
+    ws.init();
+    write(&ws.root, "README.md", b"hello\n");
+    write(&ws.root, "bin/run.sh", b"#!/bin/sh\necho hi\n");
+    chmod(&ws.root.join("bin/run.sh"), 0o755);
+    write(&ws.root, "secret.txt", b"s3cr3t");
+    chmod(&ws.root.join("secret.txt"), 0o600);
+    std::os::unix::fs::symlink("README.md", ws.root.join("link")).unwrap();
+    std::fs::create_dir_all(ws.root.join("empty/inner")).unwrap();
+    build_tree(&ws.root.join("src"), 4, 6, rng);
+    write(&ws.root, "big.bin", &rng.bytes(300_000));
+    ws.run(&["state", "put", "task", "refactor the parser"]).ok();
+    ws.run(&["state", "put", "step", "3"]).ok();
+    ws
+}
+
+fn state_get(dir: &Path, key: &str) -> String {
+    ckpt(dir, &["state", "get", key]).ok().stdout.trim_end().to_string()
+}
+
+/// Push, then clone into a new directory: the same tree (content, modes,
+/// symlinks, empty directories, mtimes), the same agent state, the same
+/// checkpoint number; then a push from the clone sends no checkpoint twice.
+fn round_trip(url: &str, env: &[(&str, String)]) {
+    let mut rng = Rng::new("remote_round_trip", 21);
+    let ws = rich_workspace(&mut rng);
+    let (id, _) = ws.save();
+    let want = ws.materialise(&id);
+    run_env(&ws.root, env, &["remote", "add", "origin", url, "--workspace", "app"]).ok();
+    let p = run_env(&ws.root, env, &["push", "--json"]).ok().json();
+    assert_eq!(p["pushed"].as_array().unwrap().len(), 1, "{p}");
+    assert!(p["requests"].as_u64().unwrap() > 0 && p["bytes_sent"].as_u64().unwrap() > 0, "{p}");
+    let remote_id = p["pushed"][0]["remote_id"].as_str().unwrap().to_string();
+
+    let dest = ws.tmp.path().join("clone");
+    let c = run_env(ws.tmp.path(), env, &["clone", url, dest.to_str().unwrap(), "--json"]).ok().json();
+    assert_eq!(c["cloned"], id.as_str(), "the clone keeps the checkpoint number: {c}");
+    assert_same(&want, &snapshot(&dest), "clone");
+    assert_eq!(state_get(&dest, "task"), "refactor the parser");
+    assert_eq!(state_get(&dest, "step"), "3");
+    ckpt(&dest, &["verify"]).ok();
+    ckpt(&dest, &["verify", "--store"]).ok();
+
+    // The clone's checkpoint has the same remote id: pushing it back adds nothing.
+    let again = run_env(&dest, env, &["push", url, "--workspace", "app", "--json"]).ok().json();
+    assert_eq!(again["pushed"].as_array().unwrap().len(), 0, "{again}");
+    assert_eq!(again["already"][0]["remote_id"], remote_id.as_str());
+
+    // log --remote lists it; #ID clones it by remote id.
+    let l = run_env(&ws.root, env, &["log", "--remote", "origin", "--json"]).ok().json();
+    assert_eq!(l["checkpoints"][0]["remote_id"], remote_id.as_str());
+    let dest2 = ws.tmp.path().join("clone2");
+    let src = format!("{url}#{}", &remote_id[..10]);
+    run_env(ws.tmp.path(), env, &["clone", &src, dest2.to_str().unwrap()]).ok();
+    assert_same(&want, &snapshot(&dest2), "clone by id");
+
+    // Second checkpoint; pull it into the clone, restore it there.
+    write(&ws.root, "src/new.txt", b"new file\n");
+    ws.run(&["state", "put", "step", "4"]).ok();
+    let (id2, _) = ws.save();
+    let want2 = ws.materialise(&id2);
+    let p2 = run_env(&ws.root, env, &["push", "--json"]).ok().json();
+    assert_eq!(p2["pushed"].as_array().unwrap().len(), 1);
+    let pl = run_env(&dest, env, &["pull", url, "--workspace", "app", "--json"]).ok().json();
+    assert_eq!(pl["pulled"].as_array().unwrap().len(), 1, "{pl}");
+    assert_eq!(state_get(&dest, "step"), "3", "a pull leaves the current agent state alone");
+    let local = pl["pulled"][0]["id"].as_str().unwrap().to_string();
+    ckpt(&dest, &["restore", &local]).ok();
+    assert_same(&want2, &snapshot(&dest), "pulled checkpoint restored");
+    assert_eq!(state_get(&dest, "step"), "4");
+}
+
+#[test]
+fn round_trip_file_remote() {
+    let dir = tempfile::tempdir_in(test_base()).unwrap();
+    let url = format!("file://{}", dir.path().join("remote").display());
+    round_trip(&url, &[]);
+}
+
+#[test]
+fn round_trip_s3() {
+    let Some(m) = moto() else { return };
+    let b = m.bucket();
+    round_trip(&format!("s3://{b}/team"), &s3_env(m.port));
+}
+
+/// A package tree shared by two workspaces.
+fn node_modules(root: &Path, rng: &mut Rng) {
+    for pkg in 0..40 {
+        for f in 0..25 {
+            let text = rng.text(1500);
+            write(root, &format!("node_modules/pkg{pkg}/lib/f{f}.js"), &text);
+        }
+        write(root, &format!("node_modules/pkg{pkg}/package.json"), format!("{{\"name\":\"pkg{pkg}\"}}").as_bytes());
+    }
+}
+
+#[test]
+fn second_workspace_with_the_same_node_modules_sends_under_two_percent() {
+    let Some(m) = moto() else { return };
+    let env = s3_env(m.port);
+    let url = format!("s3://{}/shared", m.bucket());
+    let mut rng = Rng::new("dedupe", 7);
+    let a = Ws::new();
+    a.init();
+    node_modules(&a.root, &mut rng.clone_seeded());
+    write(&a.root, "app/main.js", b"console.log('a')\n");
+    a.save();
+    let b = Ws::new();
+    b.init();
+    node_modules(&b.root, &mut rng.clone_seeded());
+    write(&b.root, "app/main.js", b"console.log('b')\n");
+    b.save();
+    let pa = run_env(&a.root, &env, &["push", &url, "--workspace", "a", "--json"]).ok().json();
+    let pb = run_env(&b.root, &env, &["push", &url, "--workspace", "b", "--json"]).ok().json();
+    let (sa, sb) = (pa["bytes_sent"].as_u64().unwrap(), pb["bytes_sent"].as_u64().unwrap());
+    eprintln!("first push {sa} bytes in {} requests, second {sb} bytes in {} requests", pa["requests"], pb["requests"]);
+    assert!(sb * 50 < sa, "second push sent {sb} bytes, first {sa}: not < 2%");
+    // Packs, not one request per file: 1000 files.
+    assert!(pa["requests"].as_u64().unwrap() < 60, "{pa}");
+    // Compression pays on text.
+    assert!(sa * 2 < pa["raw_bytes"].as_u64().unwrap(), "{pa}");
+}
+
+/// An RNG that can be replayed.
+trait CloneSeeded {
+    fn clone_seeded(&mut self) -> Rng;
+}
+impl CloneSeeded for Rng {
+    fn clone_seeded(&mut self) -> Rng {
+        Rng::new("replay", 99)
+    }
+}
+
+/// A push killed after its third pack, then re-run: the remote still reads
+/// (the ref is unchanged), the re-run sends only what had not arrived, and
+/// no blob is stored twice.
+fn killed_push_resumes(url: &str, env: &[(&str, String)]) {
+    let mut rng = Rng::new("killed_push", 3);
+    let ws = Ws::new();
+    ws.init();
+    write(&ws.root, "first.txt", b"v1\n");
+    let (v1, _) = ws.save();
+    let mut env: Vec<(&str, String)> = env.to_vec();
+    env.push(("CKPT_REMOTE_PACK_BYTES", "65536".into()));
+    env.push(("CKPT_REMOTE_CONCURRENCY", "1".into()));
+    run_env(&ws.root, &env, &["push", url, "--workspace", "w"]).ok();
+    for i in 0..40 {
+        write(&ws.root, &format!("data/{i}.bin"), &rng.bytes(40_000));
+    }
+    let (v2, _) = ws.save();
+    let mut killed = env.clone();
+    killed.push(("CKPT_FAULT", "remote.push.after_pack:3".into()));
+    let r = run_env(&ws.root, &killed, &["push", url, "--workspace", "w"]);
+    assert_eq!(r.code, None, "the push was killed: {}", r.dump());
+    // The remote is readable and still lists v1 only.
+    let l = run_env(&ws.root, &env, &["log", "--remote", url, "--workspace", "w", "--json"]).ok().json();
+    assert_eq!(l["total"], 1, "{l}");
+    let rerun = run_env(&ws.root, &env, &["push", url, "--workspace", "w", "--json"]).ok().json();
+    assert_eq!(rerun["pushed"][0]["id"], v2.as_str());
+    let gc = run_env(&ws.root, &env, &["gc", "--remote", url, "--dry-run", "--json"]).ok().json();
+    assert_eq!(gc["duplicate_objects"], 0, "a blob was uploaded twice: {gc} after {rerun}");
+    // 40 files of 40 kB in 64 KiB packs: at least 3 packs arrived before the kill.
+    assert!(rerun["objects"].as_u64().unwrap() + 3 <= 41 + 2, "{rerun}");
+    eprintln!("re-run: {} objects, {} packs, {} requests", rerun["objects"], rerun["packs"], rerun["requests"]);
+    let dest = ws.tmp.path().join("c");
+    run_env(ws.tmp.path(), &env, &["clone", url, dest.to_str().unwrap(), "--workspace", "w"]).ok();
+    assert_same(&ws.materialise(&v2), &snapshot(&dest), "clone after resumed push");
+    let _ = v1;
+}
+
+#[test]
+fn killed_push_resumes_file_remote() {
+    let dir = tempfile::tempdir_in(test_base()).unwrap();
+    killed_push_resumes(&format!("file://{}", dir.path().join("r").display()), &[]);
+}
+
+#[test]
+fn killed_push_resumes_s3() {
+    let Some(m) = moto() else { return };
+    killed_push_resumes(&format!("s3://{}/k", m.bucket()), &s3_env(m.port));
+}
+
+/// Several pushers to one workspace name at once: every checkpoint ends up
+/// in the ref.
+fn concurrent_pushers(url: &str, env: &[(&str, String)]) {
+    let mut rng = Rng::new("concurrent", 5);
+    let n = 4;
+    let wss: Vec<Ws> = (0..n)
+        .map(|i| {
+            let ws = Ws::new();
+            ws.init();
+            write(&ws.root, "who.txt", format!("pusher {i}\n").as_bytes());
+            fill_dir(&ws.root, "files", 20, &mut rng);
+            ws.save();
+            ws
+        })
+        .collect();
+    let children: Vec<Child> = wss
+        .iter()
+        .map(|ws| spawn_env(&ws.root, env, &["push", url, "--workspace", "same", "--json"]))
+        .collect();
+    let mut ids = Vec::new();
+    let mut retries = 0;
+    for c in children {
+        let r = finish(c, "push").ok();
+        let v = r.json();
+        retries += v["ref_retries"].as_u64().unwrap();
+        ids.push(v["pushed"][0]["remote_id"].as_str().unwrap().to_string());
+    }
+    let l = run_env(&wss[0].root, env, &["log", "--remote", url, "--workspace", "same", "--json"]).ok().json();
+    let listed: Vec<String> = l["checkpoints"].as_array().unwrap().iter().map(|c| c["remote_id"].as_str().unwrap().to_string()).collect();
+    for id in &ids {
+        assert!(listed.contains(id), "checkpoint {id} was lost: {l}");
+    }
+    eprintln!("{n} concurrent pushers: {retries} ref retries");
+}
+
+#[test]
+fn concurrent_pushers_file_remote() {
+    let dir = tempfile::tempdir_in(test_base()).unwrap();
+    concurrent_pushers(&format!("file://{}", dir.path().join("r").display()), &[]);
+}
+
+#[test]
+fn concurrent_pushers_s3() {
+    let Some(m) = moto() else { return };
+    concurrent_pushers(&format!("s3://{}/c", m.bucket()), &s3_env(m.port));
+}
+
+#[test]
+fn bad_input_is_refused_clearly() {
+    let ws = Ws::new();
+    ws.init();
+    write(&ws.root, "a", b"a");
+    ws.save();
+    let r = ws.run(&["remote", "add", "x", "ftp://host/path"]).code(2);
+    assert!(r.stderr.contains("unknown scheme \"ftp\"") && r.stderr.contains("s3://bucket/prefix"), "{}", r.stderr);
+    let r = ws.run(&["push", "gopher://x"]).code(2);
+    assert!(r.stderr.contains("unknown scheme"), "{}", r.stderr);
+    let r = ws.run(&["push"]).code(2);
+    assert!(r.stderr.contains("ckpt remote add"), "{}", r.stderr);
+    let Some(m) = moto() else { return };
+    let env = s3_env(m.port);
+    let r = run_env(&ws.root, &env, &["push", "s3://no-such-bucket-here/p"]).code(9);
+    assert!(r.stderr.contains("bucket does not exist") && r.stderr.contains("s3://no-such-bucket-here/p/"), "{}", r.stderr);
+}
+
+/// Flips a byte of every pack below `prefix`; returns how many.
+fn corrupt_packs(m: &Moto, bucket: &str, prefix: &str) -> usize {
+    let keys = m.keys(bucket, &format!("{prefix}/packs/"));
+    for k in &keys {
+        let (code, mut body) = http(m.port, "GET", &format!("/{bucket}/{k}"), b"");
+        assert_eq!(code, 200);
+        body[10] ^= 0x55;
+        let (code, _) = http(m.port, "PUT", &format!("/{bucket}/{k}"), &body);
+        assert_eq!(code, 200);
+    }
+    keys.len()
+}
+
+#[test]
+fn corrupted_pack_is_detected_on_pull_and_named() {
+    let Some(m) = moto() else { return };
+    let env = s3_env(m.port);
+    let bucket = m.bucket();
+    let url = format!("s3://{bucket}/x");
+    let ws = Ws::new();
+    ws.init();
+    write(&ws.root, "a.txt", &b"some text that compresses well ".repeat(100));
+    write(&ws.root, "b.txt", b"bee");
+    ws.save();
+    run_env(&ws.root, &env, &["push", &url]).ok();
+    assert!(corrupt_packs(m, &bucket, "x") > 0);
+    let dest = ws.tmp.path().join("c");
+    let r = run_env(ws.tmp.path(), &env, &["clone", &url, dest.to_str().unwrap()]).code(5);
+    assert!(r.stderr.contains(&format!("{url}/packs/")), "the pack is named: {}", r.stderr);
+    assert!(r.stderr.contains("damaged") || r.stderr.contains("decompress"), "{}", r.stderr);
+    assert!(!dest.exists(), "a failed clone leaves nothing");
+}
+
+#[test]
+fn wrong_credentials_are_reported() {
+    if moto().is_none() {
+        return;
+    }
+    // A second server that checks signatures against its (empty) IAM.
+    let Some(port) = start_moto(&[("INITIAL_NO_AUTH_ACTION_COUNT", "0")]) else {
+        skip("could not start an authenticating moto server");
+        return;
+    };
+    let ws = Ws::new();
+    ws.init();
+    write(&ws.root, "a", b"a");
+    ws.save();
+    let r = run_env(&ws.root, &s3_env(port), &["push", "s3://any/p"]).code(9);
+    assert!(r.stderr.contains("credentials were refused") || r.stderr.contains("InvalidAccessKeyId"), "{}", r.stderr);
+    assert!(r.stderr.contains("s3://any/p/"), "{}", r.stderr);
+}

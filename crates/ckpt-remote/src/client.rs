@@ -1,0 +1,286 @@
+//! Every request ckpt makes to object storage goes through [`Client`]:
+//!
+//! - **Retries.** Transient failures (5xx, a reset or refused connection, a
+//!   timeout: anything object_store does not classify as a definite
+//!   answer) are retried up to [`Settings::attempts`] times with doubling
+//!   backoff (plus object_store's own two quick retries). Definite answers
+//!   (not found, exists, precondition failed, refused credentials) are not.
+//!   Every request is idempotent (content-addressed puts, create-if-absent
+//!   ref generations, gets, lists, deletes), so a retry after a reply that
+//!   was lost is harmless.
+//! - **Errors name the request.** A failure that retries did not cure says
+//!   which request (`PUT s3://bucket/prefix/packs/ab…`) failed and why.
+//! - **Counting.** Requests and bytes sent and received are counted for the
+//!   summary ([`Counters`]); a retried request counts each attempt.
+
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures::TryStreamExt;
+use object_store::path::Path as ObjPath;
+use object_store::{ObjectMeta, ObjectStore, PutMode, PutOptions, PutPayload};
+
+use crate::url::RemoteUrl;
+use crate::{Error, Result, Settings};
+
+/// Requests and bytes of one operation.
+#[derive(Debug, Default)]
+pub struct Counters {
+    /// Requests made (each attempt, each page of a listing).
+    pub requests: AtomicU64,
+    /// Bytes sent in request bodies.
+    pub bytes_sent: AtomicU64,
+    /// Bytes received in response bodies.
+    pub bytes_received: AtomicU64,
+}
+
+/// The outcome of a create-if-absent write.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Created {
+    /// Written.
+    Yes,
+    /// Something was already there; nothing was written.
+    AlreadyThere,
+}
+
+/// One remote, opened.
+#[derive(Clone)]
+pub struct Client {
+    store: Arc<dyn ObjectStore>,
+    prefix: ObjPath,
+    /// The remote's URL (for messages).
+    pub url: RemoteUrl,
+    settings: Settings,
+    /// What this client did.
+    pub counters: Arc<Counters>,
+}
+
+fn transient(e: &object_store::Error) -> bool {
+    use object_store::Error as E;
+    !matches!(
+        e,
+        E::NotFound { .. }
+            | E::AlreadyExists { .. }
+            | E::Precondition { .. }
+            | E::NotModified { .. }
+            | E::NotImplemented
+            | E::NotSupported { .. }
+            | E::PermissionDenied { .. }
+            | E::Unauthenticated { .. }
+            | E::InvalidPath { .. }
+            | E::UnknownConfigurationKey { .. }
+    ) && !e.to_string().contains("NoSuchBucket")
+}
+
+impl Client {
+    /// Opens the remote at `url`.
+    pub fn open(url: &RemoteUrl, settings: &Settings) -> Result<Client> {
+        let (store, prefix) = url.open(settings)?;
+        Ok(Client {
+            store,
+            prefix,
+            url: url.clone(),
+            settings: settings.clone(),
+            counters: Arc::default(),
+        })
+    }
+
+    /// Requests to run at once.
+    pub fn concurrency(&self) -> usize {
+        self.settings.concurrency.max(1)
+    }
+
+    fn path(&self, key: &str) -> ObjPath {
+        if self.prefix.as_ref().is_empty() {
+            ObjPath::from(key)
+        } else {
+            ObjPath::from(format!("{}/{key}", self.prefix))
+        }
+    }
+
+    /// `PUT s3://bucket/prefix/key` (for messages).
+    pub fn shown(&self, method: &str, key: &str) -> String {
+        format!("{method} {}/{key}", self.url.url.trim_end_matches('/'))
+    }
+
+    fn fail(&self, method: &str, key: &str, e: &object_store::Error) -> Error {
+        use object_store::Error as E;
+        let what = self.shown(method, key);
+        let hint = match e {
+            E::PermissionDenied { .. } | E::Unauthenticated { .. } => {
+                "; the credentials were refused: check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY \
+                 (or the profile in ~/.aws/credentials)"
+            }
+            _ if e.to_string().contains("NoSuchBucket") => {
+                "; the bucket does not exist: create it, or fix the remote URL"
+            }
+            _ => "",
+        };
+        Error::Remote(format!("{what} failed: {e}{hint}"))
+    }
+
+    async fn retry<T, F, Fut>(&self, method: &str, key: &str, mut f: F) -> Result<T, object_store::Error>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T, object_store::Error>>,
+    {
+        let mut delay = self.settings.backoff;
+        let mut attempt = 1;
+        loop {
+            self.counters.requests.fetch_add(1, Ordering::Relaxed);
+            match f().await {
+                Ok(v) => return Ok(v),
+                Err(e) if attempt < self.settings.attempts.max(1) && transient(&e) => {
+                    let _ = (method, key);
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(std::time::Duration::from_secs(10));
+                    attempt += 1;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// `GET key`: `None` when it does not exist.
+    pub async fn get(&self, key: &str) -> Result<Option<Bytes>> {
+        let p = self.path(key);
+        let r = self
+            .retry("GET", key, || async {
+                self.store.get(&p).await?.bytes().await
+            })
+            .await;
+        match r {
+            Ok(b) => {
+                self.received(b.len());
+                Ok(Some(b))
+            }
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(self.fail("GET", key, &e)),
+        }
+    }
+
+    /// `GET key` that must exist.
+    pub async fn get_existing(&self, key: &str) -> Result<Bytes> {
+        self.get(key).await?.ok_or_else(|| {
+            Error::Corrupt(format!(
+                "{}: the object is missing from the remote",
+                self.shown("GET", key)
+            ))
+        })
+    }
+
+    /// `GET key` for a byte range.
+    pub async fn get_range(&self, key: &str, range: Range<u64>) -> Result<Bytes> {
+        let p = self.path(key);
+        let b = self
+            .retry("GET", key, || self.store.get_range(&p, range.clone()))
+            .await
+            .map_err(|e| self.fail("GET (range)", key, &e))?;
+        self.received(b.len());
+        Ok(b)
+    }
+
+    fn received(&self, n: usize) {
+        self.counters
+            .bytes_received
+            .fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    /// `PUT key` (overwriting: content-addressed keys only).
+    pub async fn put(&self, key: &str, body: Bytes) -> Result<()> {
+        let p = self.path(key);
+        let n = body.len() as u64;
+        self.retry("PUT", key, || {
+            self.store.put_opts(&p, PutPayload::from_bytes(body.clone()), PutOptions::default())
+        })
+        .await
+        .map_err(|e| self.fail("PUT", key, &e))?;
+        self.counters.bytes_sent.fetch_add(n, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// `PUT key` only if nothing is there (a conditional write:
+    /// `If-None-Match: *` on S3).
+    pub async fn create(&self, key: &str, body: Bytes) -> Result<Created> {
+        let p = self.path(key);
+        let n = body.len() as u64;
+        let opts = || PutOptions {
+            mode: PutMode::Create,
+            ..PutOptions::default()
+        };
+        let mut first = true;
+        let r = self
+            .retry("PUT", key, || {
+                let retried = !std::mem::replace(&mut first, false);
+                let store = self.store.clone();
+                let p = p.clone();
+                let body = body.clone();
+                async move {
+                    match store.put_opts(&p, PutPayload::from_bytes(body.clone()), opts()).await {
+                        // A retry after a lost reply finds its own write.
+                        Err(object_store::Error::AlreadyExists { .. }
+                        | object_store::Error::Precondition { .. })
+                            if retried =>
+                        {
+                            let there = store.get(&p).await?.bytes().await?;
+                            if there == body {
+                                Ok(())
+                            } else {
+                                Err(object_store::Error::AlreadyExists {
+                                    path: p.to_string(),
+                                    source: "written by another client".into(),
+                                })
+                            }
+                        }
+                        r => r.map(|_| ()),
+                    }
+                }
+            })
+            .await;
+        match r {
+            Ok(()) => {
+                self.counters.bytes_sent.fetch_add(n, Ordering::Relaxed);
+                Ok(Created::Yes)
+            }
+            Err(object_store::Error::AlreadyExists { .. } | object_store::Error::Precondition { .. }) => {
+                Ok(Created::AlreadyThere)
+            }
+            Err(e) => Err(self.fail("PUT (create-if-absent)", key, &e)),
+        }
+    }
+
+    /// `DELETE key` (absent is fine).
+    pub async fn delete(&self, key: &str) -> Result<()> {
+        let p = self.path(key);
+        match self.retry("DELETE", key, || self.store.delete(&p)).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(self.fail("DELETE", key, &e)),
+        }
+    }
+
+    /// `LIST dir/`: every object below it, with its key relative to `dir`.
+    /// A listing counts one request per 1000 keys (one page).
+    pub async fn list(&self, dir: &str) -> Result<Vec<(String, ObjectMeta)>> {
+        let p = self.path(dir);
+        let base = format!("{}/", p.as_ref());
+        let metas: Vec<ObjectMeta> = self
+            .retry("LIST", dir, || self.store.list(Some(&p)).try_collect::<Vec<_>>())
+            .await
+            .or_else(|e| match e {
+                object_store::Error::NotFound { .. } if !e.to_string().contains("NoSuchBucket") => Ok(Vec::new()),
+                e => Err(e),
+            })
+            .map_err(|e| self.fail("LIST", &format!("{dir}/"), &e))?;
+        let pages = metas.len() as u64 / 1000;
+        self.counters.requests.fetch_add(pages, Ordering::Relaxed);
+        Ok(metas
+            .into_iter()
+            .filter_map(|m| {
+                let rel = m.location.as_ref().strip_prefix(&base)?.to_string();
+                Some((rel, m))
+            })
+            .collect())
+    }
+}

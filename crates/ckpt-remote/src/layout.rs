@@ -1,0 +1,300 @@
+//! What a remote holds, and the rules that keep it correct. The same text,
+//! with the encodings, is in `docs/FORMAT.md` ("Remotes").
+//!
+//! ```text
+//! <prefix>/
+//!   packs/<P>               pack files: blobs (file contents, trees, agent-state
+//!                           snapshots), zstd where it pays (crate::pack); P = BLAKE3 of the pack
+//!   index/<P>               the index of pack P (also at the end of the pack)
+//!   checkpoints/<C>         one checkpoint record, JSON ([`Record`]); C = BLAKE3 of its [`Identity`]
+//!   refs/<name>/<gen>       the checkpoints of workspace <name>: generation <gen> (20 digits), JSON [`RefBody`]
+//!   gc/condemned            packs the last `gc --remote` found unreachable (crate::gc)
+//!   gc/lock                 held (created) by a running `gc --remote`
+//! ```
+//!
+//! - **Content-addressed and shared.** Blobs are named by the BLAKE3 of
+//!   their raw bytes, as in the local store; a pusher loads every pack index
+//!   (cached locally, only new ones fetched) and uploads only blobs no pack
+//!   holds, so workspaces pushing to one prefix share everything they have
+//!   in common.
+//! - **Data before refs.** A push uploads packs of file contents and state
+//!   snapshots, then (one at a time, children before parents) the packs of
+//!   trees, then the checkpoint records, and only then a new ref
+//!   generation. So a tree on the remote implies its whole subtree is there
+//!   (a pusher may skip a subtree whose tree it finds), and a ref never
+//!   names a checkpoint whose data is missing.
+//! - **Refs by conditional create.** A ref is a sequence of immutable
+//!   generations; the current one is the highest. A push reads generation
+//!   n, merges its checkpoints into the list, and creates generation n+1
+//!   with create-if-absent (`If-None-Match: *` on S3). If another pusher
+//!   created n+1 first, the push re-reads and retries on top of it, so two
+//!   pushers never lose a checkpoint (the list only grows).
+//! - **Identity.** A checkpoint's remote id is the BLAKE3 of its
+//!   [`Identity`] (root tree, LtHash digest, time, message, tags, state
+//!   snapshot), not of its local sequence number: the same checkpoint pulled
+//!   to another machine and pushed again keeps its id, so it is never
+//!   stored twice.
+
+use std::collections::BTreeMap;
+
+use ckpt_lib::store::catalog::{ChangeStats, Checkpoint, Skipped};
+use ckpt_lib::Hash;
+use serde::{Deserialize, Serialize};
+
+use crate::{corrupt, usage, Result};
+
+/// Remote format of everything below (records, refs).
+pub const FORMAT: u32 = 1;
+
+/// Key of a pack.
+pub fn pack_key(p: &Hash) -> String {
+    format!("packs/{}", p.to_hex())
+}
+
+/// Key of a pack's index.
+pub fn index_key(p: &Hash) -> String {
+    format!("index/{}", p.to_hex())
+}
+
+/// Key of a checkpoint record.
+pub fn record_key(id: &Hash) -> String {
+    format!("checkpoints/{}", id.to_hex())
+}
+
+/// The directory of a workspace's ref generations.
+pub fn ref_dir(name: &str) -> String {
+    format!("refs/{name}")
+}
+
+/// Key of one ref generation.
+pub fn ref_key(name: &str, generation: u64) -> String {
+    format!("refs/{name}/{generation:020}")
+}
+
+/// Key of the gc lock.
+pub const GC_LOCK: &str = "gc/lock";
+/// Key of the condemned-pack list.
+pub const CONDEMNED: &str = "gc/condemned";
+
+/// Checks a workspace name: letters, digits, `.`, `_`, `-`, not starting
+/// with `.`.
+pub fn check_name(name: &str) -> Result<()> {
+    let ok = !name.is_empty()
+        && name.len() <= 200
+        && !name.starts_with('.')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    if ok {
+        Ok(())
+    } else {
+        Err(usage(format!(
+            "{name:?} is not a usable workspace name on a remote: use letters, digits, '.', '_' and '-' \
+             (not starting with '.'), e.g. with --workspace NAME (nothing was changed)"
+        )))
+    }
+}
+
+/// Parses a hex hash from a key or record.
+pub fn parse_hash(s: &str, what: &str) -> Result<Hash> {
+    let b = s.as_bytes();
+    if b.len() != 64 {
+        return Err(corrupt(format!("{what}: {s:?} is not a hash")));
+    }
+    let mut out = [0u8; 32];
+    for (i, o) in out.iter_mut().enumerate() {
+        let pair = std::str::from_utf8(&b[2 * i..2 * i + 2]).unwrap_or("zz");
+        *o = u8::from_str_radix(pair, 16)
+            .map_err(|_| corrupt(format!("{what}: {s:?} is not a hash")))?;
+    }
+    Ok(Hash(out))
+}
+
+/// What makes a checkpoint the same checkpoint on every machine.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Identity {
+    /// Root tree (hex).
+    pub root: String,
+    /// LtHash16 digest of the tree (base64url), as in the local record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
+    /// Creation time, ns since the epoch.
+    pub time_ns: i64,
+    /// Message.
+    pub message: String,
+    /// Tags.
+    pub tags: BTreeMap<String, String>,
+    /// Agent-state snapshot blob (hex); absent: the empty state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
+}
+
+impl Identity {
+    /// The remote id: BLAKE3 of this JSON.
+    pub fn id(&self) -> Hash {
+        Hash::of(&serde_json::to_vec(self).expect("identity serialises"))
+    }
+}
+
+/// A checkpoint record on the remote (`checkpoints/<id>`).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Record {
+    /// [`FORMAT`].
+    pub format: u32,
+    /// The remote id (hex), BLAKE3 of `identity`.
+    pub id: String,
+    /// What the id covers.
+    pub identity: Identity,
+    /// The parent's remote id, if it was pushed with it (informational).
+    pub parent: Option<String>,
+    /// The sequence number it had where it was made (a clone keeps it).
+    pub seq: u64,
+    /// The workspace that pushed it first.
+    pub workspace: String,
+    /// Change counts, as in the local record.
+    pub stats: ChangeStats,
+    /// Entries the save could not capture.
+    pub skipped: Vec<Skipped>,
+    /// Save duration.
+    pub duration_us: u64,
+}
+
+impl Record {
+    /// The remote record of a local checkpoint whose state snapshot is
+    /// `state` and whose parent has remote id `parent`.
+    pub fn of(cp: &Checkpoint, state: Option<Hash>, parent: Option<Hash>, workspace: &str) -> Record {
+        let identity = Identity {
+            root: cp.root.to_hex(),
+            digest: cp.digest.clone(),
+            time_ns: cp.time_ns,
+            message: cp.message.clone(),
+            tags: cp.tags.clone(),
+            state: state.map(|h| h.to_hex()),
+        };
+        Record {
+            format: FORMAT,
+            id: identity.id().to_hex(),
+            identity,
+            parent: parent.map(|h| h.to_hex()),
+            seq: cp.seq,
+            workspace: workspace.to_string(),
+            stats: cp.stats.clone(),
+            skipped: cp.skipped.clone(),
+            duration_us: cp.duration_us,
+        }
+    }
+
+    /// Decodes `checkpoints/<id>`, checking that it is the record `id`.
+    pub fn decode(bytes: &[u8], id: &Hash) -> Result<Record> {
+        let r: Record = serde_json::from_slice(bytes)
+            .map_err(|e| corrupt(format!("remote checkpoint record {id}: {e}")))?;
+        if r.format != FORMAT {
+            return Err(usage(format!(
+                "remote checkpoint record {id} has format {} (this ckpt reads {FORMAT}); upgrade ckpt",
+                r.format
+            )));
+        }
+        if r.identity.id() != *id || r.id != id.to_hex() {
+            return Err(corrupt(format!(
+                "remote checkpoint record {id} does not match its id"
+            )));
+        }
+        Ok(r)
+    }
+
+    /// The id.
+    pub fn hash(&self) -> Hash {
+        self.identity.id()
+    }
+
+    /// Root tree.
+    pub fn root(&self) -> Result<Hash> {
+        parse_hash(&self.identity.root, "checkpoint record root")
+    }
+
+    /// State snapshot blob.
+    pub fn state(&self) -> Result<Option<Hash>> {
+        self.identity
+            .state
+            .as_deref()
+            .map(|s| parse_hash(s, "checkpoint record state"))
+            .transpose()
+    }
+
+    /// The local record this becomes (seq, parent and state version are
+    /// filled in by the importer).
+    pub fn to_local(&self) -> Result<Checkpoint> {
+        Ok(Checkpoint {
+            seq: 0,
+            hash: Hash::default(),
+            parent: None,
+            time_ns: self.identity.time_ns,
+            message: self.identity.message.clone(),
+            tags: self.identity.tags.clone(),
+            root: self.root()?,
+            stats: self.stats.clone(),
+            skipped: self.skipped.clone(),
+            duration_us: self.duration_us,
+            digest: self.identity.digest.clone(),
+            state_version: None,
+        })
+    }
+}
+
+/// One ref generation (`refs/<name>/<gen>`).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct RefBody {
+    /// [`FORMAT`].
+    pub format: u32,
+    /// The workspace name.
+    pub workspace: String,
+    /// This generation.
+    pub generation: u64,
+    /// Remote ids (hex), oldest first; the last is the latest.
+    pub checkpoints: Vec<String>,
+}
+
+/// Agent-state snapshot blob: every key and value of one state version.
+///
+/// ```text
+/// state := "CKS1" u32:n (u32:key_len key u64:value_len value)*n   keys ascending
+/// ```
+pub fn encode_state(entries: &[(Vec<u8>, Vec<u8>)]) -> Vec<u8> {
+    let mut b = Vec::new();
+    b.extend_from_slice(b"CKS1");
+    b.extend_from_slice(&(entries.len() as u32).to_le_bytes());
+    for (k, v) in entries {
+        b.extend_from_slice(&(k.len() as u32).to_le_bytes());
+        b.extend_from_slice(k);
+        b.extend_from_slice(&(v.len() as u64).to_le_bytes());
+        b.extend_from_slice(v);
+    }
+    b
+}
+
+/// Decodes an agent-state snapshot.
+pub fn decode_state(b: &[u8], what: &str) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+    let bad = || corrupt(format!("agent-state snapshot {what} is malformed"));
+    if b.len() < 8 || &b[..4] != b"CKS1" {
+        return Err(bad());
+    }
+    let n = u32::from_le_bytes(b[4..8].try_into().expect("4")) as usize;
+    let mut at: usize = 8;
+    let mut take = |len: usize| -> Result<&[u8]> {
+        let s = b.get(at..at.checked_add(len).ok_or_else(bad)?).ok_or_else(bad)?;
+        at += len;
+        Ok(s)
+    };
+    let mut out = Vec::with_capacity(n.min(1 << 16));
+    for _ in 0..n {
+        let kl = u32::from_le_bytes(take(4)?.try_into().expect("4")) as usize;
+        let k = take(kl)?.to_vec();
+        let vl = u64::from_le_bytes(take(8)?.try_into().expect("8")) as usize;
+        let v = take(vl)?.to_vec();
+        out.push((k, v));
+    }
+    if at != b.len() {
+        return Err(bad());
+    }
+    Ok(out)
+}

@@ -1,0 +1,635 @@
+//! `ckpt pull [REMOTE] [ID…]` and `ckpt clone URL[#ID] DIR`: checkpoints
+//! from a remote into a store.
+//!
+//! Nothing becomes visible before it is verified:
+//! 1. Trees are fetched level by level (one batch of range requests per
+//!    level, grouped by pack), each checked against its BLAKE3 name and
+//!    decoded; subtrees the local catalog already holds are not fetched.
+//! 2. Every file content the local store lacks is fetched (adjacent blobs
+//!    of a pack in one range request), decompressed, checked against its
+//!    BLAKE3 name and length, and added to the store as a pending object;
+//!    they are made durable (the store's usual temp → fsync → rename) every
+//!    64 MiB and at the end, so a killed pull keeps what arrived and a
+//!    re-run fetches only the rest.
+//! 3. The checkpoint's LtHash digest is recomputed from the fetched trees
+//!    and compared with the record's: a mismatch stops the pull.
+//! 4. The agent-state snapshot is applied as a state commit, giving the
+//!    local version the record will pin. A pull into a workspace then
+//!    restores the latest state to what it was (one more commit), so the
+//!    agent's current state is unchanged; a clone keeps the snapshot as its
+//!    current state.
+//! 5. Only then one catalog transaction adds the trees and the record
+//!    ([`ckpt_lib::store::catalog::Catalog::import_checkpoint`]).
+//!
+//! A pulled checkpoint gets the next local sequence number (a clone keeps
+//! the number it had where it was made); its parent is the local
+//! checkpoint with the remote parent's id, if there is one. Pushing it back
+//! gives the same remote id (see [`crate::layout`]), so it is not stored
+//! twice.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use ckpt_copy::copytree::Progress;
+use ckpt_lib::engine::diff::TreeSource;
+use ckpt_lib::engine::digest;
+use ckpt_lib::engine::materialize::{self, MaterializeOptions};
+use ckpt_lib::ops::json::SCHEMA;
+use ckpt_lib::ops::{normalize, Context};
+use ckpt_lib::store::catalog::Checkpoint;
+use ckpt_lib::store::tree::{Node, Tree};
+use ckpt_lib::store::Store;
+use ckpt_lib::workspace::Workspace;
+use ckpt_lib::Hash;
+use futures::{stream, StreamExt, TryStreamExt};
+use serde_json::{json, Value};
+
+use crate::client::Client;
+use crate::known::{self, Known};
+use crate::layout::{self, Record};
+use crate::log::{fetch_records, record_json, ref_ids};
+use crate::pack::{self, Entry};
+use crate::push::{read_ref, records};
+use crate::remotes;
+use crate::report::{with_transfer, Transfer};
+use crate::url::RemoteUrl;
+use crate::{usage, Error, Result, Settings};
+
+/// Blobs of one pack closer than this are fetched in one range request.
+const GAP: u64 = 1 << 20;
+/// Pending objects are made durable after this many bytes.
+const COMMIT_EVERY: u64 = 64 << 20;
+
+/// Fetches blobs, grouped by pack, checking each; calls `sink` with each
+/// (hash, raw bytes) as it arrives (on a worker thread, in
+/// `block_in_place`).
+pub(crate) async fn fetch_blobs(
+    client: &Client,
+    known: &Known,
+    wants: &[Hash],
+    sink: &(dyn Fn(Hash, Vec<u8>) -> Result<()> + Sync),
+) -> Result<(u64, u64)> {
+    let mut by_pack: HashMap<Hash, Vec<Entry>> = HashMap::new();
+    for h in wants {
+        let l = known.blobs.get(h).ok_or_else(|| {
+            Error::Corrupt(format!(
+                "blob {h} is named by a checkpoint on {} but no pack holds it",
+                client.url.url
+            ))
+        })?;
+        by_pack.entry(l.pack).or_default().push(l.entry);
+    }
+    let mut ranges: Vec<(Hash, Vec<Entry>)> = Vec::new();
+    for (p, mut entries) in by_pack {
+        entries.sort_by_key(|e| e.offset);
+        entries.dedup_by_key(|e| e.offset);
+        let mut cur: Vec<Entry> = Vec::new();
+        for e in entries {
+            if let Some(last) = cur.last() {
+                if e.offset > last.offset + last.stored_len + GAP {
+                    ranges.push((p, std::mem::take(&mut cur)));
+                }
+            }
+            cur.push(e);
+        }
+        if !cur.is_empty() {
+            ranges.push((p, cur));
+        }
+    }
+    let packs: HashSet<Hash> = ranges.iter().map(|(p, _)| *p).collect();
+    let n = stream::iter(ranges)
+        .map(|(p, entries)| async move {
+            let key = layout::pack_key(&p);
+            let start = entries[0].offset;
+            let last = entries[entries.len() - 1];
+            let end = last.offset + last.stored_len;
+            let b = client.get_range(&key, start..end).await?;
+            if b.len() as u64 != end - start {
+                return Err(Error::Corrupt(format!(
+                    "{}: {} bytes instead of {}",
+                    client.shown("GET (range)", &key),
+                    b.len(),
+                    end - start
+                )));
+            }
+            tokio::task::block_in_place(|| {
+                let shown = client.shown("GET", &key);
+                for e in &entries {
+                    let s = &b[(e.offset - start) as usize..(e.offset - start + e.stored_len) as usize];
+                    let raw = pack::decode_blob(e, s, &shown)?;
+                    sink(e.hash, raw)?;
+                }
+                Ok(entries.len() as u64)
+            })
+        })
+        .buffer_unordered(client.concurrency())
+        .try_fold(0u64, |a, n| async move { Ok(a + n) })
+        .await?;
+    Ok((n, packs.len() as u64))
+}
+
+/// What one import did.
+#[derive(Default)]
+struct Imported {
+    done: Vec<(Record, Checkpoint)>,
+    transfer: Transfer,
+}
+
+/// How an imported checkpoint's state is applied.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum StateMode {
+    /// Keep the workspace's current state as the latest (pull).
+    KeepLatest,
+    /// The imported state becomes the latest (clone).
+    Become,
+}
+
+fn apply_state(store: &Store, entries: &[(Vec<u8>, Vec<u8>)], mode: StateMode) -> Result<Option<u64>> {
+    if entries.is_empty() {
+        return Ok(None);
+    }
+    let s = store.state.get_or_create()?;
+    let before = s.latest_version();
+    let want: HashMap<&[u8], &[u8]> = entries.iter().map(|(k, v)| (k.as_slice(), v.as_slice())).collect();
+    let mut txn = s.begin();
+    for (k, _) in txn.scan(b"") {
+        if !want.contains_key(k.as_slice()) {
+            txn.delete(&k);
+        }
+    }
+    for (k, v) in entries {
+        if txn.get(k).as_deref() != Some(v.as_slice()) {
+            txn.put(k, v);
+        }
+    }
+    let v = if txn.write_count() == 0 {
+        txn.rollback();
+        before
+    } else {
+        txn.commit()?
+    };
+    if mode == StateMode::KeepLatest && v != before {
+        s.restore_to(before)?;
+    }
+    Ok(Some(v))
+}
+
+/// Imports `recs` (oldest first) into `store`.
+#[allow(clippy::too_many_arguments)]
+fn import(
+    store: &Store,
+    client: &Client,
+    rt: &tokio::runtime::Runtime,
+    known: &Known,
+    recs: &[Record],
+    keep_seq: bool,
+    mode: StateMode,
+    progress: Option<&Progress>,
+) -> Result<Imported> {
+    let mut out = Imported::default();
+    // Remote id → local seq, for parents.
+    let mut local_ids: HashMap<String, u64> = HashMap::new();
+    {
+        let reader = store.catalog.reader()?;
+        let all = reader.checkpoints()?;
+        for (c, r, _) in records(store, &reader, &all, "")? {
+            local_ids.insert(r.id, c.seq);
+        }
+    }
+    let raw_since_commit = std::sync::atomic::AtomicU64::new(0);
+    let put = |h: Hash, raw: Vec<u8>| -> Result<()> {
+        store.objects.put_verified(h, &raw)?;
+        if let Some(p) = progress {
+            p.bytes.fetch_add(raw.len() as u64, Ordering::Relaxed);
+            p.entries.fetch_add(1, Ordering::Relaxed);
+        }
+        if raw_since_commit.fetch_add(raw.len() as u64, Ordering::Relaxed) > COMMIT_EVERY {
+            raw_since_commit.store(0, Ordering::Relaxed);
+            store.objects.commit()?;
+        }
+        Ok(())
+    };
+    for rec in recs {
+        if local_ids.contains_key(&rec.id) {
+            continue;
+        }
+        let root = rec.root()?;
+        // 1. Trees, level by level.
+        let fresh: std::sync::Mutex<HashMap<Hash, Vec<u8>>> = Default::default();
+        let mut files: Vec<Hash> = Vec::new();
+        let mut seen_files: HashSet<Hash> = HashSet::new();
+        let mut frontier = vec![root];
+        while !frontier.is_empty() {
+            let mut need = Vec::new();
+            for h in frontier.drain(..) {
+                if !fresh.lock().unwrap().contains_key(&h) && !store.catalog.has_tree(&h)? {
+                    need.push(h);
+                }
+            }
+            need.sort();
+            need.dedup();
+            if need.is_empty() {
+                break;
+            }
+            let (n, _) = rt.block_on(fetch_blobs(client, known, &need, &|h, raw| {
+                fresh.lock().unwrap().insert(h, raw);
+                Ok(())
+            }))?;
+            out.transfer.objects += n;
+            let fresh_now = fresh.lock().unwrap();
+            for h in &need {
+                let bytes = &fresh_now[h];
+                out.transfer.raw_bytes += bytes.len() as u64;
+                let t = Tree::decode(bytes).map_err(|e| Error::Corrupt(format!("remote tree {h}: {e}")))?;
+                for e in &t.entries {
+                    match &e.node {
+                        Node::Dir { tree } => frontier.push(*tree),
+                        Node::File { hash, .. } => {
+                            if seen_files.insert(*hash) && !store.objects.contains(hash) {
+                                files.push(*hash);
+                            }
+                        }
+                        Node::Symlink { .. } => {}
+                    }
+                }
+            }
+        }
+        // 2. File contents (and the state snapshot).
+        let state_blob = rec.state()?;
+        let state_bytes: std::sync::Mutex<Option<Vec<u8>>> = Default::default();
+        let (n, packs) = rt.block_on(fetch_blobs(client, known, &files, &|h, raw| {
+            let _ = h;
+            put(h, raw)
+        }))?;
+        out.transfer.objects += n;
+        out.transfer.packs += packs;
+        if let Some(sb) = state_blob {
+            rt.block_on(fetch_blobs(client, known, &[sb], &|_, raw| {
+                *state_bytes.lock().unwrap() = Some(raw);
+                Ok(())
+            }))?;
+            out.transfer.objects += 1;
+        }
+        store.objects.commit()?;
+        // 3. The digest.
+        let fresh = fresh.into_inner().unwrap();
+        let mut cp = rec.to_local()?;
+        {
+            let reader = store.catalog.reader()?;
+            let src = TreeSource {
+                fresh: Some(&fresh),
+                catalog: &reader,
+            };
+            if let Some(want) = digest::stored_digest(&cp)? {
+                let got = digest::tree_digest(&src, root)?;
+                if got.state() != want.state() {
+                    return Err(Error::Corrupt(format!(
+                        "remote checkpoint {} ({}): its trees do not match its LtHash digest; nothing was imported",
+                        rec.id,
+                        client.shown("GET", &layout::record_key(&rec.hash()))
+                    )));
+                }
+            }
+        }
+        // 4. The state.
+        let entries = match state_bytes.into_inner().unwrap() {
+            Some(b) => layout::decode_state(&b, &rec.id)?,
+            None => Vec::new(),
+        };
+        cp.state_version = apply_state(store, &entries, mode)?;
+        // 5. The record.
+        cp.parent = rec.parent.as_ref().and_then(|p| local_ids.get(p).copied());
+        let trees: Vec<(Hash, Vec<u8>)> = fresh.into_iter().collect();
+        let seq = keep_seq.then_some(rec.seq);
+        let imported = store
+            .catalog
+            .import_checkpoint(&trees, cp, seq, mode == StateMode::Become)?;
+        local_ids.insert(rec.id.clone(), imported.seq);
+        out.done.push((rec.clone(), imported));
+    }
+    Ok(out)
+}
+
+/// Picks records of a ref by id: a remote-id prefix (≥ 4 hex digits),
+/// `v<seq>` (the number it had where it was made), or `latest`.
+fn select<'r>(recs: &'r [Record], rev: &str, url: &str) -> Result<&'r Record> {
+    if rev == "latest" || rev == "HEAD" {
+        return recs.last().ok_or_else(|| usage(format!("{url} has no checkpoints for this workspace")));
+    }
+    let hits: Vec<&Record> = recs
+        .iter()
+        .filter(|r| {
+            (rev.len() >= 4 && r.id.starts_with(&rev.to_ascii_lowercase()))
+                || rev.strip_prefix('v').and_then(|n| n.parse::<u64>().ok()) == Some(r.seq)
+        })
+        .collect();
+    match hits.as_slice() {
+        [one] => Ok(one),
+        [] => Err(Error::BadRevision(format!(
+            "no checkpoint {rev:?} on {url} (see `ckpt log --remote`)"
+        ))),
+        _ if rev.starts_with('v') => Ok(hits[hits.len() - 1]),
+        _ => Err(Error::BadRevision(format!(
+            "checkpoint id {rev:?} is ambiguous on {url}; give more digits of the remote id"
+        ))),
+    }
+}
+
+/// The workspace names on a remote.
+async fn workspaces(client: &Client) -> Result<Vec<String>> {
+    let mut names: Vec<String> = client
+        .list("refs")
+        .await?
+        .into_iter()
+        .filter_map(|(k, _)| k.split_once('/').map(|(n, _)| n.to_string()))
+        .collect();
+    names.sort();
+    names.dedup();
+    Ok(names)
+}
+
+/// What [`pull`] fetches.
+#[derive(Clone, Copy, Debug)]
+pub struct PullOptions<'a> {
+    /// Remote name or URL.
+    pub remote: Option<&'a str>,
+    /// Workspace name on the remote.
+    pub workspace: Option<&'a str>,
+    /// Checkpoints (remote-id prefixes, `v<seq>`, `latest`); none: every
+    /// checkpoint of the ref this store lacks.
+    pub revs: &'a [String],
+    /// How to reach the remote.
+    pub settings: &'a Settings,
+    /// Advanced as blobs arrive.
+    pub progress: Option<&'a Progress>,
+}
+
+/// What [`pull`] did.
+#[derive(Debug)]
+pub struct PullReport {
+    /// URL.
+    pub url: String,
+    /// Workspace name.
+    pub workspace: String,
+    /// Imported: (remote id, local id).
+    pub pulled: Vec<(String, String)>,
+    /// Already here.
+    pub already: u64,
+    /// Wire summary.
+    pub transfer: Transfer,
+}
+
+impl PullReport {
+    /// JSON: `remote`, `workspace`, `pulled` (`{remote_id, id}`),
+    /// `already`, and the transfer fields.
+    pub fn to_json(&self) -> Value {
+        with_transfer(
+            json!({
+                "schema": SCHEMA,
+                "remote": self.url,
+                "workspace": self.workspace,
+                "pulled": self.pulled.iter().map(|(r, l)| json!({"remote_id": r, "id": l})).collect::<Vec<_>>(),
+                "already": self.already,
+            }),
+            &self.transfer,
+        )
+    }
+}
+
+impl serde::Serialize for PullReport {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        self.to_json().serialize(s)
+    }
+}
+
+/// Pulls checkpoints from a remote into this workspace's store (the files
+/// are not touched: restore one afterwards).
+pub fn pull(ctx: &Context, opts: &PullOptions<'_>) -> Result<PullReport> {
+    let t0 = Instant::now();
+    let ws = ctx.workspace()?;
+    let store = ws.open_store(&ctx.config)?;
+    let target = remotes::resolve(&ws, opts.remote, opts.workspace)?;
+    let cache = known::cache_dir(&store.root, &target.url.url);
+    let client = Client::open(&target.url, opts.settings)?;
+    let rt = crate::runtime()?;
+    let (recs, known) = rt.block_on(async {
+        let Some((_, body)) = read_ref(&client, &target.workspace).await? else {
+            return Err(usage(format!(
+                "{} has no workspace {:?} (see `ckpt log --remote`; names: --workspace NAME)",
+                target.url.url, target.workspace
+            )));
+        };
+        let recs = fetch_records(&client, &cache, &ref_ids(&body)?).await?;
+        let known = Known::load(&client, &cache).await?;
+        Ok((recs, known))
+    })?;
+    let chosen: Vec<Record> = if opts.revs.is_empty() {
+        recs.clone()
+    } else {
+        let mut v: Vec<Record> = Vec::new();
+        for r in opts.revs {
+            let one = select(&recs, r, &target.url.url)?;
+            if !v.iter().any(|x| x.id == one.id) {
+                v.push(one.clone());
+            }
+        }
+        v
+    };
+    let total = chosen.len() as u64;
+    let imported = import(&store, &client, &rt, &known, &chosen, false, StateMode::KeepLatest, opts.progress)?;
+    Ok(PullReport {
+        url: target.url.url.clone(),
+        workspace: target.workspace,
+        already: total - imported.done.len() as u64,
+        pulled: imported.done.iter().map(|(r, c)| (r.id.clone(), c.id())).collect(),
+        transfer: imported.transfer.counted(&client.counters, t0.elapsed()),
+    })
+}
+
+/// What [`clone`] makes.
+#[derive(Clone, Copy, Debug)]
+pub struct CloneOptions<'a> {
+    /// `URL[#ID]`.
+    pub source: &'a str,
+    /// The new workspace directory (new or empty).
+    pub dir: &'a Path,
+    /// Workspace name on the remote (None: the only one there).
+    pub workspace: Option<&'a str>,
+    /// Where to keep the new store (None: the usual rule).
+    pub store: Option<&'a Path>,
+    /// How to reach the remote.
+    pub settings: &'a Settings,
+    /// Advanced as blobs arrive.
+    pub progress: Option<&'a Progress>,
+}
+
+/// What [`clone`] did.
+#[derive(Debug)]
+pub struct CloneReport {
+    /// URL.
+    pub url: String,
+    /// Workspace name on the remote.
+    pub workspace: String,
+    /// The record cloned.
+    pub record: Record,
+    /// Its local id in the new store.
+    pub id: String,
+    /// The new workspace.
+    pub to: PathBuf,
+    /// Its store.
+    pub store: PathBuf,
+    /// Files and symlinks written.
+    pub files: u64,
+    /// Directories written.
+    pub dirs: u64,
+    /// Bytes of file content written.
+    pub bytes: u64,
+    /// Wire summary.
+    pub transfer: Transfer,
+}
+
+impl CloneReport {
+    /// JSON: `remote`, `workspace`, `cloned` (local id), `checkpoint` (the
+    /// remote record), `to`, `store`, `files`, `dirs`, `bytes`, and the
+    /// transfer fields.
+    pub fn to_json(&self) -> Value {
+        with_transfer(
+            json!({
+                "schema": SCHEMA,
+                "remote": self.url,
+                "workspace": self.workspace,
+                "cloned": self.id,
+                "checkpoint": record_json(&self.record),
+                "to": self.to.display().to_string(),
+                "store": self.store.display().to_string(),
+                "files": self.files,
+                "dirs": self.dirs,
+                "bytes": self.bytes,
+            }),
+            &self.transfer,
+        )
+    }
+}
+
+impl serde::Serialize for CloneReport {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        self.to_json().serialize(s)
+    }
+}
+
+/// Clones checkpoint `#ID` (default: the latest) of a remote workspace
+/// into a new workspace at `dir`, with its own store. On failure the new
+/// store and whatever was written to `dir` are removed.
+pub fn clone(ctx: &Context, opts: &CloneOptions<'_>) -> Result<CloneReport> {
+    let t0 = Instant::now();
+    let (url, rev) = match opts.source.split_once('#') {
+        Some((u, r)) if !r.is_empty() => (u, r),
+        Some((u, _)) => (u, "latest"),
+        None => (opts.source, "latest"),
+    };
+    let url = RemoteUrl::parse(url)?;
+    if let Some(w) = opts.workspace {
+        layout::check_name(w)?;
+    }
+    let dest = normalize(&ctx.abs(opts.dir));
+    let missing = materialize::check_fresh(&dest)?;
+    let client = Client::open(&url, opts.settings)?;
+    let rt = crate::runtime()?;
+    // Everything is read before anything local is created.
+    let (name, recs) = rt.block_on(async {
+        let name = match opts.workspace {
+            Some(w) => w.to_string(),
+            None => {
+                let names = workspaces(&client).await?;
+                match names.as_slice() {
+                    [one] => one.clone(),
+                    [] => {
+                        return Err(usage(format!(
+                            "{} holds no workspace (push one first); nothing was changed",
+                            url.url
+                        )))
+                    }
+                    _ => {
+                        return Err(usage(format!(
+                            "{} holds several workspaces ({}); choose one with --workspace NAME (nothing was changed)",
+                            url.url,
+                            names.join(", ")
+                        )))
+                    }
+                }
+            }
+        };
+        let Some((_, body)) = read_ref(&client, &name).await? else {
+            return Err(usage(format!(
+                "{} has no workspace {name:?}; nothing was changed",
+                url.url
+            )));
+        };
+        let ids = ref_ids(&body)?;
+        let recs = fetch_records_uncached(&client, &ids).await?;
+        Ok((name, recs))
+    })?;
+    let rec = select(&recs, rev, &url.url)?.clone();
+    let ws = Workspace::plan(&dest, opts.store.map(|s| ctx.abs(s)).as_deref(), ctx.config.data_home.as_deref())?;
+    if ws.store_path.starts_with(&ws.root) || ws.store_path.exists() {
+        crate::known::remove_dir_if_empty(&dest, missing);
+        return Err(usage(format!(
+            "the clone's store {} must be a new directory outside {} (nothing was changed)",
+            ws.store_path.display(),
+            ws.root.display()
+        )));
+    }
+    let undo = || {
+        let _ = std::fs::remove_dir_all(&ws.store_path);
+        materialize::remove_partial(&ws.root, missing);
+    };
+    let run = || -> Result<CloneReport> {
+        Store::create_for(&ws.store_path, Some(&ws.root))?;
+        let store = Store::open(&ws.store_path, &ctx.config)?;
+        let cache = known::cache_dir(&store.root, &url.url);
+        let known = rt.block_on(Known::load(&client, &cache))?;
+        let imported = import(&store, &client, &rt, &known, std::slice::from_ref(&rec), true, StateMode::Become, opts.progress)?;
+        let (_, cp) = imported
+            .done
+            .first()
+            .cloned()
+            .ok_or_else(|| Error::Remote("internal error: nothing was imported".into()))?;
+        let rep = materialize::restore_to_with(
+            &store,
+            &cp.id(),
+            &ws.root,
+            &[],
+            MaterializeOptions {
+                link: false,
+                progress: None,
+            },
+        )?;
+        ws.write_marker()?;
+        Ok(CloneReport {
+            url: url.url.clone(),
+            workspace: name.clone(),
+            record: rec.clone(),
+            id: cp.id(),
+            to: ws.root.clone(),
+            store: ws.store_path.clone(),
+            files: rep.files,
+            dirs: rep.dirs,
+            bytes: rep.bytes,
+            transfer: imported.transfer.counted(&client.counters, t0.elapsed()),
+        })
+    };
+    run().inspect_err(|_| undo())
+}
+
+async fn fetch_records_uncached(client: &Client, ids: &[Hash]) -> Result<Vec<Record>> {
+    stream::iter(ids.iter().copied())
+        .map(|id| async move {
+            let b = client.get_existing(&layout::record_key(&id)).await?;
+            Record::decode(&b, &id)
+        })
+        .buffered(client.concurrency())
+        .try_collect()
+        .await
+}

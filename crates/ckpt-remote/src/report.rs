@@ -1,0 +1,60 @@
+//! The summary every remote operation reports: objects, bytes sent and
+//! received, requests, time.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::client::Counters;
+
+/// What went over the wire.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Transfer {
+    /// Blobs (file contents, trees, state snapshots) sent or received.
+    pub objects: u64,
+    /// Their raw (uncompressed) bytes.
+    pub raw_bytes: u64,
+    /// Bytes sent in request bodies.
+    pub bytes_sent: u64,
+    /// Bytes received in response bodies.
+    pub bytes_received: u64,
+    /// Requests made (each retry and each listing page counts).
+    pub requests: u64,
+    /// Packs uploaded or downloaded.
+    pub packs: u64,
+    /// Wall time.
+    pub elapsed: Duration,
+}
+
+impl Transfer {
+    /// Fills the counters from a client.
+    pub fn counted(mut self, c: &Counters, elapsed: Duration) -> Transfer {
+        self.bytes_sent = c.bytes_sent.load(Ordering::Relaxed);
+        self.bytes_received = c.bytes_received.load(Ordering::Relaxed);
+        self.requests = c.requests.load(Ordering::Relaxed);
+        self.elapsed = elapsed;
+        self
+    }
+
+    /// The JSON fields (merged into a report object).
+    pub fn to_json(&self) -> Value {
+        json!({
+            "objects": self.objects,
+            "raw_bytes": self.raw_bytes,
+            "bytes_sent": self.bytes_sent,
+            "bytes_received": self.bytes_received,
+            "requests": self.requests,
+            "packs": self.packs,
+            "elapsed_ms": ckpt_lib::ops::json::ms(self.elapsed),
+        })
+    }
+}
+
+/// `obj` with the transfer fields added.
+pub fn with_transfer(mut obj: Value, t: &Transfer) -> Value {
+    if let (Some(m), Value::Object(t)) = (obj.as_object_mut(), t.to_json()) {
+        m.extend(t);
+    }
+    obj
+}
