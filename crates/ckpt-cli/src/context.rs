@@ -172,10 +172,17 @@ pub fn remote_settings(env: &impl Fn(&str) -> Option<String>) -> ckpt_remote::Se
     ];
     // In `config`, profiles other than default are `[profile NAME]`.
     let sections = [
-        (file("AWS_SHARED_CREDENTIALS_FILE", "credentials"), profile.clone()),
+        (
+            file("AWS_SHARED_CREDENTIALS_FILE", "credentials"),
+            profile.clone(),
+        ),
         (
             file("AWS_CONFIG_FILE", "config"),
-            if profile == "default" { profile.clone() } else { format!("profile {profile}") },
+            if profile == "default" {
+                profile.clone()
+            } else {
+                format!("profile {profile}")
+            },
         ),
     ];
     for (path, section) in sections {
@@ -231,7 +238,11 @@ mod tests {
             "[default]\naws_access_key_id = FILEKEY\naws_secret_access_key = FILESECRET\n[other]\naws_access_key_id = OTHER\n",
         )
         .unwrap();
-        std::fs::write(dir.join(".aws/config"), "[profile other]\nregion = eu-west-3\n").unwrap();
+        std::fs::write(
+            dir.join(".aws/config"),
+            "[profile other]\nregion = eu-west-3\n",
+        )
+        .unwrap();
         let home = dir.display().to_string();
         let env = |k: &str| match k {
             "HOME" => Some(home.clone()),
@@ -241,7 +252,12 @@ mod tests {
             _ => None,
         };
         let s = remote_settings(&env);
-        let get = |k: &str| s.options.iter().find(|(key, _)| key == k).map(|(_, v)| v.as_str());
+        let get = |k: &str| {
+            s.options
+                .iter()
+                .find(|(key, _)| key == k)
+                .map(|(_, v)| v.as_str())
+        };
         assert_eq!(get("aws_access_key_id"), Some("ENVKEY"));
         assert_eq!(get("aws_secret_access_key"), Some("FILESECRET"));
         assert_eq!(get("aws_endpoint"), Some("http://127.0.0.1:9000"));
@@ -253,7 +269,12 @@ mod tests {
             _ => None,
         };
         let s = remote_settings(&env2);
-        let get = |k: &str| s.options.iter().find(|(key, _)| key == k).map(|(_, v)| v.as_str());
+        let get = |k: &str| {
+            s.options
+                .iter()
+                .find(|(key, _)| key == k)
+                .map(|(_, v)| v.as_str())
+        };
         assert_eq!(get("aws_access_key_id"), Some("OTHER"));
         assert_eq!(get("aws_region"), Some("eu-west-3"));
         let _ = std::fs::remove_dir_all(&dir);

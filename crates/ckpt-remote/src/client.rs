@@ -121,7 +121,12 @@ impl Client {
         Error::Remote(format!("{what} failed: {e}{hint}"))
     }
 
-    async fn retry<T, F, Fut>(&self, method: &str, key: &str, mut f: F) -> Result<T, object_store::Error>
+    async fn retry<T, F, Fut>(
+        &self,
+        method: &str,
+        key: &str,
+        mut f: F,
+    ) -> Result<T, object_store::Error>
     where
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = Result<T, object_store::Error>>,
@@ -193,7 +198,11 @@ impl Client {
         let p = self.path(key);
         let n = body.len() as u64;
         self.retry("PUT", key, || {
-            self.store.put_opts(&p, PutPayload::from_bytes(body.clone()), PutOptions::default())
+            self.store.put_opts(
+                &p,
+                PutPayload::from_bytes(body.clone()),
+                PutOptions::default(),
+            )
         })
         .await
         .map_err(|e| self.fail("PUT", key, &e))?;
@@ -218,12 +227,15 @@ impl Client {
                 let p = p.clone();
                 let body = body.clone();
                 async move {
-                    match store.put_opts(&p, PutPayload::from_bytes(body.clone()), opts()).await {
+                    match store
+                        .put_opts(&p, PutPayload::from_bytes(body.clone()), opts())
+                        .await
+                    {
                         // A retry after a lost reply finds its own write.
-                        Err(object_store::Error::AlreadyExists { .. }
-                        | object_store::Error::Precondition { .. })
-                            if retried =>
-                        {
+                        Err(
+                            object_store::Error::AlreadyExists { .. }
+                            | object_store::Error::Precondition { .. },
+                        ) if retried => {
                             let there = store.get(&p).await?.bytes().await?;
                             if there == body {
                                 Ok(())
@@ -244,9 +256,10 @@ impl Client {
                 self.counters.bytes_sent.fetch_add(n, Ordering::Relaxed);
                 Ok(Created::Yes)
             }
-            Err(object_store::Error::AlreadyExists { .. } | object_store::Error::Precondition { .. }) => {
-                Ok(Created::AlreadyThere)
-            }
+            Err(
+                object_store::Error::AlreadyExists { .. }
+                | object_store::Error::Precondition { .. },
+            ) => Ok(Created::AlreadyThere),
             Err(e) => Err(self.fail("PUT (create-if-absent)", key, &e)),
         }
     }
@@ -266,10 +279,14 @@ impl Client {
         let p = self.path(dir);
         let base = format!("{}/", p.as_ref());
         let metas: Vec<ObjectMeta> = self
-            .retry("LIST", dir, || self.store.list(Some(&p)).try_collect::<Vec<_>>())
+            .retry("LIST", dir, || {
+                self.store.list(Some(&p)).try_collect::<Vec<_>>()
+            })
             .await
             .or_else(|e| match e {
-                object_store::Error::NotFound { .. } if !e.to_string().contains("NoSuchBucket") => Ok(Vec::new()),
+                object_store::Error::NotFound { .. } if !e.to_string().contains("NoSuchBucket") => {
+                    Ok(Vec::new())
+                }
                 e => Err(e),
             })
             .map_err(|e| self.fail("LIST", &format!("{dir}/"), &e))?;

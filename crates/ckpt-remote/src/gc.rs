@@ -200,10 +200,16 @@ pub fn gc(ctx: &Context, opts: &GcOptions<'_>) -> Result<GcReport> {
     Ok(rep)
 }
 
-async fn sweep(client: &Client, cache: &std::path::Path, opts: &GcOptions<'_>, rep: &mut GcReport) -> Result<()> {
+async fn sweep(
+    client: &Client,
+    cache: &std::path::Path,
+    opts: &GcOptions<'_>,
+    rep: &mut GcReport,
+) -> Result<()> {
     let prev: Condemned = match client.get(layout::CONDEMNED).await? {
-        Some(b) => serde_json::from_slice(&b)
-            .map_err(|e| Error::Corrupt(format!("{}: {e}", client.shown("GET", layout::CONDEMNED))))?,
+        Some(b) => serde_json::from_slice(&b).map_err(|e| {
+            Error::Corrupt(format!("{}: {e}", client.shown("GET", layout::CONDEMNED)))
+        })?,
         None => Condemned::default(),
     };
     let prev_since: HashMap<Hash, i64> = prev
@@ -216,7 +222,9 @@ async fn sweep(client: &Client, cache: &std::path::Path, opts: &GcOptions<'_>, r
     // candidate at all.
     let listed = client.list("packs").await?;
     let mut known = Known::load(client, cache).await?;
-    known.recover_orphans(client, cache, &HashSet::new()).await?;
+    known
+        .recover_orphans(client, cache, &HashSet::new())
+        .await?;
     let refs_read_ns = now_ns();
     let mut names: Vec<(String, Vec<u64>)> = Vec::new();
     {
@@ -259,7 +267,8 @@ async fn sweep(client: &Client, cache: &std::path::Path, opts: &GcOptions<'_>, r
             })
             .await?;
             for raw in got.into_inner().unwrap() {
-                let t = Tree::decode(&raw).map_err(|e| Error::Corrupt(format!("remote tree: {e}")))?;
+                let t =
+                    Tree::decode(&raw).map_err(|e| Error::Corrupt(format!("remote tree: {e}")))?;
                 for e in t.entries {
                     match e.node {
                         Node::Dir { tree } => frontier.push(tree),
@@ -323,7 +332,10 @@ async fn sweep(client: &Client, cache: &std::path::Path, opts: &GcOptions<'_>, r
     }
     // Condemn first (pushers must see it), then delete.
     client
-        .put(layout::CONDEMNED, Bytes::from(serde_json::to_vec(&condemn).expect("serialises")))
+        .put(
+            layout::CONDEMNED,
+            Bytes::from(serde_json::to_vec(&condemn).expect("serialises")),
+        )
         .await?;
     for (p, _) in &delete {
         client.delete(&layout::index_key(p)).await?;

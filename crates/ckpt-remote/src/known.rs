@@ -126,7 +126,10 @@ impl Known {
         self.blobs.retain(|_, l| !packs.contains(&l.pack));
         for (p, entries) in &self.packs {
             for e in entries {
-                self.blobs.entry(e.hash).or_insert(Loc { pack: *p, entry: *e });
+                self.blobs.entry(e.hash).or_insert(Loc {
+                    pack: *p,
+                    entry: *e,
+                });
             }
         }
     }
@@ -134,7 +137,12 @@ impl Known {
     /// Finds packs without an index (a push killed between the two
     /// uploads), recovers each index from the pack's end, uploads it and
     /// adds it. Returns how many were recovered.
-    pub async fn recover_orphans(&mut self, client: &Client, cache: &Path, skip: &HashSet<Hash>) -> Result<u64> {
+    pub async fn recover_orphans(
+        &mut self,
+        client: &Client,
+        cache: &Path,
+        skip: &HashSet<Hash>,
+    ) -> Result<u64> {
         let listed = client.list("packs").await?;
         let orphans: Vec<(Hash, u64)> = listed
             .iter()
@@ -161,7 +169,9 @@ impl Known {
                     let Ok(entries) = pack::decode_index(&idx, &key) else {
                         return Ok(None);
                     };
-                    client.create(&layout::index_key(&p), Bytes::from(idx.to_vec())).await?;
+                    client
+                        .create(&layout::index_key(&p), Bytes::from(idx.to_vec()))
+                        .await?;
                     write_cache(&dir, &p.to_hex(), &idx);
                     Ok::<_, crate::Error>(Some((p, entries)))
                 }

@@ -162,7 +162,12 @@ pub struct Record {
 impl Record {
     /// The remote record of a local checkpoint whose state snapshot is
     /// `state` and whose parent has remote id `parent`.
-    pub fn of(cp: &Checkpoint, state: Option<Hash>, parent: Option<Hash>, workspace: &str) -> Record {
+    pub fn of(
+        cp: &Checkpoint,
+        state: Option<Hash>,
+        parent: Option<Hash>,
+        workspace: &str,
+    ) -> Record {
         let identity = Identity {
             root: cp.root.to_hex(),
             digest: cp.digest.clone(),
@@ -281,7 +286,9 @@ pub fn decode_state(b: &[u8], what: &str) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
     let n = u32::from_le_bytes(b[4..8].try_into().expect("4")) as usize;
     let mut at: usize = 8;
     let mut take = |len: usize| -> Result<&[u8]> {
-        let s = b.get(at..at.checked_add(len).ok_or_else(bad)?).ok_or_else(bad)?;
+        let s = b
+            .get(at..at.checked_add(len).ok_or_else(bad)?)
+            .ok_or_else(bad)?;
         at += len;
         Ok(s)
     };

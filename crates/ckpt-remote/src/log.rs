@@ -90,7 +90,11 @@ impl serde::Serialize for LogReport {
 }
 
 /// Fetches records (from the cache in `cache` when there), in order.
-pub async fn fetch_records(client: &Client, cache: &std::path::Path, ids: &[Hash]) -> Result<Vec<Record>> {
+pub async fn fetch_records(
+    client: &Client,
+    cache: &std::path::Path,
+    ids: &[Hash],
+) -> Result<Vec<Record>> {
     let dir = cache.join("checkpoints");
     stream::iter(ids.iter().copied())
         .map(|id| {

@@ -99,7 +99,13 @@ impl Builder {
     /// Adds a blob (compressed when that pays).
     pub fn add(&mut self, kind: Kind, hash: Hash, raw: &[u8]) {
         let (stored, codec) = compress(raw);
-        self.add_stored(kind, hash, raw.len() as u64, stored.as_deref().unwrap_or(raw), codec);
+        self.add_stored(
+            kind,
+            hash,
+            raw.len() as u64,
+            stored.as_deref().unwrap_or(raw),
+            codec,
+        );
     }
 
     /// Adds a blob already passed through [`compress`].
@@ -281,7 +287,10 @@ mod tests {
         let e = &entries[1];
         let s = &bytes[e.offset as usize..(e.offset + e.stored_len) as usize];
         let err = decode_blob(e, s, "p").unwrap_err().to_string();
-        assert!(err.contains(&e.hash.to_hex()) && err.contains("damaged"), "{err}");
+        assert!(
+            err.contains(&e.hash.to_hex()) && err.contains("damaged"),
+            "{err}"
+        );
         let mut idx = index.clone();
         idx[20] ^= 1;
         assert!(decode_index(&idx, "p").is_err());

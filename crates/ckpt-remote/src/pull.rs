@@ -117,7 +117,8 @@ pub(crate) async fn fetch_blobs(
             tokio::task::block_in_place(|| {
                 let shown = client.shown("GET", &key);
                 for e in &entries {
-                    let s = &b[(e.offset - start) as usize..(e.offset - start + e.stored_len) as usize];
+                    let s =
+                        &b[(e.offset - start) as usize..(e.offset - start + e.stored_len) as usize];
                     let raw = pack::decode_blob(e, s, &shown)?;
                     sink(e.hash, raw)?;
                 }
@@ -146,13 +147,20 @@ enum StateMode {
     Become,
 }
 
-fn apply_state(store: &Store, entries: &[(Vec<u8>, Vec<u8>)], mode: StateMode) -> Result<Option<u64>> {
+fn apply_state(
+    store: &Store,
+    entries: &[(Vec<u8>, Vec<u8>)],
+    mode: StateMode,
+) -> Result<Option<u64>> {
     if entries.is_empty() {
         return Ok(None);
     }
     let s = store.state.get_or_create()?;
     let before = s.latest_version();
-    let want: HashMap<&[u8], &[u8]> = entries.iter().map(|(k, v)| (k.as_slice(), v.as_slice())).collect();
+    let want: HashMap<&[u8], &[u8]> = entries
+        .iter()
+        .map(|(k, v)| (k.as_slice(), v.as_slice()))
+        .collect();
     let mut txn = s.begin();
     for (k, _) in txn.scan(b"") {
         if !want.contains_key(k.as_slice()) {
@@ -242,7 +250,8 @@ fn import(
             for h in &need {
                 let bytes = &fresh_now[h];
                 out.transfer.raw_bytes += bytes.len() as u64;
-                let t = Tree::decode(bytes).map_err(|e| Error::Corrupt(format!("remote tree {h}: {e}")))?;
+                let t = Tree::decode(bytes)
+                    .map_err(|e| Error::Corrupt(format!("remote tree {h}: {e}")))?;
                 for e in &t.entries {
                     match &e.node {
                         Node::Dir { tree } => frontier.push(*tree),
@@ -303,9 +312,10 @@ fn import(
         cp.parent = rec.parent.as_ref().and_then(|p| local_ids.get(p).copied());
         let trees: Vec<(Hash, Vec<u8>)> = fresh.into_iter().collect();
         let seq = keep_seq.then_some(rec.seq);
-        let imported = store
-            .catalog
-            .import_checkpoint(&trees, cp, seq, mode == StateMode::Become)?;
+        let imported =
+            store
+                .catalog
+                .import_checkpoint(&trees, cp, seq, mode == StateMode::Become)?;
         local_ids.insert(rec.id.clone(), imported.seq);
         out.done.push((rec.clone(), imported));
     }
@@ -316,7 +326,9 @@ fn import(
 /// `v<seq>` (the number it had where it was made), or `latest`.
 fn select<'r>(recs: &'r [Record], rev: &str, url: &str) -> Result<&'r Record> {
     if rev == "latest" || rev == "HEAD" {
-        return recs.last().ok_or_else(|| usage(format!("{url} has no checkpoints for this workspace")));
+        return recs
+            .last()
+            .ok_or_else(|| usage(format!("{url} has no checkpoints for this workspace")));
     }
     let hits: Vec<&Record> = recs
         .iter()
@@ -438,12 +450,25 @@ pub fn pull(ctx: &Context, opts: &PullOptions<'_>) -> Result<PullReport> {
         v
     };
     let total = chosen.len() as u64;
-    let imported = import(&store, &client, &rt, &known, &chosen, false, StateMode::KeepLatest, opts.progress)?;
+    let imported = import(
+        &store,
+        &client,
+        &rt,
+        &known,
+        &chosen,
+        false,
+        StateMode::KeepLatest,
+        opts.progress,
+    )?;
     Ok(PullReport {
         url: target.url.url.clone(),
         workspace: target.workspace,
         already: total - imported.done.len() as u64,
-        pulled: imported.done.iter().map(|(r, c)| (r.id.clone(), c.id())).collect(),
+        pulled: imported
+            .done
+            .iter()
+            .map(|(r, c)| (r.id.clone(), c.id()))
+            .collect(),
         transfer: imported.transfer.counted(&client.counters, t0.elapsed()),
     })
 }
@@ -572,7 +597,11 @@ pub fn clone(ctx: &Context, opts: &CloneOptions<'_>) -> Result<CloneReport> {
         Ok((name, recs))
     })?;
     let rec = select(&recs, rev, &url.url)?.clone();
-    let ws = Workspace::plan(&dest, opts.store.map(|s| ctx.abs(s)).as_deref(), ctx.config.data_home.as_deref())?;
+    let ws = Workspace::plan(
+        &dest,
+        opts.store.map(|s| ctx.abs(s)).as_deref(),
+        ctx.config.data_home.as_deref(),
+    )?;
     if ws.store_path.starts_with(&ws.root) || ws.store_path.exists() {
         crate::known::remove_dir_if_empty(&dest, missing);
         return Err(usage(format!(
@@ -590,7 +619,16 @@ pub fn clone(ctx: &Context, opts: &CloneOptions<'_>) -> Result<CloneReport> {
         let store = Store::open(&ws.store_path, &ctx.config)?;
         let cache = known::cache_dir(&store.root, &url.url);
         let known = rt.block_on(Known::load(&client, &cache))?;
-        let imported = import(&store, &client, &rt, &known, std::slice::from_ref(&rec), true, StateMode::Become, opts.progress)?;
+        let imported = import(
+            &store,
+            &client,
+            &rt,
+            &known,
+            std::slice::from_ref(&rec),
+            true,
+            StateMode::Become,
+            opts.progress,
+        )?;
         let (_, cp) = imported
             .done
             .first()

@@ -124,7 +124,11 @@ impl serde::Serialize for PushReport {
 pub async fn read_ref(client: &Client, name: &str) -> Result<Option<(u64, RefBody)>> {
     for _ in 0..5 {
         let listed = client.list(&layout::ref_dir(name)).await?;
-        let Some(generation) = listed.iter().filter_map(|(k, _)| k.parse::<u64>().ok()).max() else {
+        let Some(generation) = listed
+            .iter()
+            .filter_map(|(k, _)| k.parse::<u64>().ok())
+            .max()
+        else {
             return Ok(None);
         };
         let key = layout::ref_key(name, generation);
@@ -176,7 +180,11 @@ pub fn state_blob(store: &Store, cp: &Checkpoint) -> Result<Option<(Hash, Vec<u8
         )));
     };
     let snap = s.snapshot(v)?;
-    let entries: Vec<(Vec<u8>, Vec<u8>)> = snap.scan(b"").into_iter().map(|e| (e.key, e.value)).collect();
+    let entries: Vec<(Vec<u8>, Vec<u8>)> = snap
+        .scan(b"")
+        .into_iter()
+        .map(|e| (e.key, e.value))
+        .collect();
     if entries.is_empty() {
         return Ok(None);
     }
@@ -193,7 +201,9 @@ pub fn records(
     workspace: &str,
 ) -> Result<Vec<(Checkpoint, Record, Option<(Hash, Vec<u8>)>)>> {
     let mut ids: HashMap<u64, Hash> = HashMap::new();
-    let id_of = |cp: &Checkpoint, ids: &mut HashMap<u64, Hash>| -> Result<(Hash, Option<(Hash, Vec<u8>)>)> {
+    let id_of = |cp: &Checkpoint,
+                 ids: &mut HashMap<u64, Hash>|
+     -> Result<(Hash, Option<(Hash, Vec<u8>)>)> {
         let blob = state_blob(store, cp)?;
         let r = Record::of(cp, blob.as_ref().map(|b| b.0), None, workspace);
         ids.insert(cp.seq, r.hash());
@@ -259,7 +269,9 @@ fn walk(reader: &CatalogReader<'_>, roots: &[Hash], known: &Known) -> Result<Wal
             let tree = reader.tree(&h)?;
             let (hh, bytes) = tree.encode_and_hash();
             if hh != h {
-                return Err(Error::Corrupt(format!("tree {h} does not re-encode to its hash")));
+                return Err(Error::Corrupt(format!(
+                    "tree {h} does not re-encode to its hash"
+                )));
             }
             stack.push((h, Some(bytes)));
             for e in &tree.entries {
@@ -350,7 +362,13 @@ fn build(store: &Store, group: &[Want], states: &HashMap<Hash, Vec<u8>>) -> Resu
         .collect::<Result<_>>()?;
     let mut b = Builder::default();
     for (w, (z, raw, codec)) in group.iter().zip(&stored) {
-        b.add_stored(w.kind, w.hash, raw.len() as u64, z.as_deref().unwrap_or(raw), *codec);
+        b.add_stored(
+            w.kind,
+            w.hash,
+            raw.len() as u64,
+            z.as_deref().unwrap_or(raw),
+            *codec,
+        );
     }
     Ok(finish(b))
 }
@@ -364,8 +382,12 @@ async fn upload(
     sent: &std::sync::Mutex<HashSet<Hash>>,
 ) -> Result<(u64, u64)> {
     sent.lock().unwrap().insert(p.name);
-    client.put(&layout::pack_key(&p.name), Bytes::from(p.bytes)).await?;
-    client.create(&layout::index_key(&p.name), Bytes::from(p.index.clone())).await?;
+    client
+        .put(&layout::pack_key(&p.name), Bytes::from(p.bytes))
+        .await?;
+    client
+        .create(&layout::index_key(&p.name), Bytes::from(p.index.clone()))
+        .await?;
     known::remember(cache, &p.name, &p.index);
     ckpt_fault::point("remote.push.after_pack");
     if let Some(pr) = progress {
@@ -385,9 +407,14 @@ pub fn push(ctx: &Context, opts: &PushOptions<'_>) -> Result<PushReport> {
     let mut cps: Vec<Checkpoint> = if opts.all {
         reader.checkpoints()?
     } else if opts.revs.is_empty() {
-        vec![reader.resolve("HEAD").or_else(|_| reader.resolve("latest"))?]
+        vec![reader
+            .resolve("HEAD")
+            .or_else(|_| reader.resolve("latest"))?]
     } else {
-        opts.revs.iter().map(|r| reader.resolve(r)).collect::<Result<_>>()?
+        opts.revs
+            .iter()
+            .map(|r| reader.resolve(r))
+            .collect::<Result<_>>()?
     };
     cps.sort_by_key(|c| c.seq);
     cps.dedup_by_key(|c| c.seq);
@@ -414,7 +441,9 @@ pub fn push(ctx: &Context, opts: &PushOptions<'_>) -> Result<PushReport> {
             .map(|(_, b)| b.checkpoints.iter().cloned().collect())
             .unwrap_or_default();
         report.generation = current.as_ref().map(|(g, _)| *g);
-        let todo: Vec<usize> = (0..recs.len()).filter(|&i| !on_remote.contains(&recs[i].1.id)).collect();
+        let todo: Vec<usize> = (0..recs.len())
+            .filter(|&i| !on_remote.contains(&recs[i].1.id))
+            .collect();
         report.already = recs
             .iter()
             .filter(|(_, r, _)| on_remote.contains(&r.id))
@@ -430,10 +459,12 @@ pub fn push(ctx: &Context, opts: &PushOptions<'_>) -> Result<PushReport> {
         Ok::<_, Error>(Some((current, todo, known)))
     })?;
     let Some((current, todo, known)) = prepared else {
-        report.transfer = std::mem::take(&mut report.transfer).counted(&client.counters, t0.elapsed());
+        report.transfer =
+            std::mem::take(&mut report.transfer).counted(&client.counters, t0.elapsed());
         return Ok(report);
     };
-    let todo: Vec<&(Checkpoint, Record, Option<(Hash, Vec<u8>)>)> = todo.iter().map(|&i| &recs[i]).collect();
+    let todo: Vec<&(Checkpoint, Record, Option<(Hash, Vec<u8>)>)> =
+        todo.iter().map(|&i| &recs[i]).collect();
     let roots: Vec<Hash> = todo.iter().map(|(c, _, _)| c.root).collect();
     let mut w = walk(&reader, &roots, &known)?;
     let mut states: HashMap<Hash, Vec<u8>> = HashMap::new();
@@ -476,7 +507,9 @@ pub fn push(ctx: &Context, opts: &PushOptions<'_>) -> Result<PushReport> {
         rt.block_on(
             rx.map(|b| async move { upload(client, cache, b?, opts.progress, sent).await })
                 .buffer_unordered(client.concurrency())
-                .try_fold((0u64, 0u64, 0u64), |(n, r, p), (dn, dr)| async move { Ok((n + dn, r + dr, p + 1)) }),
+                .try_fold((0u64, 0u64, 0u64), |(n, r, p), (dn, dr)| async move {
+                    Ok((n + dn, r + dr, p + 1))
+                }),
         )
     })?;
     report.transfer.objects += objects;

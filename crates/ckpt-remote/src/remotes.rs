@@ -46,8 +46,9 @@ fn file(store: &Path) -> PathBuf {
 pub fn read(store: &Path) -> Result<Remotes> {
     let p = file(store);
     match std::fs::read(&p) {
-        Ok(b) => serde_json::from_slice(&b)
-            .map_err(|e| Error::Corrupt(format!("{}: {e}", p.display()))),
+        Ok(b) => {
+            serde_json::from_slice(&b).map_err(|e| Error::Corrupt(format!("{}: {e}", p.display())))
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Remotes::default()),
         Err(e) => Err(Error::io("read", p, e)),
     }
@@ -80,7 +81,13 @@ pub fn default_name(ws: &Workspace) -> String {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default()
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || "._-".contains(c) { c } else { '-' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "._-".contains(c) {
+                c
+            } else {
+                '-'
+            }
+        })
         .collect();
     let n = n.trim_start_matches('.').to_string();
     if n.is_empty() {
@@ -132,7 +139,11 @@ pub fn resolve(ws: &Workspace, remote: Option<&str>, workspace: Option<&str>) ->
         .or(entry.workspace)
         .unwrap_or_else(|| default_name(ws));
     check_name(&workspace)?;
-    Ok(Target { name, url, workspace })
+    Ok(Target {
+        name,
+        url,
+        workspace,
+    })
 }
 
 /// What `remote add/remove/list` did and what is configured now.
@@ -206,7 +217,9 @@ pub fn remove(ctx: &Context, name: &str) -> Result<RemotesReport> {
     locked(ctx, |store| {
         let mut r = read(store)?;
         if r.remotes.remove(name).is_none() {
-            return Err(usage(format!("no remote named {name:?} (see `ckpt remote list`)")));
+            return Err(usage(format!(
+                "no remote named {name:?} (see `ckpt remote list`)"
+            )));
         }
         write(store, &r)?;
         Ok(RemotesReport {

@@ -31,7 +31,8 @@ pub struct RemoteUrl {
     pub prefix: String,
 }
 
-const SCHEMES: &str = "s3://bucket/prefix, gs://bucket/prefix, az://container/prefix or file:///path";
+const SCHEMES: &str =
+    "s3://bucket/prefix, gs://bucket/prefix, az://container/prefix or file:///path";
 
 impl RemoteUrl {
     /// Parses `s3://bucket/prefix` and friends.
@@ -89,7 +90,12 @@ impl RemoteUrl {
                 self.url
             ))
         };
-        let opt = |k: &str| s.options.iter().find(|(key, _)| key == k).map(|(_, v)| v.clone());
+        let opt = |k: &str| {
+            s.options
+                .iter()
+                .find(|(key, _)| key == k)
+                .map(|(_, v)| v.clone())
+        };
         let store: Arc<dyn ObjectStore> = match self.scheme.as_str() {
             "s3" => {
                 let mut b = object_store::aws::AmazonS3Builder::new();
@@ -164,11 +170,17 @@ mod tests {
         let u = RemoteUrl::parse("gs://b").unwrap();
         assert_eq!((u.scheme.as_str(), u.prefix.as_str()), ("gs", ""));
         assert_eq!(RemoteUrl::parse("az://c/p").unwrap().bucket, "c");
-        assert_eq!(RemoteUrl::parse("file:///srv/ckpt").unwrap().prefix, "/srv/ckpt");
+        assert_eq!(
+            RemoteUrl::parse("file:///srv/ckpt").unwrap().prefix,
+            "/srv/ckpt"
+        );
         for bad in ["ftp://x/y", "s3://", "file://rel", "nothing"] {
             let e = RemoteUrl::parse(bad).unwrap_err().to_string();
             assert!(e.contains("s3://bucket/prefix"), "{bad}: {e}");
         }
-        assert!(RemoteUrl::parse("ftp://x").unwrap_err().to_string().contains("unknown scheme \"ftp\""));
+        assert!(RemoteUrl::parse("ftp://x")
+            .unwrap_err()
+            .to_string()
+            .contains("unknown scheme \"ftp\""));
     }
 }

@@ -57,7 +57,10 @@ fn remote_log(ctx: &Ctx, args: &LogArgs, remote: &str) -> Result<()> {
         return Ok(());
     }
     if rep.total == 0 && !ctx.quiet {
-        println!("{} has no checkpoints of workspace {}", rep.url, rep.workspace);
+        println!(
+            "{} has no checkpoints of workspace {}",
+            rep.url, rep.workspace
+        );
     }
     for r in &rep.checkpoints {
         println!(
