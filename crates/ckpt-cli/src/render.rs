@@ -274,6 +274,21 @@ pub fn parse_tags(tags: &[String]) -> Result<BTreeMap<String, String>> {
         .collect()
 }
 
+/// The summary line of a remote operation: objects, bytes sent and
+/// received, requests, time.
+pub fn transfer(t: &ckpt_remote::report::Transfer) -> String {
+    format!(
+        "{} ({} raw) in {}, sent {}, received {}, {}, {}",
+        count(t.objects, "object", "objects"),
+        bytes(t.raw_bytes),
+        count(t.packs, "pack", "packs"),
+        bytes(t.bytes_sent),
+        bytes(t.bytes_received),
+        count(t.requests, "request", "requests"),
+        ms(t.elapsed)
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -301,19 +316,4 @@ mod tests {
         let t = local_time(1_700_000_000 * s);
         assert_eq!(t.len(), "2023-11-14 22:13:20 +0000".len(), "{t}");
     }
-}
-
-/// The summary line of a remote operation: objects, bytes sent and
-/// received, requests, time.
-pub fn transfer(t: &ckpt_remote::report::Transfer) -> String {
-    format!(
-        "{} ({} raw) in {}, sent {}, received {}, {}, {}",
-        count(t.objects, "object", "objects"),
-        bytes(t.raw_bytes),
-        count(t.packs, "pack", "packs"),
-        bytes(t.bytes_sent),
-        bytes(t.bytes_received),
-        count(t.requests, "request", "requests"),
-        ms(t.elapsed)
-    )
 }

@@ -117,7 +117,7 @@ impl GcReport {
                 "remote": self.url,
                 "workspaces": self.workspaces,
                 "checkpoints": self.checkpoints,
-                "packs": self.packs,
+                "stored_packs": self.packs,
                 "live_packs": self.live_packs,
                 "live_objects": self.live_objects,
                 "duplicate_objects": self.duplicate_objects,

@@ -167,8 +167,14 @@ pub async fn read_condemned(client: &Client) -> Result<HashSet<Hash>> {
         .collect()
 }
 
+/// A state snapshot blob: its hash and bytes.
+pub type StateBlob = (Hash, Vec<u8>);
+
+/// A local checkpoint, its remote record, and its state snapshot.
+pub type Pushable = (Checkpoint, Record, Option<StateBlob>);
+
 /// The state snapshot blob of a checkpoint (None: the empty state).
-pub fn state_blob(store: &Store, cp: &Checkpoint) -> Result<Option<(Hash, Vec<u8>)>> {
+pub fn state_blob(store: &Store, cp: &Checkpoint) -> Result<Option<StateBlob>> {
     let Some(v) = cp.state_version.filter(|&v| v > 0) else {
         return Ok(None);
     };
@@ -199,16 +205,15 @@ pub fn records(
     reader: &CatalogReader<'_>,
     cps: &[Checkpoint],
     workspace: &str,
-) -> Result<Vec<(Checkpoint, Record, Option<(Hash, Vec<u8>)>)>> {
+) -> Result<Vec<Pushable>> {
     let mut ids: HashMap<u64, Hash> = HashMap::new();
-    let id_of = |cp: &Checkpoint,
-                 ids: &mut HashMap<u64, Hash>|
-     -> Result<(Hash, Option<(Hash, Vec<u8>)>)> {
-        let blob = state_blob(store, cp)?;
-        let r = Record::of(cp, blob.as_ref().map(|b| b.0), None, workspace);
-        ids.insert(cp.seq, r.hash());
-        Ok((r.hash(), blob))
-    };
+    let id_of =
+        |cp: &Checkpoint, ids: &mut HashMap<u64, Hash>| -> Result<(Hash, Option<StateBlob>)> {
+            let blob = state_blob(store, cp)?;
+            let r = Record::of(cp, blob.as_ref().map(|b| b.0), None, workspace);
+            ids.insert(cp.seq, r.hash());
+            Ok((r.hash(), blob))
+        };
     let mut out = Vec::new();
     for cp in cps {
         let (_, blob) = id_of(cp, &mut ids)?;
@@ -463,8 +468,7 @@ pub fn push(ctx: &Context, opts: &PushOptions<'_>) -> Result<PushReport> {
             std::mem::take(&mut report.transfer).counted(&client.counters, t0.elapsed());
         return Ok(report);
     };
-    let todo: Vec<&(Checkpoint, Record, Option<(Hash, Vec<u8>)>)> =
-        todo.iter().map(|&i| &recs[i]).collect();
+    let todo: Vec<&Pushable> = todo.iter().map(|&i| &recs[i]).collect();
     let roots: Vec<Hash> = todo.iter().map(|(c, _, _)| c.root).collect();
     let mut w = walk(&reader, &roots, &known)?;
     let mut states: HashMap<Hash, Vec<u8>> = HashMap::new();
