@@ -133,12 +133,6 @@ impl GcReport {
     }
 }
 
-impl Serialize for GcReport {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        self.to_json().serialize(s)
-    }
-}
-
 fn now_ns() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -352,3 +346,5 @@ async fn sweep(
     }
     Ok(())
 }
+
+crate::serialize_via_to_json!(GcReport);

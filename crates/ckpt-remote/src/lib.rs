@@ -80,6 +80,20 @@ impl Default for Settings {
     }
 }
 
+/// Implements `Serialize` for reports through their `to_json` (their
+/// `--json` form, as in [`ckpt_lib::ops`]).
+#[macro_export]
+#[doc(hidden)]
+macro_rules! serialize_via_to_json {
+    ($($t:ty),* $(,)?) => {$(
+        impl serde::Serialize for $t {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+                self.to_json().serialize(s)
+            }
+        }
+    )*};
+}
+
 pub(crate) fn corrupt(msg: String) -> Error {
     Error::Corrupt(msg)
 }

@@ -83,12 +83,6 @@ impl LogReport {
     }
 }
 
-impl serde::Serialize for LogReport {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        self.to_json().serialize(s)
-    }
-}
-
 /// Fetches records (from the cache in `cache` when there), in order.
 pub async fn fetch_records(
     client: &Client,
@@ -157,3 +151,5 @@ pub fn log(ctx: &Context, opts: &LogOptions<'_>) -> Result<LogReport> {
         transfer: Transfer::default().counted(&client.counters, t0.elapsed()),
     })
 }
+
+crate::serialize_via_to_json!(LogReport);

@@ -207,15 +207,20 @@ fn import(
         }
     }
     let raw_since_commit = std::sync::atomic::AtomicU64::new(0);
+    let commit_lock = std::sync::Mutex::new(());
     let put = |h: Hash, raw: Vec<u8>| -> Result<()> {
         store.objects.put_verified(h, &raw)?;
         if let Some(p) = progress {
             p.bytes.fetch_add(raw.len() as u64, Ordering::Relaxed);
             p.entries.fetch_add(1, Ordering::Relaxed);
         }
+        // One thread at a time makes the pending objects durable.
         if raw_since_commit.fetch_add(raw.len() as u64, Ordering::Relaxed) > COMMIT_EVERY {
-            raw_since_commit.store(0, Ordering::Relaxed);
-            store.objects.commit()?;
+            let _one = commit_lock.lock().unwrap_or_else(|p| p.into_inner());
+            if raw_since_commit.load(Ordering::Relaxed) > COMMIT_EVERY {
+                raw_since_commit.store(0, Ordering::Relaxed);
+                store.objects.commit()?;
+            }
         }
         Ok(())
     };
@@ -410,12 +415,6 @@ impl PullReport {
     }
 }
 
-impl serde::Serialize for PullReport {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        self.to_json().serialize(s)
-    }
-}
-
 /// Pulls checkpoints from a remote into this workspace's store (the files
 /// are not touched: restore one afterwards).
 pub fn pull(ctx: &Context, opts: &PullOptions<'_>) -> Result<PullReport> {
@@ -535,12 +534,6 @@ impl CloneReport {
             }),
             &self.transfer,
         )
-    }
-}
-
-impl serde::Serialize for CloneReport {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        self.to_json().serialize(s)
     }
 }
 
@@ -671,3 +664,5 @@ async fn fetch_records_uncached(client: &Client, ids: &[Hash]) -> Result<Vec<Rec
         .try_collect()
         .await
 }
+
+crate::serialize_via_to_json!(PullReport, CloneReport);

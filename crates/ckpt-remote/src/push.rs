@@ -114,12 +114,6 @@ impl PushReport {
     }
 }
 
-impl serde::Serialize for PushReport {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        self.to_json().serialize(s)
-    }
-}
-
 /// The current generation of a ref and its body (None: no ref yet).
 pub async fn read_ref(client: &Client, name: &str) -> Result<Option<(u64, RefBody)>> {
     for _ in 0..5 {
@@ -618,3 +612,5 @@ pub fn push(ctx: &Context, opts: &PushOptions<'_>) -> Result<PushReport> {
     report.transfer = std::mem::take(&mut report.transfer).counted(&client.counters, t0.elapsed());
     Ok(report)
 }
+
+crate::serialize_via_to_json!(PushReport);

@@ -169,12 +169,6 @@ impl RemotesReport {
     }
 }
 
-impl Serialize for RemotesReport {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        self.to_json().serialize(s)
-    }
-}
-
 fn locked<T>(ctx: &Context, f: impl FnOnce(&Path) -> Result<T>) -> Result<T> {
     let ws = ctx.workspace()?;
     let _store = ws.open_store_read_only(&ctx.config)?;
@@ -238,3 +232,5 @@ pub fn list(ctx: &Context) -> Result<RemotesReport> {
         })
     })
 }
+
+crate::serialize_via_to_json!(RemotesReport);
