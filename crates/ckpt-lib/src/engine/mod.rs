@@ -16,6 +16,7 @@
 pub mod diff;
 pub mod digest;
 pub mod fork;
+pub mod inherit;
 pub mod materialize;
 pub mod restore;
 pub mod save;

@@ -189,3 +189,9 @@ mod tests {
         assert_eq!(ms(std::time::Duration::ZERO).to_string(), "0.0");
     }
 }
+
+/// How a checkpoint's objects came from another store (`fork`, `adopt`):
+/// `linked`, `copied`, `present`.
+pub fn imported(i: &crate::store::objects::Imported) -> Value {
+    json!({ "linked": i.linked, "copied": i.copied, "present": i.present })
+}

@@ -36,12 +36,14 @@
 //! documented in `docs/CLI.md`, "JSON output"): `--json`, MCP results and
 //! (later) HTTP answers are the same bytes.
 
+pub mod adopt;
 pub mod cp;
 pub mod delete;
 pub mod diff;
 pub mod doctor;
 pub mod du;
 pub mod fork;
+pub mod forks;
 pub mod gc;
 pub mod hash;
 pub mod init;
