@@ -217,7 +217,7 @@ mod tests {
                 .and_then(|t| t.parse().ok())
                 .unwrap_or_else(|| panic!("no value in {a}"));
             assert!(
-                v >= limit + 2 * dirs && v % 1024 == 0,
+                v >= limit + 2 * dirs && v.is_multiple_of(1024),
                 "{limit} {dirs}: {v}"
             );
             assert!(
