@@ -8,11 +8,13 @@
 //! read, duplicates are dropped, and a store missing from it is still found
 //! in `<data home>/ckpt/stores/` or in a directory the user names. Nothing
 //! depends on it for correctness, so failing to write it never fails the
-//! command.
+//! command. It is never written inside a workspace.
 
 use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+
+use super::enclosing_workspace;
 
 /// The file below a data home (`$XDG_DATA_HOME` or `~/.local/share`).
 pub fn list_path(data_home: &Path) -> PathBuf {
@@ -24,10 +26,15 @@ pub fn default_dir(data_home: &Path) -> PathBuf {
     data_home.join("ckpt").join("stores")
 }
 
-/// Adds `store` (absolute) to the list; best effort.
+/// Adds `store` (absolute) to the list; best effort. Nothing is written
+/// when the list would be inside a workspace (a data home below one), where
+/// it would show up as a change.
 pub fn record(data_home: Option<&Path>, store: &Path) {
     let Some(home) = data_home else { return };
     let list = list_path(home);
+    if enclosing_workspace(&list).is_some() {
+        return;
+    }
     if let Some(dir) = list.parent() {
         let _ = std::fs::create_dir_all(dir);
     }
