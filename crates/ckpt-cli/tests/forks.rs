@@ -48,13 +48,7 @@ impl Fleet {
     }
 
     fn at(&self, cwd: &Path, args: &[&str]) -> Run {
-        let o = self.cmd(cwd, args).output().unwrap();
-        Run {
-            what: format!("ckpt {}", args.join(" ")),
-            code: o.status.code(),
-            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
-        }
+        run_command(self.cmd(cwd, args), format!("ckpt {}", args.join(" ")))
     }
 
     fn run(&self, args: &[&str]) -> Run {
