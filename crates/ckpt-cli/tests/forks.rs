@@ -65,7 +65,13 @@ impl Fleet {
 
     fn verify_store(&self, dir: &Path) {
         let r = self.at(dir, &["verify", "--store", "--json"]);
-        assert_eq!(r.code, Some(0), "verify --store in {}:\n{}", dir.display(), r.dump());
+        assert_eq!(
+            r.code,
+            Some(0),
+            "verify --store in {}:\n{}",
+            dir.display(),
+            r.dump()
+        );
         assert_eq!(r.json()["ok"], true);
     }
 
@@ -135,7 +141,14 @@ fn four_forks_each_see_only_their_own_edits_and_adopt_undoes() {
 
     let prefix = f.dir("agent");
     let r = f
-        .run(&["fork", &v1, "--count", "4", prefix.to_str().unwrap(), "--json"])
+        .run(&[
+            "fork",
+            &v1,
+            "--count",
+            "4",
+            prefix.to_str().unwrap(),
+            "--json",
+        ])
         .ok()
         .json();
     let forks: Vec<PathBuf> = r["forks"]
@@ -146,7 +159,10 @@ fn four_forks_each_see_only_their_own_edits_and_adopt_undoes() {
         .collect();
     assert_eq!(forks.len(), 4);
     for (i, d) in forks.iter().enumerate() {
-        assert_eq!(d, &f.dir(&format!("agent{}", i + 1)).canonicalize().unwrap());
+        assert_eq!(
+            d,
+            &f.dir(&format!("agent{}", i + 1)).canonicalize().unwrap()
+        );
         assert_same(&base, &snapshot(d), "a fresh fork");
         // The fork knows its origin: clean status, the origin in its log,
         // its agent state.
@@ -179,7 +195,8 @@ fn four_forks_each_see_only_their_own_edits_and_adopt_undoes() {
         assert_same(&want[i], &snapshot(d), &format!("fork {i} after all edits"));
         let got = {
             let dest = f.dir(&format!("check{i}"));
-            f.at(d, &["restore", &id, "--to", dest.to_str().unwrap()]).ok();
+            f.at(d, &["restore", &id, "--to", dest.to_str().unwrap()])
+                .ok();
             let s = snapshot(&dest);
             remove_tree(&dest);
             s
@@ -187,7 +204,11 @@ fn four_forks_each_see_only_their_own_edits_and_adopt_undoes() {
         assert_same(&want[i], &got, &format!("fork {i}'s checkpoint restores"));
         fork_heads.push(id);
     }
-    assert_same(&parent_want, &snapshot(&f.ws.root), "the parent after all edits");
+    assert_same(
+        &parent_want,
+        &snapshot(&f.ws.root),
+        "the parent after all edits",
+    );
     let pv = f.save(&f.ws.root)["id"].as_str().unwrap().to_string();
     f.ws.assert_restores(&pv, &parent_want);
 
@@ -204,7 +225,13 @@ fn four_forks_each_see_only_their_own_edits_and_adopt_undoes() {
         assert_eq!(x["origin"], v1.as_str());
     }
     let d = f
-        .run(&["diff", "--fork", forks[2].to_str().unwrap(), "--name-status", "--json"])
+        .run(&[
+            "diff",
+            "--fork",
+            forks[2].to_str().unwrap(),
+            "--name-status",
+            "--json",
+        ])
         .ok()
         .json();
     assert!(d["to"].as_str().unwrap().ends_with(&fork_heads[2]), "{d}");
@@ -236,8 +263,13 @@ fn four_forks_each_see_only_their_own_edits_and_adopt_undoes() {
     for (i, d) in forks.iter().enumerate() {
         f.verify_store(d);
         let dest = f.dir(&format!("after{i}"));
-        f.at(d, &["restore", &v1, "--to", dest.to_str().unwrap()]).ok();
-        assert_same(&base, &snapshot(&dest), "the origin checkpoint in a fork, parent store gone");
+        f.at(d, &["restore", &v1, "--to", dest.to_str().unwrap()])
+            .ok();
+        assert_same(
+            &base,
+            &snapshot(&dest),
+            "the origin checkpoint in a fork, parent store gone",
+        );
     }
 
     // Remove one.
@@ -286,10 +318,19 @@ fn bad_fork_input_changes_nothing() {
     let inside = f.ws.root.join("sub");
     for (args, what) in [
         (vec!["fork", &v1, busy.to_str().unwrap()], "not empty"),
-        (vec!["fork", &v1, inside.to_str().unwrap()], "inside the workspace"),
-        (vec!["fork", &v1, f.ws.root.to_str().unwrap()], "inside the workspace"),
+        (
+            vec!["fork", &v1, inside.to_str().unwrap()],
+            "inside the workspace",
+        ),
+        (
+            vec!["fork", &v1, f.ws.root.to_str().unwrap()],
+            "inside the workspace",
+        ),
         (vec!["adopt", busy.to_str().unwrap()], ""),
-        (vec!["adopt", f.ws.root.to_str().unwrap()], "this workspace itself"),
+        (
+            vec!["adopt", f.ws.root.to_str().unwrap()],
+            "this workspace itself",
+        ),
         (vec!["fork", "--remove", busy.to_str().unwrap()], ""),
     ] {
         let r = f.run(&args);
@@ -304,7 +345,13 @@ fn bad_fork_input_changes_nothing() {
     let r = f.run(&["fork", &v1, "--count", "3", p.to_str().unwrap()]);
     assert_ne!(r.code, Some(0));
     assert!(!f.dir("c1").exists() && !f.dir("c3").exists());
-    assert_eq!(f.run(&["log", "--json"]).ok().json()["checkpoints"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        f.run(&["log", "--json"]).ok().json()["checkpoints"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
 }
 
 #[test]
@@ -317,7 +364,10 @@ fn sigkill_during_fork_leaves_it_missing_or_complete() {
     let mut outcomes = (0, 0);
     for i in 0..12u64 {
         let d = f.dir(&format!("k{i}"));
-        let mut child = f.cmd(&f.ws.root, &["fork", &v1, d.to_str().unwrap()]).spawn().unwrap();
+        let mut child = f
+            .cmd(&f.ws.root, &["fork", &v1, d.to_str().unwrap()])
+            .spawn()
+            .unwrap();
         // Any moment is a valid crash point; spread them over the fork.
         std::thread::sleep(Duration::from_millis(i * 15));
         let _ = child.kill();
@@ -329,8 +379,15 @@ fn sigkill_during_fork_leaves_it_missing_or_complete() {
             assert_eq!(st2["clean"], true, "{st2}");
             outcomes.1 += 1;
         } else {
-            let left: Vec<_> = std::fs::read_dir(&d).map(|r| r.count()).into_iter().collect();
-            assert!(left.is_empty() || left == vec![0], "half a fork at {} ({st:?})", d.display());
+            let left: Vec<_> = std::fs::read_dir(&d)
+                .map(|r| r.count())
+                .into_iter()
+                .collect();
+            assert!(
+                left.is_empty() || left == vec![0],
+                "half a fork at {} ({st:?})",
+                d.display()
+            );
             // The same fork then succeeds (stale staging is cleaned up).
             f.run(&["fork", &v1, d.to_str().unwrap()]).ok();
             assert_same(&base, &snapshot(&d), "a fork after a killed one");
@@ -339,7 +396,10 @@ fn sigkill_during_fork_leaves_it_missing_or_complete() {
         assert_same(&base, &snapshot(&f.ws.root), "the parent during forks");
     }
     f.verify_store(&f.ws.root);
-    eprintln!("killed forks: {} missing, {} complete", outcomes.0, outcomes.1);
+    eprintln!(
+        "killed forks: {} missing, {} complete",
+        outcomes.0, outcomes.1
+    );
 }
 
 #[test]
@@ -356,7 +416,10 @@ fn sigkill_during_adopt_leaves_parent_unchanged_or_adopted() {
     f.save(&d);
     let won = snapshot(&d);
     for i in 0..8u64 {
-        let mut child = f.cmd(&f.ws.root, &["adopt", d.to_str().unwrap()]).spawn().unwrap();
+        let mut child = f
+            .cmd(&f.ws.root, &["adopt", d.to_str().unwrap()])
+            .spawn()
+            .unwrap();
         std::thread::sleep(Duration::from_millis(i * 25));
         let _ = child.kill();
         let _ = child.wait();

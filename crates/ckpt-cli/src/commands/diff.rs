@@ -36,8 +36,16 @@ pub struct DiffArgs {
 pub fn run(ctx: &Ctx, args: &DiffArgs) -> Result<()> {
     let name_status = args.name_status;
     let opts = ops::diff::DiffOptions {
-        from: if args.fork.is_some() { None } else { args.a.clone() },
-        to: if args.fork.is_some() { args.a.clone() } else { args.b.clone() },
+        from: if args.fork.is_some() {
+            None
+        } else {
+            args.a.clone()
+        },
+        to: if args.fork.is_some() {
+            args.a.clone()
+        } else {
+            args.b.clone()
+        },
         paths: args.paths.clone(),
         content: !name_status,
         fork: args.fork.clone(),

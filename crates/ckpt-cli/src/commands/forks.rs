@@ -23,7 +23,10 @@ pub fn run(ctx: &Ctx, args: &ForksArgs) -> Result<()> {
         return Ok(());
     }
     if rep.forks.is_empty() {
-        println!("no forks of {} (`ckpt fork ID DIR` makes one)", rep.workspace.display());
+        println!(
+            "no forks of {} (`ckpt fork ID DIR` makes one)",
+            rep.workspace.display()
+        );
         return Ok(());
     }
     for f in &rep.forks {

@@ -383,9 +383,7 @@ impl CkptServer {
             fork: a.fork,
             dry_run: a.dry_run,
         };
-        Ok(self
-            .call(move |c| ops::adopt::adopt(c, &opts), as_is)
-            .await)
+        Ok(self.call(move |c| ops::adopt::adopt(c, &opts), as_is).await)
     }
 
     #[tool(description = "Remove a fork of this workspace: its directory and its store.")]
@@ -394,9 +392,7 @@ impl CkptServer {
         Parameters(a): Parameters<ForkRemoveArgs>,
     ) -> Result<CallToolResult, ErrorData> {
         let dir = PathBuf::from(a.dir);
-        Ok(self
-            .call(move |c| ops::forks::remove(c, &dir), as_is)
-            .await)
+        Ok(self.call(move |c| ops::forks::remove(c, &dir), as_is).await)
     }
 
     #[tool(

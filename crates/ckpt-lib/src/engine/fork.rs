@@ -110,7 +110,11 @@ pub fn fork(
     remove_stale_staging(&ws.root);
     let staging = staging_for(&ws.root, std::process::id())?;
     // A store inside the fork is built inside the staging directory.
-    let inner = ws.store_path.strip_prefix(&ws.root).ok().map(Path::to_path_buf);
+    let inner = ws
+        .store_path
+        .strip_prefix(&ws.root)
+        .ok()
+        .map(Path::to_path_buf);
     let store_at = match &inner {
         Some(rel) => staging.join(rel),
         None => ws.store_path.clone(),

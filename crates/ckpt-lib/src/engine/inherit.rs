@@ -81,7 +81,10 @@ fn state_of(src: &Store, cp: &Checkpoint) -> Result<Option<BTreeMap<Vec<u8>, Vec
     };
     let snap = s.snapshot(v)?;
     Ok(Some(
-        snap.scan(b"").into_iter().map(|e| (e.key, e.value)).collect(),
+        snap.scan(b"")
+            .into_iter()
+            .map(|e| (e.key, e.value))
+            .collect(),
     ))
 }
 

@@ -121,8 +121,12 @@ fn describe(
                 fresh: None,
                 catalog: &r,
             };
-            let changes =
-                diff::diff_trees(&src, Some(origin.root), Some(cp.root), &PathFilter::default())?;
+            let changes = diff::diff_trees(
+                &src,
+                Some(origin.root),
+                Some(cp.root),
+                &PathFilter::default(),
+            )?;
             diff::stats(&changes)
         }
         None => ChangeStats::default(),

@@ -176,6 +176,12 @@ pub fn with_schema<T: Serialize>(v: &T) -> Value {
     v
 }
 
+/// How a checkpoint's objects came from another store (`fork`, `adopt`):
+/// `linked`, `copied`, `present`.
+pub fn imported(i: &crate::store::objects::Imported) -> Value {
+    json!({ "linked": i.linked, "copied": i.copied, "present": i.present })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -188,10 +194,4 @@ mod tests {
         assert_eq!(ms(d).to_string(), "13.513");
         assert_eq!(ms(std::time::Duration::ZERO).to_string(), "0.0");
     }
-}
-
-/// How a checkpoint's objects came from another store (`fork`, `adopt`):
-/// `linked`, `copied`, `present`.
-pub fn imported(i: &crate::store::objects::Imported) -> Value {
-    json!({ "linked": i.linked, "copied": i.copied, "present": i.present })
 }

@@ -961,8 +961,13 @@ impl Objects {
         let to_copy: Mutex<Vec<(Hash, u64)>> = Mutex::new(Vec::new());
         let banded: Mutex<Vec<(Hash, u64)>> = Mutex::new(Vec::new());
         let link = |name: &[u8]| -> rustix::io::Result<bool> {
-            match rustix::fs::linkat(src.dir.as_fd(), name, self.dir.as_fd(), name, AtFlags::empty())
-            {
+            match rustix::fs::linkat(
+                src.dir.as_fd(),
+                name,
+                self.dir.as_fd(),
+                name,
+                AtFlags::empty(),
+            ) {
                 Ok(()) => Ok(true),
                 Err(Errno::EXIST) => Ok(false),
                 Err(e) => Err(e),
