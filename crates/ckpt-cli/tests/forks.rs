@@ -31,7 +31,11 @@ struct Fleet {
 
 impl Fleet {
     fn new() -> Fleet {
-        let ws = Ws::new();
+        Fleet::new_in(&test_base())
+    }
+
+    fn new_in(base: &Path) -> Fleet {
+        let ws = Ws::new_in(base);
         let xdg = ws.tmp.path().join("xdg");
         std::fs::create_dir(&xdg).unwrap();
         let f = Fleet { ws, xdg };
@@ -123,8 +127,32 @@ fn edit(root: &Path, rng: &mut Rng, tag: &str) {
 
 #[test]
 fn four_forks_each_see_only_their_own_edits_and_adopt_undoes() {
+    four_forks(&test_base());
+}
+
+#[test]
+fn four_forks_on_loop_btrfs() {
+    on_loop("btrfs", &[]);
+}
+
+#[test]
+fn four_forks_on_loop_xfs() {
+    on_loop("xfs", &["-m", "reflink=1"]);
+}
+
+fn on_loop(fs: &str, mkfs_args: &[&str]) {
+    use common::loopfs::{mount, NoFs};
+    match mount(fs, mkfs_args) {
+        Ok(lfs) => four_forks(&lfs.mnt),
+        Err(NoFs::Missing(why)) => skip(&format!("forks on {fs}: {why}")),
+        Err(NoFs::Refused(why)) => skip_env(&format!("forks on {fs}: {why}")),
+    }
+}
+
+/// The property test on the filesystem holding `base`.
+fn four_forks(base: &Path) {
     let mut rng = Rng::new("four_forks", 22);
-    let f = Fleet::new();
+    let f = Fleet::new_in(base);
     build_tree(&f.ws.root, 6, 8, &mut rng);
     chmod(&f.ws.root.join("d00"), 0o750);
     // Files older than the racy window (a file modified within 50 ms of a
@@ -158,6 +186,11 @@ fn four_forks_each_see_only_their_own_edits_and_adopt_undoes() {
         .map(|x| PathBuf::from(x["to"].as_str().unwrap()))
         .collect();
     assert_eq!(forks.len(), 4);
+    for x in r["forks"].as_array().unwrap() {
+        // Same filesystem: the fork's store links the parent's objects.
+        assert!(x["objects"]["linked"].as_u64().unwrap() > 0, "{x}");
+        assert_eq!(x["objects"]["copied"], 0, "{x}");
+    }
     for (i, d) in forks.iter().enumerate() {
         assert_eq!(
             d,

@@ -26,7 +26,8 @@
 //! | gc and retention | [`gc::gc`] |
 //! | verify (workspace or store), hash | [`verify::verify`], [`hash::hash`] |
 //! | du | [`du::du`] |
-//! | fork, cp | [`fork::fork`], [`cp::cp`] |
+//! | fork, cp | [`fork::fork`] ([`fork::fork_many`]: `--count`), [`cp::cp`] |
+//! | the forks of a workspace, removing one, adopting one | [`forks::forks`], [`forks::remove`], [`adopt::adopt`] |
 //! | doctor | [`doctor::doctor`] |
 //! | stores on this machine | [`stores::stores`] |
 //! | agent state | [`state::get`], [`state::put`], [`state::del`], [`state::ls`], [`state::history`], [`state::cas`] |
