@@ -11,7 +11,7 @@
 //! Tables:
 //! - `meta`: `&str → bytes` — `head` (u64 LE), `next_seq` (u64 LE),
 //!   `generation` (u64 LE, bumped by gc), `caps` (JSON), `journal` (JSON of
-//!   an in-progress restore).
+//!   an in-progress restore), `origin` (JSON [`Origin`], a fork's store only).
 //! - `checkpoints`: `u64 seq → JSON` [`Checkpoint`].
 //! - `by_hash`: `[u8;32] checkpoint hash → u64 seq`, for hash-prefix ids.
 //! - `trees`: `[u8;32] tree hash → encoded` [`Tree`].
