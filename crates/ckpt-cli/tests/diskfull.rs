@@ -192,6 +192,8 @@ fn random_work(fs: &Tmpfs, seed: u64, store_on_tmpfs: bool) {
     // Every checkpoint recorded (oldest first), and HEAD.
     let mut acked = vec![(first, snapshot(&root))];
     let mut head = acked[0].clone();
+    // Failed saves, refused restores, restores, undos: printed at the end.
+    let mut seen = [0u32; 4];
     for step in 0..30 {
         let what = format!("seed {seed}, step {step}");
         let name = names[rng.below(names.len() as u64) as usize];
@@ -216,6 +218,7 @@ fn random_work(fs: &Tmpfs, seed: u64, store_on_tmpfs: bool) {
                     continue;
                 }
                 assert!(r.stderr.contains("No space left"), "{what}: {}", r.dump());
+                seen[0] += 1;
                 assert_eq!(ws.log_ids()[0], newest, "{what}: the failed save recorded");
                 assert!(store_leftovers(&ws.store).is_empty(), "{what}");
                 assert_eq!(
@@ -228,8 +231,12 @@ fn random_work(fs: &Tmpfs, seed: u64, store_on_tmpfs: bool) {
                 // Back to HEAD, with the pre-restore save.
                 let r = ws.run(&["restore", &head.0, "--json"]);
                 match r.code {
-                    Some(0) => assert_same(&head.1, &snapshot(&root), &what),
+                    Some(0) => {
+                        seen[2] += 1;
+                        assert_same(&head.1, &snapshot(&root), &what)
+                    }
                     Some(9) => {
+                        seen[1] += 1;
                         assert_same(&before, &snapshot(&root), &what);
                         assert_eq!(ws.log_ids()[0], newest, "{what}: refused, yet recorded");
                     }
@@ -244,14 +251,28 @@ fn random_work(fs: &Tmpfs, seed: u64, store_on_tmpfs: bool) {
             _ => {
                 // Undo to the newest checkpoint, dropping what is unsaved.
                 head = acked.last().unwrap().clone();
+                seen[3] += 1;
                 ws.run(&["restore", &head.0, "--no-save"]).ok();
                 assert_same(&head.1, &snapshot(&root), &format!("{what}: undo"));
             }
         }
     }
+    eprintln!(
+        "seed {seed}: {} checkpoints, {} failed saves, {} restores refused (exit 9), \
+         {} restores, {} undos with --no-save",
+        acked.len(),
+        seen[0],
+        seen[1],
+        seen[2],
+        seen[3]
+    );
     assert_store_verifies(&ws, &format!("seed {seed}"));
-    for (id, snap) in &acked {
-        ws.assert_restores(id, snap);
+    // Each restores byte for byte into a directory on another filesystem.
+    let other = tempfile::tempdir_in(test_base()).unwrap();
+    for (i, (id, snap)) in acked.iter().enumerate() {
+        let dest = other.path().join(i.to_string());
+        ws.run(&["restore", id, "--to", dest.to_str().unwrap()]).ok();
+        assert_same(snap, &snapshot(&dest), &format!("seed {seed}: restore {id} --to"));
     }
     // Undo to each acknowledged checkpoint in place, newest first (with the
     // store elsewhere each one fits on the disk it was saved from).

@@ -559,6 +559,7 @@ pub const STORE_NAMES: &[&str] = &[
     "tmp",
     "state.redb",
     "state.redb.lock",
+    "reserve",
 ];
 
 /// Leftover temporaries anywhere in a store: unknown names at its top, and

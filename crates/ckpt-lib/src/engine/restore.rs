@@ -49,7 +49,9 @@
 //! that shrink, then files that grow (above). It copies nothing into the
 //! store that the store already holds (see [`crate::store::objects`]), so
 //! on a full disk the pre-restore save only needs room for what is unsaved,
-//! and `--no-save` needs none in the store. When a file's new content does
+//! and `--no-save` needs none in the store: its few small commits (journal,
+//! head, agent state) may use the store's reserve, which saves never touch
+//! (see [`crate::store`], "The reserve"). When a file's new content does
 //! not fit beside its old content, the old file is removed first and the
 //! write retried: a reader may then briefly see the path missing, never a
 //! half-written file. A restore that still runs out of space stops as an
@@ -297,6 +299,9 @@ pub fn restore(
         (None, undo, scanned)
     };
     ckpt_fault::point("restore.after_pre_save");
+    // The restore's own commits may use the store's reserve (see
+    // `crate::store`, "The reserve").
+    store.release_reserve();
     // Without a pre-save checkpoint the journal gets its own transaction.
     if let (Some(j), None) = (new_journal, &pre_save) {
         let _t = crate::trace::span("journal");

@@ -11,11 +11,25 @@
 //!   tmp/            objects being written
 //!   state.redb      agent state, created on first write (crate::store::state)
 //!   state.redb.lock its per-process lock
+//!   reserve         space held back for a restore's own commits
 //! ```
 //!
 //! [`Store::open`] takes the lock before anything else and holds it until
 //! the `Store` is dropped. The state store is opened lazily, on first use
 //! ([`Store::state`]), and closed when the `Store` is dropped.
+//!
+//! ## The reserve
+//! A restore commits small transactions of its own around its file writes
+//! (its journal, the head, the agent state), and even `restore --no-save`,
+//! which frees space, needs room for those first. On a full disk (the
+//! workspace filled it, and the store is on the same filesystem) there is
+//! none, and redb may need new pages for any commit. So a writable open
+//! keeps the file `reserve` ([`RESERVE_BYTES`] of allocated space) when at
+//! least twice that is free, and a restore, once it is past its pre-restore
+//! save, removes it when less than that is free ([`Store::release_reserve`]):
+//! its commits then have room. A save never uses it, so a disk the
+//! workspace filled still has room for the undo. A later open makes it
+//! again once there is space.
 
 pub mod bands;
 pub mod catalog;
@@ -42,6 +56,12 @@ use ckpt_copy::copy::{self, Caps, Copier};
 use ckpt_copy::fs;
 
 pub(crate) const MARKER: &str = "CKPT_STORE";
+/// The reserve (see "The reserve").
+const RESERVE: &str = "reserve";
+/// Its temporary name while it is being made.
+const RESERVE_TMP: &str = "reserve.tmp";
+/// The size of the reserve.
+pub const RESERVE_BYTES: u64 = 1 << 20;
 const MARKER_TEXT: &str = "ckpt store v1\n";
 
 /// An open, locked store.
@@ -138,6 +158,7 @@ impl Store {
         for tmp in [
             crate::store::index::temp_path(&index_path),
             crate::store::index::temp_path(&crate::store::index::delta_path(&index_path)),
+            root.join(RESERVE_TMP),
         ] {
             match std::fs::remove_file(&tmp) {
                 Ok(()) => {}
@@ -161,6 +182,9 @@ impl Store {
         if let Some(b) = config.band_min.filter(|&b| b > 0) {
             objects.band_min = b;
         }
+        if !read_only {
+            keep_reserve(root);
+        }
         Ok(Store {
             root: root.to_path_buf(),
             catalog,
@@ -169,6 +193,15 @@ impl Store {
             state: LazyState::new(root, lock_timeout),
             _lock: lock,
         })
+    }
+
+    /// Removes the reserve when less than [`RESERVE_BYTES`] are free on
+    /// the store's filesystem, so the commits that follow have room (a
+    /// restore past its pre-restore save; see "The reserve").
+    pub fn release_reserve(&self) {
+        if free_bytes(&self.root).is_some_and(|f| f < RESERVE_BYTES) {
+            let _ = std::fs::remove_file(self.root.join(RESERVE));
+        }
     }
 
     /// Path of the stat index.
@@ -181,4 +214,34 @@ impl Store {
         let generation = self.catalog.reader()?.generation()?;
         Ok(Index::load(&self.index_path(), generation))
     }
+}
+
+/// Makes the reserve (see "The reserve") if it is missing and at least
+/// twice its size is free. Best effort: without room it is made by a later
+/// open, and a failure leaves no partial file.
+fn keep_reserve(root: &Path) {
+    if root.join(RESERVE).exists()
+        || !free_bytes(root).is_some_and(|f| f >= 2 * RESERVE_BYTES)
+    {
+        return;
+    }
+    let tmp = root.join(RESERVE_TMP);
+    let made = std::fs::File::create(&tmp).and_then(|f| {
+        rustix::fs::fallocate(&f, rustix::fs::FallocateFlags::empty(), 0, RESERVE_BYTES)
+            .map_err(std::io::Error::from)
+            .or_else(|_| {
+                // No fallocate here: allocate by writing.
+                use std::io::Write;
+                (&f).write_all(&vec![0u8; RESERVE_BYTES as usize])
+            })
+    });
+    if made.and_then(|()| std::fs::rename(&tmp, root.join(RESERVE))).is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+}
+
+/// Bytes free for an unprivileged user on the filesystem of `p`.
+fn free_bytes(p: &Path) -> Option<u64> {
+    let s = rustix::fs::statvfs(p).ok()?;
+    Some(s.f_bavail * s.f_frsize)
 }
