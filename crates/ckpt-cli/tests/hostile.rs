@@ -378,7 +378,8 @@ fn unreadable_files_and_directories_fail_clearly_and_change_nothing() {
 /// space is freed, a re-run succeeds exactly.
 #[test]
 fn full_disk_during_save_restore_and_state_commit() {
-    let Some(fs) = Tmpfs::mount("6m") else {
+    // 6 MB of room, plus the store's 1 MiB reserve (see `ckpt_lib::store`).
+    let Some(fs) = Tmpfs::mount("7m") else {
         skip_needs_root("cannot mount a tmpfs here");
         return;
     };
@@ -426,6 +427,9 @@ fn full_disk_during_save_restore_and_state_commit() {
     write(&ws.root, "a.txt", b"changed\n");
     let (v2, _) = ws.save();
     let s2 = snapshot(&ws.root);
+    // With the store's reserve used up too (it would give the restore the
+    // room it needs), and 200 KB free.
+    std::fs::remove_file(ws.store.join("reserve")).unwrap();
     let free = free_bytes(fs.path());
     std::fs::write(&pad, vec![1u8; free.saturating_sub(200_000) as usize]).unwrap();
     let r = ws.run(&["restore", &v1, "--no-save"]);

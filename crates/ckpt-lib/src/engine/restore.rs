@@ -300,8 +300,8 @@ pub fn restore(
     };
     ckpt_fault::point("restore.after_pre_save");
     // The restore's own commits may use the store's reserve (see
-    // `crate::store`, "The reserve").
-    store.release_reserve();
+    // `crate::store`, "The reserve"): here, and after the files are written.
+    store.room_for_commit();
     // Without a pre-save checkpoint the journal gets its own transaction.
     if let (Some(j), None) = (new_journal, &pre_save) {
         let _t = crate::trace::span("journal");
@@ -374,6 +374,7 @@ pub fn restore(
     let t = crate::trace::span("apply");
     applier.apply(&changes, &lookup)?;
     drop(t);
+    store.room_for_commit();
 
     let t = crate::trace::span("update index");
     scan.index = updated_index(

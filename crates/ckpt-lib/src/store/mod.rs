@@ -24,12 +24,13 @@
 //! which frees space, needs room for those first. On a full disk (the
 //! workspace filled it, and the store is on the same filesystem) there is
 //! none, and redb may need new pages for any commit. So a writable open
-//! keeps the file `reserve` ([`RESERVE_BYTES`] of allocated space) when at
-//! least twice that is free, and a restore, once it is past its pre-restore
-//! save, removes it when less than that is free ([`Store::release_reserve`]):
-//! its commits then have room. A save never uses it, so a disk the
-//! workspace filled still has room for the undo. A later open makes it
-//! again once there is space.
+//! makes the file `reserve` [`RESERVE_BYTES`] of allocated space long when
+//! at least twice that is free, and before each group of its own commits a
+//! restore gives [`RESERVE_CHUNK`] of it back when less than that is free
+//! ([`Store::room_for_commit`]): those commits then have room, even when
+//! the restore's file writes used up what was free. A save never uses it,
+//! so a disk the workspace filled still has room for the undo. A later open
+//! makes it whole again once there is space.
 
 pub mod bands;
 pub mod catalog;
@@ -58,10 +59,11 @@ use ckpt_copy::fs;
 pub(crate) const MARKER: &str = "CKPT_STORE";
 /// The reserve (see "The reserve").
 const RESERVE: &str = "reserve";
-/// Its temporary name while it is being made.
-const RESERVE_TMP: &str = "reserve.tmp";
 /// The size of the reserve.
 pub const RESERVE_BYTES: u64 = 1 << 20;
+/// How much of it [`Store::room_for_commit`] gives back (room for a few
+/// small redb commits).
+pub const RESERVE_CHUNK: u64 = 256 << 10;
 const MARKER_TEXT: &str = "ckpt store v1\n";
 
 /// An open, locked store.
@@ -158,7 +160,6 @@ impl Store {
         for tmp in [
             crate::store::index::temp_path(&index_path),
             crate::store::index::temp_path(&crate::store::index::delta_path(&index_path)),
-            root.join(RESERVE_TMP),
         ] {
             match std::fs::remove_file(&tmp) {
                 Ok(()) => {}
@@ -195,12 +196,20 @@ impl Store {
         })
     }
 
-    /// Removes the reserve when less than [`RESERVE_BYTES`] are free on
-    /// the store's filesystem, so the commits that follow have room (a
-    /// restore past its pre-restore save; see "The reserve").
-    pub fn release_reserve(&self) {
-        if free_bytes(&self.root).is_some_and(|f| f < RESERVE_BYTES) {
-            let _ = std::fs::remove_file(self.root.join(RESERVE));
+    /// Gives [`RESERVE_CHUNK`] of the reserve back when less than that is
+    /// free on the store's filesystem, so the commits that follow have room
+    /// (a restore's own, see "The reserve"). Best effort.
+    pub fn room_for_commit(&self) {
+        if !free_bytes(&self.root).is_some_and(|f| f < RESERVE_CHUNK) {
+            return;
+        }
+        if let Ok(f) = std::fs::OpenOptions::new()
+            .write(true)
+            .open(self.root.join(RESERVE))
+        {
+            if let Ok(m) = f.metadata() {
+                let _ = f.set_len(m.len().saturating_sub(RESERVE_CHUNK));
+            }
         }
     }
 
@@ -216,27 +225,29 @@ impl Store {
     }
 }
 
-/// Makes the reserve (see "The reserve") if it is missing and at least
-/// twice its size is free. Best effort: without room it is made by a later
-/// open, and a failure leaves no partial file.
+/// Makes the reserve (see "The reserve") whole if it is not and at least
+/// twice its size is free. Best effort: without room a later open does it.
 fn keep_reserve(root: &Path) {
-    if root.join(RESERVE).exists()
+    let path = root.join(RESERVE);
+    if std::fs::metadata(&path).is_ok_and(|m| m.len() >= RESERVE_BYTES)
         || !free_bytes(root).is_some_and(|f| f >= 2 * RESERVE_BYTES)
     {
         return;
     }
-    let tmp = root.join(RESERVE_TMP);
-    let made = std::fs::File::create(&tmp).and_then(|f| {
-        rustix::fs::fallocate(&f, rustix::fs::FallocateFlags::empty(), 0, RESERVE_BYTES)
-            .map_err(std::io::Error::from)
-            .or_else(|_| {
-                // No fallocate here: allocate by writing.
-                use std::io::Write;
-                (&f).write_all(&vec![0u8; RESERVE_BYTES as usize])
-            })
-    });
-    if made.and_then(|()| std::fs::rename(&tmp, root.join(RESERVE))).is_err() {
-        let _ = std::fs::remove_file(&tmp);
+    let Ok(f) = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+    else {
+        return;
+    };
+    let allocated =
+        rustix::fs::fallocate(&f, rustix::fs::FallocateFlags::empty(), 0, RESERVE_BYTES);
+    if allocated.is_err() {
+        // No fallocate on this filesystem: allocate by writing.
+        use std::os::unix::fs::FileExt;
+        let _ = f.write_all_at(&vec![0u8; RESERVE_BYTES as usize], 0);
     }
 }
 
