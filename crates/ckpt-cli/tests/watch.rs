@@ -412,7 +412,7 @@ fn undo_on_a_full_disk_through_the_watcher() {
     let r = ws.run(&["-v", "restore", &v1]).code(9);
     assert!(r.stderr.contains("A big2.bin"), "{}", r.dump());
     assert_same(&full, &snapshot(&ws.root), "the refused restore");
-    assert_eq!(ws.log_ids(), [v1.clone()]);
+    assert_eq!(ws.log_ids(), std::slice::from_ref(&v1));
     let r = ws.run(&["-v", "restore", "--no-save", &v1]).ok();
     assert!(r.stderr.contains("restored by the watcher"), "{}", r.stderr);
     assert_same(
@@ -422,7 +422,7 @@ fn undo_on_a_full_disk_through_the_watcher() {
     );
     assert_eq!(changes(&ws, false), changes(&ws, true));
     assert_full_scan_agrees(&ws, "after restore --no-save");
-    assert_eq!(ws.log_ids(), [v1.clone()]);
+    assert_eq!(ws.log_ids(), std::slice::from_ref(&v1));
     assert_store_verifies(&ws, "after the undo");
 }
 

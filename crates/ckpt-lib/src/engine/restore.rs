@@ -24,7 +24,9 @@
 //!      one it replaces, symlinks, mode and mtime fixes), then files that
 //!      grow or are new. Each is written to a temporary name in its own
 //!      directory (`.ckpt-tmp.*`), given its mode and mtime, then renamed
-//!      over the old entry, so a reader never sees a half-written file;
+//!      over the old entry, so a reader never sees a half-written file. A
+//!      directory whose writes ran out of space while others were written
+//!      is done again, alone, after them;
 //!    - directory modes and mtimes last, deepest first;
 //! 4. update the stat index for exactly the paths written, set the head, and
 //!    clear the journal.
@@ -843,23 +845,21 @@ impl Applier<'_> {
         // files that grow.
         let groups: Vec<_> = groups.into_iter().collect();
         for growing in [false, true] {
-            groups.par_iter().try_for_each(|(dir, ops)| -> Result<()> {
-                let mut ops = ops
-                    .iter()
-                    .filter(|(_, op)| op.grows() == growing)
-                    .peekable();
-                if ops.peek().is_none() {
-                    return Ok(());
-                }
-                let dfd = self.open_dir(dir)?;
-                for (path, op) in ops {
-                    match op {
-                        Op::Write(e, _) => self.write_entry(dfd.as_fd(), path, e)?,
-                        Op::Meta(e) => self.fix_meta(dfd.as_fd(), path, e)?,
+            // A directory that ran out of space while others were being
+            // written is done again once they are, alone.
+            let again = Mutex::new(Vec::new());
+            groups.par_iter().try_for_each(|(dir, ops)| {
+                match self.write_group(dir, ops, growing) {
+                    Err(e) if e.is_out_of_space() => {
+                        again.lock().unwrap().push((dir, ops));
+                        Ok(())
                     }
+                    r => r,
                 }
-                Ok(())
             })?;
+            for (dir, ops) in again.into_inner().unwrap() {
+                self.write_group(dir, ops, growing)?;
+            }
         }
 
         ckpt_fault::point("restore.phase_c");
@@ -874,6 +874,28 @@ impl Applier<'_> {
             let fd = self.open_dir(&d)?;
             rustix::fs::fchmod(&fd, FsMode::from_raw_mode(e.mode)).ctx("chmod", self.shown(&d))?;
             fs::set_mtime_fd(fd.as_fd(), e.mtime_ns).ctx("set mtime", self.shown(&d))?;
+        }
+        Ok(())
+    }
+
+    /// Phase B for the directory `dir`: its operations that grow (or, with
+    /// `growing` false, do not; see [`Op::grows`]) and are not done yet.
+    fn write_group(&self, dir: &[u8], ops: &[(&[u8], Op<'_>)], growing: bool) -> Result<()> {
+        let mut ops = ops
+            .iter()
+            .filter(|(path, op)| {
+                op.grows() == growing && !self.written.lock().unwrap().contains_key(*path)
+            })
+            .peekable();
+        if ops.peek().is_none() {
+            return Ok(());
+        }
+        let dfd = self.open_dir(dir)?;
+        for (path, op) in ops {
+            match op {
+                Op::Write(e, _) => self.write_entry(dfd.as_fd(), path, e)?,
+                Op::Meta(e) => self.fix_meta(dfd.as_fd(), path, e)?,
+            }
         }
         Ok(())
     }

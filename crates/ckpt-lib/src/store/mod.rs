@@ -200,7 +200,7 @@ impl Store {
     /// free on the store's filesystem, so the commits that follow have room
     /// (a restore's own, see "The reserve"). Best effort.
     pub fn room_for_commit(&self) {
-        if !free_bytes(&self.root).is_some_and(|f| f < RESERVE_CHUNK) {
+        if free_bytes(&self.root).is_none_or(|f| f >= RESERVE_CHUNK) {
             return;
         }
         if let Ok(f) = std::fs::OpenOptions::new()
@@ -230,7 +230,7 @@ impl Store {
 fn keep_reserve(root: &Path) {
     let path = root.join(RESERVE);
     if std::fs::metadata(&path).is_ok_and(|m| m.len() >= RESERVE_BYTES)
-        || !free_bytes(root).is_some_and(|f| f >= 2 * RESERVE_BYTES)
+        || free_bytes(root).is_none_or(|f| f < 2 * RESERVE_BYTES)
     {
         return;
     }
