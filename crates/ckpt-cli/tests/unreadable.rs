@@ -398,7 +398,9 @@ fn verify_names_the_file_it_cannot_read() {
     let r = u.run(&["verify"]);
     assert_eq!(r.code, Some(1), "{}", r.dump());
     assert!(
-        r.stderr.contains("ok.txt") && r.stderr.contains("ermission denied"),
+        r.stderr.contains("ok.txt")
+            && r.stderr.contains("ermission denied")
+            && r.stderr.contains(".ckptignore"),
         "{}",
         r.dump()
     );

@@ -683,7 +683,10 @@ impl Scanner<'_> {
     /// unless `kept` it is reported as skipped.
     fn unreadable(&self, path: Vec<u8>, dir: bool, kept: bool) -> Result<()> {
         if self.input.on_unreadable == OnUnreadable::Fail {
-            let op = if dir { "read directory" } else { "open" };
+            let op = match dir {
+                true => "read directory (every file is re-read: make it readable, or list it in .ckptignore)",
+                false => "open (every file is re-read: make it readable, or list it in .ckptignore)",
+            };
             return Err(Error::io(op, self.shown(&path), Errno::ACCESS.into()));
         }
         self.out
