@@ -369,7 +369,7 @@ fn chmod_000_directory_is_left_out_and_restored() {
     u.write("top.txt", b"1\n");
     let mut now = snapshot(&u.ws.root);
     // top.txt was rewritten by the test: compare it by content and mode.
-    now.get_mut(&b"top.txt".to_vec()).unwrap().mtime_ns = s1[&b"top.txt".to_vec()].mtime_ns;
+    now.get_mut(b"top.txt".as_slice()).unwrap().mtime_ns = s1[&b"top.txt".to_vec()].mtime_ns;
     assert_same(&s1, &now, "restore --no-save v1 -- d");
 
     // A file added inside before the chmod was never captured: it stays.
@@ -381,7 +381,7 @@ fn chmod_000_directory_is_left_out_and_restored() {
     let extra = snapshot(&u.ws.root)[&b"d/extra.txt".to_vec()].clone();
     want.insert(b"d/extra.txt".to_vec(), extra);
     let mut now = snapshot(&u.ws.root);
-    now.get_mut(&b"d".to_vec()).unwrap().mtime_ns = want[&b"d".to_vec()].mtime_ns;
+    now.get_mut(b"d".as_slice()).unwrap().mtime_ns = want[&b"d".to_vec()].mtime_ns;
     assert_same(&want, &now, "restore v1 over an unreadable d");
     assert_eq!(mode(&u.path("d")), 0o755);
 }
