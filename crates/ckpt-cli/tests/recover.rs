@@ -45,16 +45,9 @@ impl Machine {
 
     fn run(&self, args: &[&str]) -> Run {
         let os: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_ref()).collect();
-        let out = command(self.tmp.path(), &os)
-            .env("XDG_DATA_HOME", self.data_home())
-            .output()
-            .unwrap();
-        Run {
-            what: format!("ckpt {}", args.join(" ")),
-            code: out.status.code(),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        }
+        let mut c = command(self.tmp.path(), &os);
+        c.env("XDG_DATA_HOME", self.data_home());
+        run_command(c, format!("ckpt {}", args.join(" ")))
     }
 
     /// `ckpt stores --json [DIRS]`: the stores array.

@@ -71,13 +71,10 @@ fn run(ws: &Ws, band_min: Option<&str>, args: &[&str]) -> Run {
     if let Some(b) = band_min {
         c.env("CKPT_BAND_MIN", b);
     }
-    let out = c.output().unwrap();
-    Run {
-        what: format!("ckpt {} (CKPT_BAND_MIN={band_min:?})", args.join(" ")),
-        code: out.status.code(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+    run_command(
+        c,
+        format!("ckpt {} (CKPT_BAND_MIN={band_min:?})", args.join(" ")),
+    )
 }
 
 /// Whether the test directory's filesystem keeps holes at all (tmpfs and

@@ -439,24 +439,9 @@ impl Copier {
         dst_off: u64,
         n: u64,
     ) -> io::Result<()> {
-        BUF.with(|buf| {
-            let mut buf = buf.borrow_mut();
-            buf.resize(BUF_SIZE, 0);
-            let mut done = 0u64;
-            while done < n {
-                let want = ((n - done) as usize).min(BUF_SIZE);
-                let got = match rustix::io::pread(src, &mut buf[..want], off + done) {
-                    Ok(0) => return Ok(()),
-                    Ok(got) => got,
-                    Err(Errno::INTR) => continue,
-                    Err(e) => return Err(e.into()),
-                };
-                write_nonzero_at(dst, &buf[..got], dst_off + done)?;
-                done += got as u64;
-            }
-            self.stats.sparse.fetch_add(1, Ordering::Relaxed);
-            Ok(())
-        })
+        copy_user_with(src, dst, off, dst_off, n, write_nonzero_at)?;
+        self.stats.sparse.fetch_add(1, Ordering::Relaxed);
+        Ok(())
     }
 
     /// Writes `data` at `off` in `dst`, skipping every [`BLOCK`]-aligned
@@ -524,6 +509,19 @@ fn copy_user(
     dst_off: u64,
     n: u64,
 ) -> io::Result<()> {
+    copy_user_with(src, dst, off, dst_off, n, pwrite_all)
+}
+
+/// `pread` of `off..off+n` through a thread-local buffer, each piece
+/// handed to `write(dst, bytes, at)`.
+fn copy_user_with(
+    src: BorrowedFd<'_>,
+    dst: BorrowedFd<'_>,
+    off: u64,
+    dst_off: u64,
+    n: u64,
+    write: fn(BorrowedFd<'_>, &[u8], u64) -> io::Result<()>,
+) -> io::Result<()> {
     BUF.with(|buf| {
         let mut buf = buf.borrow_mut();
         buf.resize(BUF_SIZE, 0);
@@ -537,7 +535,7 @@ fn copy_user(
                 Err(Errno::INTR) => continue,
                 Err(e) => return Err(e.into()),
             };
-            pwrite_all(dst, &buf[..got], pos - off + dst_off)?;
+            write(dst, &buf[..got], pos - off + dst_off)?;
             pos += got as u64;
         }
         Ok(())

@@ -50,6 +50,13 @@ pub struct Run {
     pub stderr: String,
 }
 
+/// Runs a prepared command (e.g. [`command`] with extra environment) to
+/// completion; `what` names it in messages.
+pub fn run_command(mut c: Command, what: String) -> Run {
+    let out = c.output().unwrap_or_else(|e| panic!("{what}: {e}"));
+    Run::from_output(what, out)
+}
+
 impl Run {
     fn from_output(what: String, o: Output) -> Run {
         Run {

@@ -43,7 +43,7 @@ use crate::watch::{
     client, lock_path, socket_path, Op, Request, Response, RestoreParams, SaveParams, SaveReply,
     ScanReply, Token, WatchStatus, PROTOCOL,
 };
-use crate::workspace::scan::{self, Mode, ScanInput, ScanResult};
+use crate::workspace::scan::{self, Mode, OnUnreadable, ScanInput, ScanResult};
 use crate::workspace::Workspace;
 use crate::{Config, Error, Result};
 use ckpt_copy::fs::is_within;
@@ -519,6 +519,7 @@ impl Watcher {
             files_read: rep.counts.files_read,
             new_objects: rep.counts.new_objects,
             new_bytes: rep.counts.new_bytes,
+            unreadable: rep.unreadable,
             scan: how,
         })
     }
@@ -613,12 +614,14 @@ impl Watcher {
             ignore: &ignore_rules,
             exclude: &exclude,
             mode: Mode::HashOnly,
+            on_unreadable: OnUnreadable::Record,
         };
         let r = scan::scan_partial(&input, &dirs)?;
         Ok(ScanReply {
             root: r.root.0,
             new_trees: r.new_trees.into_iter().map(|(h, b)| (h.0, b)).collect(),
             skipped: r.skipped,
+            unreadable: r.unreadable,
             entries: r.entries,
             files_read: r.files_read,
             scan: format!("partial scan: {} dirty directories", dirs.len()),

@@ -75,6 +75,20 @@
 //! change at or below it, and removing a directory keeps such a
 //! subdirectory (and so the directories above it).
 //!
+//! An entry the scan was not allowed to read and left out
+//! ([`crate::workspace::scan`]: an unreadable file the index cannot vouch
+//! for, an unreadable directory) is in no checkpoint, so its content cannot
+//! be brought back: like a FIFO, it is left alone, also when the directory
+//! holding it is removed (that directory then stays, holding it). Where the
+//! target has an entry at its path, the target's entry replaces it: a file
+//! is renamed over it (no read permission needed); an unreadable directory is
+//! first given owner `rwx` (`chmod`, which its owner may always do), then
+//! filled with the target's entries and given the target's mode in the last
+//! phase. Its children that the target does not name are left there: never
+//! captured, they are not removed. An unreadable file the index vouched for
+//! is in the checkpoint like any other; if only its mode differs from the
+//! target's, it is rewritten from the store (it cannot be opened to `chmod`).
+//!
 //! Every path is reached through directory descriptors opened with
 //! `O_NOFOLLOW` from the workspace root, so a symlink in the workspace or the
 //! checkpoint can never make restore write outside the workspace.
@@ -103,7 +117,7 @@ use crate::store::state::{self, StateRestore};
 use crate::store::tree::{Entry, Node, Tree};
 use crate::store::Store;
 use crate::workspace::ignore::Ignore;
-use crate::workspace::scan::{ScanResult, TEMP_PREFIX};
+use crate::workspace::scan::{ScanResult, Unreadable, TEMP_PREFIX};
 use crate::workspace::Workspace;
 use crate::{Error, Hash, Result};
 use ckpt_copy::fs::is_within;
@@ -158,6 +172,9 @@ pub struct RestoreReport {
     /// What happened to the agent state (None: not restored, or there is no
     /// state on either side).
     pub state: Option<StateRestore>,
+    /// Entries the scan was not allowed to read (see the module doc).
+    #[serde(default)]
+    pub unreadable: Vec<Unreadable>,
 }
 
 impl RestoreReport {
@@ -179,6 +196,7 @@ impl RestoreReport {
             written: 0,
             removed: 0,
             state,
+            unreadable: Vec::new(),
         }
     }
 }
@@ -233,6 +251,7 @@ pub fn restore(
             written: 0,
             removed: 0,
             state,
+            unreadable: scan.unreadable,
         });
     }
 
@@ -300,6 +319,7 @@ pub fn restore(
         let undo = journal.as_ref().filter(|_| resumed).and_then(|j| j.undo);
         (None, undo, scanned)
     };
+    let unreadable = scan.unreadable.clone();
     ckpt_fault::point("restore.after_pre_save");
     // The restore's own commits may use the store's reserve (see
     // `crate::store`, "The reserve"): here, and after the files are written.
@@ -353,6 +373,7 @@ pub fn restore(
             written: 0,
             removed: 0,
             state,
+            unreadable,
         });
     }
 
@@ -368,6 +389,12 @@ pub fn restore(
         root_path: &ws.root,
         objects: &store.objects,
         ignore: Some(&ignore),
+        left_out: scan
+            .unreadable
+            .iter()
+            .filter(|u| !u.kept)
+            .map(|u| u.path.clone())
+            .collect(),
         written: Mutex::new(HashMap::new()),
         removed: AtomicU64::new(0),
         counter: AtomicU64::new(0),
@@ -425,6 +452,7 @@ pub fn restore(
         written,
         removed: applier.removed.into_inner(),
         state,
+        unreadable,
     })
 }
 
@@ -762,6 +790,8 @@ struct Applier<'a> {
     root_path: &'a Path,
     objects: &'a Objects,
     ignore: Option<&'a Ignore>,
+    /// Unreadable entries the scan left out: never removed.
+    left_out: HashSet<Vec<u8>>,
     written: Mutex<HashMap<Vec<u8>, Meta>>,
     removed: AtomicU64,
     counter: AtomicU64,
@@ -913,7 +943,19 @@ impl Applier<'_> {
             match rustix::fs::mkdirat(&dfd, name_of(path), FsMode::from_raw_mode(0o700)) {
                 Ok(()) => {}
                 Err(Errno::EXIST) => match fs::stat_at(dfd.as_fd(), name_of(path)) {
-                    Ok(m) if m.file_type() == rustix::fs::FileType::Directory => {}
+                    // Not in the scan: one it may not read (see the module
+                    // doc). Ours to fill: owner rwx until phase C.
+                    Ok(m) if m.file_type() == rustix::fs::FileType::Directory => {
+                        if m.perm() & 0o700 != 0o700 {
+                            rustix::fs::chmodat(
+                                &dfd,
+                                name_of(path),
+                                FsMode::from_raw_mode(m.perm() | 0o700),
+                                AtFlags::empty(),
+                            )
+                            .ctx("chmod", self.shown(path))?;
+                        }
+                    }
                     _ => {
                         fs::remove_all_at(dfd.as_fd(), name_of(path))
                             .ctx("remove", self.shown(path))?;
@@ -950,7 +992,12 @@ impl Applier<'_> {
             Err(e) => return Err(Error::io("stat", self.shown(path), e.into())),
         };
         if meta.file_type() == rustix::fs::FileType::Directory {
-            let sub = fs::open_dir_at(dir, name).ctx("open directory", self.shown(path))?;
+            let sub = match fs::open_dir_at(dir, name) {
+                Ok(sub) => sub,
+                // It may not be read, so it was never captured: keep it.
+                Err(Errno::ACCESS | Errno::PERM) => return Ok(false),
+                Err(e) => return Err(Error::io("open directory", self.shown(path), e.into())),
+            };
             let sub = fs::list_dir(sub).ctx("read directory", self.shown(path))?;
             // Another workspace: not ours to remove.
             let marker = crate::workspace::MARKER_NAME.as_bytes();
@@ -965,9 +1012,10 @@ impl Applier<'_> {
                 let cpath = join(path, child);
                 let child_is_dir = fs::stat_at(sub.fd(), child)
                     .is_ok_and(|m| m.file_type() == rustix::fs::FileType::Directory);
-                if self
-                    .ignore
-                    .is_some_and(|ig| ig.is_ignored(&cpath, child_is_dir))
+                if self.left_out.contains(&cpath)
+                    || self
+                        .ignore
+                        .is_some_and(|ig| ig.is_ignored(&cpath, child_is_dir))
                 {
                     kept = true;
                     continue;

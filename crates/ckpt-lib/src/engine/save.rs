@@ -27,7 +27,7 @@ use crate::engine::digest;
 use crate::store::catalog::{ChangeStats, Checkpoint};
 use crate::store::index::Index;
 use crate::store::Store;
-use crate::workspace::scan::{self, Mode, ScanInput, ScanResult};
+use crate::workspace::scan::{self, Mode, OnUnreadable, ScanInput, ScanResult};
 use crate::workspace::Workspace;
 use crate::{trace, Result};
 
@@ -172,6 +172,7 @@ pub fn scan_against(
             ScanKind::HashOnly => Mode::HashOnly,
             ScanKind::HashKeep => Mode::HashKeep(&store.objects),
         },
+        on_unreadable: OnUnreadable::Record,
     };
     let result = match dirty {
         Some(dirs) => scan::scan_partial(&input, dirs),

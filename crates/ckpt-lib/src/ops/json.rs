@@ -19,6 +19,7 @@ use crate::engine::diff::Change;
 use crate::store::catalog::{Checkpoint, Skipped};
 use crate::store::state::{ChangeKind as StateChangeKind, StateChange, Versioned};
 use crate::store::tree::{Entry, Node};
+use crate::workspace::scan::Unreadable;
 
 /// JSON schema version of every report.
 pub const SCHEMA: u32 = 1;
@@ -116,6 +117,25 @@ fn skipped(s: &Skipped) -> Value {
     path_fields(&mut m, "path", &s.path);
     m.insert("kind".into(), json!(s.kind));
     Value::Object(m)
+}
+
+/// Entries a scan was not allowed to read: `[{path, kind: "file"|"dir",
+/// content: "unchanged"|"unknown"}]`. `unchanged`: recorded with the
+/// content last read, which the stat index proves unchanged; `unknown`:
+/// left out (also under `skipped`, kind `unreadable`, in a checkpoint).
+pub fn unreadable(list: &[Unreadable]) -> Value {
+    Value::Array(
+        list.iter()
+            .map(|u| {
+                let mut m = Map::new();
+                path_fields(&mut m, "path", &u.path);
+                m.insert("kind".into(), json!(if u.dir { "dir" } else { "file" }));
+                let content = if u.kept { "unchanged" } else { "unknown" };
+                m.insert("content".into(), json!(content));
+                Value::Object(m)
+            })
+            .collect(),
+    )
 }
 
 /// A checkpoint record; `head` is the head's sequence number.

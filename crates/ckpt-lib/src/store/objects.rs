@@ -95,6 +95,10 @@ pub struct Captured {
 pub enum CaptureError {
     /// It vanished or stopped being a regular file; the caller rescans it.
     Gone,
+    /// It may not be opened for reading (`EACCES`/`EPERM`, e.g. mode 000
+    /// for a user other than root): the caller decides what to record
+    /// ([`crate::workspace::scan`]).
+    Unreadable,
     /// A real error.
     Err(Error),
 }
@@ -923,6 +927,7 @@ fn open_regular(
     let src = match fs::open_file_at(dir, name) {
         Ok(fd) => fd,
         Err(Errno::NOENT) | Err(Errno::LOOP) | Err(Errno::NXIO) => return Err(CaptureError::Gone),
+        Err(Errno::ACCESS) | Err(Errno::PERM) => return Err(CaptureError::Unreadable),
         Err(e) => return Err(Error::io("open", shown(), e.into()).into()),
     };
     // (`map_err`, not `ctx`: the shown path is built only on error.)
