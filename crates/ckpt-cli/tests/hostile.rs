@@ -17,7 +17,6 @@ mod common;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
-use std::process::Command;
 
 use common::*;
 
@@ -58,7 +57,6 @@ fn store_state(ws: &Ws) -> (Vec<String>, Vec<PathBuf>) {
     objs.sort();
     (ws.log_ids(), objs)
 }
-
 
 /// Restore never writes through a directory the workspace replaced with a
 /// symlink to the outside: the symlink itself is replaced.

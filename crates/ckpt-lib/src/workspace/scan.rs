@@ -872,7 +872,11 @@ impl Scanner<'_> {
         self.out.records.lock().unwrap().push((
             rel,
             Arc::new(DirRecord {
-                tree: if relist || unstored { UNKNOWN_TREE } else { tree },
+                tree: if relist || unstored {
+                    UNKNOWN_TREE
+                } else {
+                    tree
+                },
                 entries: entries.into(),
                 exact_names: exact_names && !relist,
             }),
