@@ -16,8 +16,7 @@ mod common;
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 
 use common::*;
 
@@ -57,45 +56,6 @@ fn store_state(ws: &Ws) -> (Vec<String>, Vec<PathBuf>) {
     }
     objs.sort();
     (ws.log_ids(), objs)
-}
-
-/// A tmpfs mounted on a fresh directory, unmounted on drop.
-struct Tmpfs {
-    dir: tempfile::TempDir,
-}
-
-impl Tmpfs {
-    fn mount(size: &str) -> Option<Tmpfs> {
-        let dir = tempfile::Builder::new()
-            .prefix("ckpt-tmpfs-")
-            .tempdir()
-            .unwrap();
-        let ok = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "ckpt-test"])
-            .arg(dir.path())
-            .status()
-            .is_ok_and(|s| s.success());
-        ok.then_some(Tmpfs { dir })
-    }
-
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-
-    fn remount(&self, opts: &str) {
-        let st = Command::new("mount")
-            .args(["-o", &format!("remount,{opts}")])
-            .arg(self.path())
-            .status()
-            .unwrap();
-        assert!(st.success(), "remount {opts} failed");
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(self.dir.path()).status();
-    }
 }
 
 /// Restore never writes through a directory the workspace replaced with a
@@ -331,7 +291,8 @@ fn long_names_and_paths_near_path_max_round_trip() {
 /// space is freed, a re-run succeeds exactly.
 #[test]
 fn full_disk_during_save_restore_and_state_commit() {
-    let Some(fs) = Tmpfs::mount("6m") else {
+    // 6 MB of room, plus the store's 1 MiB reserve (see `ckpt_lib::store`).
+    let Some(fs) = Tmpfs::mount("7m") else {
         skip_needs_root("cannot mount a tmpfs here");
         return;
     };
@@ -365,7 +326,7 @@ fn full_disk_during_save_restore_and_state_commit() {
 
     // State commit on a full disk: refused, old value kept.
     let pad = fs.path().join("pad");
-    let free = nix_free(fs.path());
+    let free = free_bytes(fs.path());
     let _ = std::fs::write(&pad, vec![1u8; free as usize]);
     let r = ws.run(&["state", "put", "plan", &"x".repeat(100_000)]);
     assert_ne!(r.code, Some(0), "state put succeeded on a full disk");
@@ -379,7 +340,10 @@ fn full_disk_during_save_restore_and_state_commit() {
     write(&ws.root, "a.txt", b"changed\n");
     let (v2, _) = ws.save();
     let s2 = snapshot(&ws.root);
-    let free = nix_free(fs.path());
+    // With the store's reserve used up too (it would give the restore the
+    // room it needs), and 200 KB free.
+    std::fs::remove_file(ws.store.join("reserve")).unwrap();
+    let free = free_bytes(fs.path());
     std::fs::write(&pad, vec![1u8; free.saturating_sub(200_000) as usize]).unwrap();
     let r = ws.run(&["restore", &v1, "--no-save"]);
     clear_error(&r, 1, "No space left");
@@ -419,16 +383,6 @@ fn restores_outside(ws: &Ws, id: &str, want: &Snapshot) {
     ws.run(&["restore", id, "--to", dest.to_str().unwrap()])
         .ok();
     assert_same(want, &snapshot(&dest), &format!("restore {id} --to"));
-}
-
-/// Free bytes on the filesystem holding `p`.
-fn nix_free(p: &Path) -> u64 {
-    let c = std::ffi::CString::new(p.as_os_str().as_bytes()).unwrap();
-    // SAFETY: zeroed statvfs is a valid out-parameter.
-    let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: valid path and out-parameter.
-    assert_eq!(unsafe { libc::statvfs(c.as_ptr(), &mut s) }, 0);
-    s.f_bavail * s.f_frsize
 }
 
 /// A store on a read-only filesystem: reading commands work or fail

@@ -123,12 +123,12 @@ struct InWatcher<'w> {
 
 impl Scanner for InWatcher<'_> {
     fn scan(&mut self, _ws: &Workspace, store: &Store, kind: ScanKind) -> Result<ScanResult> {
-        if kind != ScanKind::Capture {
+        if kind == ScanKind::HashOnly {
             return Err(Error::Usage(
                 "a dry run is planned by the command itself".into(),
             ));
         }
-        let m = self.w.capture_scan(store)?;
+        let m = self.w.capture_scan(store, kind)?;
         self.how = Some(m.how);
         self.scanned_at = Some((m.seq, m.ignore));
         Ok(m.scan)
@@ -423,11 +423,12 @@ impl Watcher {
         r
     }
 
-    /// A capture-mode scan for a save or a restore's pre-save: partial from
-    /// the in-memory index (taken out of `mem`; the caller puts the index of
-    /// the result back with [`Watcher::keep`]), else from the index file and
-    /// its token, else full.
-    fn capture_scan(&mut self, store: &Store) -> Result<MemScan> {
+    /// A scan whose index is kept (`kind` [`ScanKind::Capture`] for a save
+    /// or a restore's pre-save, [`ScanKind::HashKeep`] for a restore that
+    /// stores nothing): partial from the in-memory index (taken out of
+    /// `mem`; the caller puts the index of the result back with
+    /// [`Watcher::keep`]), else from the index file and its token, else full.
+    fn capture_scan(&mut self, store: &Store, kind: ScanKind) -> Result<MemScan> {
         let generation = store.catalog.reader()?.generation()?;
         let ignore = client::ignore_hash(&self.ws);
         let seq = self.seq;
@@ -456,7 +457,7 @@ impl Watcher {
             }
             None => (None, format!("full scan: {}", self.full_reason)),
         };
-        let scan = save::scan_against(&self.ws, store, &index, ScanKind::Capture, dirs.as_ref())?;
+        let scan = save::scan_against(&self.ws, store, &index, kind, dirs.as_ref())?;
         Ok(MemScan {
             scan,
             how,

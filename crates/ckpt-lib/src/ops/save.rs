@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 
 use super::json::{self, serialize_via_to_json, SCHEMA};
 use super::Context;
-use crate::engine::save::{self, Record, SaveOptions, SaveOutcome, ScanCounts, ScanKind, Scanner};
+use crate::engine::save::{self, SaveOptions, SaveOutcome, ScanCounts, ScanKind, Scanner};
 use crate::store::retention::{self, RetentionReport};
 use crate::store::Store;
 use crate::workspace::scan::Unreadable;
@@ -107,7 +107,7 @@ pub fn save_with(
     t0: Instant,
 ) -> Result<SaveReport> {
     let scan = scanner.scan(ws, store, ScanKind::Capture)?;
-    let captured = save::capture_scanned(ws, store, opts, Record::Checkpoint, scan, t0)?;
+    let captured = save::capture_scanned(ws, store, opts, scan, t0)?;
     let counts = captured.counts();
     let unreadable = captured.scan.unreadable.clone();
     {

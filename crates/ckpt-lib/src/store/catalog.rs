@@ -419,10 +419,16 @@ impl Catalog {
     }
 }
 
+/// A catalog error; running out of space is an I/O error on the catalog
+/// file, like any other write that did not fit (see
+/// [`Error::is_out_of_space`]).
 fn catalog_error(path: &Path, e: impl Into<redb::Error>) -> Error {
-    Error::Catalog {
-        path: path.to_path_buf(),
-        message: e.into().to_string(),
+    match e.into() {
+        redb::Error::Io(io) if crate::error::no_space(&io) => Error::io("write", path, io),
+        e => Error::Catalog {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        },
     }
 }
 

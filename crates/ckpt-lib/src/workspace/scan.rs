@@ -24,6 +24,15 @@
 //! keep their old listing but re-stat the subdirectories on that path; every
 //! other directory keeps its index record and tree without being opened.
 //!
+//! ## Scans that store nothing
+//! The index may only name content and trees the store holds (see
+//! [`crate::store::index`]). A [`Mode::HashKeep`] scan stores neither, yet
+//! its index is kept: each file it read whose content the store lacks is
+//! recorded racy, so the next scan reads it again, and each directory
+//! record it built anew gets [`UNKNOWN_TREE`], so the next scan rebuilds
+//! that tree (and, a partial scan, lists the directory) instead of reusing
+//! it. The scan's own result (root, trees) is exact, as in the other modes.
+//!
 //! What is never captured: the workspace marker `.ckpt` at the root, the
 //! store if it lies inside the workspace, ckpt's own temporary files
 //! ([`is_temp_name`]), paths matched by `.ckptignore`, and sockets, FIFOs and
@@ -121,8 +130,12 @@ pub fn is_temp_name(name: &[u8]) -> bool {
 pub enum Mode<'a> {
     /// Store their content as objects (save).
     Capture(&'a Objects),
-    /// Only hash them (status, diff).
+    /// Only hash them (status, diff); the index of the result is not kept.
     HashOnly,
+    /// Only hash them, for an index that is kept though nothing was stored
+    /// (`restore --no-save`, which never writes to the store): see "Scans
+    /// that store nothing" above.
+    HashKeep(&'a Objects),
 }
 
 /// Inputs of a scan.
@@ -300,7 +313,7 @@ pub fn scan_partial(input: &ScanInput<'_>, dirty: &HashSet<Vec<u8>>) -> Result<S
                 scan_start_ns: input.index.scan_start_ns,
                 dirs: match input.mode {
                     Mode::HashOnly => HashMap::new(),
-                    Mode::Capture(_) => old_dirs.clone(),
+                    Mode::Capture(_) | Mode::HashKeep(_) => old_dirs.clone(),
                 },
                 base: input.index.base.clone(),
             },
@@ -356,7 +369,7 @@ pub fn scan_partial(input: &ScanInput<'_>, dirty: &HashSet<Vec<u8>>) -> Result<S
             unchanged = true;
             HashMap::new()
         }
-        Mode::Capture(_) => {
+        Mode::Capture(_) | Mode::HashKeep(_) => {
             let mut dirs = old_dirs.clone();
             if !removed.is_empty() {
                 dirs.retain(|p, _| !removed.iter().any(|r| is_within(p, r)));
@@ -415,6 +428,21 @@ impl Listed<'_> {
         self.old
             .filter(|o| matches!(o.entry.node, NodeRef::Dir { .. }))
             .map(|o| o.meta)
+    }
+
+    /// A regular file whose content the scan reads (it cannot be taken
+    /// from the index).
+    fn is_read(&self) -> bool {
+        self.meta.file_type() == FileType::RegularFile
+            && (self.deferred || self.cached(|n| matches!(n, NodeRef::File { .. })).is_none())
+    }
+
+    /// The content (hash, size) of its old entry, if that was a file.
+    fn old_content(&self) -> Option<(Hash, u64)> {
+        match self.old?.entry.node {
+            NodeRef::File { size, hash } => Some((hash, size)),
+            _ => None,
+        }
     }
 
     /// The old entry's node when it is of the kind `is_kind` accepts, not
@@ -543,14 +571,7 @@ impl Scanner<'_> {
         // more than one file must be read, so a directory of many files
         // does not leave the other cores idle; taking an entry from the
         // index is too cheap to be worth a task.
-        let to_read = listed
-            .iter()
-            .filter(|l| {
-                l.meta.file_type() == FileType::RegularFile
-                    && (l.deferred || l.cached(|n| matches!(n, NodeRef::File { .. })).is_none())
-            })
-            .take(2)
-            .count();
+        let to_read = listed.iter().filter(|l| l.is_read()).take(2).count();
         let content = |l: &Listed| match l.meta.file_type() {
             FileType::RegularFile => self.file_node(dirfd, &rel, l),
             FileType::Symlink => self.symlink_node(dirfd, &rel, l),
@@ -583,8 +604,9 @@ impl Scanner<'_> {
             let Some((node, meta, index_meta)) = item else {
                 continue;
             };
-            let racy = !matches!(node, Node::Dir { .. })
-                && meta.mtime_ns >= self.scan_start_ns - RACY_WINDOW_NS;
+            let racy = (!matches!(node, Node::Dir { .. })
+                && meta.mtime_ns >= self.scan_start_ns - RACY_WINDOW_NS)
+                || self.unstored(&l, &node);
             entries.push(IndexEntry {
                 entry: Entry {
                     name: l.name.to_vec(),
@@ -842,17 +864,35 @@ impl Scanner<'_> {
             }
         };
         // A directory holding an unreadable entry is listed again by every
-        // scan, partial ones too (see the module doc).
+        // scan, partial ones too (see the module doc); a tree that is not
+        // stored is not recorded (see "Scans that store nothing").
         let relist = self.holds_unreadable(&rel);
+        let unstored = matches!(self.input.mode, Mode::HashKeep(_))
+            && tree != old.map_or(UNKNOWN_TREE, |o| o.tree);
         self.out.records.lock().unwrap().push((
             rel,
             Arc::new(DirRecord {
-                tree: if relist { UNKNOWN_TREE } else { tree },
+                tree: if relist || unstored {
+                    UNKNOWN_TREE
+                } else {
+                    tree
+                },
                 entries: entries.into(),
                 exact_names: exact_names && !relist,
             }),
         ));
         tree
+    }
+
+    /// In a [`Mode::HashKeep`] scan, whether `l` was read and its content,
+    /// `node`, is not in the store (see "Scans that store nothing").
+    fn unstored(&self, l: &Listed, node: &Node) -> bool {
+        match (self.input.mode, node) {
+            (Mode::HashKeep(objects), Node::File { hash, .. }) => {
+                l.is_read() && !objects.contains(hash)
+            }
+            _ => false,
+        }
     }
 
     /// Records `rel`'s old record as its new one (entries and tree
@@ -996,18 +1036,21 @@ impl Scanner<'_> {
         let path = join(rel, l.name);
         let shown = || self.shown(&path);
         self.out.files_read.fetch_add(1, Ordering::Relaxed);
-        let res = match self.input.mode {
-            Mode::Capture(objects) => objects.capture(dir, l.name, &shown).map(|c| {
-                if c.new_bytes > 0 || c.meta.size == 0 {
-                    self.out.new_bytes.fetch_add(c.new_bytes, Ordering::Relaxed);
-                }
-                if c.new_bytes > 0 {
-                    self.out.new_objects.fetch_add(1, Ordering::Relaxed);
-                }
-                (c.hash, c.meta)
-            }),
-            Mode::HashOnly => hash_file(dir, l.name, &shown),
-        };
+        let res =
+            match self.input.mode {
+                Mode::Capture(objects) => objects
+                    .capture(dir, l.name, l.old_content(), &shown)
+                    .map(|c| {
+                        if c.new_bytes > 0 || c.meta.size == 0 {
+                            self.out.new_bytes.fetch_add(c.new_bytes, Ordering::Relaxed);
+                        }
+                        if c.new_bytes > 0 {
+                            self.out.new_objects.fetch_add(1, Ordering::Relaxed);
+                        }
+                        (c.hash, c.meta)
+                    }),
+                Mode::HashOnly | Mode::HashKeep(_) => hash_file(dir, l.name, &shown),
+            };
         match res {
             Ok((hash, meta)) => Ok(Some((
                 Node::File {
