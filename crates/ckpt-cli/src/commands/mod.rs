@@ -19,6 +19,7 @@ mod save;
 mod show;
 mod state;
 mod status;
+mod ui;
 mod verify;
 mod watch;
 
@@ -79,6 +80,9 @@ pub enum Command {
     Completions(gen::CompletionsArgs),
     /// Print the man page (roff).
     Man,
+    /// Serve the checkpoint timeline to a browser (diffs, restore, usage) on
+    /// 127.0.0.1; prints the URL with its access token.
+    Ui(ui::UiArgs),
     /// Run a watcher so that saves, status, diff and restore cost what changed.
     Watch(watch::WatchArgs),
 }
@@ -108,6 +112,7 @@ pub fn run(cmd: &Command, ctx: &Ctx, chdir_given: bool) -> Result<ExitCode> {
         Command::Fork(args) => fork::run(ctx, args),
         Command::Doctor(args) => doctor::run(ctx, args),
         Command::Watch(args) => watch::run(ctx, args),
+        Command::Ui(args) => ui::run(ctx, args),
     }?;
     Ok(ExitCode::SUCCESS)
 }

@@ -166,6 +166,13 @@ pub fn state_changes(cs: &[StateChange]) -> Value {
     Value::Array(cs.iter().map(state_change).collect())
 }
 
+/// A failed operation: `{error, exit_code}` (ckpt's message and the exit
+/// code `ckpt` returns for it), as MCP tool errors and the UI's HTTP
+/// errors carry it.
+pub fn error(e: &crate::Error) -> Value {
+    json!({ "error": e.to_string(), "exit_code": e.exit_code() })
+}
+
 /// A serialisable value with `"schema": 1` added (for library types that
 /// already derive `Serialize`).
 pub fn with_schema<T: Serialize>(v: &T) -> Value {
