@@ -598,6 +598,8 @@ async function main() {
   setInterval(() => { for (const t of document.querySelectorAll('.time[data-ns]')) t.textContent = ago(+t.dataset.ns); }, 30000);
   live();
   await reload();
+  // For the benchmark (bench/ui_bench.py): navigation start → first page shown.
+  document.body.dataset.readyMs = String(performance.now());
   document.body.setAttribute('data-ready', '1');
 }
 

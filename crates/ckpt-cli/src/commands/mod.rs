@@ -1,6 +1,7 @@
 //! The subcommands: one file per command, each with its own arguments
 //! (`#[derive(clap::Args)]`) next to the code that runs it, and the dispatch.
 
+mod cat;
 mod cp;
 mod delete;
 mod diff;
@@ -42,6 +43,8 @@ pub enum Command {
     Show(show::ShowArgs),
     /// What changed since the last checkpoint.
     Status(status::StatusArgs),
+    /// Print one file as a checkpoint saved it.
+    Cat(cat::CatArgs),
     /// Compare two checkpoints, or a checkpoint and the working directory.
     Diff(diff::DiffArgs),
     /// Bring the workspace (or some paths, or another directory) back to a checkpoint.
@@ -97,6 +100,7 @@ pub fn run(cmd: &Command, ctx: &Ctx, chdir_given: bool) -> Result<ExitCode> {
         Command::Show(args) => show::run(ctx, args),
         Command::Status(args) => status::run(ctx, args),
         Command::Diff(args) => diff::run(ctx, args),
+        Command::Cat(args) => cat::run(ctx, args),
         Command::Restore(args) => restore::run(ctx, args),
         Command::Delete(args) => delete::run(ctx, args),
         Command::Gc(args) => gc::run(ctx, args),
