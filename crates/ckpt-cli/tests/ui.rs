@@ -47,7 +47,10 @@ impl Server {
         let mut url = String::new();
         out.read_line(&mut url).unwrap();
         let url = url.trim().to_string();
-        assert!(url.starts_with("http://127.0.0.1:"), "no URL printed: {url:?}");
+        assert!(
+            url.starts_with("http://127.0.0.1:"),
+            "no URL printed: {url:?}"
+        );
         let port = url["http://127.0.0.1:".len()..]
             .split('/')
             .next()
@@ -79,7 +82,14 @@ impl Server {
     }
 
     /// A POST of `body` to `path` with the given Host, Origin and token.
-    fn post(&self, path: &str, host: &str, origin: Option<&str>, token: Option<&str>, body: &str) -> (u16, String) {
+    fn post(
+        &self,
+        path: &str,
+        host: &str,
+        origin: Option<&str>,
+        token: Option<&str>,
+        body: &str,
+    ) -> (u16, String) {
         let mut req = format!("POST {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n");
         if let Some(o) = origin {
             req += &format!("Origin: {o}\r\n");
@@ -117,7 +127,16 @@ fn workspace_with_history() -> Ws {
     write(&ws.root, "src/lib.rs", b"fn main() {}\n");
     ws.run(&["save", "-m", "first"]).ok();
     write(&ws.root, "a.txt", b"one\nTWO\nthree\nfour\n");
-    ws.run(&["save", "-m", "second"]).ok();
+    let tags = [
+        "--tag",
+        "session=5f0c2a",
+        "--tag",
+        "event=PostToolUse",
+        "--tag",
+        "tool=Edit",
+    ];
+    ws.run(&[&["save", "-m", "second"][..], &tags].concat())
+        .ok();
     ws
 }
 
@@ -130,13 +149,58 @@ fn refuses_requests_without_token_from_foreign_origin_or_host() {
     let (host, origin, token) = (srv.host(), srv.origin(), srv.token.clone());
     let body = r#"{"id":"v1","paths":["a.txt"],"dry_run":false}"#;
     let bad = [
-        ("no token", srv.post("/api/restore", &host, Some(&origin), None, body)),
-        ("wrong token", srv.post("/api/restore", &host, Some(&origin), Some(&"0".repeat(64)), body)),
-        ("foreign Origin", srv.post("/api/restore", &host, Some("http://evil.example"), Some(&token), body)),
-        ("no Origin", srv.post("/api/restore", &host, None, Some(&token), body)),
-        ("Host evil.example", srv.post("/api/restore", "evil.example", Some("http://evil.example"), Some(&token), body)),
-        ("Host evil.example with port", srv.post("/api/restore", &format!("evil.example:{}", srv.port), Some(&origin), Some(&token), body)),
-        ("delete without token", srv.post("/api/delete", &host, Some(&origin), None, r#"{"id":"v1"}"#)),
+        (
+            "no token",
+            srv.post("/api/restore", &host, Some(&origin), None, body),
+        ),
+        (
+            "wrong token",
+            srv.post(
+                "/api/restore",
+                &host,
+                Some(&origin),
+                Some(&"0".repeat(64)),
+                body,
+            ),
+        ),
+        (
+            "foreign Origin",
+            srv.post(
+                "/api/restore",
+                &host,
+                Some("http://evil.example"),
+                Some(&token),
+                body,
+            ),
+        ),
+        (
+            "no Origin",
+            srv.post("/api/restore", &host, None, Some(&token), body),
+        ),
+        (
+            "Host evil.example",
+            srv.post(
+                "/api/restore",
+                "evil.example",
+                Some("http://evil.example"),
+                Some(&token),
+                body,
+            ),
+        ),
+        (
+            "Host evil.example with port",
+            srv.post(
+                "/api/restore",
+                &format!("evil.example:{}", srv.port),
+                Some(&origin),
+                Some(&token),
+                body,
+            ),
+        ),
+        (
+            "delete without token",
+            srv.post("/api/delete", &host, Some(&origin), None, r#"{"id":"v1"}"#),
+        ),
     ];
     for (what, (status, resp)) in &bad {
         assert!(
@@ -152,7 +216,9 @@ fn refuses_requests_without_token_from_foreign_origin_or_host() {
     ));
     assert_eq!(s, 421, "{resp}");
     assert!(!resp.contains("\"checkpoints\""), "{resp}");
-    let (s, resp) = srv.raw(&format!("GET /api/log HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"));
+    let (s, resp) = srv.raw(&format!(
+        "GET /api/log HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+    ));
     assert_eq!(s, 403, "{resp}");
     // A form-encoded POST (what a cross-site form can send) is refused.
     let (s, resp) = srv.raw(&format!(
@@ -160,22 +226,46 @@ fn refuses_requests_without_token_from_foreign_origin_or_host() {
          Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 5\r\nConnection: close\r\n\r\nid=v1"
     ));
     assert_eq!(s, 415, "{resp}");
-    assert_eq!(ws.log_ids(), before_log, "a refused request changed the history");
+    assert_eq!(
+        ws.log_ids(),
+        before_log,
+        "a refused request changed the history"
+    );
     assert_same(&before, &snapshot(&ws.root), "files after refused requests");
     // The page itself carries the CSP and no inline script.
-    let (s, resp) = srv.raw(&format!("GET /?token={token} HTTP/1.1\r\nHost: localhost:{}\r\nConnection: close\r\n\r\n", srv.port));
+    let (s, resp) = srv.raw(&format!(
+        "GET /?token={token} HTTP/1.1\r\nHost: localhost:{}\r\nConnection: close\r\n\r\n",
+        srv.port
+    ));
     assert_eq!(s, 200, "{resp}");
     let lower = resp.to_lowercase();
-    assert!(lower.contains("content-security-policy: default-src 'none'; script-src 'self'"), "{resp}");
-    assert!(!lower.contains("unsafe-inline\r\n") && lower.contains("x-content-type-options: nosniff"));
+    assert!(
+        lower.contains("content-security-policy: default-src 'none'; script-src 'self'"),
+        "{resp}"
+    );
+    assert!(
+        !lower.contains("unsafe-inline\r\n") && lower.contains("x-content-type-options: nosniff")
+    );
     // The same request done right goes through: the guard, not a broken
     // route, refused the others.
-    let (s, resp) = srv.post("/api/delete", &host, Some(&origin), Some(&token), r#"{"id":"v1"}"#);
+    let (s, resp) = srv.post(
+        "/api/delete",
+        &host,
+        Some(&origin),
+        Some(&token),
+        r#"{"id":"v1"}"#,
+    );
     assert_eq!(s, 200, "{resp}");
     assert!(resp.contains(r#""deleted":"v1""#), "{resp}");
     assert_eq!(ws.log_ids().len(), before_log.len() - 1);
     // A path parameter that leaves the workspace is refused by the server.
-    let (s, resp) = srv.post("/api/restore", &host, Some(&origin), Some(&token), r#"{"id":"v2","paths":["../x"],"dry_run":true}"#);
+    let (s, resp) = srv.post(
+        "/api/restore",
+        &host,
+        Some(&origin),
+        Some(&token),
+        r#"{"id":"v2","paths":["../x"],"dry_run":true}"#,
+    );
     assert_eq!(s, 400, "{resp}");
     assert!(resp.contains("without `..`"), "{resp}");
 }
@@ -220,7 +310,8 @@ fn python() -> Result<(PathBuf, PathBuf), String> {
     if let Some(p) = std::env::var_os("CKPT_UI_PYTHON") {
         candidates.push(PathBuf::from(p));
     }
-    candidates.push(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/ui-venv/bin/python"));
+    candidates
+        .push(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/ui-venv/bin/python"));
     candidates.push(PathBuf::from("python3"));
     for c in &candidates {
         let ok = Command::new(c)
@@ -270,7 +361,14 @@ fn browser_timeline_live_diff_restore_undo_and_hostile_names() {
     let ws = workspace_with_history();
     // Hostile names and messages: they must render as text.
     write(&ws.root, "<img src=x onerror=alert(1)>.js", b"alert(1)\n");
-    ws.run(&["save", "-m", "<script>alert(2)</script> msg", "--tag", "tool=<b>Bash</b>"]).ok();
+    ws.run(&[
+        "save",
+        "-m",
+        "<script>alert(2)</script> msg",
+        "--tag",
+        "tool=<b>Bash</b>",
+    ])
+    .ok();
     // An image changed between two checkpoints (before/after view).
     write(&ws.root, "logo.svg", b"<svg xmlns='http://www.w3.org/2000/svg' width='8' height='8'><rect width='8' height='8' fill='red'/></svg>");
     ws.run(&["save", "-m", "logo"]).ok();

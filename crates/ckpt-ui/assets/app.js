@@ -112,8 +112,7 @@ function row(c, i) {
     'data-seq': c.seq, 'data-id': c.id,
     onclick: () => { select(i); openSelected(); },
   },
-  el('span', { class: 'id', text: c.id }),
-  c.head ? el('span', { class: 'badge head-badge', text: 'HEAD' }) : null,
+  el('span', { class: 'id' }, c.id, c.head ? el('span', { class: 'badge head-badge', text: 'HEAD' }) : null),
   el('span', { class: 'time', title: exact(c.time_ns), 'data-ns': c.time_ns, text: ago(c.time_ns) }),
   el('span', { class: 'msg', text: c.message || '(no message)' }),
   el('span', { class: 'counts' },
@@ -325,7 +324,9 @@ function renderUnified(body, text, side) {
     else rows.push({ t: 'ctx', o: o++, n: n++, s });
   }
   markPairs(rows);
-  const table = el('table', { class: 'diff' + (side ? ' side' : '') });
+  const cols = side ? ['ln', 'code', 'ln', 'code'] : ['ln', 'ln', 'code'];
+  const table = el('table', { class: 'diff' + (side ? ' side' : '') },
+    el('colgroup', {}, cols.map((c) => el('col', { class: 'c-' + c }))));
   body.append(table);
   const out = side ? sideRows(rows) : rows;
   let i = 0;

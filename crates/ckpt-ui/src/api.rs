@@ -106,7 +106,7 @@ fn error(e: &Error) -> Response {
 /// (no `..`, no root, no NUL). `hex` carries names that are not UTF-8.
 pub fn rel_path(text: Option<&str>, hex: Option<&str>) -> Result<PathBuf> {
     let bytes = match (text, hex) {
-        (_, Some(h)) => decode_hex(h)
+        (_, Some(h)) => ops::json::from_hex(h)
             .ok_or_else(|| Error::Usage(format!("path_hex {h:?} is not hex (nothing was done)")))?,
         (Some(t), None) => t.as_bytes().to_vec(),
         (None, None) => return Err(Error::Usage("a path is required (nothing was done)".into())),
@@ -122,16 +122,6 @@ pub fn rel_path(text: Option<&str>, hex: Option<&str>) -> Result<PathBuf> {
         )));
     }
     Ok(p)
-}
-
-fn decode_hex(h: &str) -> Option<Vec<u8>> {
-    if h.len() % 2 != 0 {
-        return None;
-    }
-    (0..h.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(h.get(i..i + 2)?, 16).ok())
-        .collect()
 }
 
 fn asset(ctype: &'static str, body: impl Into<axum::body::Body>) -> Response {
@@ -271,7 +261,10 @@ async fn file(State(s): S, Query(q): Query<FileQuery>) -> Response {
                 (header::CONTENT_TYPE, ctype),
                 // Opened directly (not as an <img>), an SVG's scripts must
                 // not run in this origin.
-                (header::CONTENT_SECURITY_POLICY, "default-src 'none'; style-src 'unsafe-inline'; sandbox"),
+                (
+                    header::CONTENT_SECURITY_POLICY,
+                    "default-src 'none'; style-src 'unsafe-inline'; sandbox",
+                ),
                 (header::CONTENT_DISPOSITION, "attachment"),
             ],
             r.bytes,

@@ -36,8 +36,14 @@ mod tests {
         }
         assert!(!html.contains(" onclick="), "inline handler");
         assert!(!html.contains(" onload="), "inline handler");
-        assert!(!html.contains("http://") && !html.contains("https://"), "remote URL");
-        assert!(!APP_JS.contains("innerHTML"), "app.js must render with textContent");
+        assert!(
+            !html.contains("http://") && !html.contains("https://"),
+            "remote URL"
+        );
+        assert!(
+            !APP_JS.contains("innerHTML"),
+            "app.js must render with textContent"
+        );
         assert!(!APP_JS.contains("eval("), "no eval");
     }
 }

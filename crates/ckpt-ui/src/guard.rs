@@ -48,7 +48,7 @@ impl Token {
     pub fn random() -> std::io::Result<Token> {
         let mut b = [0u8; 32];
         getrandom::fill(&mut b).map_err(|e| std::io::Error::other(e.to_string()))?;
-        Ok(Token(b.iter().map(|x| format!("{x:02x}")).collect()))
+        Ok(Token(ckpt_lib::ops::json::hex(&b)))
     }
 
     /// The token text.
@@ -111,7 +111,7 @@ fn refuse(status: StatusCode, why: &str) -> Response {
         .into_response()
 }
 
-fn header_str<'h>(h: &'h HeaderMap, name: header::HeaderName) -> Option<&'h str> {
+fn header_str(h: &HeaderMap, name: header::HeaderName) -> Option<&str> {
     h.get(name).and_then(|v| v.to_str().ok())
 }
 
@@ -133,7 +133,10 @@ fn check(shared: &Shared, req: &Request) -> Option<(StatusCode, &'static str)> {
         return None;
     }
     if m != Method::POST {
-        return Some((StatusCode::METHOD_NOT_ALLOWED, "only GET and POST are served"));
+        return Some((
+            StatusCode::METHOD_NOT_ALLOWED,
+            "only GET and POST are served",
+        ));
     }
     let origin = header_str(h, header::ORIGIN).unwrap_or("");
     if !origin.eq_ignore_ascii_case(&format!("http://{host}")) {
@@ -142,7 +145,10 @@ fn check(shared: &Shared, req: &Request) -> Option<(StatusCode, &'static str)> {
     let json = header_str(h, header::CONTENT_TYPE)
         .is_some_and(|c| c.split(';').next().unwrap_or("").trim() == "application/json");
     if !json {
-        return Some((StatusCode::UNSUPPORTED_MEDIA_TYPE, "a POST body must be application/json"));
+        return Some((
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "a POST body must be application/json",
+        ));
     }
     if shared.read_only {
         return Some((StatusCode::FORBIDDEN, "the UI runs with --read-only"));
@@ -159,10 +165,19 @@ pub async fn guard(State(shared): State<Arc<Shared>>, req: Request<Body>, next: 
     };
     let h = resp.headers_mut();
     if !h.contains_key(header::CONTENT_SECURITY_POLICY) {
-        h.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP));
+        h.insert(
+            header::CONTENT_SECURITY_POLICY,
+            HeaderValue::from_static(CSP),
+        );
     }
-    h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
-    h.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
     h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     resp
@@ -187,7 +202,12 @@ mod tests {
     #[test]
     fn hosts_are_loopback_names_and_the_bound_address() {
         let h = allowed_hosts(&["127.0.0.1:8080".parse().unwrap()]);
-        for ok in ["127.0.0.1:8080", "localhost:8080", "[::1]:8080", "localhost"] {
+        for ok in [
+            "127.0.0.1:8080",
+            "localhost:8080",
+            "[::1]:8080",
+            "localhost",
+        ] {
             assert!(h.iter().any(|x| x == ok), "{ok}");
         }
         assert!(!h.iter().any(|x| x.contains("evil")));

@@ -84,7 +84,12 @@ impl Shared {
 
 /// Serves the workspace found from `cwd` until the process is interrupted.
 /// `ready` is called once every listener is bound.
-pub fn serve(cwd: PathBuf, config: Config, opts: Options, ready: impl FnOnce(&Ready)) -> Result<()> {
+pub fn serve(
+    cwd: PathBuf,
+    config: Config,
+    opts: Options,
+    ready: impl FnOnce(&Ready),
+) -> Result<()> {
     let ws = Context::new(cwd, config.clone()).workspace()?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -144,21 +149,18 @@ pub fn serve(cwd: PathBuf, config: Config, opts: Options, ready: impl FnOnce(&Re
         let mut tasks = Vec::new();
         for l in listeners {
             let app = app.clone();
-            tasks.push(tokio::spawn(async move {
-                axum::serve(l, app).await
-            }));
+            tasks.push(tokio::spawn(async move { axum::serve(l, app).await }));
         }
         tokio::select! {
             _ = tokio::signal::ctrl_c() => Ok(()),
-            r = futures_first(tasks) => r,
+            r = serve_all(tasks) => r,
         }
     })
 }
 
-/// Waits for the first listener task to end (an error: they serve forever).
-async fn futures_first(
-    tasks: Vec<tokio::task::JoinHandle<std::io::Result<()>>>,
-) -> Result<()> {
+/// Waits on the listener tasks in turn; they serve until an error, which
+/// ends the server.
+async fn serve_all(tasks: Vec<tokio::task::JoinHandle<std::io::Result<()>>>) -> Result<()> {
     for t in tasks {
         match t.await {
             Ok(Ok(())) => {}

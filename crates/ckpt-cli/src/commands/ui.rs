@@ -32,19 +32,20 @@ pub struct UiArgs {
 
 /// Runs `ckpt ui` until interrupted.
 pub fn run(ctx: &Ctx, args: &UiArgs) -> Result<()> {
-    let addrs = match args.bind {
-        Some(ip) => {
-            if !ip.is_loopback() {
-                eprintln!(
+    let addrs =
+        match args.bind {
+            Some(ip) => {
+                if !ip.is_loopback() {
+                    eprintln!(
                     "ckpt ui: warning: listening on {ip}, not loopback: anyone who can reach it \
                      and learns the URL can see the workspace{}",
                     if args.read_only { "" } else { " and restore or delete checkpoints" }
                 );
+                }
+                vec![SocketAddr::new(ip, args.port)]
             }
-            vec![SocketAddr::new(ip, args.port)]
-        }
-        None => vec![SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), args.port)],
-    };
+            None => vec![SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), args.port)],
+        };
     let opts = ckpt_ui::Options {
         addrs,
         read_only: args.read_only,
@@ -60,7 +61,10 @@ pub fn run(ctx: &Ctx, args: &UiArgs) -> Result<()> {
         }
         let _ = std::io::stdout().flush();
         if open {
-            if let Err(e) = std::process::Command::new("xdg-open").arg(&ready.url).spawn() {
+            if let Err(e) = std::process::Command::new("xdg-open")
+                .arg(&ready.url)
+                .spawn()
+            {
                 eprintln!("ckpt ui: could not run xdg-open ({e}); open the URL above");
             }
         }

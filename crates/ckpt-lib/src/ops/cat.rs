@@ -59,7 +59,9 @@ serialize_via_to_json!(CatReport);
 /// Reads one file of a checkpoint from the store.
 pub fn cat(ctx: &Context, opts: &CatOptions) -> Result<CatReport> {
     let ws = ctx.workspace()?;
-    let path = ctx.rel_paths(&ws, std::slice::from_ref(&opts.path))?.remove(0);
+    let path = ctx
+        .rel_paths(&ws, std::slice::from_ref(&opts.path))?
+        .remove(0);
     let store = ws.open_store_read_only(&ctx.config)?;
     let r = store.catalog.reader()?;
     let cp = r.resolve(&opts.rev)?;

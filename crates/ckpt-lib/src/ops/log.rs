@@ -13,8 +13,8 @@ use std::path::PathBuf;
 use serde_json::{json, Value};
 
 use super::json::{self, serialize_via_to_json, SCHEMA};
-use super::Context;
 use super::show::changes_from_parent;
+use super::Context;
 use crate::engine::diff::PathFilter;
 use crate::store::catalog::Checkpoint;
 use crate::{Error, Result};
@@ -129,4 +129,3 @@ fn matches(cp: &Checkpoint, needle: &str) -> bool {
             .iter()
             .any(|(k, v)| format!("{k}={v}").to_lowercase().contains(needle))
 }
-

@@ -21,8 +21,7 @@ use std::path::{Path, PathBuf};
 
 use redb::{
     Database, Durability, ReadOnlyDatabase, ReadTransaction, ReadableDatabase, ReadableTable,
-    ReadableTableMetadata,
-    TableDefinition,
+    ReadableTableMetadata, TableDefinition,
 };
 use serde::{Deserialize, Serialize};
 
