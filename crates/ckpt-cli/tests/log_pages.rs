@@ -17,18 +17,8 @@ mod common;
 use std::collections::BTreeMap;
 
 use common::*;
-use serde_json::Value;
 
 const PATHS: [&str; 4] = ["a.txt", "src/x.rs", "src/y.rs", "docs/readme.md"];
-
-fn ids(v: &Value) -> Vec<String> {
-    v["checkpoints"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["id"].as_str().unwrap().to_string())
-        .collect()
-}
 
 #[test]
 fn pages_filters_and_cat_match_a_model() {

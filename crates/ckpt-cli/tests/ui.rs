@@ -306,25 +306,8 @@ fn python() -> Result<(PathBuf, PathBuf), String> {
             chromium.display()
         ));
     }
-    let mut candidates = Vec::new();
-    if let Some(p) = std::env::var_os("CKPT_UI_PYTHON") {
-        candidates.push(PathBuf::from(p));
-    }
-    candidates
-        .push(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/ui-venv/bin/python"));
-    candidates.push(PathBuf::from("python3"));
-    for c in &candidates {
-        let ok = Command::new(c)
-            .args(["-c", "import playwright.sync_api"])
-            .output()
-            .is_ok_and(|o| o.status.success());
-        if ok {
-            return Ok((c.clone(), chromium));
-        }
-    }
-    Err(format!(
-        "no Python with the `playwright` package (tried {candidates:?}); `.ci/run` installs it"
-    ))
+    let py = python_with("CKPT_UI_PYTHON", "ui-venv", "playwright.sync_api")?;
+    Ok((py, chromium))
 }
 
 /// Runs the browser script in `mode` against `srv`; returns its stdout.
