@@ -838,3 +838,75 @@ fn gc_between_saves_through_the_watcher_forces_one_full_scan() {
     assert!(err.contains("partial scan"), "{err}");
     assert_full_scan_agrees(&ws, "after gc, second save");
 }
+
+/// A watch limit smaller than the tree (`user.max_inotify_watches` lowered
+/// in a user namespace of the watcher's own, so nothing else on the machine
+/// is affected): the watcher says which sysctl to raise and to what, and
+/// every status and save through it stays exactly what a full scan finds,
+/// because commands fall back to full scans.
+#[test]
+fn a_watch_limit_too_small_for_the_tree_names_the_sysctl_and_saves_stay_exact() {
+    let ws = Ws::new();
+    ws.init();
+    let mut rng = Rng::new("watch-limit", 11);
+    build_tree(&ws.root, 6, 3, &mut rng);
+    for i in 0..12 {
+        write(&ws.root, &format!("deep/{i}/sub/f"), b"x");
+    }
+    ws.save();
+    let _g = START.lock().unwrap_or_else(|e| e.into_inner());
+    let script = "echo 8 > /proc/sys/user/max_inotify_watches && exec \"$0\" -C \"$1\" watch --daemon --json";
+    let out = std::process::Command::new("unshare")
+        .args(["-Ur", "sh", "-c", script, bin(), ws.root.to_str().unwrap()])
+        .current_dir(&ws.root)
+        .stdin(std::process::Stdio::null())
+        .output();
+    let out = match out {
+        Ok(o) if o.status.success() => o,
+        Ok(o) if String::from_utf8_lossy(&o.stderr).contains("unshare") => {
+            skip_env(&format!(
+                "cannot make a user namespace with its own inotify limit: {}",
+                String::from_utf8_lossy(&o.stderr).trim()
+            ));
+            return;
+        }
+        Ok(o) => panic!(
+            "watch --daemon in a user namespace failed: {}",
+            String::from_utf8_lossy(&o.stderr)
+        ),
+        Err(e) => {
+            skip_env(&format!("cannot run unshare: {e}"));
+            return;
+        }
+    };
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let w = Watcher {
+        root: ws.root.clone(),
+        pid: v["pid"].as_i64().unwrap() as i32,
+    };
+    drop(_g);
+    assert_eq!(v["complete"], false, "{v}");
+    let reason = v["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("sysctl fs.inotify.max_user_watches=") && reason.contains("=8 "),
+        "the reason must name the limit and the sysctl to raise: {reason}"
+    );
+    let outside = ws.tmp.path().join("outside");
+    std::fs::create_dir(&outside).unwrap();
+    let mut n = 0;
+    for batch in 0..25 {
+        let log = random_batch(&mut rng, &ws.root, &outside, &mut n, 4);
+        let what = format!("batch {batch}: {log:#?}");
+        let r = ws.run(&["-v", "status", "--json"]).ok();
+        assert!(r.stderr.contains("full scan"), "{what}: {}", r.stderr);
+        assert_eq!(
+            r.json()["changes"],
+            changes(&ws, true),
+            "status differs from a full scan after {what}"
+        );
+        let (_, err) = save_v(&ws);
+        assert!(err.contains("cannot vouch"), "{what}: {err}");
+        assert_full_scan_agrees(&ws, &what);
+    }
+    assert_eq!(w.status()["complete"], false);
+}

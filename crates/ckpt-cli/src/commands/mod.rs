@@ -20,6 +20,7 @@ mod save;
 mod show;
 mod state;
 mod status;
+mod stores;
 mod ui;
 mod verify;
 mod watch;
@@ -79,6 +80,9 @@ pub enum Command {
     Mcp,
     /// Store size, the bytes unique to each checkpoint, what gc would free.
     Du(du::DuArgs),
+    /// List the stores on this machine and the workspace each belongs to
+    /// (to find the checkpoints of a deleted workspace).
+    Stores(stores::StoresArgs),
     /// Print a shell completion script.
     Completions(gen::CompletionsArgs),
     /// Print the man page (roff).
@@ -107,6 +111,7 @@ pub fn run(cmd: &Command, ctx: &Ctx, chdir_given: bool) -> Result<ExitCode> {
         Command::Hook(args) => return Ok(hook::run(ctx, args, chdir_given)),
         Command::Mcp => mcp::run(ctx),
         Command::Du(args) => du::run(ctx, args),
+        Command::Stores(args) => stores::run(ctx, args),
         Command::Completions(args) => gen::completions::<crate::Cli>(args.shell),
         Command::Man => gen::man::<crate::Cli>(),
         Command::Verify(args) => return verify::run(ctx, args),

@@ -182,7 +182,12 @@ impl Watcher {
 
     /// Watches `rel` and every directory below it (watch first, then list),
     /// marking each dirty when `mark`.
+    ///
+    /// Past the inotify watch limit it goes on listing without watching, to
+    /// count the directories it could not watch, and records advice naming
+    /// the sysctl and a value that fits (commands then scan in full).
     fn walk(&mut self, rel: Vec<u8>, mark: bool) {
+        let mut unwatched = 0u64;
         let mut stack = vec![rel];
         while let Some(rel) = stack.pop() {
             if self.exclude.iter().any(|x| is_within(&rel, x)) {
@@ -201,18 +206,14 @@ impl Watcher {
                 // Gone (or replaced by a non-directory) since it was seen:
                 // its parent's event covers it.
                 Err(Errno::NOENT | Errno::NOTDIR | Errno::LOOP) => continue,
-                Err(Errno::NOSPC) => {
-                    self.incomplete = Some(
-                        "the inotify watch limit was hit (raise fs.inotify.max_user_watches)"
-                            .into(),
-                    );
-                    continue;
-                }
+                Err(Errno::NOSPC) => unwatched += 1,
                 Err(e) => {
                     self.incomplete = Some(format!("cannot watch {}: {e}", abs.display()));
                     continue;
                 }
             }
+            // (An unwatched directory is marked too: harmless, the scan
+            // is full anyway.)
             if mark {
                 self.mark(&rel);
             }
@@ -229,6 +230,19 @@ impl Watcher {
                     stack.push(join(&rel, ent.file_name().as_bytes()));
                 }
             }
+        }
+        if unwatched > 0 {
+            let dirs = self.path_wd.len() as u64 + unwatched;
+            let limit = crate::platform::doctor::inotify_limits().max_user_watches;
+            self.incomplete = Some(
+                crate::platform::doctor::watch_limit_advice(limit, dirs).unwrap_or_else(|| {
+                    format!(
+                        "the inotify watch limit was hit with {unwatched} of {dirs} directories \
+                         unwatched (other programs hold watches too): raise \
+                         fs.inotify.max_user_watches, then restart the watcher"
+                    )
+                }),
+            );
         }
     }
 

@@ -96,6 +96,7 @@ pub fn fork(ctx: &Context, opts: &ForkOptions<'_>) -> Result<ForkReport> {
             progress: opts.progress,
         },
     )?;
+    crate::workspace::known::record(ctx.config.data_home.as_deref(), &forked.store_path);
     Ok(ForkReport {
         report,
         to: forked.root,

@@ -16,7 +16,7 @@
 //!
 //! | operation | function |
 //! |---|---|
-//! | init | [`init::init`] |
+//! | init (new, or attached to an existing store) | [`init::init`] |
 //! | save | [`save::save`] ([`save::save_with`]: the part after the choice) |
 //! | log (pages, search, history of a path), show | [`log::log`], [`show::show`] |
 //! | one file of a checkpoint | [`cat::cat`] |
@@ -29,6 +29,7 @@
 //! | du | [`du::du`] |
 //! | fork, cp | [`fork::fork`], [`cp::cp`] |
 //! | doctor | [`doctor::doctor`] |
+//! | stores on this machine | [`stores::stores`] |
 //! | agent state | [`state::get`], [`state::put`], [`state::del`], [`state::ls`], [`state::history`], [`state::cas`] |
 //! | watcher status and stop | [`watch::status`], [`watch::stop`] |
 //!
@@ -53,6 +54,7 @@ pub mod save;
 pub mod show;
 pub mod state;
 pub mod status;
+pub mod stores;
 pub mod verify;
 pub mod watch;
 

@@ -45,6 +45,8 @@ enum Meta {
     Caps,
     /// The saved retention policy (`crate::store::retention::Policy`, JSON).
     Retention,
+    /// The workspace the store belongs to (JSON string: its absolute root).
+    Workspace,
 }
 
 impl Meta {
@@ -55,6 +57,7 @@ impl Meta {
             Meta::Journal => "journal",
             Meta::Caps => "caps",
             Meta::Retention => "retention",
+            Meta::Workspace => "workspace",
         }
     }
 }
@@ -354,6 +357,12 @@ impl Catalog {
         self.set_meta(&[(Meta::Retention, policy.map(json_bytes))])
     }
 
+    /// Records the root of the workspace the store belongs to (`init`,
+    /// `init --attach`), so `ckpt stores` can say whose store it is.
+    pub fn set_workspace(&self, root: &std::path::Path) -> Result<()> {
+        self.set_meta(&[(Meta::Workspace, Some(json_bytes(&root)))])
+    }
+
     /// Records (or clears) the restore journal.
     pub fn set_journal(&self, journal: Option<&Journal>) -> Result<()> {
         self.set_meta(&[(Meta::Journal, journal.map(json_bytes))])
@@ -462,6 +471,12 @@ impl CatalogReader<'_> {
     /// The copy capabilities probed at `init` (None: an old store).
     pub fn caps(&self) -> Result<Option<ckpt_copy::copy::Caps>> {
         self.meta_json(Meta::Caps)
+    }
+
+    /// The root of the workspace the store belongs to (None: a store made
+    /// before ckpt recorded it).
+    pub fn workspace(&self) -> Result<Option<std::path::PathBuf>> {
+        self.meta_json(Meta::Workspace)
     }
 
     /// The saved retention policy, if any.

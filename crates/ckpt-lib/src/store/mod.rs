@@ -89,6 +89,9 @@ impl Store {
         .ctx("probe copy capabilities", root)?;
         let catalog = Catalog::create(&root.join("catalog.redb"))?;
         catalog.set_caps(&caps)?;
+        if let Some(src) = source {
+            catalog.set_workspace(src)?;
+        }
         let marker = root.join(MARKER);
         std::fs::write(&marker, MARKER_TEXT).ctx("write", &marker)?;
         rustix::fs::fsync(&dir).ctx("fsync", root)?;
@@ -121,7 +124,7 @@ impl Store {
             }
             Err(e) => {
                 return Err(Error::io(
-                    "open store (is the workspace's store gone? see `ckpt init --store`)",
+                    "open store (is the workspace's store gone or moved? `ckpt stores` lists the stores; `ckpt init --attach --store S .` points the workspace at one)",
                     root.join(MARKER),
                     e,
                 ))
@@ -174,6 +177,25 @@ impl Store {
     /// Path of the stat index.
     pub fn index_path(&self) -> PathBuf {
         self.root.join("index")
+    }
+
+    /// Removes the stat index and its delta (`init --attach`: it describes
+    /// another directory's files), so the next scan hashes everything.
+    pub fn forget_index(&self) -> Result<()> {
+        let index = self.index_path();
+        for p in [crate::store::index::delta_path(&index), index] {
+            match std::fs::remove_file(&p) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(Error::io("remove", p, e)),
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether `dir` holds a ckpt store (its format marker).
+    pub fn exists_at(dir: &Path) -> bool {
+        dir.join(MARKER).is_file()
     }
 
     /// Loads the stat index (empty if absent, corrupt or stale).

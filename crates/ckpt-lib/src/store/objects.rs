@@ -94,6 +94,24 @@ impl From<Error> for CaptureError {
     }
 }
 
+/// The hash of a whole [`bands::BAND`] of zeros (a hole in a sparse file),
+/// computed once per process.
+fn zero_band() -> Hash {
+    static ZERO: OnceLock<Hash> = OnceLock::new();
+    *ZERO.get_or_init(|| Hash::of(&vec![0; bands::BAND as usize]))
+}
+
+/// What [`Objects::store_bytes`] writes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Stored {
+    /// A whole file's content.
+    Object,
+    /// One band of a banded file (written sparse).
+    Band,
+    /// A band manifest.
+    Manifest,
+}
+
 /// The object directory of a store.
 #[derive(Debug)]
 pub struct Objects {
@@ -421,7 +439,7 @@ impl Objects {
             let new_bytes = if self.contains_sized(&hash, m1.size) {
                 0
             } else {
-                self.store_bytes(hash, &buf, false)?
+                self.store_bytes(hash, &buf, Stored::Object)?
             };
             Ok(Some(captured(hash, m1, new_bytes)))
         })
@@ -503,7 +521,7 @@ impl Objects {
             let band = Hash::of(data);
             m.bands.push(band);
             if !self.contains_plain(&band) {
-                new_bytes += self.store_bytes(band, data, false)?;
+                new_bytes += self.store_bytes(band, data, Stored::Band)?;
             }
         }
         if !unchanged(src, m1, shown)? {
@@ -511,23 +529,35 @@ impl Objects {
         }
         let hash: Hash = whole.finalize().into();
         if !self.contains_sized(&hash, m1.size) {
-            self.store_bytes(hash, &m.encode(), true)?;
+            self.store_bytes(hash, &m.encode(), Stored::Manifest)?;
         }
         Ok(Some(captured(hash, m1, new_bytes)))
     }
 
-    /// Writes `data` to a new temp file and records it as pending object
-    /// (or, with `manifest`, band manifest) `hash`. Returns the bytes newly
-    /// stored.
-    fn store_bytes(&self, hash: Hash, data: &[u8], manifest: bool) -> Result<u64> {
+    /// Writes `data` to a new temp file and records it as pending `hash`
+    /// (an object, or a band manifest). Returns the bytes newly stored.
+    fn store_bytes(&self, hash: Hash, data: &[u8], what: Stored) -> Result<u64> {
         let tmp_name = self.tmp_name()?;
         let tmp_shown = self.tmp_path.join(fs::as_path(&tmp_name));
         let tmp =
             fs::create_excl_at(self.tmp.as_fd(), &tmp_name, 0o444).ctx("create", &tmp_shown)?;
-        self.copier
-            .write_all(tmp.as_fd(), data)
-            .ctx("write", &tmp_shown)?;
-        self.add_pending_to(hash, tmp_name, tmp, data.len() as u64, manifest)
+        if what == Stored::Band {
+            // A band keeps the holes of its all-zero blocks, so a sparse
+            // file costs the store only its data, and `assemble` can tell
+            // a band that has holes to put back.
+            rustix::fs::ftruncate(&tmp, data.len() as u64).ctx("truncate", &tmp_shown)?;
+            self.copier.write_sparse_at(tmp.as_fd(), data, 0)
+        } else {
+            self.copier.write_all(tmp.as_fd(), data)
+        }
+        .ctx("write", &tmp_shown)?;
+        self.add_pending_to(
+            hash,
+            tmp_name,
+            tmp,
+            data.len() as u64,
+            what == Stored::Manifest,
+        )
     }
 
     /// Records a fully written temp file as the pending object `hash`.
@@ -753,11 +783,22 @@ impl Objects {
             .into_par_iter()
             .try_for_each(|i| -> Result<()> {
                 let band = &m.bands[i];
-                let src = self.open_object(band)?;
                 let (off, len) = m.range(i);
-                self.copier
-                    .copy_at(src.as_fd(), 0, dst, off, len)
-                    .ctx("copy", &target)?;
+                if len == bands::BAND && *band == zero_band() {
+                    // Already zeros after the truncate: leave a hole.
+                    return Ok(());
+                }
+                let src = self.open_object(band)?;
+                let stored = rustix::fs::fstat(&src).ctx("stat", self.object_path(band))?;
+                if (stored.st_blocks as u64) * 512 < len {
+                    // The band was stored with holes: keep them.
+                    self.copier.copy_sparse_at(src.as_fd(), 0, dst, off, len)
+                } else {
+                    self.copier
+                        .copy_at(src.as_fd(), 0, dst, off, len)
+                        .map(|_| ())
+                }
+                .ctx("copy", &target)?;
                 Ok(())
             })
     }
