@@ -329,13 +329,14 @@ function renderUnified(body, text, side) {
     el('colgroup', {}, cols.map((c) => el('col', { class: 'c-' + c }))));
   body.append(table);
   const out = side ? sideRows(rows) : rows;
+  // The first screenful at once, the rest in larger chunks between frames.
   let i = 0;
-  const CHUNK = 3000;
   const step = () => {
     const tb = document.createElement('tbody');
-    const end = Math.min(out.length, i + CHUNK);
+    const end = Math.min(out.length, i + (i === 0 ? 300 : 2000));
     for (; i < end; i++) tb.append(side ? sideRow(out[i]) : unifiedRow(out[i]));
     table.append(tb);
+    if (!table.hasAttribute('data-first')) table.setAttribute('data-first', String(performance.now()));
     if (i < out.length) setTimeout(step, 0);
     else table.setAttribute('data-done', String(out.length));
   };
