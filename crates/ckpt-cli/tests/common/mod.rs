@@ -285,14 +285,46 @@ impl Ws {
     /// Ids of all checkpoints in `ckpt log --json`, newest first.
     #[track_caller]
     pub fn log_ids(&self) -> Vec<String> {
-        let v = self.run(&["log", "--json"]).ok().json();
-        v["checkpoints"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| c["id"].as_str().unwrap().to_string())
-            .collect()
+        ids(&self.run(&["log", "--json"]).ok().json())
     }
+}
+
+/// The checkpoint ids of a `log --json` report, in its order.
+pub fn ids(log: &Value) -> Vec<String> {
+    log["checkpoints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// A Python that can `import MODULE`: `$ENV_VAR`, else the venv `.ci/run`
+/// makes at `target/VENV`, else `python3`; the error lists what was tried.
+pub fn python_with(env_var: &str, venv: &str, module: &str) -> Result<PathBuf, String> {
+    let mut candidates = Vec::new();
+    if let Some(p) = std::env::var_os(env_var) {
+        candidates.push(PathBuf::from(p));
+    }
+    candidates.push(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../../target")
+            .join(venv)
+            .join("bin/python"),
+    );
+    candidates.push(PathBuf::from("python3"));
+    for c in &candidates {
+        let ok = Command::new(c)
+            .args(["-c", &format!("import {module}")])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if ok {
+            return Ok(c.clone());
+        }
+    }
+    Err(format!(
+        "no Python with `{module}` (tried {candidates:?}); `.ci/run` installs it into target/{venv}"
+    ))
 }
 
 impl Default for Ws {
