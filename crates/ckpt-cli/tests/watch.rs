@@ -384,6 +384,48 @@ fn restore_through_the_watcher_leaves_nothing_dirty_and_is_exact() {
     assert_full_scan_agrees(&ws, "after restore");
 }
 
+/// Issue 19 through the watcher (which runs the same operations): on a
+/// full 5 MB tmpfs holding workspace and store, the restore whose
+/// pre-restore save cannot fit is refused with exit 9 and changes nothing,
+/// `restore --no-save` runs in the watcher, and its view afterwards equals
+/// a full scan's.
+#[test]
+fn undo_on_a_full_disk_through_the_watcher() {
+    let Some(fs) = Tmpfs::mount("5m") else {
+        skip_needs_root("cannot mount a tmpfs here");
+        return;
+    };
+    let mut rng = Rng::new("watch-full-disk", 19);
+    let ws = Ws::new_in(fs.path());
+    ws.init();
+    write(&ws.root, "big1.bin", &rng.bytes(1_800_000));
+    let (v1, _) = ws.save();
+    let want = snapshot(&ws.root);
+    let _w = Watcher::start(&ws, &[]);
+    save_v(&ws);
+    let big = rng.bytes(4_000_000);
+    let mut f = std::fs::File::create(ws.root.join("big2.bin")).unwrap();
+    let _ = std::io::Write::write_all(&mut f, &big);
+    drop(f);
+    assert!(free_bytes(fs.path()) < 64 * 1024, "the disk is not full");
+    let full = snapshot(&ws.root);
+    let r = ws.run(&["-v", "restore", &v1]).code(9);
+    assert!(r.stderr.contains("A big2.bin"), "{}", r.dump());
+    assert_same(&full, &snapshot(&ws.root), "the refused restore");
+    assert_eq!(ws.log_ids(), std::slice::from_ref(&v1));
+    let r = ws.run(&["-v", "restore", "--no-save", &v1]).ok();
+    assert!(r.stderr.contains("restored by the watcher"), "{}", r.stderr);
+    assert_same(
+        &want,
+        &snapshot(&ws.root),
+        "restore --no-save through the watcher",
+    );
+    assert_eq!(changes(&ws, false), changes(&ws, true));
+    assert_full_scan_agrees(&ws, "after restore --no-save");
+    assert_eq!(ws.log_ids(), std::slice::from_ref(&v1));
+    assert_store_verifies(&ws, "after the undo");
+}
+
 /// Random edits, saves and restores (whole tree, some paths, no pre-save,
 /// undo) run by the watcher: every restore gives exactly the saved tree,
 /// and afterwards the watcher's view (status, next save) equals a full

@@ -212,7 +212,7 @@ impl CkptServer {
         .await;
         match done {
             Ok(Ok(r)) => r,
-            Ok(Err(e)) => ckpt_error(e.to_string(), e.exit_code()),
+            Ok(Err(e)) => CallToolResult::structured_error(ops::json::error(&e)),
             Err(e) => text_error(format!("ckpt task failed: {e}")),
         }
     }
@@ -285,6 +285,7 @@ impl CkptServer {
     ) -> Result<CallToolResult, ErrorData> {
         let opts = ops::log::LogOptions {
             limit: Some(a.limit.unwrap_or(20)),
+            ..Default::default()
         };
         Ok(self.call(move |c| ops::log::log(c, &opts), as_is).await)
     }

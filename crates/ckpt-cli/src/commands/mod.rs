@@ -2,6 +2,7 @@
 //! (`#[derive(clap::Args)]`) next to the code that runs it, and the dispatch.
 
 mod adopt;
+mod cat;
 mod cp;
 mod delete;
 mod diff;
@@ -22,6 +23,7 @@ mod show;
 mod state;
 mod status;
 mod stores;
+mod ui;
 mod verify;
 mod watch;
 
@@ -44,6 +46,8 @@ pub enum Command {
     Show(show::ShowArgs),
     /// What changed since the last checkpoint.
     Status(status::StatusArgs),
+    /// Print one file as a checkpoint saved it.
+    Cat(cat::CatArgs),
     /// Compare two checkpoints, or a checkpoint and the working directory.
     Diff(diff::DiffArgs),
     /// Bring the workspace (or some paths, or another directory) back to a checkpoint.
@@ -91,6 +95,9 @@ pub enum Command {
     Completions(gen::CompletionsArgs),
     /// Print the man page (roff).
     Man,
+    /// Serve the checkpoint timeline to a browser (diffs, restore, usage) on
+    /// 127.0.0.1; prints the URL with its access token.
+    Ui(ui::UiArgs),
     /// Run a watcher so that saves, status, diff and restore cost what changed.
     Watch(watch::WatchArgs),
 }
@@ -105,6 +112,7 @@ pub fn run(cmd: &Command, ctx: &Ctx, chdir_given: bool) -> Result<ExitCode> {
         Command::Show(args) => show::run(ctx, args),
         Command::Status(args) => status::run(ctx, args),
         Command::Diff(args) => diff::run(ctx, args),
+        Command::Cat(args) => cat::run(ctx, args),
         Command::Restore(args) => restore::run(ctx, args),
         Command::Delete(args) => delete::run(ctx, args),
         Command::Gc(args) => gc::run(ctx, args),
@@ -123,6 +131,7 @@ pub fn run(cmd: &Command, ctx: &Ctx, chdir_given: bool) -> Result<ExitCode> {
         Command::Adopt(args) => adopt::run(ctx, args),
         Command::Doctor(args) => doctor::run(ctx, args),
         Command::Watch(args) => watch::run(ctx, args),
+        Command::Ui(args) => ui::run(ctx, args),
     }?;
     Ok(ExitCode::SUCCESS)
 }

@@ -97,6 +97,7 @@ pub fn run(ctx: &Ctx, args: &RestoreArgs) -> Result<()> {
         return Ok(());
     }
     let (rep, elapsed) = (&r.report, r.elapsed);
+    render::warn_unreadable("", &rep.unreadable);
     let shown: Vec<_> = rep.changes.iter().filter(|c| c.is_interesting()).collect();
     if args.dry_run {
         let stats = diff::stats(&rep.changes);

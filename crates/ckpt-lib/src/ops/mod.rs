@@ -18,7 +18,8 @@
 //! |---|---|
 //! | init (new, or attached to an existing store) | [`init::init`] |
 //! | save | [`save::save`] ([`save::save_with`]: the part after the choice) |
-//! | log, show | [`log::log`], [`show::show`] |
+//! | log (pages, search, history of a path), show | [`log::log`], [`show::show`] |
+//! | one file of a checkpoint | [`cat::cat`] |
 //! | status | [`status::status`] |
 //! | diff, with content diffs | [`diff::diff`] |
 //! | restore in place or of paths; `--to` | [`restore::restore`] ([`restore::restore_with`]); [`restore::restore_to`] |
@@ -38,6 +39,7 @@
 //! (later) HTTP answers are the same bytes.
 
 pub mod adopt;
+pub mod cat;
 pub mod cp;
 pub mod delete;
 pub mod diff;

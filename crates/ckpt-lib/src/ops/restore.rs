@@ -57,7 +57,7 @@ pub struct Restored {
 impl Restored {
     /// The JSON form: `restored`, `dry_run`, `resumed`, `undo`, `pre_save`,
     /// `post_save`, `changes`, `state` (`target`, `before`, `after`, `changes`),
-    /// `elapsed_ms`.
+    /// `elapsed_ms`, `unreadable`.
     pub fn to_json(&self) -> Value {
         let rep = &self.report;
         json!({
@@ -76,6 +76,7 @@ impl Restored {
                 "changes": json::state_changes(&s.changes),
             })),
             "elapsed_ms": json::ms(self.elapsed),
+            "unreadable": json::unreadable(&rep.unreadable),
         })
     }
 }

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 
 use redb::{
     Database, Durability, ReadOnlyDatabase, ReadTransaction, ReadableDatabase, ReadableTable,
-    TableDefinition,
+    ReadableTableMetadata, TableDefinition,
 };
 use serde::{Deserialize, Serialize};
 
@@ -473,10 +473,16 @@ impl Catalog {
     }
 }
 
+/// A catalog error; running out of space is an I/O error on the catalog
+/// file, like any other write that did not fit (see
+/// [`Error::is_out_of_space`]).
 fn catalog_error(path: &Path, e: impl Into<redb::Error>) -> Error {
-    Error::Catalog {
-        path: path.to_path_buf(),
-        message: e.into().to_string(),
+    match e.into() {
+        redb::Error::Io(io) if crate::error::no_space(&io) => Error::io("write", path, io),
+        e => Error::Catalog {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        },
     }
 }
 
@@ -562,6 +568,40 @@ impl CatalogReader<'_> {
             out.push(decode_checkpoint(k.value(), v.value())?);
         }
         Ok(out)
+    }
+
+    /// How many checkpoints there are.
+    pub fn count(&self) -> Result<u64> {
+        let t = self
+            .txn
+            .open_table(CHECKPOINTS)
+            .map_err(|e| self.cat.err(e))?;
+        t.len().map_err(|e| self.cat.err(e))
+    }
+
+    /// The checkpoints with a sequence number below `before` (all when
+    /// `None`), newest first, handed to `f` one by one until it returns
+    /// `false`: a page of the history costs the records it reads, not all
+    /// of them.
+    pub fn for_each_newest(
+        &self,
+        before: Option<u64>,
+        mut f: impl FnMut(Checkpoint) -> Result<bool>,
+    ) -> Result<()> {
+        let t = self
+            .txn
+            .open_table(CHECKPOINTS)
+            .map_err(|e| self.cat.err(e))?;
+        let range = t
+            .range(..before.unwrap_or(u64::MAX))
+            .map_err(|e| self.cat.err(e))?;
+        for item in range.rev() {
+            let (k, v) = item.map_err(|e| self.cat.err(e))?;
+            if !f(decode_checkpoint(k.value(), v.value())?)? {
+                break;
+            }
+        }
+        Ok(())
     }
 
     /// Resolves a user-given id: `v12`, `12`, a unique hex prefix of a

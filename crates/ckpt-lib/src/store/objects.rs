@@ -27,6 +27,17 @@
 //! wait on each other (on ext4 a first save spent a quarter of its CPU
 //! spinning on that lock).
 //!
+//! ## Content the store already holds
+//! Capturing content the store already has copies nothing, so a save or a
+//! restore's pre-save on a full disk still works when nothing new is in it.
+//! A small file is hashed from memory before anything is written. A large
+//! file that has kept the size of its last captured content (its index
+//! entry: a file re-read because its stat changed, or racy) is hashed where
+//! it is first, and is not copied when that content is stored. Otherwise it
+//! is copied and the copy hashed (below); if the copy runs out of space, the
+//! file is hashed where it is, and a store that holds that content needs no
+//! copy. A banded file stores only the bands the store lacks.
+//!
 //! ## Capturing a file that may be changing
 //! Small files (≤ 64 KiB) are read into memory, hashed, and written from
 //! that buffer; larger ones are copied with the [`Copier`] first and the
@@ -84,6 +95,10 @@ pub struct Captured {
 pub enum CaptureError {
     /// It vanished or stopped being a regular file; the caller rescans it.
     Gone,
+    /// It may not be opened for reading (`EACCES`/`EPERM`, e.g. mode 000
+    /// for a user other than root): the caller decides what to record
+    /// ([`crate::workspace::scan`]).
+    Unreadable,
     /// A real error.
     Err(Error),
 }
@@ -400,15 +415,27 @@ impl Objects {
         Ok(format!("{lane}/{n}").into_bytes())
     }
 
-    /// Captures the regular file `name` in `dir` into the store.
+    /// Captures the regular file `name` in `dir` into the store. `known`
+    /// is the content (hash, size) the file had when last captured, if
+    /// any: see "Content the store already holds" in the module doc.
     pub fn capture(
         &self,
         dir: BorrowedFd<'_>,
         name: &[u8],
+        known: Option<(Hash, u64)>,
         shown: &dyn Fn() -> PathBuf,
     ) -> Result<Captured, CaptureError> {
         for _ in 0..MAX_ATTEMPTS {
             let (src, m1) = open_regular(dir, name, shown)?;
+            if let Some((hash, size)) = known {
+                if m1.size == size && size > SMALL_FILE && self.contains_sized(&hash, size) {
+                    match hash_in_place(src.as_fd(), &m1, shown)? {
+                        Some(h) if h == hash => return Ok(captured(hash, &m1, 0)),
+                        Some(_) => {}     // new content: captured below
+                        None => continue, // changed while read
+                    }
+                }
+            }
             let attempt = if m1.size <= SMALL_FILE {
                 self.capture_small(src.as_fd(), &m1, shown)?
             } else if m1.size >= self.band_min && !self.copier.reflinks() {
@@ -468,6 +495,15 @@ impl Objects {
         };
         if let Err(e) = self.copier.copy(src, tmp.as_fd(), m1.size) {
             discard();
+            // No room for a copy: none is needed if the store already
+            // holds the content.
+            if crate::error::no_space(&e) {
+                if let Some(hash) = hash_in_place(src, m1, shown)? {
+                    if self.contains_sized(&hash, m1.size) {
+                        return Ok(Some(captured(hash, m1, 0)));
+                    }
+                }
+            }
             return Err(Error::io("copy", shown(), e));
         }
         if !unchanged(src, m1, shown)? {
@@ -891,6 +927,7 @@ fn open_regular(
     let src = match fs::open_file_at(dir, name) {
         Ok(fd) => fd,
         Err(Errno::NOENT) | Err(Errno::LOOP) | Err(Errno::NXIO) => return Err(CaptureError::Gone),
+        Err(Errno::ACCESS) | Err(Errno::PERM) => return Err(CaptureError::Unreadable),
         Err(e) => return Err(Error::io("open", shown(), e.into()).into()),
     };
     // (`map_err`, not `ctx`: the shown path is built only on error.)
@@ -910,12 +947,7 @@ pub fn hash_file(
 ) -> Result<(Hash, Meta), CaptureError> {
     for _ in 0..MAX_ATTEMPTS {
         let (src, m1) = open_regular(dir, name, shown)?;
-        // Exactly m1.size bytes (see ckpt_copy::content_hash); a file that grew
-        // or changed while read shows up in the second stat.
-        let hash = ckpt_copy::content_hash::hash_exact(src.as_fd(), m1.size)
-            .map_err(|e| Error::io("read", shown(), e))?;
-        let m2 = fs::stat_fd(src.as_fd()).map_err(|e| Error::io("stat", shown(), e.into()))?;
-        if let (Some(hash), true) = (hash, m1 == m2) {
+        if let Some(hash) = hash_in_place(src.as_fd(), &m1, shown)? {
             return Ok((hash, m1));
         }
     }
@@ -1047,9 +1079,16 @@ impl Objects {
         objects.par_iter().try_for_each(|(h, size)| -> Result<()> {
             let name = object_name(h);
             let shown = || src.object_path(h);
-            let got = match self.capture(src.dir.as_fd(), &name, &shown) {
+            let got = match self.capture(src.dir.as_fd(), &name, None, &shown) {
                 Ok(c) => c,
                 Err(CaptureError::Gone) => return Err(src.missing(h)),
+                Err(CaptureError::Unreadable) => {
+                    return Err(Error::io(
+                        "open",
+                        src.object_path(h),
+                        std::io::ErrorKind::PermissionDenied.into(),
+                    ))
+                }
                 Err(CaptureError::Err(e)) => return Err(e),
             };
             if got.hash != *h || got.meta.size != *size {
@@ -1063,5 +1102,22 @@ impl Objects {
         })?;
         self.commit()?;
         Ok(objects.len() as u64)
+    }
+}
+
+/// The hash of the file open as `src`, last seen as `m1`, read where it is;
+/// `None` when it changed while being read. Exactly `m1.size` bytes are
+/// read (see ckpt_copy::content_hash); a file that grew or changed while
+/// read shows up in the second stat.
+fn hash_in_place(
+    src: BorrowedFd<'_>,
+    m1: &Meta,
+    shown: &dyn Fn() -> PathBuf,
+) -> Result<Option<Hash>> {
+    let hash = ckpt_copy::content_hash::hash_exact(src, m1.size)
+        .map_err(|e| Error::io("read", shown(), e))?;
+    match hash {
+        Some(h) => Ok(unchanged(src, m1, shown)?.then_some(h)),
+        None => Ok(None),
     }
 }
