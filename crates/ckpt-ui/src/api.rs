@@ -211,6 +211,7 @@ async fn diff(State(s): S, Query(q): Query<DiffQuery>) -> Response {
         to: q.to.filter(|t| !t.is_empty()),
         paths,
         content: q.content,
+        fork: None,
     };
     run(&s, move |c| ops::diff::diff(c, &opts)).await
 }

@@ -1,6 +1,7 @@
 //! The subcommands: one file per command, each with its own arguments
 //! (`#[derive(clap::Args)]`) next to the code that runs it, and the dispatch.
 
+mod adopt;
 mod cat;
 mod cp;
 mod delete;
@@ -8,6 +9,7 @@ mod diff;
 mod doctor;
 mod du;
 mod fork;
+mod forks;
 mod gc;
 mod gen;
 mod hash;
@@ -65,8 +67,14 @@ pub enum Command {
     },
     /// Copy a file or tree like `cp -a`, in parallel, with the copy engine.
     Cp(cp::CpArgs),
-    /// Materialise a checkpoint as a new, independent workspace.
+    /// Materialise a checkpoint as new, independent workspaces (forks), or
+    /// remove one (--remove).
     Fork(fork::ForkArgs),
+    /// List this workspace's forks: where, latest checkpoint, divergence.
+    Forks(forks::ForksArgs),
+    /// Make this workspace a fork's checkpoint (files and agent state), as
+    /// an undoable restore.
+    Adopt(adopt::AdoptArgs),
     /// Show filesystems, probed copy capabilities, store space, inotify
     /// limits, and what ckpt will use.
     Doctor(doctor::DoctorArgs),
@@ -119,6 +127,8 @@ pub fn run(cmd: &Command, ctx: &Ctx, chdir_given: bool) -> Result<ExitCode> {
         Command::State { cmd } => return state::run(ctx, cmd),
         Command::Cp(args) => cp::run(ctx, args),
         Command::Fork(args) => fork::run(ctx, args),
+        Command::Forks(args) => forks::run(ctx, args),
+        Command::Adopt(args) => adopt::run(ctx, args),
         Command::Doctor(args) => doctor::run(ctx, args),
         Command::Watch(args) => watch::run(ctx, args),
         Command::Ui(args) => ui::run(ctx, args),

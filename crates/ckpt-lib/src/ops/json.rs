@@ -219,6 +219,12 @@ pub fn with_schema<T: Serialize>(v: &T) -> Value {
     v
 }
 
+/// How a checkpoint's objects came from another store (`fork`, `adopt`):
+/// `linked`, `copied`, `present`.
+pub fn imported(i: &crate::store::objects::Imported) -> Value {
+    json!({ "linked": i.linked, "copied": i.copied, "present": i.present })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -27,7 +27,8 @@
 //! | gc and retention | [`gc::gc`] |
 //! | verify (workspace or store), hash | [`verify::verify`], [`hash::hash`] |
 //! | du | [`du::du`] |
-//! | fork, cp | [`fork::fork`], [`cp::cp`] |
+//! | fork, cp | [`fork::fork`] ([`fork::fork_many`]: `--count`), [`cp::cp`] |
+//! | the forks of a workspace, removing one, adopting one | [`forks::forks`], [`forks::remove`], [`adopt::adopt`] |
 //! | doctor | [`doctor::doctor`] |
 //! | stores on this machine | [`stores::stores`] |
 //! | agent state | [`state::get`], [`state::put`], [`state::del`], [`state::ls`], [`state::history`], [`state::cas`] |
@@ -37,6 +38,7 @@
 //! documented in `docs/CLI.md`, "JSON output"): `--json`, MCP results and
 //! (later) HTTP answers are the same bytes.
 
+pub mod adopt;
 pub mod cat;
 pub mod cp;
 pub mod delete;
@@ -44,6 +46,7 @@ pub mod diff;
 pub mod doctor;
 pub mod du;
 pub mod fork;
+pub mod forks;
 pub mod gc;
 pub mod hash;
 pub mod init;

@@ -11,7 +11,7 @@
 //! Tables:
 //! - `meta`: `&str → bytes` — `head` (u64 LE), `next_seq` (u64 LE),
 //!   `generation` (u64 LE, bumped by gc), `caps` (JSON), `journal` (JSON of
-//!   an in-progress restore).
+//!   an in-progress restore), `origin` (JSON [`Origin`], a fork's store only).
 //! - `checkpoints`: `u64 seq → JSON` [`Checkpoint`].
 //! - `by_hash`: `[u8;32] checkpoint hash → u64 seq`, for hash-prefix ids.
 //! - `trees`: `[u8;32] tree hash → encoded` [`Tree`].
@@ -47,6 +47,8 @@ enum Meta {
     Retention,
     /// The workspace the store belongs to (JSON string: its absolute root).
     Workspace,
+    /// Where a fork's store came from ([`Origin`], JSON).
+    Origin,
 }
 
 impl Meta {
@@ -58,6 +60,7 @@ impl Meta {
             Meta::Caps => "caps",
             Meta::Retention => "retention",
             Meta::Workspace => "workspace",
+            Meta::Origin => "origin",
         }
     }
 }
@@ -145,6 +148,21 @@ impl Checkpoint {
         c.hash = Hash::default();
         Hash::of(&serde_json::to_vec(&c).expect("checkpoint serialises"))
     }
+}
+
+/// Where a fork came from (meta `origin` of a fork's store, written once
+/// by `ckpt fork`): `ckpt forks` finds a workspace's forks by it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Origin {
+    /// The workspace it was forked from.
+    pub workspace: PathBuf,
+    /// That workspace's store.
+    pub store: PathBuf,
+    /// The checkpoint forked (its number in that store; the fork's store
+    /// holds it under the same number).
+    pub checkpoint: u64,
+    /// That checkpoint's root tree.
+    pub root: Hash,
 }
 
 /// A restore that was started and may not have finished.
@@ -268,25 +286,56 @@ impl Catalog {
     pub fn commit_checkpoint(
         &self,
         new_trees: &[(Hash, Vec<u8>)],
+        record: Checkpoint,
+        journal: Option<&Journal>,
+    ) -> Result<Checkpoint> {
+        self.commit_record(new_trees, record, journal, None, true)
+    }
+
+    /// Records a checkpoint brought from another store (`ckpt fork`,
+    /// `ckpt adopt`) with the trees it needs, in one durable transaction.
+    /// Its number is `seq` when given (it must not be below `next_seq`: a
+    /// fork's store starts at its origin's number), else the next one; it
+    /// becomes the head only with `make_head` (an adopted checkpoint is
+    /// only the target of the restore that follows). Fills in `seq` and
+    /// `hash`.
+    pub fn import_checkpoint(
+        &self,
+        trees: &[(Hash, Vec<u8>)],
+        record: Checkpoint,
+        seq: Option<u64>,
+        make_head: bool,
+    ) -> Result<Checkpoint> {
+        self.commit_record(trees, record, None, seq, make_head)
+    }
+
+    fn commit_record(
+        &self,
+        new_trees: &[(Hash, Vec<u8>)],
         mut record: Checkpoint,
         journal: Option<&Journal>,
+        want_seq: Option<u64>,
+        make_head: bool,
     ) -> Result<Checkpoint> {
         let mut txn = self.writable()?.begin_write().map_err(|e| self.err(e))?;
         txn.set_durability(Durability::Immediate)
             .map_err(|e| self.err(redb::Error::from(e)))?;
         {
             let mut meta = txn.open_table(META).map_err(|e| self.err(e))?;
-            let seq = meta
+            let next = meta
                 .get("next_seq")
                 .map_err(|e| self.err(e))?
                 .and_then(|v| bytes_u64(v.value()))
                 .ok_or_else(|| Error::Corrupt("catalog has no next_seq".into()))?;
+            let seq = want_seq.unwrap_or(next).max(next);
             record.seq = seq;
             record.hash = record.compute_hash();
             meta.insert("next_seq", u64_bytes(seq + 1).as_slice())
                 .map_err(|e| self.err(e))?;
-            meta.insert(Meta::Head.key(), u64_bytes(seq).as_slice())
-                .map_err(|e| self.err(e))?;
+            if make_head {
+                meta.insert(Meta::Head.key(), u64_bytes(seq).as_slice())
+                    .map_err(|e| self.err(e))?;
+            }
             if let Some(j) = journal {
                 let j = Journal {
                     undo: Some(seq),
@@ -361,6 +410,11 @@ impl Catalog {
     /// `init --attach`), so `ckpt stores` can say whose store it is.
     pub fn set_workspace(&self, root: &std::path::Path) -> Result<()> {
         self.set_meta(&[(Meta::Workspace, Some(json_bytes(&root)))])
+    }
+
+    /// Records where this fork's store came from.
+    pub fn set_origin(&self, origin: &Origin) -> Result<()> {
+        self.set_meta(&[(Meta::Origin, Some(json_bytes(origin)))])
     }
 
     /// Records (or clears) the restore journal.
@@ -641,6 +695,11 @@ impl CatalogReader<'_> {
             }
         }
         Ok(found.first().copied())
+    }
+
+    /// Where this store's workspace was forked from (`None`: not a fork).
+    pub fn origin(&self) -> Result<Option<Origin>> {
+        self.meta_json(Meta::Origin)
     }
 
     /// Loads a tree; a missing tree is store corruption.

@@ -954,6 +954,157 @@ pub fn hash_file(
     Err(Error::Unstable(shown()).into())
 }
 
+/// What [`Objects::import_from`] did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Imported {
+    /// Objects (and bands, manifests) hard-linked from the other store.
+    pub linked: u64,
+    /// Objects copied (another filesystem, or links refused).
+    pub copied: u64,
+    /// Contents the store already held.
+    pub present: u64,
+}
+
+impl Objects {
+    /// Makes every content of `wanted` (hash, size) that this store lacks
+    /// available in it, taken from the store `src` (`ckpt fork` brings its
+    /// origin checkpoint's objects into the fork's store, `ckpt adopt` a
+    /// fork's objects back). Durable when it returns, so a catalog commit
+    /// may then reference them.
+    ///
+    /// An object is hard-linked where both stores are on one filesystem:
+    /// objects are read-only (0444) files named by their content that no
+    /// ckpt code ever opens for writing, and gc only unlinks names, so a
+    /// shared inode can change for neither store, and deleting either store
+    /// (with `rm -rf` too) leaves the other's names intact. Elsewhere (or
+    /// when the filesystem refuses a link: `EXDEV`, `EPERM`, `EMLINK`) the
+    /// content is captured like a workspace file: copied into `tmp/`,
+    /// hashed from the copy, renamed into place. A linked object is not
+    /// re-hashed here (the fork wrote its files from the same, verified
+    /// objects; a restore re-hashes every object it writes), a copied one
+    /// is. Banded contents link their bands first and then their manifest,
+    /// with the bands durable in between, so no manifest names a missing
+    /// band.
+    pub fn import_from(&self, src: &Objects, wanted: &[(Hash, u64)]) -> Result<Imported> {
+        use std::sync::atomic::AtomicU64;
+        let _t = crate::trace::span("objects import");
+        let linked = AtomicU64::new(0);
+        let present = AtomicU64::new(0);
+        let to_copy: Mutex<Vec<(Hash, u64)>> = Mutex::new(Vec::new());
+        let banded: Mutex<Vec<(Hash, u64)>> = Mutex::new(Vec::new());
+        let link = |name: &[u8]| -> rustix::io::Result<bool> {
+            match rustix::fs::linkat(
+                src.dir.as_fd(),
+                name,
+                self.dir.as_fd(),
+                name,
+                AtFlags::empty(),
+            ) {
+                Ok(()) => Ok(true),
+                Err(Errno::EXIST) => Ok(false),
+                Err(e) => Err(e),
+            }
+        };
+        let refused = |e: Errno| matches!(e, Errno::XDEV | Errno::PERM | Errno::MLINK);
+        wanted.par_iter().try_for_each(|&(h, size)| -> Result<()> {
+            if self.contains_sized(&h, size) {
+                present.fetch_add(1, Ordering::Relaxed);
+                return Ok(());
+            }
+            match link(&object_name(&h)) {
+                Ok(true) => {
+                    linked.fetch_add(1, Ordering::Relaxed);
+                }
+                Ok(false) => {
+                    present.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(Errno::NOENT) => banded.lock().unwrap().push((h, size)),
+                Err(e) if refused(e) => to_copy.lock().unwrap().push((h, size)),
+                Err(e) => return Err(Error::io("link", self.object_path(&h), e.into())),
+            }
+            Ok(())
+        })?;
+        // Banded contents: their bands as plain objects, then the manifests.
+        let mut manifests = Vec::new();
+        for (h, size) in banded.into_inner().unwrap() {
+            let Some(m) = src.manifest(&h)? else {
+                return Err(src.missing(&h));
+            };
+            for (i, band) in m.bands.iter().enumerate() {
+                if self.contains_plain(band) {
+                    continue;
+                }
+                match link(&object_name(band)) {
+                    Ok(true) => {
+                        linked.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Ok(false) => {}
+                    Err(e) if refused(e) => to_copy.lock().unwrap().push((*band, m.range(i).1)),
+                    Err(e) => return Err(Error::io("link", self.object_path(band), e.into())),
+                }
+            }
+            manifests.push((h, size));
+        }
+        let copied = self.import_copies(src, &to_copy.into_inner().unwrap())?;
+        if linked.load(Ordering::Relaxed) > 0 {
+            rustix::fs::syncfs(&self.dir).ctx("syncfs", &self.path)?;
+        }
+        let mut linked_manifests = 0u64;
+        for (h, _) in &manifests {
+            match link(&manifest_name(h)) {
+                Ok(true) => linked_manifests += 1,
+                Ok(false) => {}
+                Err(e) if refused(e) => {
+                    let m = src.manifest(h)?.ok_or_else(|| src.missing(h))?;
+                    self.store_bytes(*h, &m.encode(), Stored::Manifest)?;
+                }
+                Err(e) => return Err(Error::io("link", self.object_path(h), e.into())),
+            }
+        }
+        self.commit()?;
+        if linked_manifests > 0 {
+            rustix::fs::syncfs(&self.dir).ctx("syncfs", &self.path)?;
+        }
+        Ok(Imported {
+            linked: linked.into_inner() + linked_manifests,
+            copied,
+            present: present.into_inner(),
+        })
+    }
+
+    /// Copies plain objects of `src` into this store (captured from the
+    /// source object: copied, hashed from the copy, checked against the
+    /// name) and makes them durable.
+    fn import_copies(&self, src: &Objects, objects: &[(Hash, u64)]) -> Result<u64> {
+        objects.par_iter().try_for_each(|(h, size)| -> Result<()> {
+            let name = object_name(h);
+            let shown = || src.object_path(h);
+            let got = match self.capture(src.dir.as_fd(), &name, None, &shown) {
+                Ok(c) => c,
+                Err(CaptureError::Gone) => return Err(src.missing(h)),
+                Err(CaptureError::Unreadable) => {
+                    return Err(Error::io(
+                        "open",
+                        src.object_path(h),
+                        std::io::ErrorKind::PermissionDenied.into(),
+                    ))
+                }
+                Err(CaptureError::Err(e)) => return Err(e),
+            };
+            if got.hash != *h || got.meta.size != *size {
+                return Err(Error::Corrupt(format!(
+                    "object {h} ({}) is damaged: it hashes to {}",
+                    src.object_path(h).display(),
+                    got.hash
+                )));
+            }
+            Ok(())
+        })?;
+        self.commit()?;
+        Ok(objects.len() as u64)
+    }
+}
+
 /// The hash of the file open as `src`, last seen as `m1`, read where it is;
 /// `None` when it changed while being read. Exactly `m1.size` bytes are
 /// read (see ckpt_copy::content_hash); a file that grew or changed while
