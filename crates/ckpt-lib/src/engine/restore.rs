@@ -592,15 +592,7 @@ fn unsaved_overwritten(
     let reader = store.catalog.reader()?;
     let changes = plan(&reader, &scan, target.root, filter, ignore, &ws.root)?;
     let touched: HashSet<&[u8]> = changes.iter().map(|c| c.path.as_slice()).collect();
-    let head = match reader.head()? {
-        Some(s) => reader.checkpoint(s)?,
-        None => None,
-    };
-    let src = TreeSource {
-        fresh: Some(&scan.new_trees),
-        catalog: &reader,
-    };
-    let unsaved = diff::diff_trees(&src, head.map(|h| h.root), Some(scan.root), filter)?;
+    let unsaved = save::status(store, filter, scan)?.changes;
     let overwritten = |path: &[u8]| {
         let mut p = path;
         while !p.is_empty() {

@@ -258,10 +258,7 @@ pub fn capture_scanned(
     t0: Instant,
 ) -> Result<Captured> {
     let reader = store.catalog.reader()?;
-    let head = match reader.head()? {
-        Some(s) => reader.checkpoint(s)?,
-        None => None,
-    };
+    let head = reader.head_checkpoint()?;
     remove_temp_files(ws, &scan.temp_files)?;
     ckpt_fault::point("save.after_scan");
     let files_read = scan.files_read;
@@ -387,10 +384,7 @@ pub struct Status {
 /// Computes [`Status`] from a hash-only scan, without writing anything.
 pub fn status(store: &Store, filter: &PathFilter, scan: ScanResult) -> Result<Status> {
     let reader = store.catalog.reader()?;
-    let head = match reader.head()? {
-        Some(s) => reader.checkpoint(s)?,
-        None => None,
-    };
+    let head = reader.head_checkpoint()?;
     let src = TreeSource {
         fresh: Some(&scan.new_trees),
         catalog: &reader,

@@ -7,8 +7,9 @@
 //! `<data home>/ckpt/stores/`, every store in the `known-stores` list, and
 //! each directory the user names (a store itself, a directory of stores, or
 //! one with a `.ckpt-stores/` beside its workspaces). Each store is opened
-//! read-only, waiting at most [`BUSY_WAIT`] for its lock: a listing never
-//! changes a store and never hangs behind a long save.
+//! read-only, waiting at most [`BUSY_WAIT`] for its lock: a listing changes
+//! nothing in a store (beyond removing what a crashed process left, as
+//! every command does) and never hangs behind a long save.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -509,6 +509,14 @@ impl CatalogReader<'_> {
         self.meta_u64(Meta::Head)
     }
 
+    /// The head checkpoint's record (None: no checkpoint yet).
+    pub fn head_checkpoint(&self) -> Result<Option<Checkpoint>> {
+        match self.head()? {
+            Some(s) => self.checkpoint(s),
+            None => Ok(None),
+        }
+    }
+
     /// The store generation (bumped by gc).
     pub fn generation(&self) -> Result<u64> {
         Ok(self.meta_u64(Meta::Generation)?.unwrap_or(0))
