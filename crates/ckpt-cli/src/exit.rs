@@ -4,8 +4,12 @@
 //! Errors map to codes through [`code`], which is
 //! [`ckpt_lib::Error::exit_code`]: 1 failure (I/O, catalog, an unstable
 //! file), 2 usage or a bad revision, 3 not a workspace / already one, 4 lock
-//! timeout, 5 corrupt store or state, 7 `state cas` version mismatch. The
-//! codes below are the ones commands return without an error.
+//! timeout, 5 corrupt store or state, 7 `state cas` version mismatch, 9
+//! no space for a restore's pre-restore save
+//! ([`ckpt_lib::error::EXIT_NO_SPACE_FOR_UNDO`]), 10 an object-storage
+//! request that failed after its retries, or an unusable remote
+//! ([`ckpt_lib::error::EXIT_REMOTE`]). The codes below are the ones commands
+//! return without an error.
 
 use std::process::ExitCode;
 

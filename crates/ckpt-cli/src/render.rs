@@ -11,8 +11,10 @@ use std::fmt::Write as _;
 
 use ckpt_lib::engine::diff::Change;
 use ckpt_lib::store::catalog::Checkpoint;
+use ckpt_lib::store::catalog::Skipped;
 use ckpt_lib::store::state::{ChangeKind as StateChangeKind, StateChange};
 use ckpt_lib::store::tree::Node;
+use ckpt_lib::workspace::scan::{Unreadable, UNREADABLE};
 use ckpt_lib::{Error, Result};
 use serde_json::Value;
 
@@ -44,6 +46,44 @@ pub fn quote(path: &[u8]) -> String {
             out
         }
     }
+}
+
+/// Warns on stderr, prefixed with `who`, about each entry a scan was not
+/// allowed to read and what a checkpoint holds of it, then says how to stop
+/// the warning (see `ckpt_lib::workspace::scan`).
+pub fn warn_unreadable(who: &str, list: &[Unreadable]) {
+    for u in list {
+        let p = quote(&u.path);
+        match (u.dir, u.kept) {
+            (true, _) => eprintln!(
+                "{who}warning: cannot list directory {p} (permission denied): it is left out \
+                 of checkpoints, with everything in it"
+            ),
+            (false, true) => eprintln!(
+                "{who}warning: cannot read {p} (permission denied): its content is kept as \
+                 last read (size and mtime unchanged), with its current mode"
+            ),
+            (false, false) => eprintln!(
+                "{who}warning: cannot read {p} (permission denied): it is left out of \
+                 checkpoints"
+            ),
+        }
+    }
+    if !list.is_empty() {
+        eprintln!(
+            "{who}  make it readable (chmod u+r, or u+rx for a directory), or add it to \
+             .ckptignore to stop checking it"
+        );
+    }
+}
+
+/// The skipped entries worth a line of their own: those not already
+/// warned about as unreadable ([`warn_unreadable`]).
+pub fn skipped_lines(skipped: &[Skipped]) -> impl Iterator<Item = String> + '_ {
+    skipped
+        .iter()
+        .filter(|s| s.kind != UNREADABLE)
+        .map(|s| format!("skipped {} ({})", quote(&s.path), s.kind))
 }
 
 /// Human-readable byte count.

@@ -20,16 +20,9 @@ use proptest::prelude::*;
 const BAND: usize = 8 << 20;
 
 fn run(cwd: &Path, args: &[&str]) -> Run {
-    let out = command(cwd, &args.iter().map(|a| a.as_ref()).collect::<Vec<_>>())
-        .env("CKPT_BAND_MIN", "1")
-        .output()
-        .unwrap();
-    Run {
-        what: format!("ckpt {}", args.join(" ")),
-        code: out.status.code(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+    let mut c = command(cwd, &args.iter().map(|a| a.as_ref()).collect::<Vec<_>>());
+    c.env("CKPT_BAND_MIN", "1");
+    run_command(c, format!("ckpt {}", args.join(" ")))
 }
 
 /// (plain objects, band manifests) in a store.

@@ -16,31 +16,9 @@ use std::process::Command;
 
 use common::*;
 
-fn python() -> Result<PathBuf, String> {
-    let mut candidates = Vec::new();
-    if let Some(p) = std::env::var_os("CKPT_MCP_PYTHON") {
-        candidates.push(PathBuf::from(p));
-    }
-    candidates
-        .push(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/mcp-venv/bin/python"));
-    candidates.push(PathBuf::from("python3"));
-    for c in &candidates {
-        let ok = Command::new(c)
-            .args(["-c", "import mcp.client.stdio"])
-            .output()
-            .is_ok_and(|o| o.status.success());
-        if ok {
-            return Ok(c.clone());
-        }
-    }
-    Err(format!(
-        "no Python with the `mcp` package (tried {candidates:?}); `.ci/run` installs it"
-    ))
-}
-
 #[test]
 fn python_client_saves_diffs_and_restores() {
-    let py = match python() {
+    let py = match python_with("CKPT_MCP_PYTHON", "mcp-venv", "mcp.client.stdio") {
         Ok(p) => p,
         Err(why) => {
             skip(&why);

@@ -563,7 +563,7 @@ fn bad_input_is_refused_clearly() {
     assert!(r.stderr.contains("ckpt remote add"), "{}", r.stderr);
     let Some(m) = moto() else { return };
     let env = s3_env(m.port);
-    let r = run_env(&ws.root, &env, &["push", "s3://no-such-bucket-here/p"]).code(9);
+    let r = run_env(&ws.root, &env, &["push", "s3://no-such-bucket-here/p"]).code(10);
     assert!(
         r.stderr.contains("bucket does not exist")
             && r.stderr.contains("s3://no-such-bucket-here/p/"),
@@ -628,7 +628,7 @@ fn wrong_credentials_are_reported() {
     ws.init();
     write(&ws.root, "a", b"a");
     ws.save();
-    let r = run_env(&ws.root, &s3_env(port), &["push", "s3://any/p"]).code(9);
+    let r = run_env(&ws.root, &s3_env(port), &["push", "s3://any/p"]).code(10);
     assert!(
         r.stderr.contains("credentials were refused") || r.stderr.contains("InvalidAccessKeyId"),
         "{}",

@@ -384,6 +384,48 @@ fn restore_through_the_watcher_leaves_nothing_dirty_and_is_exact() {
     assert_full_scan_agrees(&ws, "after restore");
 }
 
+/// Issue 19 through the watcher (which runs the same operations): on a
+/// full 5 MB tmpfs holding workspace and store, the restore whose
+/// pre-restore save cannot fit is refused with exit 9 and changes nothing,
+/// `restore --no-save` runs in the watcher, and its view afterwards equals
+/// a full scan's.
+#[test]
+fn undo_on_a_full_disk_through_the_watcher() {
+    let Some(fs) = Tmpfs::mount("5m") else {
+        skip_needs_root("cannot mount a tmpfs here");
+        return;
+    };
+    let mut rng = Rng::new("watch-full-disk", 19);
+    let ws = Ws::new_in(fs.path());
+    ws.init();
+    write(&ws.root, "big1.bin", &rng.bytes(1_800_000));
+    let (v1, _) = ws.save();
+    let want = snapshot(&ws.root);
+    let _w = Watcher::start(&ws, &[]);
+    save_v(&ws);
+    let big = rng.bytes(4_000_000);
+    let mut f = std::fs::File::create(ws.root.join("big2.bin")).unwrap();
+    let _ = std::io::Write::write_all(&mut f, &big);
+    drop(f);
+    assert!(free_bytes(fs.path()) < 64 * 1024, "the disk is not full");
+    let full = snapshot(&ws.root);
+    let r = ws.run(&["-v", "restore", &v1]).code(9);
+    assert!(r.stderr.contains("A big2.bin"), "{}", r.dump());
+    assert_same(&full, &snapshot(&ws.root), "the refused restore");
+    assert_eq!(ws.log_ids(), std::slice::from_ref(&v1));
+    let r = ws.run(&["-v", "restore", "--no-save", &v1]).ok();
+    assert!(r.stderr.contains("restored by the watcher"), "{}", r.stderr);
+    assert_same(
+        &want,
+        &snapshot(&ws.root),
+        "restore --no-save through the watcher",
+    );
+    assert_eq!(changes(&ws, false), changes(&ws, true));
+    assert_full_scan_agrees(&ws, "after restore --no-save");
+    assert_eq!(ws.log_ids(), std::slice::from_ref(&v1));
+    assert_store_verifies(&ws, "after the undo");
+}
+
 /// Random edits, saves and restores (whole tree, some paths, no pre-save,
 /// undo) run by the watcher: every restore gives exactly the saved tree,
 /// and afterwards the watcher's view (status, next save) equals a full
@@ -837,4 +879,76 @@ fn gc_between_saves_through_the_watcher_forces_one_full_scan() {
     let (_, err) = save_v(&ws);
     assert!(err.contains("partial scan"), "{err}");
     assert_full_scan_agrees(&ws, "after gc, second save");
+}
+
+/// A watch limit smaller than the tree (`user.max_inotify_watches` lowered
+/// in a user namespace of the watcher's own, so nothing else on the machine
+/// is affected): the watcher says which sysctl to raise and to what, and
+/// every status and save through it stays exactly what a full scan finds,
+/// because commands fall back to full scans.
+#[test]
+fn a_watch_limit_too_small_for_the_tree_names_the_sysctl_and_saves_stay_exact() {
+    let ws = Ws::new();
+    ws.init();
+    let mut rng = Rng::new("watch-limit", 11);
+    build_tree(&ws.root, 6, 3, &mut rng);
+    for i in 0..12 {
+        write(&ws.root, &format!("deep/{i}/sub/f"), b"x");
+    }
+    ws.save();
+    let _g = START.lock().unwrap_or_else(|e| e.into_inner());
+    let script = "echo 8 > /proc/sys/user/max_inotify_watches && exec \"$0\" -C \"$1\" watch --daemon --json";
+    let out = std::process::Command::new("unshare")
+        .args(["-Ur", "sh", "-c", script, bin(), ws.root.to_str().unwrap()])
+        .current_dir(&ws.root)
+        .stdin(std::process::Stdio::null())
+        .output();
+    let out = match out {
+        Ok(o) if o.status.success() => o,
+        Ok(o) if String::from_utf8_lossy(&o.stderr).contains("unshare") => {
+            skip_env(&format!(
+                "cannot make a user namespace with its own inotify limit: {}",
+                String::from_utf8_lossy(&o.stderr).trim()
+            ));
+            return;
+        }
+        Ok(o) => panic!(
+            "watch --daemon in a user namespace failed: {}",
+            String::from_utf8_lossy(&o.stderr)
+        ),
+        Err(e) => {
+            skip_env(&format!("cannot run unshare: {e}"));
+            return;
+        }
+    };
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let w = Watcher {
+        root: ws.root.clone(),
+        pid: v["pid"].as_i64().unwrap() as i32,
+    };
+    drop(_g);
+    assert_eq!(v["complete"], false, "{v}");
+    let reason = v["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("sysctl fs.inotify.max_user_watches=") && reason.contains("=8 "),
+        "the reason must name the limit and the sysctl to raise: {reason}"
+    );
+    let outside = ws.tmp.path().join("outside");
+    std::fs::create_dir(&outside).unwrap();
+    let mut n = 0;
+    for batch in 0..25 {
+        let log = random_batch(&mut rng, &ws.root, &outside, &mut n, 4);
+        let what = format!("batch {batch}: {log:#?}");
+        let r = ws.run(&["-v", "status", "--json"]).ok();
+        assert!(r.stderr.contains("full scan"), "{what}: {}", r.stderr);
+        assert_eq!(
+            r.json()["changes"],
+            changes(&ws, true),
+            "status differs from a full scan after {what}"
+        );
+        let (_, err) = save_v(&ws);
+        assert!(err.contains("cannot vouch"), "{what}: {err}");
+        assert_full_scan_agrees(&ws, &what);
+    }
+    assert_eq!(w.status()["complete"], false);
 }

@@ -18,6 +18,11 @@
 //! [`SPARSE_MIN`] bytes the engine asks the kernel where its data is
 //! (`SEEK_DATA`/`SEEK_HOLE`, one `lseek` for a dense file) and copies only the
 //! data segments, then sets the length. (A reflink shares holes as they are.)
+//! Where the bytes come from a buffer instead of a sparse-aware source (the
+//! store's fixed-size bands), [`Copier::write_sparse_at`] writes only the
+//! [`BLOCK`]-sized blocks that are not all zero into a file whose length is
+//! already set, so a hole stays a hole on the way back (`ckpt restore` of a
+//! `truncate -s 2G` file writes no data blocks).
 //!
 //! Large files (at least [`Copier::split_at`] bytes, [`DEFAULT_SPLIT_AT`] by
 //! default, `CKPT_SPLIT_BYTES` to tune) are cut into [`CHUNK`]-sized ranges
@@ -422,6 +427,34 @@ impl Copier {
         self.reflink.load(Ordering::Relaxed)
     }
 
+    /// Copies `off..off+n` of `src` to `dst_off..` of `dst` through user
+    /// memory, writing only the [`BLOCK`]s that hold a non-zero byte (see
+    /// [`Copier::write_sparse_at`]). `dst` must already read as zeros over
+    /// the whole range: a fresh file whose length was set with `ftruncate`.
+    pub fn copy_sparse_at(
+        &self,
+        src: BorrowedFd<'_>,
+        off: u64,
+        dst: BorrowedFd<'_>,
+        dst_off: u64,
+        n: u64,
+    ) -> io::Result<()> {
+        copy_user_with(src, dst, off, dst_off, n, write_nonzero_at)?;
+        self.stats.sparse.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Writes `data` at `off` in `dst`, skipping every [`BLOCK`]-aligned
+    /// block that is all zeros, so those stay holes. `dst` must already read
+    /// as zeros there (its length set with `ftruncate` past `off +
+    /// data.len()`, nothing written yet), which is what makes skipping
+    /// a block the same as writing it.
+    pub fn write_sparse_at(&self, dst: BorrowedFd<'_>, data: &[u8], off: u64) -> io::Result<()> {
+        write_nonzero_at(dst, data, off)?;
+        self.stats.sparse.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
     /// Writes `data` to `dst` (used when the content is already in memory).
     pub fn write_all(&self, dst: BorrowedFd<'_>, data: &[u8]) -> io::Result<()> {
         write_all(dst, data)?;
@@ -476,6 +509,19 @@ fn copy_user(
     dst_off: u64,
     n: u64,
 ) -> io::Result<()> {
+    copy_user_with(src, dst, off, dst_off, n, pwrite_all)
+}
+
+/// `pread` of `off..off+n` through a thread-local buffer, each piece
+/// handed to `write(dst, bytes, at)`.
+fn copy_user_with(
+    src: BorrowedFd<'_>,
+    dst: BorrowedFd<'_>,
+    off: u64,
+    dst_off: u64,
+    n: u64,
+    write: fn(BorrowedFd<'_>, &[u8], u64) -> io::Result<()>,
+) -> io::Result<()> {
     BUF.with(|buf| {
         let mut buf = buf.borrow_mut();
         buf.resize(BUF_SIZE, 0);
@@ -489,23 +535,54 @@ fn copy_user(
                 Err(Errno::INTR) => continue,
                 Err(e) => return Err(e.into()),
             };
-            let mut data = &buf[..got];
-            let mut at = pos - off + dst_off;
-            while !data.is_empty() {
-                match rustix::io::pwrite(dst, data, at) {
-                    Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                    Ok(w) => {
-                        data = &data[w..];
-                        at += w as u64;
-                    }
-                    Err(Errno::INTR) => {}
-                    Err(e) => return Err(e.into()),
-                }
-            }
+            write(dst, &buf[..got], pos - off + dst_off)?;
             pos += got as u64;
         }
         Ok(())
     })
+}
+
+/// The unit of hole detection in [`Copier::write_sparse_at`]: the page and
+/// filesystem block size almost everywhere, so a skipped block is a block
+/// the filesystem does not allocate.
+pub const BLOCK: usize = 4096;
+
+/// Writes the runs of `data` made of blocks (aligned to `off`) that are not
+/// all zero.
+fn write_nonzero_at(dst: BorrowedFd<'_>, data: &[u8], off: u64) -> io::Result<()> {
+    static ZERO: [u8; BLOCK] = [0; BLOCK];
+    let is_zero = |b: &[u8]| b == &ZERO[..b.len()];
+    let mut at = 0usize;
+    while at < data.len() {
+        // Skip a run of zero blocks, then write the run of data blocks after it.
+        while at < data.len() && is_zero(&data[at..(at + BLOCK).min(data.len())]) {
+            at += BLOCK;
+        }
+        let start = at;
+        while at < data.len() && !is_zero(&data[at..(at + BLOCK).min(data.len())]) {
+            at += BLOCK;
+        }
+        let end = at.min(data.len());
+        if start < end {
+            pwrite_all(dst, &data[start..end], off + start as u64)?;
+        }
+    }
+    Ok(())
+}
+
+fn pwrite_all(dst: BorrowedFd<'_>, mut data: &[u8], mut at: u64) -> io::Result<()> {
+    while !data.is_empty() {
+        match rustix::io::pwrite(dst, data, at) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(w) => {
+                data = &data[w..];
+                at += w as u64;
+            }
+            Err(Errno::INTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
 }
 
 fn write_all(dst: BorrowedFd<'_>, mut data: &[u8]) -> io::Result<()> {

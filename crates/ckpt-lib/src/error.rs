@@ -52,6 +52,10 @@ pub enum Error {
     /// Invalid user input (bad flag combination, bad tag, ...).
     #[error("{0}")]
     Usage(String),
+    /// A restore's pre-restore save (its undo point) did not fit where the
+    /// store is; nothing was changed.
+    #[error("{0}")]
+    NoSpaceForUndo(Box<NoSpaceForUndo>),
     /// The agent-state store reported an error (conflict after retries,
     /// compare-and-swap mismatch, lock timeout, ...).
     #[error("agent state: {0}")]
@@ -76,6 +80,12 @@ impl Error {
         IoError::new(op, path, source).into()
     }
 
+    /// Whether a system call failed for want of space (`ENOSPC`, or
+    /// `EDQUOT`: a quota is full).
+    pub fn is_out_of_space(&self) -> bool {
+        matches!(self, Error::Io(e) if no_space(&e.source))
+    }
+
     /// The process exit code for this error (documented in docs/CLI.md).
     pub fn exit_code(&self) -> i32 {
         match self {
@@ -84,6 +94,7 @@ impl Error {
             | Error::AlreadyAWorkspace(_)
             | Error::InsideAWorkspace { .. } => 3,
             Error::LockTimeout { .. } => 4,
+            Error::NoSpaceForUndo(_) => EXIT_NO_SPACE_FOR_UNDO,
             Error::Corrupt(_) => 5,
             Error::Remote(_) => EXIT_REMOTE,
             Error::Io(_) | Error::Unstable(_) | Error::Catalog { .. } => 1,
@@ -99,13 +110,81 @@ impl Error {
     }
 }
 
+/// Whether an OS error means "no space left" (`ENOSPC`, or `EDQUOT`: a
+/// quota is full).
+pub fn no_space(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind;
+    matches!(e.kind(), ErrorKind::StorageFull | ErrorKind::QuotaExceeded)
+}
+
+/// Exit code of a restore refused because its pre-restore save does not
+/// fit ([`Error::NoSpaceForUndo`]); nothing was changed.
+pub const EXIT_NO_SPACE_FOR_UNDO: i32 = 9;
+
+/// Why a restore was refused for want of space for its undo point, and
+/// what `--no-save` would lose instead.
+#[derive(Debug)]
+pub struct NoSpaceForUndo {
+    /// The checkpoint to restore (`v3`).
+    pub target: String,
+    /// The store directory.
+    pub store: PathBuf,
+    /// The error the save ran into.
+    pub cause: IoError,
+    /// The unsaved changes the restore would overwrite or delete, as
+    /// name-status lines (`A big2.bin`), in path order.
+    pub lost: Vec<String>,
+}
+
+/// How many of [`NoSpaceForUndo::lost`] the message lists.
+const LOST_SHOWN: usize = 20;
+
+impl std::fmt::Display for NoSpaceForUndo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "no space to save the current state before restoring {} (the save that makes the \
+             restore undoable): {}; nothing was changed",
+            self.target, self.cause
+        )?;
+        write!(
+            f,
+            "  `--no-save` skips that save and writes nothing to the store, so `ckpt restore \
+             --no-save {}` (with the same paths, if any) would work, but ",
+            self.target
+        )?;
+        if self.lost.is_empty() {
+            writeln!(
+                f,
+                "it loses nothing unsaved: the restore touches no path changed since the last checkpoint"
+            )?;
+        } else {
+            writeln!(
+                f,
+                "the unsaved changes to these paths (in no checkpoint) would be lost:"
+            )?;
+            for l in self.lost.iter().take(LOST_SHOWN) {
+                writeln!(f, "    {l}")?;
+            }
+            if self.lost.len() > LOST_SHOWN {
+                writeln!(f, "    … and {} more", self.lost.len() - LOST_SHOWN)?;
+            }
+        }
+        write!(
+            f,
+            "  or free space on the filesystem of {} (`ckpt du`, `ckpt gc`) and restore again",
+            self.store.display()
+        )
+    }
+}
+
 /// Exit code of a failed compare-and-swap (`ckpt state cas`): the key's
 /// version was not the expected one; nothing was written.
 pub const EXIT_CAS_MISMATCH: i32 = 7;
 
 /// Exit code of a failed object-storage request (`ckpt push`, `pull`,
 /// `clone`, `log --remote`, `gc --remote`) that retries did not cure.
-pub const EXIT_REMOTE: i32 = 9;
+pub const EXIT_REMOTE: i32 = 10;
 
 /// Adds path context to `std::io::Result`s and `rustix::io::Result`s.
 /// (Crate `ckpt-copy` has the same trait for its own error type, which

@@ -395,7 +395,6 @@ fn saves_and_restores_write_deltas_that_keep_the_cache_warm() {
             &ws,
             &store,
             &SaveOptions::default(),
-            save::Record::Checkpoint,
             &mut save::OnDisk::default(),
         )
         .unwrap();

@@ -17,7 +17,7 @@ use ckpt_copy::content_hash::LEAF;
 use ckpt_lib::store::index::Index;
 use ckpt_lib::store::tree::Node;
 use ckpt_lib::workspace::ignore::Ignore;
-use ckpt_lib::workspace::scan::{self, Mode, ScanInput, ScanResult};
+use ckpt_lib::workspace::scan::{self, Mode, OnUnreadable, ScanInput, ScanResult};
 use common::*;
 use proptest::prelude::*;
 
@@ -28,6 +28,7 @@ fn full_scan(root: &Path) -> ScanResult {
         ignore: &Ignore::load(root).unwrap(),
         exclude: &[],
         mode: Mode::HashOnly,
+        on_unreadable: OnUnreadable::Record,
     })
     .unwrap()
 }

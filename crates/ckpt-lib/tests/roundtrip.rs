@@ -123,10 +123,10 @@ proptest! {
         // again (this scan lists everything and records exact names).
         std::thread::sleep(Duration::from_nanos(RACY_WINDOW_NS as u64 + 20_000_000));
         let store = ws.open_store(&Config::locking(T)).unwrap();
-        save::capture(&ws, &store, &SaveOptions::default(), save::Record::Checkpoint, &mut save::OnDisk::default()).unwrap();
+        save::capture(&ws, &store, &SaveOptions::default(), &mut save::OnDisk::default()).unwrap();
         // Nothing changed: only the root (whose names include the marker,
         // so never exact) is listed.
-        let again = save::capture(&ws, &store, &SaveOptions::default(), save::Record::Checkpoint, &mut save::OnDisk::default()).unwrap();
+        let again = save::capture(&ws, &store, &SaveOptions::default(), &mut save::OnDisk::default()).unwrap();
         prop_assert_eq!(again.scan.dirs_listed, 1);
         drop(store);
         apply(&ws.root, &edits);

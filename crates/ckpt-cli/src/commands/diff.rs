@@ -17,6 +17,10 @@ pub struct DiffArgs {
     a: Option<String>,
     /// To (default: the working directory).
     b: Option<String>,
+    /// Compare this workspace's HEAD with a fork's checkpoint: `ckpt diff
+    /// --fork DIR [ID]` (ID in the fork's store, default its head).
+    #[arg(long, value_name = "DIR", conflicts_with = "b")]
+    fork: Option<PathBuf>,
     /// Only the name-status summary, no content diffs.
     #[arg(long)]
     name_status: bool,
@@ -32,10 +36,19 @@ pub struct DiffArgs {
 pub fn run(ctx: &Ctx, args: &DiffArgs) -> Result<()> {
     let name_status = args.name_status;
     let opts = ops::diff::DiffOptions {
-        from: args.a.clone(),
-        to: args.b.clone(),
+        from: if args.fork.is_some() {
+            None
+        } else {
+            args.a.clone()
+        },
+        to: if args.fork.is_some() {
+            args.a.clone()
+        } else {
+            args.b.clone()
+        },
         paths: args.paths.clone(),
         content: !name_status,
+        fork: args.fork.clone(),
     };
     let d = ops::diff::diff(&ctx.ops, &opts)?;
     if args.json {

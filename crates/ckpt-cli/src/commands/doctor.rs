@@ -75,5 +75,12 @@ fn print_text(rep: &Report) {
         opt(rep.inotify.max_user_instances),
         opt(rep.inotify.max_queued_events)
     );
+    if let Some(d) = rep.workspace_dirs {
+        println!(
+            "watch mode: {} to watch (at the last save): {}",
+            render::count(d, "directory", "directories"),
+            rep.watch_advice.as_deref().unwrap_or("within the limit")
+        );
+    }
     println!("copy strategy: {} — {}", rep.strategy.name(), rep.why);
 }

@@ -1,13 +1,13 @@
-//! `ckpt fork ID DIR`: a checkpoint as a new, independent workspace, through
-//! [`ckpt_lib::ops::fork`] (see [`ckpt_lib::engine::fork`] for the store
-//! decision and the `--link` caveat).
+//! `ckpt fork ID DIR`, `ckpt fork ID --count N PREFIX`, `ckpt fork --remove
+//! DIR`: through [`ckpt_lib::ops::fork`] and [`ckpt_lib::ops::forks`] (see
+//! docs/FORK.md).
 
 use std::path::PathBuf;
 
 use ckpt_copy::copytree::Progress;
 use ckpt_lib::ops;
-use ckpt_lib::ops::fork::ForkOptions;
-use ckpt_lib::Result;
+use ckpt_lib::ops::fork::{ForkOptions, ForkReport};
+use ckpt_lib::{Error, Result};
 
 use crate::context::Ctx;
 use crate::render::{self, print_report};
@@ -16,9 +16,18 @@ use crate::render::{self, print_report};
 #[derive(clap::Args)]
 pub struct ForkArgs {
     /// Checkpoint id.
-    id: String,
-    /// The new workspace: a new or empty directory outside this workspace.
-    dir: PathBuf,
+    #[arg(required_unless_present = "remove")]
+    id: Option<String>,
+    /// The new workspace: a new or empty directory outside this workspace
+    /// (with --count: the prefix of the N directories, PREFIX1…PREFIXN).
+    #[arg(required_unless_present = "remove")]
+    dir: Option<PathBuf>,
+    /// Make N forks, PREFIX1 … PREFIXN (all checked fresh before any is made).
+    #[arg(long, value_name = "N", conflicts_with = "remove")]
+    count: Option<usize>,
+    /// Remove the fork DIR of this workspace: its files and its store.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["id", "dir", "link", "store"])]
+    remove: Option<PathBuf>,
     /// Hard-link files to the store's objects instead of copying them: for
     /// trees you will never modify (they are read-only; see docs/COPY.md).
     #[arg(long)]
@@ -33,30 +42,65 @@ pub struct ForkArgs {
 
 /// Runs `ckpt fork`.
 pub fn run(ctx: &Ctx, args: &ForkArgs) -> Result<()> {
+    if let Some(dir) = &args.remove {
+        let rep = ops::forks::remove(&ctx.ops, dir)?;
+        if args.json {
+            print_report(&rep);
+        } else if !ctx.quiet {
+            println!(
+                "removed fork {} and its store {} ({})",
+                rep.dir.display(),
+                rep.store.display(),
+                render::ms(rep.elapsed)
+            );
+        }
+        return Ok(());
+    }
+    let (Some(id), Some(dir)) = (&args.id, &args.dir) else {
+        return Err(Error::Usage("ckpt fork needs ID and DIR".into()));
+    };
     let progress = Progress::default();
     let opts = ForkOptions {
-        rev: &args.id,
-        dir: &args.dir,
+        rev: id,
+        dir,
         store: args.store.as_deref(),
         link: args.link,
         progress: Some(&progress),
     };
+    if let Some(n) = args.count {
+        let rep = crate::progress::with_bar(&progress, None, ctx.quiet || args.json, || {
+            ops::fork::fork_many(&ctx.ops, &opts, n)
+        })?;
+        if args.json {
+            print_report(&rep);
+        } else if !ctx.quiet {
+            for f in &rep.forks {
+                print_one(f);
+            }
+            println!("{} forks in {}", rep.forks.len(), render::ms(rep.elapsed));
+        }
+        return Ok(());
+    }
     let rep = crate::progress::with_bar(&progress, None, ctx.quiet || args.json, || {
         ops::fork::fork(&ctx.ops, &opts)
     })?;
     if args.json {
         print_report(&rep);
     } else if !ctx.quiet {
-        println!(
-            "forked {} into workspace {}: {}, {}, {} ({})",
-            rep.report.target.id(),
-            rep.to.display(),
-            render::count(rep.report.files, "file", "files"),
-            render::count(rep.report.dirs, "directory", "directories"),
-            render::bytes(rep.report.bytes),
-            render::ms(rep.elapsed)
-        );
-        println!("store: {}", rep.store.display());
+        print_one(&rep);
     }
     Ok(())
+}
+
+fn print_one(rep: &ForkReport) {
+    println!(
+        "forked {} into workspace {}: {}, {}, {} ({})",
+        rep.report.target.id(),
+        rep.to.display(),
+        render::count(rep.report.files, "file", "files"),
+        render::count(rep.report.dirs, "directory", "directories"),
+        render::bytes(rep.report.bytes),
+        render::ms(rep.elapsed)
+    );
+    println!("store: {}", rep.store.display());
 }

@@ -251,8 +251,16 @@ fn hook(ctx: &Ctx, chdir_given: bool, json_out: bool) -> Result<()> {
                 .map_or(&[][..], |r| &r.selection.drop[..])),
         );
         v.insert("elapsed_ms".into(), ckpt_lib::ops::json::ms(elapsed));
+        v.insert(
+            "unreadable".into(),
+            ckpt_lib::ops::json::unreadable(&done.unreadable),
+        );
         print_json(&Value::Object(v));
-    } else if ctx.verbose {
+        return Ok(());
+    }
+    // Everything else was saved; say what was not readable.
+    render::warn_unreadable("ckpt hook: ", &done.unreadable);
+    if ctx.verbose {
         match saved {
             Some(cp) => eprintln!(
                 "ckpt hook: saved {} \"{}\" ({})",

@@ -21,6 +21,11 @@ pub struct InitArgs {
     /// Where to keep the store (default: see docs/CLI.md, "Where the store lives").
     #[arg(long, value_name = "DIR")]
     store: Option<PathBuf>,
+    /// Make the directory the workspace of the existing store given with
+    /// --store (after its workspace was deleted); files are not touched,
+    /// `ckpt restore` brings a checkpoint back.
+    #[arg(long, requires = "store", conflicts_with = "agent")]
+    attach: bool,
     /// Also set up hooks for an agent harness: print its configuration,
     /// or merge it with --write (an existing workspace is kept).
     #[arg(long, value_enum, value_name = "HARNESS")]
@@ -40,6 +45,7 @@ pub fn run(ctx: &Ctx, args: &InitArgs) -> Result<()> {
         dir: args.dir.clone(),
         store: args.store.clone(),
         create: args.create,
+        attach: args.attach,
         existing: if args.agent.is_some() {
             Existing::Keep
         } else {
@@ -53,6 +59,14 @@ pub fn run(ctx: &Ctx, args: &InitArgs) -> Result<()> {
     if args.json {
         print_report(&rep);
     } else if !ctx.quiet {
+        if rep.outcome == Outcome::Attached {
+            println!(
+                "attached {} to the store {}\nits files are as they were: `ckpt log` lists the checkpoints, `ckpt restore HEAD` brings the latest back",
+                rep.workspace.root.display(),
+                rep.workspace.store_path.display()
+            );
+            return Ok(());
+        }
         println!("initialised workspace {}", rep.workspace.root.display());
         if let Outcome::Created { copy_strategy } = rep.outcome {
             println!(

@@ -82,6 +82,11 @@ pub struct DiffArgs {
     /// Only list changed paths, no content diffs (default false).
     #[serde(default)]
     pub name_only: bool,
+    /// Compare `from` (default "HEAD") with a checkpoint of this fork
+    /// directory instead: `to` then names the fork's checkpoint (default
+    /// its head).
+    #[serde(default)]
+    pub fork: Option<String>,
     /// Cap on the total diff text returned, in bytes (default 20000); diffs
     /// beyond it are dropped and `truncated` is set.
     #[serde(default)]
@@ -99,6 +104,36 @@ pub struct RestoreArgs {
     /// Only report what would change (default TRUE: pass false to restore).
     #[serde(default = "yes")]
     pub dry_run: bool,
+}
+
+/// Arguments of `fork_create`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ForkArgs {
+    /// Checkpoint to fork: "v12", "HEAD", …
+    pub id: String,
+    /// The new workspace directory (new or empty, outside this workspace);
+    /// with `count`, the prefix of DIR1 … DIRn.
+    pub dir: String,
+    /// How many forks (default 1).
+    #[serde(default)]
+    pub count: Option<usize>,
+}
+
+/// Arguments of `fork_adopt`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct AdoptArgs {
+    /// The fork: "DIR" (its head) or "DIR#v7".
+    pub fork: String,
+    /// Only report what would change (default TRUE: pass false to adopt).
+    #[serde(default = "yes")]
+    pub dry_run: bool,
+}
+
+/// Arguments of `fork_remove`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ForkRemoveArgs {
+    /// The fork's directory.
+    pub dir: String,
 }
 
 fn yes() -> bool {
@@ -177,7 +212,7 @@ impl CkptServer {
         .await;
         match done {
             Ok(Ok(r)) => r,
-            Ok(Err(e)) => ckpt_error(e.to_string(), e.exit_code()),
+            Ok(Err(e)) => CallToolResult::structured_error(ops::json::error(&e)),
             Err(e) => text_error(format!("ckpt task failed: {e}")),
         }
     }
@@ -250,6 +285,7 @@ impl CkptServer {
     ) -> Result<CallToolResult, ErrorData> {
         let opts = ops::log::LogOptions {
             limit: Some(a.limit.unwrap_or(20)),
+            ..Default::default()
         };
         Ok(self.call(move |c| ops::log::log(c, &opts), as_is).await)
     }
@@ -275,6 +311,7 @@ impl CkptServer {
             to: a.to,
             paths: paths(a.paths),
             content: !a.name_only,
+            fork: a.fork.map(PathBuf::from),
         };
         let cap = a.max_bytes.unwrap_or(DEFAULT_DIFF_BYTES);
         let refine = move |_: &ops::diff::DiffReport, mut v: Value| {
@@ -301,6 +338,62 @@ impl CkptServer {
         Ok(self
             .call(move |c| ops::restore::restore(c, &req), as_is)
             .await)
+    }
+
+    #[tool(
+        description = "Fork a checkpoint into `count` (default 1) new, independent, runnable workspaces (every file, node_modules included; each with its own history starting at that checkpoint), for parallel agents. dir is the new directory, or with count the prefix of dir1..dirN."
+    )]
+    async fn fork_create(
+        &self,
+        Parameters(a): Parameters<ForkArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let n = a.count.unwrap_or(1);
+        Ok(self
+            .call(
+                move |c| {
+                    let dir = PathBuf::from(&a.dir);
+                    let opts = ops::fork::ForkOptions {
+                        rev: &a.id,
+                        dir: &dir,
+                        store: None,
+                        link: false,
+                        progress: None,
+                    };
+                    ops::fork::fork_many(c, &opts, n)
+                },
+                as_is,
+            )
+            .await)
+    }
+
+    #[tool(
+        description = "List this workspace's forks: directory, the checkpoint it was forked from, its latest checkpoint, and how far it diverged (files added/modified/deleted, bytes)."
+    )]
+    async fn fork_list(&self) -> Result<CallToolResult, ErrorData> {
+        Ok(self.call(ops::forks::forks, as_is).await)
+    }
+
+    #[tool(
+        description = "Adopt a fork: make this workspace exactly the fork's checkpoint (\"DIR\" = its head, or \"DIR#v7\"), files and agent state. DRY RUN BY DEFAULT: pass dry_run=false to adopt. It is an ordinary restore: the current state is saved first (the result's restore.pre_save / restore.undo id undoes it)."
+    )]
+    async fn fork_adopt(
+        &self,
+        Parameters(a): Parameters<AdoptArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let opts = ops::adopt::AdoptOptions {
+            fork: a.fork,
+            dry_run: a.dry_run,
+        };
+        Ok(self.call(move |c| ops::adopt::adopt(c, &opts), as_is).await)
+    }
+
+    #[tool(description = "Remove a fork of this workspace: its directory and its store.")]
+    async fn fork_remove(
+        &self,
+        Parameters(a): Parameters<ForkRemoveArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let dir = PathBuf::from(a.dir);
+        Ok(self.call(move |c| ops::forks::remove(c, &dir), as_is).await)
     }
 
     #[tool(

@@ -1,6 +1,8 @@
 //! The subcommands: one file per command, each with its own arguments
 //! (`#[derive(clap::Args)]`) next to the code that runs it, and the dispatch.
 
+mod adopt;
+mod cat;
 mod clone;
 mod cp;
 mod delete;
@@ -8,6 +10,7 @@ mod diff;
 mod doctor;
 mod du;
 mod fork;
+mod forks;
 mod gc;
 mod gen;
 mod hash;
@@ -23,6 +26,8 @@ mod save;
 mod show;
 mod state;
 mod status;
+mod stores;
+mod ui;
 mod verify;
 mod watch;
 
@@ -45,6 +50,8 @@ pub enum Command {
     Show(show::ShowArgs),
     /// What changed since the last checkpoint.
     Status(status::StatusArgs),
+    /// Print one file as a checkpoint saved it.
+    Cat(cat::CatArgs),
     /// Compare two checkpoints, or a checkpoint and the working directory.
     Diff(diff::DiffArgs),
     /// Bring the workspace (or some paths, or another directory) back to a checkpoint.
@@ -64,8 +71,14 @@ pub enum Command {
     },
     /// Copy a file or tree like `cp -a`, in parallel, with the copy engine.
     Cp(cp::CpArgs),
-    /// Materialise a checkpoint as a new, independent workspace.
+    /// Materialise a checkpoint as new, independent workspaces (forks), or
+    /// remove one (--remove).
     Fork(fork::ForkArgs),
+    /// List this workspace's forks: where, latest checkpoint, divergence.
+    Forks(forks::ForksArgs),
+    /// Make this workspace a fork's checkpoint (files and agent state), as
+    /// an undoable restore.
+    Adopt(adopt::AdoptArgs),
     /// Show filesystems, probed copy capabilities, store space, inotify
     /// limits, and what ckpt will use.
     Doctor(doctor::DoctorArgs),
@@ -79,10 +92,16 @@ pub enum Command {
     Mcp,
     /// Store size, the bytes unique to each checkpoint, what gc would free.
     Du(du::DuArgs),
+    /// List the stores on this machine and the workspace each belongs to
+    /// (to find the checkpoints of a deleted workspace).
+    Stores(stores::StoresArgs),
     /// Print a shell completion script.
     Completions(gen::CompletionsArgs),
     /// Print the man page (roff).
     Man,
+    /// Serve the checkpoint timeline to a browser (diffs, restore, usage) on
+    /// 127.0.0.1; prints the URL with its access token.
+    Ui(ui::UiArgs),
     /// Run a watcher so that saves, status, diff and restore cost what changed.
     Watch(watch::WatchArgs),
     /// Named remotes (object storage) this workspace pushes to and pulls from.
@@ -108,12 +127,14 @@ pub fn run(cmd: &Command, ctx: &Ctx, chdir_given: bool) -> Result<ExitCode> {
         Command::Show(args) => show::run(ctx, args),
         Command::Status(args) => status::run(ctx, args),
         Command::Diff(args) => diff::run(ctx, args),
+        Command::Cat(args) => cat::run(ctx, args),
         Command::Restore(args) => restore::run(ctx, args),
         Command::Delete(args) => delete::run(ctx, args),
         Command::Gc(args) => gc::run(ctx, args),
         Command::Hook(args) => return Ok(hook::run(ctx, args, chdir_given)),
         Command::Mcp => mcp::run(ctx),
         Command::Du(args) => du::run(ctx, args),
+        Command::Stores(args) => stores::run(ctx, args),
         Command::Completions(args) => gen::completions::<crate::Cli>(args.shell),
         Command::Man => gen::man::<crate::Cli>(),
         Command::Verify(args) => return verify::run(ctx, args),
@@ -121,8 +142,11 @@ pub fn run(cmd: &Command, ctx: &Ctx, chdir_given: bool) -> Result<ExitCode> {
         Command::State { cmd } => return state::run(ctx, cmd),
         Command::Cp(args) => cp::run(ctx, args),
         Command::Fork(args) => fork::run(ctx, args),
+        Command::Forks(args) => forks::run(ctx, args),
+        Command::Adopt(args) => adopt::run(ctx, args),
         Command::Doctor(args) => doctor::run(ctx, args),
         Command::Watch(args) => watch::run(ctx, args),
+        Command::Ui(args) => ui::run(ctx, args),
         Command::Remote { cmd } => remote::run(ctx, cmd),
         Command::Push(args) => push::run(ctx, args),
         Command::Pull(args) => pull::run(ctx, args),

@@ -18,7 +18,8 @@ use crate::render::{self, print_report};
 ckpt restore v3                          the whole workspace back to v3\n  \
 ckpt restore --dry-run v3 -- src/app.py  only list what restoring src/app.py would change\n  \
 ckpt restore v3 -- src/app.py            only src/app.py (then recorded as the new HEAD)\n  \
-ckpt restore --to ../old v3              v3 into a new directory\n\
+ckpt restore --to ../old v3              v3 into a new directory\n  \
+ckpt restore --store S --to DIR v3       v3 of the store S (a deleted workspace's) into DIR\n\
 A path after `--` that is spelled like a flag, or that matches nothing, is refused and nothing is changed."
 )]
 pub struct RestoreArgs {
@@ -27,6 +28,11 @@ pub struct RestoreArgs {
     /// Materialise into this new or empty directory instead.
     #[arg(long, value_name = "DIR")]
     to: Option<PathBuf>,
+    /// With --to: take the checkpoint from this store instead of the
+    /// current workspace's (`ckpt stores` lists them); paths are then
+    /// relative to the checkpoint's root.
+    #[arg(long, value_name = "STORE", requires = "to")]
+    store: Option<PathBuf>,
     /// Only show what would change.
     #[arg(long)]
     dry_run: bool,
@@ -51,7 +57,11 @@ pub struct RestoreArgs {
 pub fn run(ctx: &Ctx, args: &RestoreArgs) -> Result<()> {
     if let Some(dest) = &args.to {
         let spinner = progress::Spinner::start("materialising", ctx.quiet || args.json);
-        let m = ops::restore::restore_to(&ctx.ops, &args.id, dest, &args.paths)?;
+        let source = match &args.store {
+            Some(s) => ops::restore::Source::Store(s),
+            None => ops::restore::Source::Workspace,
+        };
+        let m = ops::restore::restore_to(&ctx.ops, source, &args.id, dest, &args.paths)?;
         drop(spinner);
         if args.json {
             print_report(&m);
@@ -87,6 +97,7 @@ pub fn run(ctx: &Ctx, args: &RestoreArgs) -> Result<()> {
         return Ok(());
     }
     let (rep, elapsed) = (&r.report, r.elapsed);
+    render::warn_unreadable("", &rep.unreadable);
     let shown: Vec<_> = rep.changes.iter().filter(|c| c.is_interesting()).collect();
     if args.dry_run {
         let stats = diff::stats(&rep.changes);

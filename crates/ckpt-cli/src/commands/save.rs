@@ -65,8 +65,8 @@ fn print_save(ctx: &Ctx, saved: &SaveReport) {
                 render::bytes(s.new_bytes),
                 render::ms(elapsed)
             );
-            for sk in &cp.skipped {
-                eprintln!("skipped {} ({})", render::quote(&sk.path), sk.kind);
+            for line in render::skipped_lines(&cp.skipped) {
+                eprintln!("{line}");
             }
         }
         SaveOutcome::Unchanged(_) if ctx.quiet => {}
@@ -78,6 +78,7 @@ fn print_save(ctx: &Ctx, saved: &SaveReport) {
             render::ms(elapsed)
         ),
     }
+    render::warn_unreadable("", &saved.unreadable);
     if ctx.verbose {
         let c = saved.counts;
         eprintln!(

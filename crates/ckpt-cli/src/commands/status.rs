@@ -59,9 +59,10 @@ pub fn run(ctx: &Ctx, args: &StatusArgs) -> Result<()> {
     for c in state_changes {
         println!("state {}", render::state_change_line(c));
     }
-    for sk in &st.skipped {
-        println!("skipped {} ({})", render::quote(&sk.path), sk.kind);
+    for line in render::skipped_lines(&st.skipped) {
+        println!("{line}");
     }
+    render::warn_unreadable("", &st.unreadable);
     if ctx.verbose {
         eprintln!("status in {}", render::ms(st.elapsed));
     }

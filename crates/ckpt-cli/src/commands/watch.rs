@@ -57,6 +57,15 @@ fn print_ready(st: &WatchStatus) {
         st.startup_ms.unwrap_or(0.0),
         st.pid
     );
+    warn_incomplete(st);
+}
+
+/// Says why a watcher cannot vouch for every change (e.g. the inotify
+/// watch limit, with the sysctl to raise), if it cannot.
+fn warn_incomplete(st: &WatchStatus) {
+    if let Some(why) = st.reason.as_deref().filter(|_| !st.complete) {
+        eprintln!("ckpt: warning: {why}");
+    }
 }
 
 /// Runs `ckpt watch`.
@@ -186,6 +195,7 @@ fn daemonize(ctx: &Ctx, ws: &ckpt_lib::workspace::Workspace, args: &WatchArgs) -
                         st.startup_ms.unwrap_or(0.0),
                         log_path.display()
                     );
+                    warn_incomplete(&st);
                 }
                 return Ok(());
             }

@@ -13,6 +13,7 @@ use std::process::{Child, Command, Output, Stdio};
 
 use serde_json::Value;
 
+pub mod loopfs;
 #[path = "../../../ckpt-lib/tests/common/walk.rs"]
 mod walk;
 
@@ -48,6 +49,13 @@ pub struct Run {
     pub stdout: String,
     /// Standard error.
     pub stderr: String,
+}
+
+/// Runs a prepared command (e.g. [`command`] with extra environment) to
+/// completion; `what` names it in messages.
+pub fn run_command(mut c: Command, what: String) -> Run {
+    let out = c.output().unwrap_or_else(|e| panic!("{what}: {e}"));
+    Run::from_output(what, out)
 }
 
 impl Run {
@@ -278,14 +286,46 @@ impl Ws {
     /// Ids of all checkpoints in `ckpt log --json`, newest first.
     #[track_caller]
     pub fn log_ids(&self) -> Vec<String> {
-        let v = self.run(&["log", "--json"]).ok().json();
-        v["checkpoints"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| c["id"].as_str().unwrap().to_string())
-            .collect()
+        ids(&self.run(&["log", "--json"]).ok().json())
     }
+}
+
+/// The checkpoint ids of a `log --json` report, in its order.
+pub fn ids(log: &Value) -> Vec<String> {
+    log["checkpoints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// A Python that can `import MODULE`: `$ENV_VAR`, else the venv `.ci/run`
+/// makes at `target/VENV`, else `python3`; the error lists what was tried.
+pub fn python_with(env_var: &str, venv: &str, module: &str) -> Result<PathBuf, String> {
+    let mut candidates = Vec::new();
+    if let Some(p) = std::env::var_os(env_var) {
+        candidates.push(PathBuf::from(p));
+    }
+    candidates.push(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../../target")
+            .join(venv)
+            .join("bin/python"),
+    );
+    candidates.push(PathBuf::from("python3"));
+    for c in &candidates {
+        let ok = Command::new(c)
+            .args(["-c", &format!("import {module}")])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if ok {
+            return Ok(c.clone());
+        }
+    }
+    Err(format!(
+        "no Python with `{module}` (tried {candidates:?}); `.ci/run` installs it into target/{venv}"
+    ))
 }
 
 impl Default for Ws {
@@ -559,6 +599,7 @@ pub const STORE_NAMES: &[&str] = &[
     "tmp",
     "state.redb",
     "state.redb.lock",
+    "reserve",
 ];
 
 /// Leftover temporaries anywhere in a store: unknown names at its top, and
@@ -784,4 +825,57 @@ pub fn skip_needs_root(why: &str) {
     } else {
         skip(&format!("{why} (needs root)"));
     }
+}
+
+/// A tmpfs of a given size mounted on a fresh directory, unmounted on drop
+/// (root only: [`Tmpfs::mount`] is `None` when the mount is refused).
+pub struct Tmpfs {
+    dir: tempfile::TempDir,
+}
+
+impl Tmpfs {
+    /// Mounts a tmpfs of `size` (`5m`); `None` if that is not allowed.
+    pub fn mount(size: &str) -> Option<Tmpfs> {
+        let dir = tempfile::Builder::new()
+            .prefix("ckpt-tmpfs-")
+            .tempdir()
+            .unwrap();
+        let ok = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "ckpt-test"])
+            .arg(dir.path())
+            .status()
+            .is_ok_and(|s| s.success());
+        ok.then_some(Tmpfs { dir })
+    }
+
+    /// The mount point.
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Remounts it with `opts` (`ro`, `rw`).
+    pub fn remount(&self, opts: &str) {
+        let st = Command::new("mount")
+            .args(["-o", &format!("remount,{opts}")])
+            .arg(self.path())
+            .status()
+            .unwrap();
+        assert!(st.success(), "remount {opts} failed");
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(self.dir.path()).status();
+    }
+}
+
+/// Free bytes on the filesystem holding `p` (for an unprivileged user).
+pub fn free_bytes(p: &Path) -> u64 {
+    let c = std::ffi::CString::new(p.as_os_str().as_bytes()).unwrap();
+    // SAFETY: zeroed statvfs is a valid out-parameter.
+    let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: valid path and out-parameter.
+    assert_eq!(unsafe { libc::statvfs(c.as_ptr(), &mut s) }, 0);
+    s.f_bavail * s.f_frsize
 }

@@ -43,7 +43,7 @@ use crate::watch::{
     client, lock_path, socket_path, Op, Request, Response, RestoreParams, SaveParams, SaveReply,
     ScanReply, Token, WatchStatus, PROTOCOL,
 };
-use crate::workspace::scan::{self, Mode, ScanInput, ScanResult};
+use crate::workspace::scan::{self, Mode, OnUnreadable, ScanInput, ScanResult};
 use crate::workspace::Workspace;
 use crate::{Config, Error, Result};
 use ckpt_copy::fs::is_within;
@@ -123,12 +123,12 @@ struct InWatcher<'w> {
 
 impl Scanner for InWatcher<'_> {
     fn scan(&mut self, _ws: &Workspace, store: &Store, kind: ScanKind) -> Result<ScanResult> {
-        if kind != ScanKind::Capture {
+        if kind == ScanKind::HashOnly {
             return Err(Error::Usage(
                 "a dry run is planned by the command itself".into(),
             ));
         }
-        let m = self.w.capture_scan(store)?;
+        let m = self.w.capture_scan(store, kind)?;
         self.how = Some(m.how);
         self.scanned_at = Some((m.seq, m.ignore));
         Ok(m.scan)
@@ -182,7 +182,12 @@ impl Watcher {
 
     /// Watches `rel` and every directory below it (watch first, then list),
     /// marking each dirty when `mark`.
+    ///
+    /// Past the inotify watch limit it goes on listing without watching, to
+    /// count the directories it could not watch, and records advice naming
+    /// the sysctl and a value that fits (commands then scan in full).
     fn walk(&mut self, rel: Vec<u8>, mark: bool) {
+        let mut unwatched = 0u64;
         let mut stack = vec![rel];
         while let Some(rel) = stack.pop() {
             if self.exclude.iter().any(|x| is_within(&rel, x)) {
@@ -201,18 +206,14 @@ impl Watcher {
                 // Gone (or replaced by a non-directory) since it was seen:
                 // its parent's event covers it.
                 Err(Errno::NOENT | Errno::NOTDIR | Errno::LOOP) => continue,
-                Err(Errno::NOSPC) => {
-                    self.incomplete = Some(
-                        "the inotify watch limit was hit (raise fs.inotify.max_user_watches)"
-                            .into(),
-                    );
-                    continue;
-                }
+                Err(Errno::NOSPC) => unwatched += 1,
                 Err(e) => {
                     self.incomplete = Some(format!("cannot watch {}: {e}", abs.display()));
                     continue;
                 }
             }
+            // (An unwatched directory is marked too: harmless, the scan
+            // is full anyway.)
             if mark {
                 self.mark(&rel);
             }
@@ -229,6 +230,19 @@ impl Watcher {
                     stack.push(join(&rel, ent.file_name().as_bytes()));
                 }
             }
+        }
+        if unwatched > 0 {
+            let dirs = self.path_wd.len() as u64 + unwatched;
+            let limit = crate::platform::doctor::inotify_limits().max_user_watches;
+            self.incomplete = Some(
+                crate::platform::doctor::watch_limit_advice(limit, dirs).unwrap_or_else(|| {
+                    format!(
+                        "the inotify watch limit was hit with {unwatched} of {dirs} directories \
+                         unwatched (other programs hold watches too): raise \
+                         fs.inotify.max_user_watches, then restart the watcher"
+                    )
+                }),
+            );
         }
     }
 
@@ -409,11 +423,12 @@ impl Watcher {
         r
     }
 
-    /// A capture-mode scan for a save or a restore's pre-save: partial from
-    /// the in-memory index (taken out of `mem`; the caller puts the index of
-    /// the result back with [`Watcher::keep`]), else from the index file and
-    /// its token, else full.
-    fn capture_scan(&mut self, store: &Store) -> Result<MemScan> {
+    /// A scan whose index is kept (`kind` [`ScanKind::Capture`] for a save
+    /// or a restore's pre-save, [`ScanKind::HashKeep`] for a restore that
+    /// stores nothing): partial from the in-memory index (taken out of
+    /// `mem`; the caller puts the index of the result back with
+    /// [`Watcher::keep`]), else from the index file and its token, else full.
+    fn capture_scan(&mut self, store: &Store, kind: ScanKind) -> Result<MemScan> {
         let generation = store.catalog.reader()?.generation()?;
         let ignore = client::ignore_hash(&self.ws);
         let seq = self.seq;
@@ -442,7 +457,7 @@ impl Watcher {
             }
             None => (None, format!("full scan: {}", self.full_reason)),
         };
-        let scan = save::scan_against(&self.ws, store, &index, ScanKind::Capture, dirs.as_ref())?;
+        let scan = save::scan_against(&self.ws, store, &index, kind, dirs.as_ref())?;
         Ok(MemScan {
             scan,
             how,
@@ -504,6 +519,7 @@ impl Watcher {
             files_read: rep.counts.files_read,
             new_objects: rep.counts.new_objects,
             new_bytes: rep.counts.new_bytes,
+            unreadable: rep.unreadable,
             scan: how,
         })
     }
@@ -598,12 +614,14 @@ impl Watcher {
             ignore: &ignore_rules,
             exclude: &exclude,
             mode: Mode::HashOnly,
+            on_unreadable: OnUnreadable::Record,
         };
         let r = scan::scan_partial(&input, &dirs)?;
         Ok(ScanReply {
             root: r.root.0,
             new_trees: r.new_trees.into_iter().map(|(h, b)| (h.0, b)).collect(),
             skipped: r.skipped,
+            unreadable: r.unreadable,
             entries: r.entries,
             files_read: r.files_read,
             scan: format!("partial scan: {} dirty directories", dirs.len()),

@@ -12,10 +12,13 @@
 //! - [`digest`]: the LtHash state digest of a tree, kept incrementally.
 //! - [`verify`]: re-read a workspace or the store and check digests.
 //! - [`fork`]: a checkpoint as a new, independent workspace.
+//! - [`inherit`]: a checkpoint brought from one store into another (a
+//!   fork's store starts at its origin; adopt brings a fork's back).
 
 pub mod diff;
 pub mod digest;
 pub mod fork;
+pub mod inherit;
 pub mod materialize;
 pub mod restore;
 pub mod save;

@@ -5,18 +5,28 @@
 //!    in the working directory ([`Error::Usage`], nothing changed: no save,
 //!    no journal);
 //! 1. unless `--no-save`, save the current state first (its id undoes the
-//!    restore); the scan behind that save is also the current state;
+//!    restore); the scan behind that save is also the current state. With
+//!    `--no-save`, or when finishing an interrupted restore, the scan only
+//!    hashes ([`ScanKind::HashKeep`]): nothing is written to the store. If
+//!    the save runs out of space it has committed nothing, and the restore
+//!    stops with [`Error::NoSpaceForUndo`], which names the unsaved changes
+//!    `--no-save` would lose (see "Space" below);
 //! 2. record a journal entry (target, paths) in the catalog, so an
 //!    interrupted restore is reported and re-running it finishes it;
 //! 3. diff current → target ([`crate::engine::diff`]), skipping `.ckptignore`d paths,
 //!    and apply only the differences:
-//!    - removals and new directories, in path order;
+//!    - removals and new directories, in path order (so everything the
+//!      restore deletes is gone before anything is written);
 //!    - first, every object to be written is re-hashed against its name, in
 //!      parallel: a damaged store fails the restore before anything changes;
-//!    - file and symlink writes, in parallel per directory: each is written
-//!      to a temporary name in its own directory (`.ckpt-tmp.*`), given its
-//!      mode and mtime, then renamed over the old entry, so a reader never
-//!      sees a half-written file;
+//!    - file and symlink writes, in parallel per directory, in two passes:
+//!      first those that free space or need none (a file no larger than the
+//!      one it replaces, symlinks, mode and mtime fixes), then files that
+//!      grow or are new. Each is written to a temporary name in its own
+//!      directory (`.ckpt-tmp.*`), given its mode and mtime, then renamed
+//!      over the old entry, so a reader never sees a half-written file. A
+//!      directory whose writes ran out of space while others were written
+//!      is done again, alone, after them;
 //!    - directory modes and mtimes last, deepest first;
 //! 4. update the stat index for exactly the paths written, set the head, and
 //!    clear the journal.
@@ -31,9 +41,24 @@
 //! So HEAD is always "the workspace as it is now": `ckpt status` shows the
 //! restored paths unchanged, repeating the same restore is a no-op, and the
 //! pre-restore save (the `undo` id) still gives back what was there before.
-//! With `--no-save` nothing is recorded before or after (nothing is copied
-//! into the store): HEAD stays where it was, and the restored paths show in
-//! `status` relative to it (unchanged when they were restored from HEAD).
+//! With `--no-save` nothing is recorded before or after (nothing is written
+//! to the store but the journal and the index): HEAD stays where it was,
+//! and the restored paths show in `status` relative to it (unchanged when
+//! they were restored from HEAD).
+//!
+//! ## Space
+//! A restore frees space before it uses space: deletions first, then files
+//! that shrink, then files that grow (above). It copies nothing into the
+//! store that the store already holds (see [`crate::store::objects`]), so
+//! on a full disk the pre-restore save only needs room for what is unsaved,
+//! and `--no-save` needs none in the store: its few small commits (journal,
+//! head, agent state) may use the store's reserve, which saves never touch
+//! (see [`crate::store`], "The reserve"). When a file's new content does
+//! not fit beside its old content, the old file is removed first and the
+//! write retried: a reader may then briefly see the path missing, never a
+//! half-written file. A restore that still runs out of space stops as an
+//! interrupted restore (journaled, step 2): once space is freed, running it
+//! again finishes it.
 //!
 //! Agent state ([`crate::store::state`]) is restored with the files, after the
 //! pre-restore save (which pins the current state version, so the undo id
@@ -49,6 +74,20 @@
 //! marker) is never touched: the scan leaves it out, the plan drops every
 //! change at or below it, and removing a directory keeps such a
 //! subdirectory (and so the directories above it).
+//!
+//! An entry the scan was not allowed to read and left out
+//! ([`crate::workspace::scan`]: an unreadable file the index cannot vouch
+//! for, an unreadable directory) is in no checkpoint, so its content cannot
+//! be brought back: like a FIFO, it is left alone, also when the directory
+//! holding it is removed (that directory then stays, holding it). Where the
+//! target has an entry at its path, the target's entry replaces it: a file
+//! is renamed over it (no read permission needed); an unreadable directory is
+//! first given owner `rwx` (`chmod`, which its owner may always do), then
+//! filled with the target's entries and given the target's mode in the last
+//! phase. Its children that the target does not name are left there: never
+//! captured, they are not removed. An unreadable file the index vouched for
+//! is in the checkpoint like any other; if only its mode differs from the
+//! target's, it is rewritten from the store (it cannot be opened to `chmod`).
 //!
 //! Every path is reached through directory descriptors opened with
 //! `O_NOFOLLOW` from the workspace root, so a symlink in the workspace or the
@@ -68,8 +107,9 @@ use rustix::fs::{AtFlags, Mode as FsMode};
 use rustix::io::Errno;
 
 use crate::engine::diff::{self, Change, ChangeKind, PathFilter, TreeSource};
-use crate::engine::save::{self, Record, SaveOptions, SaveOutcome, ScanKind, Scanner, REASON_TAG};
+use crate::engine::save::{self, SaveOptions, SaveOutcome, ScanKind, Scanner, REASON_TAG};
 use crate::error::IoContext;
+use crate::error::NoSpaceForUndo;
 use crate::store::catalog::{CatalogReader, Checkpoint, Journal};
 use crate::store::index::{DirRecord, Index, IndexEntry, UNKNOWN_TREE};
 use crate::store::objects::Objects;
@@ -77,7 +117,7 @@ use crate::store::state::{self, StateRestore};
 use crate::store::tree::{Entry, Node, Tree};
 use crate::store::Store;
 use crate::workspace::ignore::Ignore;
-use crate::workspace::scan::{ScanResult, TEMP_PREFIX};
+use crate::workspace::scan::{ScanResult, Unreadable, TEMP_PREFIX};
 use crate::workspace::Workspace;
 use crate::{Error, Hash, Result};
 use ckpt_copy::fs::is_within;
@@ -132,6 +172,9 @@ pub struct RestoreReport {
     /// What happened to the agent state (None: not restored, or there is no
     /// state on either side).
     pub state: Option<StateRestore>,
+    /// Entries the scan was not allowed to read (see the module doc).
+    #[serde(default)]
+    pub unreadable: Vec<Unreadable>,
 }
 
 impl RestoreReport {
@@ -153,6 +196,7 @@ impl RestoreReport {
             written: 0,
             removed: 0,
             state,
+            unreadable: Vec::new(),
         }
     }
 }
@@ -207,6 +251,7 @@ pub fn restore(
             written: 0,
             removed: 0,
             state,
+            unreadable: scan.unreadable,
         });
     }
 
@@ -214,15 +259,25 @@ pub fn restore(
         && journal
             .as_ref()
             .is_some_and(|j| j.target == target.seq && j.paths == filter.paths());
-    let record = match !opts.no_save && !resumed {
-        true => Record::Checkpoint,
-        false => Record::ObjectsOnly,
+    // The pre-restore save, unless `--no-save` or an interrupted restore is
+    // being finished: then nothing is written to the store, and the scan
+    // only hashes.
+    let save_first = !opts.no_save && !resumed;
+    let kind = match save_first {
+        true => ScanKind::Capture,
+        false => ScanKind::HashKeep,
     };
     // The pre-save's index is not written here: the restore writes the index
     // once, updated with what it applied (the index is only a cache, so a
     // crash in between costs re-hashing, nothing else).
     let t0 = std::time::Instant::now();
-    let scanned = scanner.scan(ws, store, ScanKind::Capture)?;
+    let no_room = |scanner: &mut dyn Scanner, e: Error| {
+        no_space_for_undo(ws, store, scanner, &target, &filter, &ignore, e)
+    };
+    let scanned = match scanner.scan(ws, store, kind) {
+        Err(e) if save_first && e.is_out_of_space() => return Err(no_room(scanner, e)),
+        r => r?,
+    };
     // Plan and check before anything is committed: a damaged store fails
     // the restore with nothing changed, and when there is something to do,
     // the journal is committed in the pre-save's own transaction.
@@ -244,21 +299,31 @@ pub fn restore(
         let _t = crate::trace::span("check objects");
         check_objects(&store.objects, &changes)?;
     }
-    let save_opts = SaveOptions {
-        message: format!("before restore to {}", target.id()),
-        tags: [(REASON_TAG.to_string(), "pre-restore".to_string())].into(),
-        allow_empty: false,
-        journal: new_journal.clone(),
+    let (pre_save, undo, mut scan) = if save_first {
+        let save_opts = SaveOptions {
+            message: format!("before restore to {}", target.id()),
+            tags: [(REASON_TAG.to_string(), "pre-restore".to_string())].into(),
+            allow_empty: false,
+            journal: new_journal.clone(),
+        };
+        let captured = match save::capture_scanned(ws, store, &save_opts, scanned, t0) {
+            Err(e) if e.is_out_of_space() => return Err(no_room(scanner, e)),
+            r => r?,
+        };
+        match captured.outcome {
+            SaveOutcome::Saved(cp) => (Some(cp.clone()), Some(cp.seq), captured.scan),
+            SaveOutcome::Unchanged(head) => (None, head.map(|h| h.seq), captured.scan),
+        }
+    } else {
+        save::remove_temp_files(ws, &scanned.temp_files)?;
+        let undo = journal.as_ref().filter(|_| resumed).and_then(|j| j.undo);
+        (None, undo, scanned)
     };
-    let captured = save::capture_scanned(ws, store, &save_opts, record, scanned, t0)?;
-    let (pre_save, undo) = match (&captured.outcome, resumed) {
-        (_, true) => (None, journal.as_ref().and_then(|j| j.undo)),
-        (SaveOutcome::Saved(cp), _) => (Some(cp.clone()), Some(cp.seq)),
-        (SaveOutcome::Unchanged(head), _) if !opts.no_save => (None, head.as_ref().map(|h| h.seq)),
-        _ => (None, None),
-    };
-    let mut scan = captured.scan;
+    let unreadable = scan.unreadable.clone();
     ckpt_fault::point("restore.after_pre_save");
+    // The restore's own commits may use the store's reserve (see
+    // `crate::store`, "The reserve"): here, and after the files are written.
+    store.room_for_commit();
     // Without a pre-save checkpoint the journal gets its own transaction.
     if let (Some(j), None) = (new_journal, &pre_save) {
         let _t = crate::trace::span("journal");
@@ -308,6 +373,7 @@ pub fn restore(
             written: 0,
             removed: 0,
             state,
+            unreadable,
         });
     }
 
@@ -323,6 +389,12 @@ pub fn restore(
         root_path: &ws.root,
         objects: &store.objects,
         ignore: Some(&ignore),
+        left_out: scan
+            .unreadable
+            .iter()
+            .filter(|u| !u.kept)
+            .map(|u| u.path.clone())
+            .collect(),
         written: Mutex::new(HashMap::new()),
         removed: AtomicU64::new(0),
         counter: AtomicU64::new(0),
@@ -331,6 +403,7 @@ pub fn restore(
     let t = crate::trace::span("apply");
     applier.apply(&changes, &lookup)?;
     drop(t);
+    store.room_for_commit();
 
     let t = crate::trace::span("update index");
     scan.index = updated_index(
@@ -379,6 +452,7 @@ pub fn restore(
         written,
         removed: applier.removed.into_inner(),
         state,
+        unreadable,
     })
 }
 
@@ -468,12 +542,72 @@ fn record_restored(
         allow_empty: false,
         journal: None,
     };
-    let captured = save::capture_scanned(ws, store, &opts, Record::Checkpoint, rescan, t0)?;
+    let captured = save::capture_scanned(ws, store, &opts, rescan, t0)?;
     let cp = match captured.outcome {
         SaveOutcome::Saved(cp) => Some(cp),
         SaveOutcome::Unchanged(_) => None,
     };
     Ok((cp, captured.scan))
+}
+
+/// The error of a restore to `target` whose pre-restore save ran out of
+/// space (`cause`, which is returned as it is if it is not an I/O error):
+/// [`Error::NoSpaceForUndo`], listing the unsaved changes `--no-save`
+/// would lose, found by a scan that stores nothing (and whose index is not
+/// kept). Nothing was changed: the failed save committed nothing and its
+/// pending objects were dropped.
+fn no_space_for_undo(
+    ws: &Workspace,
+    store: &Store,
+    scanner: &mut dyn Scanner,
+    target: &Checkpoint,
+    filter: &PathFilter,
+    ignore: &Ignore,
+    cause: Error,
+) -> Error {
+    let Error::Io(io) = cause else { return cause };
+    match unsaved_overwritten(ws, store, scanner, target, filter, ignore) {
+        Ok(lost) => Error::NoSpaceForUndo(Box::new(NoSpaceForUndo {
+            target: target.id(),
+            store: store.root.clone(),
+            cause: io,
+            lost,
+        })),
+        Err(_) => Error::Io(io),
+    }
+}
+
+/// The changes since the head checkpoint (unsaved, within `filter`) that a
+/// restore to `target` would overwrite or delete: those at or below a path
+/// the restore changes. As name-status lines (`M src/a.py`), in path order.
+fn unsaved_overwritten(
+    ws: &Workspace,
+    store: &Store,
+    scanner: &mut dyn Scanner,
+    target: &Checkpoint,
+    filter: &PathFilter,
+    ignore: &Ignore,
+) -> Result<Vec<String>> {
+    let scan = scanner.scan(ws, store, ScanKind::HashKeep)?;
+    let reader = store.catalog.reader()?;
+    let changes = plan(&reader, &scan, target.root, filter, ignore, &ws.root)?;
+    let touched: HashSet<&[u8]> = changes.iter().map(|c| c.path.as_slice()).collect();
+    let unsaved = save::status(store, filter, scan)?.changes;
+    let overwritten = |path: &[u8]| {
+        let mut p = path;
+        while !p.is_empty() {
+            if touched.contains(p) {
+                return true;
+            }
+            p = parent_of(p);
+        }
+        false
+    };
+    Ok(unsaved
+        .iter()
+        .filter(|c| c.is_interesting() && overwritten(&c.path))
+        .map(|c| format!("{} {}", c.kind.letter(), String::from_utf8_lossy(&c.path)))
+        .collect())
 }
 
 /// Re-hashes every object `changes` will write, in parallel, so a damaged
@@ -614,8 +748,33 @@ impl<'a> TargetLookup<'a> {
 
 /// A file or symlink operation in one directory.
 enum Op<'c> {
-    Write(&'c Entry),
+    /// Write the entry; the second field is the size of the file it
+    /// replaces (0 if none).
+    Write(&'c Entry, u64),
     Meta(&'c Entry),
+}
+
+impl Op<'_> {
+    /// Whether it needs more space than it frees: a write of a file larger
+    /// than the one it replaces. Those run after all the others (see the
+    /// module doc, "Space").
+    fn grows(&self) -> bool {
+        match self {
+            Op::Write(e, replaced) => match e.node {
+                Node::File { size, .. } => size > *replaced,
+                _ => false,
+            },
+            Op::Meta(_) => false,
+        }
+    }
+}
+
+/// The size of the file `e` is, 0 for anything else.
+fn file_size(e: Option<&Entry>) -> u64 {
+    match e.map(|e| &e.node) {
+        Some(Node::File { size, .. }) => *size,
+        _ => 0,
+    }
 }
 
 struct Applier<'a> {
@@ -623,6 +782,8 @@ struct Applier<'a> {
     root_path: &'a Path,
     objects: &'a Objects,
     ignore: Option<&'a Ignore>,
+    /// Unreadable entries the scan left out: never removed.
+    left_out: HashSet<Vec<u8>>,
     written: Mutex<HashMap<Vec<u8>, Meta>>,
     removed: AtomicU64,
     counter: AtomicU64,
@@ -684,7 +845,7 @@ impl Applier<'_> {
                     groups
                         .entry(parent_of(path))
                         .or_default()
-                        .push((path, Op::Write(e)));
+                        .push((path, Op::Write(e, file_size(c.old.as_ref()))));
                 }
                 ChangeKind::ModeChanged | ChangeKind::Touched => {
                     let e = c.new.as_ref().unwrap();
@@ -701,18 +862,27 @@ impl Applier<'_> {
         }
 
         ckpt_fault::point("restore.phase_a");
-        // Phase B: files and symlinks, in parallel per directory.
+        // Phase B: files and symlinks, in parallel per directory: first
+        // everything that frees space or needs none, then the writes of
+        // files that grow.
         let groups: Vec<_> = groups.into_iter().collect();
-        groups.par_iter().try_for_each(|(dir, ops)| -> Result<()> {
-            let dfd = self.open_dir(dir)?;
-            for (path, op) in ops {
-                match op {
-                    Op::Write(e) => self.write_entry(dfd.as_fd(), path, e)?,
-                    Op::Meta(e) => self.fix_meta(dfd.as_fd(), path, e)?,
+        for growing in [false, true] {
+            // A directory that ran out of space while others were being
+            // written is done again once they are, alone.
+            let again = Mutex::new(Vec::new());
+            groups.par_iter().try_for_each(|(dir, ops)| {
+                match self.write_group(dir, ops, growing) {
+                    Err(e) if e.is_out_of_space() => {
+                        again.lock().unwrap().push((dir, ops));
+                        Ok(())
+                    }
+                    r => r,
                 }
+            })?;
+            for (dir, ops) in again.into_inner().unwrap() {
+                self.write_group(dir, ops, growing)?;
             }
-            Ok(())
-        })?;
+        }
 
         ckpt_fault::point("restore.phase_c");
         // Phase C: directory modes and mtimes, deepest first.
@@ -730,6 +900,28 @@ impl Applier<'_> {
         Ok(())
     }
 
+    /// Phase B for the directory `dir`: its operations that grow (or, with
+    /// `growing` false, do not; see [`Op::grows`]) and are not done yet.
+    fn write_group(&self, dir: &[u8], ops: &[(&[u8], Op<'_>)], growing: bool) -> Result<()> {
+        let mut ops = ops
+            .iter()
+            .filter(|(path, op)| {
+                op.grows() == growing && !self.written.lock().unwrap().contains_key(*path)
+            })
+            .peekable();
+        if ops.peek().is_none() {
+            return Ok(());
+        }
+        let dfd = self.open_dir(dir)?;
+        for (path, op) in ops {
+            match op {
+                Op::Write(e, _) => self.write_entry(dfd.as_fd(), path, e)?,
+                Op::Meta(e) => self.fix_meta(dfd.as_fd(), path, e)?,
+            }
+        }
+        Ok(())
+    }
+
     fn create<'c>(
         &self,
         c: &'c Change,
@@ -743,7 +935,19 @@ impl Applier<'_> {
             match rustix::fs::mkdirat(&dfd, name_of(path), FsMode::from_raw_mode(0o700)) {
                 Ok(()) => {}
                 Err(Errno::EXIST) => match fs::stat_at(dfd.as_fd(), name_of(path)) {
-                    Ok(m) if m.file_type() == rustix::fs::FileType::Directory => {}
+                    // Not in the scan: one it may not read (see the module
+                    // doc). Ours to fill: owner rwx until phase C.
+                    Ok(m) if m.file_type() == rustix::fs::FileType::Directory => {
+                        if m.perm() & 0o700 != 0o700 {
+                            rustix::fs::chmodat(
+                                &dfd,
+                                name_of(path),
+                                FsMode::from_raw_mode(m.perm() | 0o700),
+                                AtFlags::empty(),
+                            )
+                            .ctx("chmod", self.shown(path))?;
+                        }
+                    }
                     _ => {
                         fs::remove_all_at(dfd.as_fd(), name_of(path))
                             .ctx("remove", self.shown(path))?;
@@ -758,7 +962,7 @@ impl Applier<'_> {
             groups
                 .entry(parent_of(path))
                 .or_default()
-                .push((path, Op::Write(e)));
+                .push((path, Op::Write(e, 0)));
         }
         Ok(())
     }
@@ -780,7 +984,12 @@ impl Applier<'_> {
             Err(e) => return Err(Error::io("stat", self.shown(path), e.into())),
         };
         if meta.file_type() == rustix::fs::FileType::Directory {
-            let sub = fs::open_dir_at(dir, name).ctx("open directory", self.shown(path))?;
+            let sub = match fs::open_dir_at(dir, name) {
+                Ok(sub) => sub,
+                // It may not be read, so it was never captured: keep it.
+                Err(Errno::ACCESS | Errno::PERM) => return Ok(false),
+                Err(e) => return Err(Error::io("open directory", self.shown(path), e.into())),
+            };
             let sub = fs::list_dir(sub).ctx("read directory", self.shown(path))?;
             // Another workspace: not ours to remove.
             let marker = crate::workspace::MARKER_NAME.as_bytes();
@@ -795,9 +1004,10 @@ impl Applier<'_> {
                 let cpath = join(path, child);
                 let child_is_dir = fs::stat_at(sub.fd(), child)
                     .is_ok_and(|m| m.file_type() == rustix::fs::FileType::Directory);
-                if self
-                    .ignore
-                    .is_some_and(|ig| ig.is_ignored(&cpath, child_is_dir))
+                if self.left_out.contains(&cpath)
+                    || self
+                        .ignore
+                        .is_some_and(|ig| ig.is_ignored(&cpath, child_is_dir))
                 {
                     kept = true;
                     continue;
@@ -842,7 +1052,14 @@ impl Applier<'_> {
         let shown = || self.shown(path);
         let meta = match &e.node {
             Node::File { size, hash } => {
-                let dst = self.objects.materialize(hash, *size, dir, &tmp, &shown)?;
+                let dst = match self.objects.materialize(hash, *size, dir, &tmp, &shown) {
+                    // No room for the new file beside the old one: the old
+                    // one goes first (see the module doc, "Space").
+                    Err(e) if e.is_out_of_space() && self.make_room(dir, path)? => {
+                        self.objects.materialize(hash, *size, dir, &tmp, &shown)?
+                    }
+                    r => r?,
+                };
                 let done = (|| -> Result<Meta> {
                     rustix::fs::fchmod(&dst, FsMode::from_raw_mode(e.mode))
                         .ctx("chmod", shown())?;
@@ -874,6 +1091,22 @@ impl Applier<'_> {
         };
         self.written.lock().unwrap().insert(path.to_vec(), meta);
         Ok(())
+    }
+
+    /// Removes the file or symlink `path` (in `dir`) that a write is about
+    /// to replace, when there was no room for the new one beside it; false
+    /// when there is none.
+    fn make_room(&self, dir: BorrowedFd<'_>, path: &[u8]) -> Result<bool> {
+        let name = name_of(path);
+        match fs::stat_at(dir, name) {
+            Ok(m) if m.file_type() != rustix::fs::FileType::Directory => {}
+            _ => return Ok(false),
+        }
+        match rustix::fs::unlinkat(dir, name, AtFlags::empty()) {
+            Ok(()) => Ok(true),
+            Err(Errno::NOENT) => Ok(false),
+            Err(e) => Err(Error::io("remove", self.shown(path), e.into())),
+        }
     }
 
     /// Sets mode and mtime of an existing file or symlink whose content is

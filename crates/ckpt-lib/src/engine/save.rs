@@ -27,7 +27,7 @@ use crate::engine::digest;
 use crate::store::catalog::{ChangeStats, Checkpoint};
 use crate::store::index::Index;
 use crate::store::Store;
-use crate::workspace::scan::{self, Mode, ScanInput, ScanResult};
+use crate::workspace::scan::{self, Mode, OnUnreadable, ScanInput, ScanResult};
 use crate::workspace::Workspace;
 use crate::{trace, Result};
 
@@ -73,8 +73,13 @@ pub struct Captured {
 pub enum ScanKind {
     /// Store their content as pending objects (save, a restore's pre-save).
     Capture,
-    /// Only hash them (status, diff, a dry run).
+    /// Only hash them (status, diff, a dry run); the index is not kept.
     HashOnly,
+    /// Only hash them, for an index that is kept though nothing was stored
+    /// (`restore --no-save`, and re-running an interrupted restore: neither
+    /// writes to the store; see [`crate::workspace::scan`], "Scans that
+    /// store nothing").
+    HashKeep,
 }
 
 /// Which directories a scan lists.
@@ -165,7 +170,9 @@ pub fn scan_against(
         mode: match kind {
             ScanKind::Capture => Mode::Capture(&store.objects),
             ScanKind::HashOnly => Mode::HashOnly,
+            ScanKind::HashKeep => Mode::HashKeep(&store.objects),
         },
+        on_unreadable: OnUnreadable::Record,
     };
     let result = match dirty {
         Some(dirs) => scan::scan_partial(&input, dirs),
@@ -178,28 +185,25 @@ pub fn scan_against(
 }
 
 /// Writes the index file of a scan, unless the scan left it unchanged.
+/// The index is a cache: when there is no space for it, the index files
+/// are removed instead (the next scan reads everything; an old index left
+/// behind would not match the watch token recorded next, see
+/// [`crate::watch`]), and what was saved or restored stands.
 pub fn save_index(store: &Store, scan: &ScanResult) -> Result<()> {
-    if !scan.index_unchanged {
-        scan.index.save(&store.index_path())?;
+    if scan.index_unchanged {
+        return Ok(());
     }
-    Ok(())
+    match scan.index.save(&store.index_path()) {
+        Err(e) if e.is_out_of_space() => crate::store::index::remove(&store.index_path()),
+        r => r,
+    }
 }
 
 /// Records a checkpoint of the workspace, scanning all of it in this
 /// process (no watcher: that choice is [`crate::ops::save`]'s).
 pub fn save(ws: &Workspace, store: &Store, opts: &SaveOptions) -> Result<SaveOutcome> {
-    let captured = capture(ws, store, opts, Record::Checkpoint, &mut OnDisk::default())?;
+    let captured = capture(ws, store, opts, &mut OnDisk::default())?;
     Ok(captured.outcome)
-}
-
-/// Whether a capture records a checkpoint.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Record {
-    /// Commit a checkpoint if anything changed (or `allow_empty`).
-    Checkpoint,
-    /// Store the objects and refresh the index, record nothing (the
-    /// pre-restore capture of `restore --no-save`).
-    ObjectsOnly,
 }
 
 /// Entries scanned, files read, new objects and their bytes: what a save
@@ -228,19 +232,17 @@ impl Captured {
     }
 }
 
-/// Scans with `scanner`, stores and (with [`Record::Checkpoint`], if
-/// anything changed or `allow_empty`) commits a checkpoint, then writes the
-/// index file.
+/// Scans with `scanner`, stores and (if anything changed or
+/// `allow_empty`) commits a checkpoint, then writes the index file.
 pub fn capture(
     ws: &Workspace,
     store: &Store,
     opts: &SaveOptions,
-    record: Record,
     scanner: &mut OnDisk,
 ) -> Result<Captured> {
     let t0 = Instant::now();
     let scan = scanner.scan(ws, store, ScanKind::Capture)?;
-    let captured = capture_scanned(ws, store, opts, record, scan, t0)?;
+    let captured = capture_scanned(ws, store, opts, scan, t0)?;
     let _t = trace::span("index save");
     save_index(store, &captured.scan)?;
     Ok(captured)
@@ -252,32 +254,22 @@ pub fn capture_scanned(
     ws: &Workspace,
     store: &Store,
     opts: &SaveOptions,
-    record: Record,
     scan: ScanResult,
     t0: Instant,
 ) -> Result<Captured> {
-    let commit_checkpoint = record == Record::Checkpoint;
     let reader = store.catalog.reader()?;
-    let head = match reader.head()? {
-        Some(s) => reader.checkpoint(s)?,
-        None => None,
-    };
+    let head = reader.head_checkpoint()?;
     remove_temp_files(ws, &scan.temp_files)?;
     ckpt_fault::point("save.after_scan");
     let files_read = scan.files_read;
-    let state_version = if commit_checkpoint {
-        store.state.current_version()?
-    } else {
-        None
-    };
+    let state_version = store.state.current_version()?;
     let changed = head.as_ref().map(|h| h.root) != Some(scan.root)
-        || (commit_checkpoint
-            && crate::store::state::changed_since(
-                &store.state,
-                head.as_ref().and_then(|h| h.state_version),
-                state_version,
-            )?);
-    if !commit_checkpoint || (!changed && !opts.allow_empty) {
+        || crate::store::state::changed_since(
+            &store.state,
+            head.as_ref().and_then(|h| h.state_version),
+            state_version,
+        )?;
+    if !changed && !opts.allow_empty {
         store.objects.commit()?;
         return Ok(Captured {
             outcome: SaveOutcome::Unchanged(head),
@@ -392,10 +384,7 @@ pub struct Status {
 /// Computes [`Status`] from a hash-only scan, without writing anything.
 pub fn status(store: &Store, filter: &PathFilter, scan: ScanResult) -> Result<Status> {
     let reader = store.catalog.reader()?;
-    let head = match reader.head()? {
-        Some(s) => reader.checkpoint(s)?,
-        None => None,
-    };
+    let head = reader.head_checkpoint()?;
     let src = TreeSource {
         fresh: Some(&scan.new_trees),
         catalog: &reader,

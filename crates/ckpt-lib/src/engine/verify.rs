@@ -23,7 +23,7 @@ use crate::store::index::Index;
 use crate::store::tree::Node;
 use crate::store::Store;
 use crate::workspace::ignore::Ignore;
-use crate::workspace::scan::{self, Mode, ScanInput, ScanResult};
+use crate::workspace::scan::{self, Mode, OnUnreadable, ScanInput, ScanResult};
 use crate::workspace::Workspace;
 use crate::{Hash, Result};
 use ckpt_copy::fs::join;
@@ -69,6 +69,7 @@ fn full_scan(root: &Path, exclude: &[Vec<u8>]) -> Result<ScanResult> {
         ignore: &ignore,
         exclude,
         mode: Mode::HashOnly,
+        on_unreadable: OnUnreadable::Fail,
     })
 }
 

@@ -1,7 +1,7 @@
 //! `ckpt diff`: two checkpoints, or a checkpoint and the working directory,
 //! with content diffs of files and the agent-state changes.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
@@ -27,6 +27,9 @@ pub struct DiffOptions {
     pub paths: Vec<PathBuf>,
     /// Also compute the content diff of each changed file.
     pub content: bool,
+    /// Compare with this fork's checkpoint (`to`, default the fork's head,
+    /// names a checkpoint of the fork's store).
+    pub fork: Option<PathBuf>,
 }
 
 /// One changed path.
@@ -49,12 +52,17 @@ pub struct DiffReport {
     pub changes: Vec<ChangedPath>,
     /// The agent-state side (None: paths were given, or no state store).
     pub state: Option<StateDiff>,
+    /// The fork whose checkpoint `to` is (`diff --fork`).
+    pub fork: Option<PathBuf>,
 }
 
 impl DiffReport {
     /// How the `to` side is named: its id, or `workdir`.
     pub fn to_label(&self) -> String {
-        self.to.as_ref().map_or("workdir".to_string(), |c| c.id())
+        match (&self.fork, &self.to) {
+            (Some(f), Some(c)) => format!("{}#{}", f.display(), c.id()),
+            _ => self.to.as_ref().map_or("workdir".to_string(), |c| c.id()),
+        }
     }
 }
 
@@ -85,6 +93,7 @@ impl DiffReport {
             "schema": SCHEMA,
             "from": self.from.id(),
             "to": self.to_label(),
+            "fork": self.fork.as_ref().map(|f| f.display().to_string()),
             "changes": changes,
             "state_from": self.state.as_ref().map(|s| s.from),
             "state_to": self.state.as_ref().map(|s| s.to),
@@ -98,6 +107,9 @@ serialize_via_to_json!(DiffReport);
 /// Compares two checkpoints, or a checkpoint and the working directory.
 pub fn diff(ctx: &Context, opts: &DiffOptions) -> Result<DiffReport> {
     let ws = ctx.workspace()?;
+    if let Some(dir) = &opts.fork {
+        return diff_fork(ctx, &ws, dir, opts);
+    }
     let store = ws.open_store_read_only(&ctx.config)?;
     let filter = PathFilter::new(ctx.rel_paths(&ws, &opts.paths)?);
     // Scan first when the working directory is one side (it needs no read txn).
@@ -128,6 +140,7 @@ pub fn diff(ctx: &Context, opts: &DiffOptions) -> Result<DiffReport> {
         to,
         changes: Vec::new(),
         state,
+        fork: None,
     };
     let to_label = report.to_label();
     for c in all.into_iter().filter(Change::is_interesting) {
@@ -139,6 +152,7 @@ pub fn diff(ctx: &Context, opts: &DiffOptions) -> Result<DiffReport> {
                 &report.from.id(),
                 &to_label,
                 report.to.is_none(),
+                None,
             )?,
             false => None,
         };
@@ -156,6 +170,7 @@ fn content_diff(
     from_label: &str,
     to_label: &str,
     to_workdir: bool,
+    other: Option<&Store>,
 ) -> Result<Option<ContentDiff>> {
     let file = |e: &Option<Entry>| match e.as_ref().map(|e| &e.node) {
         Some(Node::File { hash, .. }) => Some(*hash),
@@ -169,6 +184,9 @@ fn content_diff(
         match h {
             None => Ok(Vec::new()),
             Some(h) if store.objects.contains(&h) => store.objects.read_object(&h),
+            Some(h) if other.is_some_and(|o| o.objects.contains(&h)) => {
+                other.expect("checked").objects.read_object(&h)
+            }
             Some(_) if from_workdir => {
                 let p = ws.root.join(ckpt_copy::fs::as_path(&c.path));
                 match std::fs::read(&p) {
@@ -189,4 +207,53 @@ fn content_diff(
         &format!("{from_label}/{label}"),
         &format!("{to_label}/{label}"),
     )))
+}
+
+/// `diff --fork DIR`: this workspace's checkpoint `from` (default HEAD)
+/// against the fork's checkpoint `to` (default the fork's head). The fork's
+/// trees are read from its store (opened read-only); no agent state is
+/// compared (state versions are per store).
+fn diff_fork(ctx: &Context, ws: &Workspace, dir: &Path, opts: &DiffOptions) -> Result<DiffReport> {
+    let fork = super::adopt::fork_workspace(ctx, ws, dir)?;
+    let fork_store = fork.open_store_read_only(&ctx.config)?;
+    let store = ws.open_store_read_only(&ctx.config)?;
+    let filter = PathFilter::new(ctx.rel_paths(ws, &opts.paths)?);
+    let fr = fork_store.catalog.reader()?;
+    let to = fr.resolve(opts.to.as_deref().unwrap_or("HEAD"))?;
+    let fork_trees: std::collections::HashMap<Hash, Vec<u8>> =
+        crate::engine::inherit::closure(&fr, to.root)?
+            .0
+            .into_iter()
+            .collect();
+    let r = store.catalog.reader()?;
+    let from = r.resolve(opts.from.as_deref().unwrap_or("HEAD"))?;
+    let src = TreeSource {
+        fresh: Some(&fork_trees),
+        catalog: &r,
+    };
+    let all = diff::diff_trees(&src, Some(from.root), Some(to.root), &filter)?;
+    let mut report = DiffReport {
+        from,
+        to: Some(to),
+        changes: Vec::new(),
+        state: None,
+        fork: Some(fork.root.clone()),
+    };
+    let to_label = report.to_label();
+    for c in all.into_iter().filter(Change::is_interesting) {
+        let content = match opts.content {
+            true => content_diff(
+                ws,
+                &store,
+                &c,
+                &report.from.id(),
+                &to_label,
+                false,
+                Some(&fork_store),
+            )?,
+            false => None,
+        };
+        report.changes.push(ChangedPath { change: c, content });
+    }
+    Ok(report)
 }

@@ -1,6 +1,7 @@
 //! `ckpt doctor`: the facts behind the copy strategy — filesystems, copy
 //! capabilities probed now and cached in the store at init, store location
-//! and free space, inotify limits, and the strategy ckpt will use and why
+//! and free space, inotify limits (and whether the workspace's directories
+//! fit them), and the strategy ckpt will use and why
 //! ([`crate::platform::doctor`]). Changes nothing.
 
 use serde_json::Value;
@@ -37,15 +38,19 @@ serialize_via_to_json!(DoctorReport);
 /// Diagnoses the workspace's filesystems and copy strategy.
 pub fn doctor(ctx: &Context, opts: &DoctorOptions) -> Result<DoctorReport> {
     let ws = ctx.workspace()?;
-    let cached = {
-        let store = ws.open_store(&ctx.config)?;
-        let r = store.catalog.reader()?;
-        r.caps()?
+    let (cached, dirs) = {
+        let store = ws.open_store_read_only(&ctx.config)?;
+        let caps = store.catalog.reader()?.caps()?;
+        let index = store.load_index()?;
+        (
+            caps,
+            (!index.dirs.is_empty()).then_some(index.dirs.len() as u64),
+        )
     };
     let forced = match &opts.bad_strategy {
         Some(e) => Err(e.clone()),
         None => Ok(ctx.config.copy.strategy),
     };
-    let report = doctor::diagnose(&ws.root, &ws.store_path, cached, forced)?;
+    let report = doctor::diagnose(&ws.root, &ws.store_path, cached, forced, dirs)?;
     Ok(DoctorReport { report })
 }

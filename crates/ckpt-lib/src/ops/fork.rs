@@ -16,6 +16,7 @@ use super::json::{self, serialize_via_to_json, SCHEMA};
 use super::{normalize, Context};
 use crate::engine::fork;
 use crate::engine::materialize::{MaterializeOptions, MaterializeReport};
+use crate::store::objects::Imported;
 use crate::{Error, Result};
 
 /// What [`fork()`] makes.
@@ -46,6 +47,8 @@ pub struct ForkReport {
     pub store: PathBuf,
     /// Files were hard-linked to the source store's objects.
     pub link: bool,
+    /// How the fork's store got the checkpoint's objects.
+    pub objects: Imported,
     /// How long it took.
     pub elapsed: Duration,
 }
@@ -64,6 +67,7 @@ impl ForkReport {
             "dirs": rep.dirs,
             "bytes": rep.bytes,
             "link": self.link,
+            "objects": json::imported(&self.objects),
             "elapsed_ms": json::ms(self.elapsed),
         })
     }
@@ -85,22 +89,111 @@ pub fn fork(ctx: &Context, opts: &ForkOptions<'_>) -> Result<ForkReport> {
         )));
     }
     let new_store = opts.store.map(|s| ctx.abs(s));
-    let (report, forked) = fork::fork(
+    let forked = fork::fork(
         &store,
+        &ws.root,
         opts.rev,
         &dest,
         new_store.as_deref(),
-        ctx.config.data_home.as_deref(),
+        &ctx.config,
         MaterializeOptions {
             link: opts.link,
             progress: opts.progress,
         },
     )?;
+    let store_path = forked.workspace.store_path;
+    crate::workspace::known::record(ctx.config.data_home.as_deref(), &store_path);
     Ok(ForkReport {
-        report,
-        to: forked.root,
-        store: forked.store_path,
+        report: forked.report,
+        to: forked.workspace.root,
+        store: store_path,
         link: opts.link,
+        objects: forked.objects,
+        elapsed: t0.elapsed(),
+    })
+}
+
+/// What [`fork_many`] made.
+#[derive(Debug)]
+pub struct ForkManyReport {
+    /// One report per fork, in order.
+    pub forks: Vec<ForkReport>,
+    /// How long all of it took.
+    pub elapsed: Duration,
+}
+
+impl ForkManyReport {
+    /// The JSON form: `forks` (each as `ckpt fork --json`), `elapsed_ms`.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "schema": SCHEMA,
+            "forks": self.forks.iter().map(ForkReport::to_json).collect::<Vec<_>>(),
+            "elapsed_ms": json::ms(self.elapsed),
+        })
+    }
+}
+
+serialize_via_to_json!(ForkManyReport);
+
+/// The directories of [`fork_many`]: `PREFIX1` … `PREFIXn`.
+pub fn numbered(prefix: &std::path::Path, n: usize) -> Vec<PathBuf> {
+    (1..=n)
+        .map(|i| {
+            let mut p = prefix.as_os_str().to_owned();
+            p.push(i.to_string());
+            PathBuf::from(p)
+        })
+        .collect()
+}
+
+/// Makes `n` forks of `opts.rev` into `opts.dir` + `1` … `n` (`ckpt fork
+/// --count`). Every directory is checked (new or empty, outside the
+/// workspace) before the first fork is made; if one fork fails, the
+/// earlier ones stay (each is complete and independent) and the error says
+/// which were made.
+pub fn fork_many(ctx: &Context, opts: &ForkOptions<'_>, n: usize) -> Result<ForkManyReport> {
+    let t0 = Instant::now();
+    if n == 0 {
+        return Err(Error::Usage(
+            "--count must be at least 1 (nothing was changed)".into(),
+        ));
+    }
+    if opts.store.is_some() && n > 1 {
+        return Err(Error::Usage(
+            "--store names one store, and each fork needs its own: drop --store with --count (nothing was changed)".into(),
+        ));
+    }
+    let dirs = numbered(opts.dir, n);
+    let ws = ctx.workspace()?;
+    for d in &dirs {
+        let dest = normalize(&ctx.abs(d));
+        if dest.starts_with(&ws.root) {
+            return Err(Error::Usage(format!(
+                "{} is inside the workspace {}; fork into a directory outside it (nothing was changed)",
+                dest.display(),
+                ws.root.display()
+            )));
+        }
+        crate::engine::materialize::check_fresh(&dest)?;
+    }
+    let mut forks = Vec::with_capacity(n);
+    for d in &dirs {
+        let one = ForkOptions { dir: d, ..*opts };
+        match fork(ctx, &one) {
+            Ok(r) => forks.push(r),
+            Err(e) if forks.is_empty() => return Err(e),
+            Err(e) => {
+                let made: Vec<String> = forks.iter().map(|f| f.to.display().to_string()).collect();
+                return Err(Error::Usage(format!(
+                    "fork into {} failed: {e}; the forks made before it stay: {}",
+                    d.display(),
+                    made.join(", ")
+                )));
+            }
+        }
+    }
+    Ok(ForkManyReport {
+        forks,
         elapsed: t0.elapsed(),
     })
 }

@@ -9,6 +9,10 @@
 //! ([`Error::InsideAWorkspace`], exit 3): workspaces do not nest (see
 //! [`crate::workspace`], "No workspace inside another").
 //!
+//! With [`InitOptions::attach`] (`ckpt init --attach --store S DIR`) the
+//! store already exists: `DIR` becomes its workspace again
+//! ([`Workspace::attach`]), for a workspace that was deleted or moved.
+//!
 //! With [`Existing::Keep`] (what `ckpt init --agent` uses) a directory that
 //! already is in a workspace, at its root or below, is not an error: that
 //! workspace is reported, and its store is not opened.
@@ -20,7 +24,8 @@ use serde_json::{json, Value};
 
 use super::json::{serialize_via_to_json, SCHEMA};
 use super::Context;
-use crate::workspace::Workspace;
+use crate::store::Store;
+use crate::workspace::{known, Workspace};
 use crate::{Error, Result};
 
 /// What to do when the directory is already in a workspace.
@@ -48,6 +53,9 @@ pub struct InitOptions {
     /// Create the directory (and missing parents) when it does not exist;
     /// otherwise a missing directory is refused (`--create`).
     pub create: bool,
+    /// Attach the directory to the existing store [`InitOptions::store`]
+    /// instead of making a new one (`--attach`).
+    pub attach: bool,
 }
 
 /// How [`init`] came by its workspace.
@@ -61,6 +69,9 @@ pub enum Outcome {
     },
     /// The directory already was in this workspace ([`Existing::Keep`]).
     Kept,
+    /// The directory was attached to an existing store
+    /// ([`InitOptions::attach`]); its files were not touched.
+    Attached,
 }
 
 /// What [`init`] did.
@@ -73,12 +84,18 @@ pub struct InitReport {
 }
 
 impl InitReport {
-    /// The JSON form: `root`, `store`.
+    /// The JSON form: `root`, `store`, `outcome` (`created`, `kept`,
+    /// `attached`).
     pub fn to_json(&self) -> Value {
         json!({
             "schema": SCHEMA,
             "root": self.workspace.root.display().to_string(),
             "store": self.workspace.store_path.display().to_string(),
+            "outcome": match self.outcome {
+                Outcome::Created { .. } => "created",
+                Outcome::Kept => "kept",
+                Outcome::Attached => "attached",
+            },
         })
     }
 }
@@ -99,6 +116,36 @@ pub fn init(ctx: &Context, opts: &InitOptions) -> Result<InitReport> {
             dir.display()
         )));
     }
+    if opts.attach {
+        let Some(store) = store else {
+            return Err(Error::Usage(
+                "--attach needs --store DIR: the store to attach to (`ckpt stores` lists them)"
+                    .into(),
+            ));
+        };
+        if opts.create {
+            std::fs::create_dir_all(&dir).map_err(|e| Error::io("create", &dir, e))?;
+        }
+        let workspace = Workspace::attach(&dir, &store, &ctx.config)?;
+        known::record(data_home, &workspace.store_path);
+        return Ok(InitReport {
+            workspace,
+            outcome: Outcome::Attached,
+        });
+    }
+    if let Some(s) = store.as_deref().filter(|s| Store::exists_at(s)) {
+        return Err(Error::Usage(format!(
+            "{} already holds a ckpt store (nothing was created)\n  to make {} its workspace \
+             again: `ckpt init --attach{} --store {} {}`; to copy a checkpoint out of it: \
+             `ckpt restore --store {} ID --to DIR`",
+            s.display(),
+            dir.display(),
+            if dir.exists() { "" } else { " --create" },
+            s.display(),
+            dir.display(),
+            s.display()
+        )));
+    }
     let workspace = match (
         Workspace::init(&dir, store.as_deref(), data_home),
         opts.existing,
@@ -111,6 +158,7 @@ pub fn init(ctx: &Context, opts: &InitOptions) -> Result<InitReport> {
         }
         (r, _) => r?,
     };
+    known::record(data_home, &workspace.store_path);
     let copy_strategy = workspace.open_store(&ctx.config)?.caps.preferred();
     Ok(InitReport {
         workspace,

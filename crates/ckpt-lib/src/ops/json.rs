@@ -19,6 +19,7 @@ use crate::engine::diff::Change;
 use crate::store::catalog::{Checkpoint, Skipped};
 use crate::store::state::{ChangeKind as StateChangeKind, StateChange, Versioned};
 use crate::store::tree::{Entry, Node};
+use crate::workspace::scan::Unreadable;
 
 /// JSON schema version of every report.
 pub const SCHEMA: u32 = 1;
@@ -52,9 +53,25 @@ pub fn path_fields(obj: &mut Map<String, Value>, key: &str, path: &[u8]) {
         Value::String(String::from_utf8_lossy(path).into_owned()),
     );
     if std::str::from_utf8(path).is_err() {
-        let hex: String = path.iter().map(|b| format!("{b:02x}")).collect();
-        obj.insert(format!("{key}_hex"), Value::String(hex));
+        obj.insert(format!("{key}_hex"), Value::String(hex(path)));
     }
+}
+
+/// Lowercase hex of bytes (the `*_hex` fields).
+pub fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// The bytes of a `*_hex` field (what a client sends back); `None` when
+/// it is not an even number of hex digits.
+pub fn from_hex(h: &str) -> Option<Vec<u8>> {
+    if !h.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..h.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(h.get(i..i + 2)?, 16).ok())
+        .collect()
 }
 
 /// RFC 3339 time (UTC, seconds).
@@ -118,6 +135,25 @@ fn skipped(s: &Skipped) -> Value {
     Value::Object(m)
 }
 
+/// Entries a scan was not allowed to read: `[{path, kind: "file"|"dir",
+/// content: "unchanged"|"unknown"}]`. `unchanged`: recorded with the
+/// content last read, which the stat index proves unchanged; `unknown`:
+/// left out (also under `skipped`, kind `unreadable`, in a checkpoint).
+pub fn unreadable(list: &[Unreadable]) -> Value {
+    Value::Array(
+        list.iter()
+            .map(|u| {
+                let mut m = Map::new();
+                path_fields(&mut m, "path", &u.path);
+                m.insert("kind".into(), json!(if u.dir { "dir" } else { "file" }));
+                let content = if u.kept { "unchanged" } else { "unknown" };
+                m.insert("content".into(), json!(content));
+                Value::Object(m)
+            })
+            .collect(),
+    )
+}
+
 /// A checkpoint record; `head` is the head's sequence number.
 pub fn checkpoint(cp: &Checkpoint, head: Option<u64>) -> Value {
     json!({
@@ -166,6 +202,13 @@ pub fn state_changes(cs: &[StateChange]) -> Value {
     Value::Array(cs.iter().map(state_change).collect())
 }
 
+/// A failed operation: `{error, exit_code}` (ckpt's message and the exit
+/// code `ckpt` returns for it), as MCP tool errors and the UI's HTTP
+/// errors carry it.
+pub fn error(e: &crate::Error) -> Value {
+    json!({ "error": e.to_string(), "exit_code": e.exit_code() })
+}
+
 /// A serialisable value with `"schema": 1` added (for library types that
 /// already derive `Serialize`).
 pub fn with_schema<T: Serialize>(v: &T) -> Value {
@@ -174,6 +217,12 @@ pub fn with_schema<T: Serialize>(v: &T) -> Value {
         m.insert("schema".into(), json!(SCHEMA));
     }
     v
+}
+
+/// How a checkpoint's objects came from another store (`fork`, `adopt`):
+/// `linked`, `copied`, `present`.
+pub fn imported(i: &crate::store::objects::Imported) -> Value {
+    json!({ "linked": i.linked, "copied": i.copied, "present": i.present })
 }
 
 #[cfg(test)]
@@ -187,5 +236,14 @@ mod tests {
         let d = std::time::Duration::from_nanos(13_512_914);
         assert_eq!(ms(d).to_string(), "13.513");
         assert_eq!(ms(std::time::Duration::ZERO).to_string(), "0.0");
+    }
+
+    #[test]
+    fn hex_round_trips_and_refuses_non_hex() {
+        let b = b"\xff\x00a/b".to_vec();
+        assert_eq!(from_hex(&hex(&b)), Some(b));
+        assert_eq!(from_hex("abc"), None);
+        assert_eq!(from_hex("zz"), None);
+        assert_eq!(from_hex(""), Some(Vec::new()));
     }
 }

@@ -1,18 +1,40 @@
 //! `ckpt log`: the checkpoints, newest first, and which one is the head.
 //! Reads only (the store is opened read-only).
+//!
+//! A page of the history ([`LogOptions::before`] + [`LogOptions::limit`])
+//! reads the catalog's records newest first and stops once the page is
+//! full, so the first page of a 10,000-checkpoint history costs a page, not
+//! the history. [`LogOptions::search`] and [`LogOptions::path`] filter the
+//! records as they are read (`ckpt log --search`, `ckpt log --path`, and the
+//! timeline of `ckpt ui`).
+
+use std::path::PathBuf;
 
 use serde_json::{json, Value};
 
 use super::json::{self, serialize_via_to_json, SCHEMA};
+use super::show::changes_from_parent;
 use super::Context;
+use crate::engine::diff::PathFilter;
 use crate::store::catalog::Checkpoint;
-use crate::Result;
+use crate::{Error, Result};
 
 /// What [`log`] lists.
 #[derive(Clone, Debug, Default)]
 pub struct LogOptions {
-    /// At most this many checkpoints (the newest); all when `None`.
+    /// At most this many checkpoints (the newest that match); all when
+    /// `None`.
     pub limit: Option<usize>,
+    /// Only checkpoints older than `v{before}` (the cursor of the next
+    /// page: the last `seq` of the previous one).
+    pub before: Option<u64>,
+    /// Only checkpoints whose id, message, or a tag (`key=value`) contains
+    /// this text, ignoring case.
+    pub search: Option<String>,
+    /// Only checkpoints that changed this path (relative to the context's
+    /// directory) or something below it, compared with their parent: the
+    /// history of one file or directory.
+    pub path: Option<PathBuf>,
 }
 
 /// The checkpoints.
@@ -23,12 +45,16 @@ pub struct LogReport {
     /// The checkpoints, newest first.
     pub checkpoints: Vec<Checkpoint>,
     /// How many checkpoints the workspace has (more than `checkpoints`
-    /// holds when a limit cut the list).
+    /// holds when a limit, a cursor or a filter cut the list).
     pub total: usize,
+    /// Older checkpoints may match too: the limit stopped the listing
+    /// (ask again with `before` = the last `seq`).
+    pub more: bool,
 }
 
 impl LogReport {
-    /// The JSON form: `head` (an id), `checkpoints` (records) and `total`.
+    /// The JSON form: `head` (an id), `checkpoints` (records), `total` and
+    /// `more`.
     pub fn to_json(&self) -> Value {
         json!({
             "schema": SCHEMA,
@@ -39,6 +65,7 @@ impl LogReport {
                 .map(|c| json::checkpoint(c, self.head))
                 .collect::<Vec<_>>(),
             "total": self.total,
+            "more": self.more,
         })
     }
 }
@@ -48,16 +75,57 @@ serialize_via_to_json!(LogReport);
 /// Lists the workspace's checkpoints, newest first.
 pub fn log(ctx: &Context, opts: &LogOptions) -> Result<LogReport> {
     let ws = ctx.workspace()?;
+    let path = match &opts.path {
+        Some(p) => {
+            let rel = ctx.rel_paths(&ws, std::slice::from_ref(p))?.remove(0);
+            if rel.is_empty() {
+                return Err(Error::Usage(format!(
+                    "--path {} names the whole workspace: leave it out to list every checkpoint",
+                    p.display()
+                )));
+            }
+            Some(PathFilter::new(vec![rel]))
+        }
+        None => None,
+    };
+    let needle = opts.search.as_ref().map(|s| s.to_lowercase());
     let store = ws.open_store_read_only(&ctx.config)?;
     let r = store.catalog.reader()?;
     let head = r.head()?;
-    let mut checkpoints = r.checkpoints()?;
-    checkpoints.reverse();
-    let total = checkpoints.len();
-    checkpoints.truncate(opts.limit.unwrap_or(usize::MAX));
+    let total = r.count()? as usize;
+    let limit = opts.limit.unwrap_or(usize::MAX);
+    let mut checkpoints = Vec::new();
+    let mut more = false;
+    r.for_each_newest(opts.before, |cp| {
+        let keep = needle.as_deref().is_none_or(|n| matches(&cp, n))
+            && match &path {
+                Some(f) => !changes_from_parent(&r, &cp, f)?.is_empty(),
+                None => true,
+            };
+        if keep {
+            if checkpoints.len() == limit {
+                more = true;
+                return Ok(false);
+            }
+            checkpoints.push(cp);
+        }
+        Ok(true)
+    })?;
     Ok(LogReport {
         head,
         checkpoints,
         total,
+        more,
     })
+}
+
+/// Whether `needle` (lower case) occurs in the checkpoint's id, message or
+/// a `key=value` tag.
+fn matches(cp: &Checkpoint, needle: &str) -> bool {
+    cp.id().contains(needle)
+        || cp.message.to_lowercase().contains(needle)
+        || cp
+            .tags
+            .iter()
+            .any(|(k, v)| format!("{k}={v}").to_lowercase().contains(needle))
 }

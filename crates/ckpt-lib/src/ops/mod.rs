@@ -16,9 +16,10 @@
 //!
 //! | operation | function |
 //! |---|---|
-//! | init | [`init::init`] |
+//! | init (new, or attached to an existing store) | [`init::init`] |
 //! | save | [`save::save`] ([`save::save_with`]: the part after the choice) |
-//! | log, show | [`log::log`], [`show::show`] |
+//! | log (pages, search, history of a path), show | [`log::log`], [`show::show`] |
+//! | one file of a checkpoint | [`cat::cat`] |
 //! | status | [`status::status`] |
 //! | diff, with content diffs | [`diff::diff`] |
 //! | restore in place or of paths; `--to` | [`restore::restore`] ([`restore::restore_with`]); [`restore::restore_to`] |
@@ -26,8 +27,10 @@
 //! | gc and retention | [`gc::gc`] |
 //! | verify (workspace or store), hash | [`verify::verify`], [`hash::hash`] |
 //! | du | [`du::du`] |
-//! | fork, cp | [`fork::fork`], [`cp::cp`] |
+//! | fork, cp | [`fork::fork`] ([`fork::fork_many`]: `--count`), [`cp::cp`] |
+//! | the forks of a workspace, removing one, adopting one | [`forks::forks`], [`forks::remove`], [`adopt::adopt`] |
 //! | doctor | [`doctor::doctor`] |
+//! | stores on this machine | [`stores::stores`] |
 //! | agent state | [`state::get`], [`state::put`], [`state::del`], [`state::ls`], [`state::history`], [`state::cas`] |
 //! | watcher status and stop | [`watch::status`], [`watch::stop`] |
 //!
@@ -35,12 +38,15 @@
 //! documented in `docs/CLI.md`, "JSON output"): `--json`, MCP results and
 //! (later) HTTP answers are the same bytes.
 
+pub mod adopt;
+pub mod cat;
 pub mod cp;
 pub mod delete;
 pub mod diff;
 pub mod doctor;
 pub mod du;
 pub mod fork;
+pub mod forks;
 pub mod gc;
 pub mod hash;
 pub mod init;
@@ -51,6 +57,7 @@ pub mod save;
 pub mod show;
 pub mod state;
 pub mod status;
+pub mod stores;
 pub mod verify;
 pub mod watch;
 

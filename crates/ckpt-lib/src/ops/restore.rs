@@ -57,7 +57,7 @@ pub struct Restored {
 impl Restored {
     /// The JSON form: `restored`, `dry_run`, `resumed`, `undo`, `pre_save`,
     /// `post_save`, `changes`, `state` (`target`, `before`, `after`, `changes`),
-    /// `elapsed_ms`.
+    /// `elapsed_ms`, `unreadable`.
     pub fn to_json(&self) -> Value {
         let rep = &self.report;
         json!({
@@ -76,6 +76,7 @@ impl Restored {
                 "changes": json::state_changes(&s.changes),
             })),
             "elapsed_ms": json::ms(self.elapsed),
+            "unreadable": json::unreadable(&rep.unreadable),
         })
     }
 }
@@ -148,26 +149,65 @@ pub fn restore(ctx: &Context, req: &RestoreRequest) -> Result<Restored> {
     })
 }
 
+/// Where [`restore_to`] takes the checkpoint from.
+#[derive(Clone, Copy, Debug, Default)]
+pub enum Source<'a> {
+    /// The store of the workspace containing the context's directory;
+    /// paths are relative to the context's directory.
+    #[default]
+    Workspace,
+    /// This store directory, with or without a workspace (`restore --store
+    /// S ID --to DIR`, for a workspace that was deleted); paths are
+    /// relative to the checkpoint's root.
+    Store(&'a Path),
+}
+
 /// Materialises checkpoint `rev` (optionally only `paths`) into `dest`, a
-/// new or empty directory outside the workspace.
+/// new or empty directory outside the workspace (and outside the store).
 pub fn restore_to(
     ctx: &Context,
+    source: Source<'_>,
     rev: &str,
     dest: &Path,
     paths: &[PathBuf],
 ) -> Result<Materialized> {
     let t0 = Instant::now();
     refuse_flag_like(paths)?;
-    let ws = ctx.workspace()?;
-    let rel = ctx.rel_paths(&ws, paths)?;
-    let store = ws.open_store(&ctx.config)?;
     let dest = ctx.abs(dest);
-    if normalize(&dest).starts_with(&ws.root) {
-        return Err(Error::Usage(format!(
-            "--to {} is inside the workspace; choose a directory outside it (nothing was changed)",
-            dest.display()
-        )));
-    }
+    let (store, rel) = match source {
+        Source::Workspace => {
+            let ws = ctx.workspace()?;
+            let rel = ctx.rel_paths(&ws, paths)?;
+            if normalize(&dest).starts_with(&ws.root) {
+                return Err(Error::Usage(format!(
+                    "--to {} is inside the workspace; choose a directory outside it (nothing was changed)",
+                    dest.display()
+                )));
+            }
+            (ws.open_store(&ctx.config)?, rel)
+        }
+        Source::Store(dir) => {
+            let dir = ctx.abs(dir);
+            if !crate::store::Store::exists_at(&dir) {
+                return Err(Error::Usage(format!(
+                    "{} holds no ckpt store (nothing was changed)\n  `ckpt stores` lists the stores on this machine",
+                    dir.display()
+                )));
+            }
+            if normalize(&dest).starts_with(normalize(&dir)) {
+                return Err(Error::Usage(format!(
+                    "--to {} is inside the store {}; choose a directory outside it (nothing was changed)",
+                    dest.display(),
+                    dir.display()
+                )));
+            }
+            let rel = paths
+                .iter()
+                .map(|p| checkpoint_path(p))
+                .collect::<Result<Vec<_>>>()?;
+            (crate::store::Store::open(&dir, &ctx.config)?, rel)
+        }
+    };
     {
         let reader = store.catalog.reader()?;
         let target = reader.resolve(rev)?;
@@ -199,6 +239,7 @@ pub fn restore_to(
 /// these lists cover every flag clap accepts there.
 pub const RESTORE_LONG_FLAGS: &[&str] = &[
     "to",
+    "store",
     "dry-run",
     "no-save",
     "files-only",
@@ -258,6 +299,18 @@ fn refuse_flag_like(paths: &[PathBuf]) -> Result<()> {
         p.display(),
         p.display()
     )))
+}
+
+/// A path given with `--store` (no workspace to be relative to): relative
+/// to the checkpoint's root, without `..`.
+fn checkpoint_path(p: &Path) -> Result<Vec<u8>> {
+    if p.is_absolute() || p.components().any(|c| c == std::path::Component::ParentDir) {
+        return Err(Error::Usage(format!(
+            "{}: with --store, paths are relative to the checkpoint's root, without `..` (nothing was changed)",
+            p.display()
+        )));
+    }
+    Ok(normalize(p).as_os_str().as_bytes().to_vec())
 }
 
 #[cfg(test)]

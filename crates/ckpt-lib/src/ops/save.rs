@@ -12,9 +12,10 @@ use serde_json::{json, Value};
 
 use super::json::{self, serialize_via_to_json, SCHEMA};
 use super::Context;
-use crate::engine::save::{self, Record, SaveOptions, SaveOutcome, ScanCounts, ScanKind, Scanner};
+use crate::engine::save::{self, SaveOptions, SaveOutcome, ScanCounts, ScanKind, Scanner};
 use crate::store::retention::{self, RetentionReport};
 use crate::store::Store;
+use crate::workspace::scan::Unreadable;
 use crate::workspace::Workspace;
 use crate::Result;
 
@@ -30,13 +31,16 @@ pub struct SaveReport {
     pub retention: Option<RetentionReport>,
     /// How long the save took, as the caller saw it.
     pub elapsed: Duration,
+    /// Entries the scan was not allowed to read (see
+    /// [`crate::workspace::scan`]): recorded unchanged, or left out.
+    pub unreadable: Vec<Unreadable>,
 }
 
 impl SaveReport {
     /// The JSON form: the new checkpoint's record with `saved: true`, or
-    /// `saved: false` and the head's `id`; `elapsed_ms`.
+    /// `saved: false` and the head's `id`; `elapsed_ms`, `unreadable`.
     pub fn to_json(&self) -> Value {
-        match &self.outcome {
+        let mut v = match &self.outcome {
             SaveOutcome::Saved(cp) => {
                 let mut v = json::checkpoint(cp, Some(cp.seq));
                 v["schema"] = json!(SCHEMA);
@@ -50,7 +54,9 @@ impl SaveReport {
                 "id": head.as_ref().map(|h| h.id()),
                 "elapsed_ms": json::ms(self.elapsed),
             }),
-        }
+        };
+        v["unreadable"] = json::unreadable(&self.unreadable);
+        v
     }
 }
 
@@ -61,6 +67,7 @@ pub fn save(ctx: &Context, opts: &SaveOptions) -> Result<SaveReport> {
     let t0 = Instant::now();
     let ws = ctx.workspace()?;
     if let Some(r) = ctx.client().save(&ws, opts, ctx.config.lock_timeout) {
+        let unreadable = r.unreadable;
         let outcome = match (r.saved, r.checkpoint) {
             (true, Some(cp)) => Some(SaveOutcome::Saved(cp)),
             (false, head) => Some(SaveOutcome::Unchanged(head)),
@@ -77,6 +84,7 @@ pub fn save(ctx: &Context, opts: &SaveOptions) -> Result<SaveReport> {
                 },
                 retention: None,
                 elapsed: t0.elapsed(),
+                unreadable,
             });
         }
     }
@@ -99,8 +107,9 @@ pub fn save_with(
     t0: Instant,
 ) -> Result<SaveReport> {
     let scan = scanner.scan(ws, store, ScanKind::Capture)?;
-    let captured = save::capture_scanned(ws, store, opts, Record::Checkpoint, scan, t0)?;
+    let captured = save::capture_scanned(ws, store, opts, scan, t0)?;
     let counts = captured.counts();
+    let unreadable = captured.scan.unreadable.clone();
     {
         let _t = crate::trace::span("index save");
         scanner.keep_index(store, captured.scan)?;
@@ -115,5 +124,6 @@ pub fn save_with(
         outcome: captured.outcome,
         retention,
         elapsed: t0.elapsed(),
+        unreadable,
     })
 }

@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 use super::json::{self, serialize_via_to_json, SCHEMA};
 use super::Context;
 use crate::engine::diff::{self, Change, PathFilter, TreeSource};
-use crate::store::catalog::Checkpoint;
+use crate::store::catalog::{CatalogReader, Checkpoint};
 use crate::Result;
 
 /// What [`show`] shows.
@@ -52,26 +52,31 @@ pub fn show(ctx: &Context, opts: &ShowOptions) -> Result<ShowReport> {
     let r = store.catalog.reader()?;
     let checkpoint = r.resolve(&opts.rev)?;
     let head = r.head()?;
-    let parent_root = match checkpoint.parent {
-        Some(p) => r.checkpoint(p)?.map(|c| c.root),
-        None => None,
-    };
-    let src = TreeSource {
-        fresh: None,
-        catalog: &r,
-    };
-    let changes = diff::diff_trees(
-        &src,
-        parent_root,
-        Some(checkpoint.root),
-        &PathFilter::default(),
-    )?
-    .into_iter()
-    .filter(Change::is_interesting)
-    .collect();
+    let changes = changes_from_parent(&r, &checkpoint, &PathFilter::default())?;
     Ok(ShowReport {
         checkpoint,
         head,
         changes,
     })
+}
+
+/// What `cp` changed from its parent (from the empty tree for the first)
+/// that matters (see [`Change::is_interesting`]), restricted by `filter`.
+pub(crate) fn changes_from_parent(
+    r: &CatalogReader<'_>,
+    cp: &Checkpoint,
+    filter: &PathFilter,
+) -> Result<Vec<Change>> {
+    let parent_root = match cp.parent {
+        Some(p) => r.checkpoint(p)?.map(|c| c.root),
+        None => None,
+    };
+    let src = TreeSource {
+        fresh: None,
+        catalog: r,
+    };
+    Ok(diff::diff_trees(&src, parent_root, Some(cp.root), filter)?
+        .into_iter()
+        .filter(Change::is_interesting)
+        .collect())
 }

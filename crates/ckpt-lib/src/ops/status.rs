@@ -11,6 +11,7 @@ use crate::engine::diff::{Change, PathFilter};
 use crate::engine::save;
 use crate::store::catalog::{Checkpoint, Journal, Skipped};
 use crate::store::state::{self, StateChange};
+use crate::workspace::scan::Unreadable;
 use crate::Result;
 
 /// What [`status`] looks at.
@@ -32,6 +33,8 @@ pub struct StatusReport {
     pub state_changes: Vec<StateChange>,
     /// Entries that would be skipped.
     pub skipped: Vec<Skipped>,
+    /// Entries the scan was not allowed to read.
+    pub unreadable: Vec<Unreadable>,
     /// An interrupted restore, if any.
     pub journal: Option<Journal>,
     /// How long it took.
@@ -47,7 +50,7 @@ impl StatusReport {
 
 impl StatusReport {
     /// The JSON form: `head`, `clean`, `changes`, `state_changes`,
-    /// `interrupted_restore`.
+    /// `interrupted_restore`, `unreadable`.
     pub fn to_json(&self) -> Value {
         json!({
             "schema": SCHEMA,
@@ -56,6 +59,7 @@ impl StatusReport {
             "changes": json::changes(&self.changes),
             "state_changes": json::state_changes(&self.state_changes),
             "interrupted_restore": self.journal.as_ref().map(|j| format!("v{}", j.target)),
+            "unreadable": json::unreadable(&self.unreadable),
         })
     }
 }
@@ -69,6 +73,7 @@ pub fn status(ctx: &Context, opts: &StatusOptions) -> Result<StatusReport> {
     let store = ws.open_store_read_only(&ctx.config)?;
     let filter = PathFilter::new(ctx.rel_paths(&ws, &opts.paths)?);
     let scan = ctx.scan_hash_only(&ws, &store)?;
+    let unreadable = scan.unreadable.clone();
     let st = save::status(&store, &filter, scan)?;
     let state_changes = match (&st.head, filter.is_all()) {
         (Some(h), true) => state::diff(&store.state, h, None)?.map_or_else(Vec::new, |d| d.changes),
@@ -81,5 +86,6 @@ pub fn status(ctx: &Context, opts: &StatusOptions) -> Result<StatusReport> {
         skipped: st.skipped,
         journal: st.journal,
         elapsed: t0.elapsed(),
+        unreadable,
     })
 }

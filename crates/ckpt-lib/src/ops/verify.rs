@@ -58,7 +58,7 @@ impl WorkspaceVerified {
 
     /// The expected digest's checksum, lowercase hex.
     pub fn expected_hex(&self) -> String {
-        hex(&self.report.expected)
+        json::hex(&self.report.expected)
     }
 
     /// The differences that matter (see
@@ -78,8 +78,8 @@ impl WorkspaceVerified {
             "schema": SCHEMA,
             "checkpoint": rep.checkpoint.id(),
             "matches": self.matches(),
-            "expected": hex(&rep.expected),
-            "actual": hex(&rep.actual),
+            "expected": json::hex(&rep.expected),
+            "actual": json::hex(&rep.actual),
             "differences": json::changes(&rep.differences),
             "files": rep.files,
             "bytes": rep.bytes,
@@ -154,9 +154,4 @@ pub fn verify(ctx: &Context, opts: &VerifyOptions) -> Result<Verified> {
             }))
         }
     })
-}
-
-/// Lowercase hex of bytes.
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
 }

@@ -41,6 +41,28 @@ pub struct InotifyLimits {
     pub max_queued_events: Option<u64>,
 }
 
+/// What to tell a user whose workspace has `dirs` directories when one
+/// user may hold `limit` inotify watches (one per directory, shared with
+/// every other inotify user of the account): `None` when they fit with a
+/// quarter to spare.
+pub fn watch_limit_advice(limit: Option<u64>, dirs: u64) -> Option<String> {
+    let limit = limit?;
+    if dirs.saturating_add(dirs / 4) <= limit {
+        return None;
+    }
+    // Room for this workspace twice over and for what else watches, in
+    // round thousands.
+    let suggest = (limit + 2 * dirs).div_ceil(1024) * 1024;
+    Some(format!(
+        "the inotify watch limit fs.inotify.max_user_watches={limit} is too small for the \
+         {dirs} directories of this workspace, so the watcher cannot vouch for every change \
+         and commands fall back to full scans (still correct, not faster). Raise it: \
+         `sudo sysctl fs.inotify.max_user_watches={suggest}` (to keep it, put \
+         `fs.inotify.max_user_watches={suggest}` in /etc/sysctl.d/90-ckpt.conf), then restart \
+         the watcher: `ckpt watch --stop; ckpt watch --daemon`"
+    ))
+}
+
 /// Everything `ckpt doctor` prints.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
@@ -62,6 +84,12 @@ pub struct Report {
     pub why: String,
     /// inotify limits.
     pub inotify: InotifyLimits,
+    /// Directories of the workspace at its last save (from the stat index;
+    /// `None` before the first save): what a watcher needs watches for.
+    pub workspace_dirs: Option<u64>,
+    /// What to do when they do not fit the watch limit
+    /// ([`watch_limit_advice`]).
+    pub watch_advice: Option<String>,
 }
 
 /// Describes the filesystem holding `path`.
@@ -94,16 +122,27 @@ fn fs_type_name(magic: i64) -> String {
     }
 }
 
-fn read_limit(name: &str) -> Option<u64> {
-    std::fs::read_to_string(format!("/proc/sys/fs/inotify/{name}"))
+fn read_number(path: &str) -> Option<u64> {
+    std::fs::read_to_string(path)
         .ok()
         .and_then(|s| s.trim().parse().ok())
 }
 
-/// Reads the inotify limits.
+fn read_limit(name: &str) -> Option<u64> {
+    read_number(&format!("/proc/sys/fs/inotify/{name}"))
+}
+
+/// Reads the inotify limits. The watch limit is the smaller of
+/// `fs.inotify.max_user_watches` (the machine's) and
+/// `user.max_inotify_watches` (this user namespace's, which is what a
+/// container or `unshare -U` sees lowered).
 pub fn inotify_limits() -> InotifyLimits {
+    let watches = [
+        read_limit("max_user_watches"),
+        read_number("/proc/sys/user/max_inotify_watches"),
+    ];
     InotifyLimits {
-        max_user_watches: read_limit("max_user_watches"),
+        max_user_watches: watches.into_iter().flatten().min(),
         max_user_instances: read_limit("max_user_instances"),
         max_queued_events: read_limit("max_queued_events"),
     }
@@ -111,15 +150,19 @@ pub fn inotify_limits() -> InotifyLimits {
 
 /// Probes and describes a workspace root and its store directory.
 /// `forced` is the strategy the caller's configuration forces
-/// (`CKPT_COPY_STRATEGY`), or why its value was not understood.
+/// (`CKPT_COPY_STRATEGY`), or why its value was not understood;
+/// `workspace_dirs` is how many directories the workspace had at its last
+/// save, if known.
 pub fn diagnose(
     workspace: &Path,
     store: &Path,
     cached_caps: Option<Caps>,
     forced: std::result::Result<Option<Strategy>, String>,
+    workspace_dirs: Option<u64>,
 ) -> Result<Report> {
     let wfd = fs::open_dir_path(workspace).ctx("open", workspace)?;
     let sfd = fs::open_dir_path(store).ctx("open", store)?;
+    let inotify = inotify_limits();
     let save_caps = probe_pair(wfd.as_fd(), sfd.as_fd()).ctx("probe", workspace)?;
     let store_caps = probe(sfd.as_fd()).ctx("probe", store)?;
     let base = cached_caps.unwrap_or(save_caps);
@@ -150,6 +193,37 @@ pub fn diagnose(
         forced,
         strategy,
         why,
-        inotify: inotify_limits(),
+        watch_advice: workspace_dirs.and_then(|d| watch_limit_advice(inotify.max_user_watches, d)),
+        inotify,
+        workspace_dirs,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::watch_limit_advice;
+
+    #[test]
+    fn advice_only_when_the_directories_do_not_fit_with_room_to_spare() {
+        assert_eq!(watch_limit_advice(None, 1_000_000), None);
+        assert_eq!(watch_limit_advice(Some(8192), 100), None);
+        assert_eq!(watch_limit_advice(Some(1250), 1000), None);
+        for (limit, dirs) in [(1249, 1000), (8192, 35_821), (8, 30)] {
+            let a = watch_limit_advice(Some(limit), dirs).expect("advice");
+            let v: u64 = a
+                .split("sudo sysctl fs.inotify.max_user_watches=")
+                .nth(1)
+                .and_then(|t| t.split('`').next())
+                .and_then(|t| t.parse().ok())
+                .unwrap_or_else(|| panic!("no value in {a}"));
+            assert!(
+                v >= limit + 2 * dirs && v.is_multiple_of(1024),
+                "{limit} {dirs}: {v}"
+            );
+            assert!(
+                a.contains(&format!("={limit} ")) && a.contains(&dirs.to_string()),
+                "{a}"
+            );
+        }
+    }
 }

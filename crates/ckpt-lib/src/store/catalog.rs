@@ -11,7 +11,7 @@
 //! Tables:
 //! - `meta`: `&str → bytes` — `head` (u64 LE), `next_seq` (u64 LE),
 //!   `generation` (u64 LE, bumped by gc), `caps` (JSON), `journal` (JSON of
-//!   an in-progress restore).
+//!   an in-progress restore), `origin` (JSON [`Origin`], a fork's store only).
 //! - `checkpoints`: `u64 seq → JSON` [`Checkpoint`].
 //! - `by_hash`: `[u8;32] checkpoint hash → u64 seq`, for hash-prefix ids.
 //! - `trees`: `[u8;32] tree hash → encoded` [`Tree`].
@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 
 use redb::{
     Database, Durability, ReadOnlyDatabase, ReadTransaction, ReadableDatabase, ReadableTable,
-    TableDefinition,
+    ReadableTableMetadata, TableDefinition,
 };
 use serde::{Deserialize, Serialize};
 
@@ -45,6 +45,10 @@ enum Meta {
     Caps,
     /// The saved retention policy (`crate::store::retention::Policy`, JSON).
     Retention,
+    /// The workspace the store belongs to (JSON string: its absolute root).
+    Workspace,
+    /// Where a fork's store came from ([`Origin`], JSON).
+    Origin,
 }
 
 impl Meta {
@@ -55,6 +59,8 @@ impl Meta {
             Meta::Journal => "journal",
             Meta::Caps => "caps",
             Meta::Retention => "retention",
+            Meta::Workspace => "workspace",
+            Meta::Origin => "origin",
         }
     }
 }
@@ -142,6 +148,21 @@ impl Checkpoint {
         c.hash = Hash::default();
         Hash::of(&serde_json::to_vec(&c).expect("checkpoint serialises"))
     }
+}
+
+/// Where a fork came from (meta `origin` of a fork's store, written once
+/// by `ckpt fork`): `ckpt forks` finds a workspace's forks by it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Origin {
+    /// The workspace it was forked from.
+    pub workspace: PathBuf,
+    /// That workspace's store.
+    pub store: PathBuf,
+    /// The checkpoint forked (its number in that store; the fork's store
+    /// holds it under the same number).
+    pub checkpoint: u64,
+    /// That checkpoint's root tree.
+    pub root: Hash,
 }
 
 /// A restore that was started and may not have finished.
@@ -265,25 +286,56 @@ impl Catalog {
     pub fn commit_checkpoint(
         &self,
         new_trees: &[(Hash, Vec<u8>)],
+        record: Checkpoint,
+        journal: Option<&Journal>,
+    ) -> Result<Checkpoint> {
+        self.commit_record(new_trees, record, journal, None, true)
+    }
+
+    /// Records a checkpoint brought from another store (`ckpt fork`,
+    /// `ckpt adopt`, a remote pull or clone) with the trees it needs, in one durable transaction.
+    /// Its number is `seq` when given (it must not be below `next_seq`: a
+    /// fork's store starts at its origin's number), else the next one; it
+    /// becomes the head only with `make_head` (an adopted checkpoint is
+    /// only the target of the restore that follows). Fills in `seq` and
+    /// `hash`.
+    pub fn import_checkpoint(
+        &self,
+        trees: &[(Hash, Vec<u8>)],
+        record: Checkpoint,
+        seq: Option<u64>,
+        make_head: bool,
+    ) -> Result<Checkpoint> {
+        self.commit_record(trees, record, None, seq, make_head)
+    }
+
+    fn commit_record(
+        &self,
+        new_trees: &[(Hash, Vec<u8>)],
         mut record: Checkpoint,
         journal: Option<&Journal>,
+        want_seq: Option<u64>,
+        make_head: bool,
     ) -> Result<Checkpoint> {
         let mut txn = self.writable()?.begin_write().map_err(|e| self.err(e))?;
         txn.set_durability(Durability::Immediate)
             .map_err(|e| self.err(redb::Error::from(e)))?;
         {
             let mut meta = txn.open_table(META).map_err(|e| self.err(e))?;
-            let seq = meta
+            let next = meta
                 .get("next_seq")
                 .map_err(|e| self.err(e))?
                 .and_then(|v| bytes_u64(v.value()))
                 .ok_or_else(|| Error::Corrupt("catalog has no next_seq".into()))?;
+            let seq = want_seq.unwrap_or(next).max(next);
             record.seq = seq;
             record.hash = record.compute_hash();
             meta.insert("next_seq", u64_bytes(seq + 1).as_slice())
                 .map_err(|e| self.err(e))?;
-            meta.insert(Meta::Head.key(), u64_bytes(seq).as_slice())
-                .map_err(|e| self.err(e))?;
+            if make_head {
+                meta.insert(Meta::Head.key(), u64_bytes(seq).as_slice())
+                    .map_err(|e| self.err(e))?;
+            }
             if let Some(j) = journal {
                 let j = Journal {
                     undo: Some(seq),
@@ -307,60 +359,6 @@ impl Catalog {
             txn.open_table(BY_HASH)
                 .map_err(|e| self.err(e))?
                 .insert(record.hash.0.as_slice(), seq)
-                .map_err(|e| self.err(e))?;
-        }
-        txn.commit().map_err(|e| self.err(e))?;
-        Ok(record)
-    }
-
-    /// Imports a checkpoint that was made elsewhere (a remote pull or
-    /// clone) with its trees, in one durable transaction, after its objects
-    /// are durable. It gets sequence number `seq` when given and free (a
-    /// clone keeps the numbers it had), else the next one; `next_seq` moves
-    /// past it. Fills in `seq` and `hash`; the head moves to it only with
-    /// `make_head`.
-    pub fn import_checkpoint(
-        &self,
-        new_trees: &[(Hash, Vec<u8>)],
-        mut record: Checkpoint,
-        seq: Option<u64>,
-        make_head: bool,
-    ) -> Result<Checkpoint> {
-        let mut txn = self.writable()?.begin_write().map_err(|e| self.err(e))?;
-        txn.set_durability(Durability::Immediate)
-            .map_err(|e| self.err(redb::Error::from(e)))?;
-        {
-            let mut meta = txn.open_table(META).map_err(|e| self.err(e))?;
-            let next = meta
-                .get("next_seq")
-                .map_err(|e| self.err(e))?
-                .and_then(|v| bytes_u64(v.value()))
-                .ok_or_else(|| Error::Corrupt("catalog has no next_seq".into()))?;
-            let mut cps = txn.open_table(CHECKPOINTS).map_err(|e| self.err(e))?;
-            let chosen = match seq {
-                Some(s) if s > 0 && cps.get(s).map_err(|e| self.err(e))?.is_none() => s,
-                _ => next,
-            };
-            record.seq = chosen;
-            record.hash = record.compute_hash();
-            meta.insert("next_seq", u64_bytes(next.max(chosen + 1)).as_slice())
-                .map_err(|e| self.err(e))?;
-            if make_head {
-                meta.insert(Meta::Head.key(), u64_bytes(chosen).as_slice())
-                    .map_err(|e| self.err(e))?;
-            }
-            let mut trees = txn.open_table(TREES).map_err(|e| self.err(e))?;
-            for (h, bytes) in new_trees {
-                trees
-                    .insert(h.0.as_slice(), bytes.as_slice())
-                    .map_err(|e| self.err(e))?;
-            }
-            let json = serde_json::to_vec(&record).expect("checkpoint serialises");
-            cps.insert(chosen, json.as_slice())
-                .map_err(|e| self.err(e))?;
-            txn.open_table(BY_HASH)
-                .map_err(|e| self.err(e))?
-                .insert(record.hash.0.as_slice(), chosen)
                 .map_err(|e| self.err(e))?;
         }
         txn.commit().map_err(|e| self.err(e))?;
@@ -414,6 +412,17 @@ impl Catalog {
     /// Stores the retention policy (`None` removes it).
     pub fn set_retention<T: Serialize>(&self, policy: Option<&T>) -> Result<()> {
         self.set_meta(&[(Meta::Retention, policy.map(json_bytes))])
+    }
+
+    /// Records the root of the workspace the store belongs to (`init`,
+    /// `init --attach`), so `ckpt stores` can say whose store it is.
+    pub fn set_workspace(&self, root: &std::path::Path) -> Result<()> {
+        self.set_meta(&[(Meta::Workspace, Some(json_bytes(&root)))])
+    }
+
+    /// Records where this fork's store came from.
+    pub fn set_origin(&self, origin: &Origin) -> Result<()> {
+        self.set_meta(&[(Meta::Origin, Some(json_bytes(origin)))])
     }
 
     /// Records (or clears) the restore journal.
@@ -472,10 +481,16 @@ impl Catalog {
     }
 }
 
+/// A catalog error; running out of space is an I/O error on the catalog
+/// file, like any other write that did not fit (see
+/// [`Error::is_out_of_space`]).
 fn catalog_error(path: &Path, e: impl Into<redb::Error>) -> Error {
-    Error::Catalog {
-        path: path.to_path_buf(),
-        message: e.into().to_string(),
+    match e.into() {
+        redb::Error::Io(io) if crate::error::no_space(&io) => Error::io("write", path, io),
+        e => Error::Catalog {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        },
     }
 }
 
@@ -502,6 +517,14 @@ impl CatalogReader<'_> {
         self.meta_u64(Meta::Head)
     }
 
+    /// The head checkpoint's record (None: no checkpoint yet).
+    pub fn head_checkpoint(&self) -> Result<Option<Checkpoint>> {
+        match self.head()? {
+            Some(s) => self.checkpoint(s),
+            None => Ok(None),
+        }
+    }
+
     /// The store generation (bumped by gc).
     pub fn generation(&self) -> Result<u64> {
         Ok(self.meta_u64(Meta::Generation)?.unwrap_or(0))
@@ -524,6 +547,12 @@ impl CatalogReader<'_> {
     /// The copy capabilities probed at `init` (None: an old store).
     pub fn caps(&self) -> Result<Option<ckpt_copy::copy::Caps>> {
         self.meta_json(Meta::Caps)
+    }
+
+    /// The root of the workspace the store belongs to (None: a store made
+    /// before ckpt recorded it).
+    pub fn workspace(&self) -> Result<Option<std::path::PathBuf>> {
+        self.meta_json(Meta::Workspace)
     }
 
     /// The saved retention policy, if any.
@@ -555,6 +584,40 @@ impl CatalogReader<'_> {
             out.push(decode_checkpoint(k.value(), v.value())?);
         }
         Ok(out)
+    }
+
+    /// How many checkpoints there are.
+    pub fn count(&self) -> Result<u64> {
+        let t = self
+            .txn
+            .open_table(CHECKPOINTS)
+            .map_err(|e| self.cat.err(e))?;
+        t.len().map_err(|e| self.cat.err(e))
+    }
+
+    /// The checkpoints with a sequence number below `before` (all when
+    /// `None`), newest first, handed to `f` one by one until it returns
+    /// `false`: a page of the history costs the records it reads, not all
+    /// of them.
+    pub fn for_each_newest(
+        &self,
+        before: Option<u64>,
+        mut f: impl FnMut(Checkpoint) -> Result<bool>,
+    ) -> Result<()> {
+        let t = self
+            .txn
+            .open_table(CHECKPOINTS)
+            .map_err(|e| self.cat.err(e))?;
+        let range = t
+            .range(..before.unwrap_or(u64::MAX))
+            .map_err(|e| self.cat.err(e))?;
+        for item in range.rev() {
+            let (k, v) = item.map_err(|e| self.cat.err(e))?;
+            if !f(decode_checkpoint(k.value(), v.value())?)? {
+                break;
+            }
+        }
+        Ok(())
     }
 
     /// Resolves a user-given id: `v12`, `12`, a unique hex prefix of a
@@ -648,6 +711,11 @@ impl CatalogReader<'_> {
             }
         }
         Ok(found.first().copied())
+    }
+
+    /// Where this store's workspace was forked from (`None`: not a fork).
+    pub fn origin(&self) -> Result<Option<Origin>> {
+        self.meta_json(Meta::Origin)
     }
 
     /// Loads a tree; a missing tree is store corruption.

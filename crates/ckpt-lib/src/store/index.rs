@@ -766,14 +766,37 @@ pub fn temp_path(path: &Path) -> PathBuf {
     PathBuf::from(p)
 }
 
+/// Removes the index at `path`: the base file, its delta and their
+/// temporary files (when there is no space to write it, see
+/// [`crate::engine::save::save_index`]); the next scan reads everything.
+pub fn remove(path: &Path) -> Result<()> {
+    let d = delta_path(path);
+    for p in [temp_path(path), temp_path(&d), d, path.to_path_buf()] {
+        match std::fs::remove_file(&p) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(Error::io("remove", p, e))
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 fn replace(path: &Path, bytes: &[u8], durable: bool) -> Result<()> {
     use std::io::Write;
     let tmp = temp_path(path);
     let mut f = File::create(&tmp).ctx("create", &tmp)?;
-    f.write_all(bytes).ctx("write", &tmp)?;
-    if durable {
-        f.sync_all().ctx("fsync", &tmp)?;
+    let written = f
+        .write_all(bytes)
+        .ctx("write", &tmp)
+        .and_then(|()| match durable {
+            true => f.sync_all().ctx("fsync", &tmp),
+            false => Ok(()),
+        });
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
     }
+    written?;
     drop(f);
     ckpt_fault::point("index.after_tmp_write");
     std::fs::rename(&tmp, path).ctx("rename", path)?;

@@ -11,11 +11,26 @@
 //!   tmp/            objects being written
 //!   state.redb      agent state, created on first write (crate::store::state)
 //!   state.redb.lock its per-process lock
+//!   reserve         space held back for a restore's own commits
 //! ```
 //!
 //! [`Store::open`] takes the lock before anything else and holds it until
 //! the `Store` is dropped. The state store is opened lazily, on first use
 //! ([`Store::state`]), and closed when the `Store` is dropped.
+//!
+//! ## The reserve
+//! A restore commits small transactions of its own around its file writes
+//! (its journal, the head, the agent state), and even `restore --no-save`,
+//! which frees space, needs room for those first. On a full disk (the
+//! workspace filled it, and the store is on the same filesystem) there is
+//! none, and redb may need new pages for any commit. So a writable open
+//! makes the file `reserve` [`RESERVE_BYTES`] of allocated space long when
+//! at least twice that is free, and before each group of its own commits a
+//! restore gives [`RESERVE_CHUNK`] of it back when less than that is free
+//! ([`Store::room_for_commit`]): those commits then have room, even when
+//! the restore's file writes used up what was free. A save never uses it,
+//! so a disk the workspace filled still has room for the undo. A later open
+//! makes it whole again once there is space.
 
 pub mod bands;
 pub mod catalog;
@@ -42,6 +57,13 @@ use ckpt_copy::copy::{self, Caps, Copier};
 use ckpt_copy::fs;
 
 pub(crate) const MARKER: &str = "CKPT_STORE";
+/// The reserve (see "The reserve").
+const RESERVE: &str = "reserve";
+/// The size of the reserve.
+pub const RESERVE_BYTES: u64 = 1 << 20;
+/// How much of it [`Store::room_for_commit`] gives back (room for a few
+/// small redb commits).
+pub const RESERVE_CHUNK: u64 = 256 << 10;
 const MARKER_TEXT: &str = "ckpt store v1\n";
 
 /// An open, locked store.
@@ -89,6 +111,9 @@ impl Store {
         .ctx("probe copy capabilities", root)?;
         let catalog = Catalog::create(&root.join("catalog.redb"))?;
         catalog.set_caps(&caps)?;
+        if let Some(src) = source {
+            catalog.set_workspace(src)?;
+        }
         let marker = root.join(MARKER);
         std::fs::write(&marker, MARKER_TEXT).ctx("write", &marker)?;
         rustix::fs::fsync(&dir).ctx("fsync", root)?;
@@ -121,7 +146,7 @@ impl Store {
             }
             Err(e) => {
                 return Err(Error::io(
-                    "open store (is the workspace's store gone? see `ckpt init --store`)",
+                    "open store (is the workspace's store gone or moved? `ckpt stores` lists the stores; `ckpt init --attach --store S .` points the workspace at one)",
                     root.join(MARKER),
                     e,
                 ))
@@ -161,6 +186,9 @@ impl Store {
         if let Some(b) = config.band_min.filter(|&b| b > 0) {
             objects.band_min = b;
         }
+        if !read_only {
+            keep_reserve(root);
+        }
         Ok(Store {
             root: root.to_path_buf(),
             catalog,
@@ -171,9 +199,45 @@ impl Store {
         })
     }
 
+    /// Gives [`RESERVE_CHUNK`] of the reserve back when less than that is
+    /// free on the store's filesystem, so the commits that follow have room
+    /// (a restore's own, see "The reserve"). Best effort.
+    pub fn room_for_commit(&self) {
+        if free_bytes(&self.root).is_none_or(|f| f >= RESERVE_CHUNK) {
+            return;
+        }
+        if let Ok(f) = std::fs::OpenOptions::new()
+            .write(true)
+            .open(self.root.join(RESERVE))
+        {
+            if let Ok(m) = f.metadata() {
+                let _ = f.set_len(m.len().saturating_sub(RESERVE_CHUNK));
+            }
+        }
+    }
+
     /// Path of the stat index.
     pub fn index_path(&self) -> PathBuf {
         self.root.join("index")
+    }
+
+    /// Removes the stat index and its delta (`init --attach`: it describes
+    /// another directory's files), so the next scan hashes everything.
+    pub fn forget_index(&self) -> Result<()> {
+        let index = self.index_path();
+        for p in [crate::store::index::delta_path(&index), index] {
+            match std::fs::remove_file(&p) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(Error::io("remove", p, e)),
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether `dir` holds a ckpt store (its format marker).
+    pub fn exists_at(dir: &Path) -> bool {
+        dir.join(MARKER).is_file()
     }
 
     /// Loads the stat index (empty if absent, corrupt or stale).
@@ -181,4 +245,36 @@ impl Store {
         let generation = self.catalog.reader()?.generation()?;
         Ok(Index::load(&self.index_path(), generation))
     }
+}
+
+/// Makes the reserve (see "The reserve") whole if it is not and at least
+/// twice its size is free. Best effort: without room a later open does it.
+fn keep_reserve(root: &Path) {
+    let path = root.join(RESERVE);
+    if std::fs::metadata(&path).is_ok_and(|m| m.len() >= RESERVE_BYTES)
+        || free_bytes(root).is_none_or(|f| f < 2 * RESERVE_BYTES)
+    {
+        return;
+    }
+    let Ok(f) = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+    else {
+        return;
+    };
+    let allocated =
+        rustix::fs::fallocate(&f, rustix::fs::FallocateFlags::empty(), 0, RESERVE_BYTES);
+    if allocated.is_err() {
+        // No fallocate on this filesystem: allocate by writing.
+        use std::os::unix::fs::FileExt;
+        let _ = f.write_all_at(&vec![0u8; RESERVE_BYTES as usize], 0);
+    }
+}
+
+/// Bytes free for an unprivileged user on the filesystem of `p`.
+fn free_bytes(p: &Path) -> Option<u64> {
+    let s = rustix::fs::statvfs(p).ok()?;
+    Some(s.f_bavail * s.f_frsize)
 }

@@ -27,6 +27,17 @@
 //! wait on each other (on ext4 a first save spent a quarter of its CPU
 //! spinning on that lock).
 //!
+//! ## Content the store already holds
+//! Capturing content the store already has copies nothing, so a save or a
+//! restore's pre-save on a full disk still works when nothing new is in it.
+//! A small file is hashed from memory before anything is written. A large
+//! file that has kept the size of its last captured content (its index
+//! entry: a file re-read because its stat changed, or racy) is hashed where
+//! it is first, and is not copied when that content is stored. Otherwise it
+//! is copied and the copy hashed (below); if the copy runs out of space, the
+//! file is hashed where it is, and a store that holds that content needs no
+//! copy. A banded file stores only the bands the store lacks.
+//!
 //! ## Capturing a file that may be changing
 //! Small files (≤ 64 KiB) are read into memory, hashed, and written from
 //! that buffer; larger ones are copied with the [`Copier`] first and the
@@ -84,6 +95,10 @@ pub struct Captured {
 pub enum CaptureError {
     /// It vanished or stopped being a regular file; the caller rescans it.
     Gone,
+    /// It may not be opened for reading (`EACCES`/`EPERM`, e.g. mode 000
+    /// for a user other than root): the caller decides what to record
+    /// ([`crate::workspace::scan`]).
+    Unreadable,
     /// A real error.
     Err(Error),
 }
@@ -92,6 +107,24 @@ impl From<Error> for CaptureError {
     fn from(e: Error) -> Self {
         CaptureError::Err(e)
     }
+}
+
+/// The hash of a whole [`bands::BAND`] of zeros (a hole in a sparse file),
+/// computed once per process.
+fn zero_band() -> Hash {
+    static ZERO: OnceLock<Hash> = OnceLock::new();
+    *ZERO.get_or_init(|| Hash::of(&vec![0; bands::BAND as usize]))
+}
+
+/// What [`Objects::store_bytes`] writes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Stored {
+    /// A whole file's content.
+    Object,
+    /// One band of a banded file (written sparse).
+    Band,
+    /// A band manifest.
+    Manifest,
 }
 
 /// The object directory of a store.
@@ -382,15 +415,27 @@ impl Objects {
         Ok(format!("{lane}/{n}").into_bytes())
     }
 
-    /// Captures the regular file `name` in `dir` into the store.
+    /// Captures the regular file `name` in `dir` into the store. `known`
+    /// is the content (hash, size) the file had when last captured, if
+    /// any: see "Content the store already holds" in the module doc.
     pub fn capture(
         &self,
         dir: BorrowedFd<'_>,
         name: &[u8],
+        known: Option<(Hash, u64)>,
         shown: &dyn Fn() -> PathBuf,
     ) -> Result<Captured, CaptureError> {
         for _ in 0..MAX_ATTEMPTS {
             let (src, m1) = open_regular(dir, name, shown)?;
+            if let Some((hash, size)) = known {
+                if m1.size == size && size > SMALL_FILE && self.contains_sized(&hash, size) {
+                    match hash_in_place(src.as_fd(), &m1, shown)? {
+                        Some(h) if h == hash => return Ok(captured(hash, &m1, 0)),
+                        Some(_) => {}     // new content: captured below
+                        None => continue, // changed while read
+                    }
+                }
+            }
             let attempt = if m1.size <= SMALL_FILE {
                 self.capture_small(src.as_fd(), &m1, shown)?
             } else if m1.size >= self.band_min && !self.copier.reflinks() {
@@ -421,7 +466,7 @@ impl Objects {
             let new_bytes = if self.contains_sized(&hash, m1.size) {
                 0
             } else {
-                self.store_bytes(hash, &buf, false)?
+                self.store_bytes(hash, &buf, Stored::Object)?
             };
             Ok(Some(captured(hash, m1, new_bytes)))
         })
@@ -450,6 +495,15 @@ impl Objects {
         };
         if let Err(e) = self.copier.copy(src, tmp.as_fd(), m1.size) {
             discard();
+            // No room for a copy: none is needed if the store already
+            // holds the content.
+            if crate::error::no_space(&e) {
+                if let Some(hash) = hash_in_place(src, m1, shown)? {
+                    if self.contains_sized(&hash, m1.size) {
+                        return Ok(Some(captured(hash, m1, 0)));
+                    }
+                }
+            }
             return Err(Error::io("copy", shown(), e));
         }
         if !unchanged(src, m1, shown)? {
@@ -503,7 +557,7 @@ impl Objects {
             let band = Hash::of(data);
             m.bands.push(band);
             if !self.contains_plain(&band) {
-                new_bytes += self.store_bytes(band, data, false)?;
+                new_bytes += self.store_bytes(band, data, Stored::Band)?;
             }
         }
         if !unchanged(src, m1, shown)? {
@@ -511,23 +565,35 @@ impl Objects {
         }
         let hash: Hash = whole.finalize().into();
         if !self.contains_sized(&hash, m1.size) {
-            self.store_bytes(hash, &m.encode(), true)?;
+            self.store_bytes(hash, &m.encode(), Stored::Manifest)?;
         }
         Ok(Some(captured(hash, m1, new_bytes)))
     }
 
-    /// Writes `data` to a new temp file and records it as pending object
-    /// (or, with `manifest`, band manifest) `hash`. Returns the bytes newly
-    /// stored.
-    fn store_bytes(&self, hash: Hash, data: &[u8], manifest: bool) -> Result<u64> {
+    /// Writes `data` to a new temp file and records it as pending `hash`
+    /// (an object, or a band manifest). Returns the bytes newly stored.
+    fn store_bytes(&self, hash: Hash, data: &[u8], what: Stored) -> Result<u64> {
         let tmp_name = self.tmp_name()?;
         let tmp_shown = self.tmp_path.join(fs::as_path(&tmp_name));
         let tmp =
             fs::create_excl_at(self.tmp.as_fd(), &tmp_name, 0o444).ctx("create", &tmp_shown)?;
-        self.copier
-            .write_all(tmp.as_fd(), data)
-            .ctx("write", &tmp_shown)?;
-        self.add_pending_to(hash, tmp_name, tmp, data.len() as u64, manifest)
+        if what == Stored::Band {
+            // A band keeps the holes of its all-zero blocks, so a sparse
+            // file costs the store only its data, and `assemble` can tell
+            // a band that has holes to put back.
+            rustix::fs::ftruncate(&tmp, data.len() as u64).ctx("truncate", &tmp_shown)?;
+            self.copier.write_sparse_at(tmp.as_fd(), data, 0)
+        } else {
+            self.copier.write_all(tmp.as_fd(), data)
+        }
+        .ctx("write", &tmp_shown)?;
+        self.add_pending_to(
+            hash,
+            tmp_name,
+            tmp,
+            data.len() as u64,
+            what == Stored::Manifest,
+        )
     }
 
     /// Adds content that arrived from elsewhere (a remote pull) as the
@@ -540,7 +606,7 @@ impl Objects {
         if self.contains_sized(&hash, data.len() as u64) {
             return Ok(0);
         }
-        self.store_bytes(hash, data, false)
+        self.store_bytes(hash, data, Stored::Object)
     }
 
     /// Records a fully written temp file as the pending object `hash`.
@@ -766,11 +832,22 @@ impl Objects {
             .into_par_iter()
             .try_for_each(|i| -> Result<()> {
                 let band = &m.bands[i];
-                let src = self.open_object(band)?;
                 let (off, len) = m.range(i);
-                self.copier
-                    .copy_at(src.as_fd(), 0, dst, off, len)
-                    .ctx("copy", &target)?;
+                if len == bands::BAND && *band == zero_band() {
+                    // Already zeros after the truncate: leave a hole.
+                    return Ok(());
+                }
+                let src = self.open_object(band)?;
+                let stored = rustix::fs::fstat(&src).ctx("stat", self.object_path(band))?;
+                if (stored.st_blocks as u64) * 512 < len {
+                    // The band was stored with holes: keep them.
+                    self.copier.copy_sparse_at(src.as_fd(), 0, dst, off, len)
+                } else {
+                    self.copier
+                        .copy_at(src.as_fd(), 0, dst, off, len)
+                        .map(|_| ())
+                }
+                .ctx("copy", &target)?;
                 Ok(())
             })
     }
@@ -863,6 +940,7 @@ fn open_regular(
     let src = match fs::open_file_at(dir, name) {
         Ok(fd) => fd,
         Err(Errno::NOENT) | Err(Errno::LOOP) | Err(Errno::NXIO) => return Err(CaptureError::Gone),
+        Err(Errno::ACCESS) | Err(Errno::PERM) => return Err(CaptureError::Unreadable),
         Err(e) => return Err(Error::io("open", shown(), e.into()).into()),
     };
     // (`map_err`, not `ctx`: the shown path is built only on error.)
@@ -882,14 +960,177 @@ pub fn hash_file(
 ) -> Result<(Hash, Meta), CaptureError> {
     for _ in 0..MAX_ATTEMPTS {
         let (src, m1) = open_regular(dir, name, shown)?;
-        // Exactly m1.size bytes (see ckpt_copy::content_hash); a file that grew
-        // or changed while read shows up in the second stat.
-        let hash = ckpt_copy::content_hash::hash_exact(src.as_fd(), m1.size)
-            .map_err(|e| Error::io("read", shown(), e))?;
-        let m2 = fs::stat_fd(src.as_fd()).map_err(|e| Error::io("stat", shown(), e.into()))?;
-        if let (Some(hash), true) = (hash, m1 == m2) {
+        if let Some(hash) = hash_in_place(src.as_fd(), &m1, shown)? {
             return Ok((hash, m1));
         }
     }
     Err(Error::Unstable(shown()).into())
+}
+
+/// What [`Objects::import_from`] did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Imported {
+    /// Objects (and bands, manifests) hard-linked from the other store.
+    pub linked: u64,
+    /// Objects copied (another filesystem, or links refused).
+    pub copied: u64,
+    /// Contents the store already held.
+    pub present: u64,
+}
+
+impl Objects {
+    /// Makes every content of `wanted` (hash, size) that this store lacks
+    /// available in it, taken from the store `src` (`ckpt fork` brings its
+    /// origin checkpoint's objects into the fork's store, `ckpt adopt` a
+    /// fork's objects back). Durable when it returns, so a catalog commit
+    /// may then reference them.
+    ///
+    /// An object is hard-linked where both stores are on one filesystem:
+    /// objects are read-only (0444) files named by their content that no
+    /// ckpt code ever opens for writing, and gc only unlinks names, so a
+    /// shared inode can change for neither store, and deleting either store
+    /// (with `rm -rf` too) leaves the other's names intact. Elsewhere (or
+    /// when the filesystem refuses a link: `EXDEV`, `EPERM`, `EMLINK`) the
+    /// content is captured like a workspace file: copied into `tmp/`,
+    /// hashed from the copy, renamed into place. A linked object is not
+    /// re-hashed here (the fork wrote its files from the same, verified
+    /// objects; a restore re-hashes every object it writes), a copied one
+    /// is. Banded contents link their bands first and then their manifest,
+    /// with the bands durable in between, so no manifest names a missing
+    /// band.
+    pub fn import_from(&self, src: &Objects, wanted: &[(Hash, u64)]) -> Result<Imported> {
+        use std::sync::atomic::AtomicU64;
+        let _t = crate::trace::span("objects import");
+        let linked = AtomicU64::new(0);
+        let present = AtomicU64::new(0);
+        let to_copy: Mutex<Vec<(Hash, u64)>> = Mutex::new(Vec::new());
+        let banded: Mutex<Vec<(Hash, u64)>> = Mutex::new(Vec::new());
+        let link = |name: &[u8]| -> rustix::io::Result<bool> {
+            match rustix::fs::linkat(
+                src.dir.as_fd(),
+                name,
+                self.dir.as_fd(),
+                name,
+                AtFlags::empty(),
+            ) {
+                Ok(()) => Ok(true),
+                Err(Errno::EXIST) => Ok(false),
+                Err(e) => Err(e),
+            }
+        };
+        let refused = |e: Errno| matches!(e, Errno::XDEV | Errno::PERM | Errno::MLINK);
+        wanted.par_iter().try_for_each(|&(h, size)| -> Result<()> {
+            if self.contains_sized(&h, size) {
+                present.fetch_add(1, Ordering::Relaxed);
+                return Ok(());
+            }
+            match link(&object_name(&h)) {
+                Ok(true) => {
+                    linked.fetch_add(1, Ordering::Relaxed);
+                }
+                Ok(false) => {
+                    present.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(Errno::NOENT) => banded.lock().unwrap().push((h, size)),
+                Err(e) if refused(e) => to_copy.lock().unwrap().push((h, size)),
+                Err(e) => return Err(Error::io("link", self.object_path(&h), e.into())),
+            }
+            Ok(())
+        })?;
+        // Banded contents: their bands as plain objects, then the manifests.
+        let mut manifests = Vec::new();
+        for (h, size) in banded.into_inner().unwrap() {
+            let Some(m) = src.manifest(&h)? else {
+                return Err(src.missing(&h));
+            };
+            for (i, band) in m.bands.iter().enumerate() {
+                if self.contains_plain(band) {
+                    continue;
+                }
+                match link(&object_name(band)) {
+                    Ok(true) => {
+                        linked.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Ok(false) => {}
+                    Err(e) if refused(e) => to_copy.lock().unwrap().push((*band, m.range(i).1)),
+                    Err(e) => return Err(Error::io("link", self.object_path(band), e.into())),
+                }
+            }
+            manifests.push((h, size));
+        }
+        let copied = self.import_copies(src, &to_copy.into_inner().unwrap())?;
+        if linked.load(Ordering::Relaxed) > 0 {
+            rustix::fs::syncfs(&self.dir).ctx("syncfs", &self.path)?;
+        }
+        let mut linked_manifests = 0u64;
+        for (h, _) in &manifests {
+            match link(&manifest_name(h)) {
+                Ok(true) => linked_manifests += 1,
+                Ok(false) => {}
+                Err(e) if refused(e) => {
+                    let m = src.manifest(h)?.ok_or_else(|| src.missing(h))?;
+                    self.store_bytes(*h, &m.encode(), Stored::Manifest)?;
+                }
+                Err(e) => return Err(Error::io("link", self.object_path(h), e.into())),
+            }
+        }
+        self.commit()?;
+        if linked_manifests > 0 {
+            rustix::fs::syncfs(&self.dir).ctx("syncfs", &self.path)?;
+        }
+        Ok(Imported {
+            linked: linked.into_inner() + linked_manifests,
+            copied,
+            present: present.into_inner(),
+        })
+    }
+
+    /// Copies plain objects of `src` into this store (captured from the
+    /// source object: copied, hashed from the copy, checked against the
+    /// name) and makes them durable.
+    fn import_copies(&self, src: &Objects, objects: &[(Hash, u64)]) -> Result<u64> {
+        objects.par_iter().try_for_each(|(h, size)| -> Result<()> {
+            let name = object_name(h);
+            let shown = || src.object_path(h);
+            let got = match self.capture(src.dir.as_fd(), &name, None, &shown) {
+                Ok(c) => c,
+                Err(CaptureError::Gone) => return Err(src.missing(h)),
+                Err(CaptureError::Unreadable) => {
+                    return Err(Error::io(
+                        "open",
+                        src.object_path(h),
+                        std::io::ErrorKind::PermissionDenied.into(),
+                    ))
+                }
+                Err(CaptureError::Err(e)) => return Err(e),
+            };
+            if got.hash != *h || got.meta.size != *size {
+                return Err(Error::Corrupt(format!(
+                    "object {h} ({}) is damaged: it hashes to {}",
+                    src.object_path(h).display(),
+                    got.hash
+                )));
+            }
+            Ok(())
+        })?;
+        self.commit()?;
+        Ok(objects.len() as u64)
+    }
+}
+
+/// The hash of the file open as `src`, last seen as `m1`, read where it is;
+/// `None` when it changed while being read. Exactly `m1.size` bytes are
+/// read (see ckpt_copy::content_hash); a file that grew or changed while
+/// read shows up in the second stat.
+fn hash_in_place(
+    src: BorrowedFd<'_>,
+    m1: &Meta,
+    shown: &dyn Fn() -> PathBuf,
+) -> Result<Option<Hash>> {
+    let hash = ckpt_copy::content_hash::hash_exact(src, m1.size)
+        .map_err(|e| Error::io("read", shown(), e))?;
+    match hash {
+        Some(h) => Ok(unchanged(src, m1, shown)?.then_some(h)),
+        None => Ok(None),
+    }
 }

@@ -136,6 +136,7 @@ pub fn usage(store: &Store) -> Result<Usage> {
         "CKPT_STORE",
         "lock",
         "state.redb.lock",
+        "reserve",
     ]
     .iter()
     .map(|n| file_size(n))

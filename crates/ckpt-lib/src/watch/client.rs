@@ -404,6 +404,7 @@ impl Client<'_> {
             // Read-only callers use only root, trees and skipped entries.
             index: crate::store::index::Index::default(),
             skipped: r.skipped,
+            unreadable: r.unreadable,
             temp_files: Vec::new(),
             files_read: r.files_read,
             new_objects: 0,

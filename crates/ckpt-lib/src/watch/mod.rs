@@ -169,6 +169,9 @@ pub struct ScanReply {
     pub new_trees: Vec<([u8; 32], Vec<u8>)>,
     /// Entries that would be skipped.
     pub skipped: Vec<crate::store::catalog::Skipped>,
+    /// Entries it was not allowed to read (absent from older watchers).
+    #[serde(default)]
+    pub unreadable: Vec<crate::workspace::scan::Unreadable>,
     /// Entries visited.
     pub entries: u64,
     /// Files hashed.
@@ -206,6 +209,9 @@ pub struct SaveReply {
     pub new_objects: u64,
     /// Bytes stored.
     pub new_bytes: u64,
+    /// Entries it was not allowed to read (absent from older watchers).
+    #[serde(default)]
+    pub unreadable: Vec<crate::workspace::scan::Unreadable>,
     /// How the watcher scanned.
     pub scan: String,
 }

@@ -19,6 +19,14 @@
 //! When the default place cannot be created after all, the error says to
 //! pass `--store DIR`.
 //!
+//! ## Finding a store again
+//! A store records the root of its workspace (catalog meta `workspace`), and
+//! [`known`] keeps a list of the stores made on this machine, so a store
+//! outlives its workspace and can be found again: `ckpt stores` lists them,
+//! `ckpt restore --store S ID --to DIR` copies a checkpoint out of one, and
+//! [`Workspace::attach`] (`ckpt init --attach --store S DIR`) makes a
+//! directory its workspace again after the old one was deleted.
+//!
 //! ## No workspace inside another
 //! [`Workspace::plan`] refuses a directory inside an existing workspace
 //! ([`Error::InsideAWorkspace`]). A workspace that gets inside another by
@@ -28,6 +36,7 @@
 //! writes into or removes such a directory (see [`scan`]).
 
 pub mod ignore;
+pub mod known;
 pub mod scan;
 
 use std::os::unix::ffi::OsStrExt;
@@ -89,6 +98,20 @@ impl Workspace {
     /// decides where its store goes, refusing a directory that already is a
     /// workspace or is inside one. Creates nothing else.
     pub fn plan(dir: &Path, store: Option<&Path>, data_home: Option<&Path>) -> Result<Workspace> {
+        Workspace::plan_with(dir, store, data_home, false)
+    }
+
+    /// [`plan`](Self::plan); with `stale_ok`, a directory whose own marker
+    /// names a store that no longer exists is accepted ([`attach`]
+    /// re-points it).
+    ///
+    /// [`attach`]: Self::attach
+    fn plan_with(
+        dir: &Path,
+        store: Option<&Path>,
+        data_home: Option<&Path>,
+        stale_ok: bool,
+    ) -> Result<Workspace> {
         // Refused before anything is created.
         if let Some(outer) = enclosing_workspace(&absolute(dir)?) {
             return Err(Error::InsideAWorkspace {
@@ -98,7 +121,7 @@ impl Workspace {
         }
         std::fs::create_dir_all(dir).ctx("create", dir)?;
         let root = dir.canonicalize().ctx("resolve", dir)?;
-        if root.join(MARKER_NAME).exists() {
+        if root.join(MARKER_NAME).exists() && !(stale_ok && stale_marker(&root)) {
             return Err(Error::AlreadyAWorkspace(root));
         }
         // Again on the resolved path (a symlink may lead inside a workspace).
@@ -122,6 +145,50 @@ impl Workspace {
         Ok(Workspace { root, store_path })
     }
 
+    /// Makes `dir` the workspace of the existing store `store` (`ckpt init
+    /// --attach`), for a store whose workspace was deleted or moved.
+    ///
+    /// Refused, with nothing changed, when `dir` is or is inside a
+    /// workspace (unless `dir`'s own marker names a store that is gone: a
+    /// moved store is re-attached the same way), when `store` holds no store, or when the store's recorded
+    /// workspace still exists and its marker names this store (two
+    /// workspaces sharing a store would each see the other's files as
+    /// changes). Otherwise, holding the store lock: the stat index is
+    /// removed (it describes the old directory), the store records `dir` as
+    /// its workspace, and the marker is written last, so an interrupted
+    /// attach leaves `dir` not yet a workspace and can simply be run again.
+    /// The files are not touched: `ckpt restore` brings a checkpoint back.
+    pub fn attach(dir: &Path, store: &Path, config: &Config) -> Result<Workspace> {
+        let store = absolute(store)?;
+        if !Store::exists_at(&store) {
+            return Err(Error::Usage(format!(
+                "{} holds no ckpt store (nothing was changed)\n  `ckpt stores` lists the stores on this machine",
+                store.display()
+            )));
+        }
+        let ws = Workspace::plan_with(dir, Some(&store), None, true)?;
+        let opened = Store::open(&ws.store_path, config)?;
+        if let Some(old) = opened.catalog.reader()?.workspace()? {
+            if old != ws.root && marker_names(&old, &ws.store_path) {
+                return Err(Error::Usage(format!(
+                    "the store {} still belongs to the workspace {}, whose .ckpt names it; \
+                     two workspaces cannot share a store (nothing was changed)\n  \
+                     for a copy of a checkpoint use `ckpt -C {} fork ID {}`; to move the \
+                     workspace, remove {} first",
+                    ws.store_path.display(),
+                    old.display(),
+                    old.display(),
+                    ws.root.display(),
+                    old.join(MARKER_NAME).display()
+                )));
+            }
+        }
+        opened.forget_index()?;
+        opened.catalog.set_workspace(&ws.root)?;
+        ws.write_marker()?;
+        Ok(ws)
+    }
+
     /// The last step of [`init`](Self::init), once the store exists: writes
     /// the marker that makes the directory a workspace.
     pub fn write_marker(&self) -> Result<()> {
@@ -142,7 +209,18 @@ impl Workspace {
 
     /// Finds the workspace containing `start` by walking up.
     pub fn discover(start: &Path) -> Result<Workspace> {
-        let start = start.canonicalize().ctx("resolve", start)?;
+        let start = match start.canonicalize() {
+            Ok(s) => s,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(Error::Usage(format!(
+                    "{} does not exist (nothing was changed)\n  if it was a workspace that was \
+                     deleted, its store still holds its checkpoints: `ckpt stores` lists them \
+                     (docs/CLI.md, \"A deleted workspace\")",
+                    start.display()
+                )))
+            }
+            Err(e) => return Err(Error::io("resolve", start, e)),
+        };
         let mut dir: &Path = &start;
         loop {
             let m = dir.join(MARKER_NAME);
@@ -184,7 +262,7 @@ impl Workspace {
         let marker = self.store_path.join(crate::store::MARKER);
         if !marker.exists() {
             return Err(Error::io(
-                "open store (is the workspace's store gone? see `ckpt init --store`)",
+                "open store (is the workspace's store gone or moved? `ckpt stores` lists the stores; `ckpt init --attach --store S .` points the workspace at one)",
                 marker,
                 std::io::ErrorKind::NotFound.into(),
             ));
@@ -205,6 +283,24 @@ impl Workspace {
             _ => Vec::new(),
         }
     }
+}
+
+/// Whether `root`'s marker names a directory that holds no store.
+fn stale_marker(root: &Path) -> bool {
+    std::fs::read(root.join(MARKER_NAME))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<Marker>(&b).ok())
+        .is_some_and(|m| !Store::exists_at(&m.store))
+}
+
+/// Whether `root` holds a workspace marker naming `store` (compared after
+/// resolving symlinks, when both exist).
+pub fn marker_names(root: &Path, store: &Path) -> bool {
+    let resolve = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+    std::fs::read(root.join(MARKER_NAME))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<Marker>(&b).ok())
+        .is_some_and(|m| resolve(&m.store) == resolve(store))
 }
 
 /// The root of the workspace that `dir` lies strictly inside: the nearest
@@ -265,7 +361,7 @@ pub fn default_store_location(root: &Path, data_home: Option<&Path>) -> Result<P
     let leaf = format!("{name}-{id}");
     let ws_dev = device_of_nearest(root);
     if let Some(data) = data_home {
-        let stores = data.join("ckpt").join("stores");
+        let stores = known::default_dir(data);
         if ws_dev.is_some()
             && device_of_nearest(&stores) == ws_dev
             && !stores.starts_with(root)

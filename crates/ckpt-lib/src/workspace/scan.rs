@@ -24,6 +24,15 @@
 //! keep their old listing but re-stat the subdirectories on that path; every
 //! other directory keeps its index record and tree without being opened.
 //!
+//! ## Scans that store nothing
+//! The index may only name content and trees the store holds (see
+//! [`crate::store::index`]). A [`Mode::HashKeep`] scan stores neither, yet
+//! its index is kept: each file it read whose content the store lacks is
+//! recorded racy, so the next scan reads it again, and each directory
+//! record it built anew gets [`UNKNOWN_TREE`], so the next scan rebuilds
+//! that tree (and, a partial scan, lists the directory) instead of reusing
+//! it. The scan's own result (root, trees) is exact, as in the other modes.
+//!
 //! What is never captured: the workspace marker `.ckpt` at the root, the
 //! store if it lies inside the workspace, ckpt's own temporary files
 //! ([`is_temp_name`]), paths matched by `.ckptignore`, and sockets, FIFOs and
@@ -31,6 +40,34 @@
 //! a subdirectory holding a `.ckpt` marker file is left out whole, marker
 //! and all, and reported as skipped (kind [`NESTED_WORKSPACE`]), so a
 //! restore, which only acts on what the scan saw, never touches it.
+//!
+//! ## Entries it may not read
+//! A file that cannot be opened for reading or a directory that cannot be
+//! listed (`EACCES`/`EPERM`: e.g. `chmod 000` as a user other than root) does
+//! not stop the scan ([`OnUnreadable::Record`]; `ckpt verify` and `ckpt hash`,
+//! which promise to re-read everything, use [`OnUnreadable::Fail`]). It is
+//! reported in [`ScanResult::unreadable`], and recorded as follows; a
+//! checkpoint only holds content that was read, or that the stat index proves
+//! unchanged since it was read:
+//! - a file whose index entry is a file with the same device, inode, size and
+//!   mtime (and was not racy) keeps that entry's content, with its fresh mode
+//!   and mtime ([`Unreadable::kept`]): the same rule that lets every scan take
+//!   an unchanged file from the index without reading it (its ctime changed,
+//!   which is what a `chmod` does). The index keeps the stat the content was
+//!   read under, so every later scan tries to read it again and re-applies
+//!   the rule;
+//! - any other unreadable file, and every unreadable directory, is left out of
+//!   the tree and reported as skipped (kind [`UNREADABLE`]). A directory's
+//!   stat cannot vouch for its children's content (an in-place write changes
+//!   only the file), so its previous children are not carried over; nor is an
+//!   empty tree recorded, which a restore would apply by deleting them. Like a
+//!   FIFO, a left-out entry is not part of the checkpoint: a restore leaves it
+//!   alone unless the target has that path (then the target's entry replaces
+//!   it; see [`crate::engine::restore`]).
+//!
+//! A directory record holding or missing such an entry is kept with an
+//! unknown tree ([`UNKNOWN_TREE`]) and no exact-names bit, so every scan,
+//! partial ones included, lists it again and reports the entry again.
 
 use std::collections::{HashMap, HashSet};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -56,6 +93,30 @@ use ckpt_copy::fs::{self, display_path, join, parent_of, Meta};
 pub const MARKER: &[u8] = b".ckpt";
 /// The [`Skipped::kind`] of a subdirectory that is another workspace.
 pub const NESTED_WORKSPACE: &str = "workspace";
+/// The [`Skipped::kind`] of an entry left out because it may not be read.
+pub const UNREADABLE: &str = "unreadable";
+
+/// An entry the scan was not allowed to read (see the module doc).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Unreadable {
+    /// Workspace-relative path bytes.
+    pub path: Vec<u8>,
+    /// A directory that could not be listed; else a regular file.
+    pub dir: bool,
+    /// Recorded with the content the index proves unchanged since it was
+    /// read; false: left out (and also listed in [`ScanResult::skipped`]).
+    pub kept: bool,
+}
+
+/// What a scan does with an entry it may not read.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum OnUnreadable {
+    /// Record what can be recorded and report it (save, status, restore).
+    #[default]
+    Record,
+    /// Fail naming it (`verify` and `hash` re-read every file).
+    Fail,
+}
 /// Prefix of temporary files ckpt creates inside the workspace.
 pub const TEMP_PREFIX: &[u8] = b".ckpt-tmp.";
 
@@ -69,8 +130,12 @@ pub fn is_temp_name(name: &[u8]) -> bool {
 pub enum Mode<'a> {
     /// Store their content as objects (save).
     Capture(&'a Objects),
-    /// Only hash them (status, diff).
+    /// Only hash them (status, diff); the index of the result is not kept.
     HashOnly,
+    /// Only hash them, for an index that is kept though nothing was stored
+    /// (`restore --no-save`, which never writes to the store): see "Scans
+    /// that store nothing" above.
+    HashKeep(&'a Objects),
 }
 
 /// Inputs of a scan.
@@ -85,6 +150,8 @@ pub struct ScanInput<'a> {
     pub exclude: &'a [Vec<u8>],
     /// Capture or hash only.
     pub mode: Mode<'a>,
+    /// Record or refuse entries it may not read.
+    pub on_unreadable: OnUnreadable,
 }
 
 /// What a scan found.
@@ -99,6 +166,9 @@ pub struct ScanResult {
     pub index: Index,
     /// Entries that could not be captured.
     pub skipped: Vec<Skipped>,
+    /// Entries it was not allowed to read, sorted by path (those left out
+    /// are in `skipped` too).
+    pub unreadable: Vec<Unreadable>,
     /// ckpt temporary files found (left by an interrupted restore).
     pub temp_files: Vec<Vec<u8>>,
     /// Files whose content was read.
@@ -122,6 +192,9 @@ struct Collector {
     records: Mutex<Vec<(Vec<u8>, Arc<DirRecord>)>>,
     new_trees: Mutex<HashMap<Hash, Vec<u8>>>,
     skipped: Mutex<Vec<Skipped>>,
+    unreadable: Mutex<Vec<Unreadable>>,
+    /// Directories holding an entry in `unreadable`.
+    unreadable_parents: Mutex<HashSet<Vec<u8>>>,
     temps: Mutex<Vec<Vec<u8>>>,
     files_read: AtomicU64,
     reused_dirs: AtomicU64,
@@ -143,7 +216,10 @@ impl Collector {
         dirs: HashMap<Vec<u8>, Arc<DirRecord>>,
         index_unchanged: bool,
     ) -> ScanResult {
+        let mut unreadable = self.unreadable.into_inner().unwrap();
+        unreadable.sort_unstable_by(|a, b| a.path.cmp(&b.path));
         ScanResult {
+            unreadable,
             root,
             new_trees: self.new_trees.into_inner().unwrap(),
             index: Index {
@@ -237,11 +313,12 @@ pub fn scan_partial(input: &ScanInput<'_>, dirty: &HashSet<Vec<u8>>) -> Result<S
                 scan_start_ns: input.index.scan_start_ns,
                 dirs: match input.mode {
                     Mode::HashOnly => HashMap::new(),
-                    Mode::Capture(_) => old_dirs.clone(),
+                    Mode::Capture(_) | Mode::HashKeep(_) => old_dirs.clone(),
                 },
                 base: input.index.base.clone(),
             },
             skipped: Vec::new(),
+            unreadable: Vec::new(),
             temp_files: Vec::new(),
             files_read: 0,
             new_objects: 0,
@@ -292,7 +369,7 @@ pub fn scan_partial(input: &ScanInput<'_>, dirty: &HashSet<Vec<u8>>) -> Result<S
             unchanged = true;
             HashMap::new()
         }
-        Mode::Capture(_) => {
+        Mode::Capture(_) | Mode::HashKeep(_) => {
             let mut dirs = old_dirs.clone();
             if !removed.is_empty() {
                 dirs.retain(|p, _| !removed.iter().any(|r| is_within(p, r)));
@@ -316,6 +393,21 @@ struct DirStat {
     unlisted: bool,
 }
 
+/// An entry's node, the stat its tree entry takes mode and mtime from, and
+/// the stat its index entry records (the same, except for an unreadable
+/// file kept from the index: see the module doc).
+type Item = (Node, Meta, Meta);
+
+/// What [`Scanner::listed`] found in a directory.
+enum Names<'l> {
+    /// Its entries.
+    Entries(Vec<Listed<'l>>),
+    /// It is another workspace.
+    Nested,
+    /// Its entries may not be `lstat`ed (no search permission).
+    Unreadable,
+}
+
 /// An entry as listed, before its content is known.
 struct Listed<'a> {
     name: &'a [u8],
@@ -336,6 +428,21 @@ impl Listed<'_> {
         self.old
             .filter(|o| matches!(o.entry.node, NodeRef::Dir { .. }))
             .map(|o| o.meta)
+    }
+
+    /// A regular file whose content the scan reads (it cannot be taken
+    /// from the index).
+    fn is_read(&self) -> bool {
+        self.meta.file_type() == FileType::RegularFile
+            && (self.deferred || self.cached(|n| matches!(n, NodeRef::File { .. })).is_none())
+    }
+
+    /// The content (hash, size) of its old entry, if that was a file.
+    fn old_content(&self) -> Option<(Hash, u64)> {
+        match self.old?.entry.node {
+            NodeRef::File { size, hash } => Some((hash, size)),
+            _ => None,
+        }
     }
 
     /// The old entry's node when it is of the kind `is_kind` accepts, not
@@ -375,17 +482,31 @@ impl Scanner<'_> {
             Some(listed) => (dir.as_fd(), listed, old.map_or(0, |o| o.entries.len())),
             None => {
                 let fd = match stat.unlisted {
-                    true => fs::reopen_dir(dir.as_fd()).ctx("open directory", self.shown(&rel))?,
+                    true => match fs::reopen_dir(dir.as_fd()) {
+                        Ok(fd) => fd,
+                        Err(Errno::ACCESS | Errno::PERM) => return self.unreadable_dir(rel),
+                        Err(e) => {
+                            return Err(Error::io("open directory", self.shown(&rel), e.into()))
+                        }
+                    },
                     false => dir,
                 };
-                listing = fs::list_dir_packed(fd).ctx("read directory", self.shown(&rel))?;
+                listing = match fs::list_dir_packed(fd) {
+                    Ok(l) => l,
+                    Err(Errno::ACCESS | Errno::PERM) => return self.unreadable_dir(rel),
+                    Err(e) => return Err(Error::io("read directory", self.shown(&rel), e.into())),
+                };
                 self.out.dirs_listed.fetch_add(1, Ordering::Relaxed);
-                let Some(listed) = self.listed(&listing, &rel, old.map(|o| &**o))? else {
-                    self.out.skipped.lock().unwrap().push(Skipped {
-                        path: rel,
-                        kind: NESTED_WORKSPACE.into(),
-                    });
-                    return Ok(None);
+                let listed = match self.listed(&listing, &rel, old.map(|o| &**o))? {
+                    Names::Entries(listed) => listed,
+                    Names::Nested => {
+                        self.out.skipped.lock().unwrap().push(Skipped {
+                            path: rel,
+                            kind: NESTED_WORKSPACE.into(),
+                        });
+                        return Ok(None);
+                    }
+                    Names::Unreadable => return self.unreadable_dir(rel),
                 };
                 (listing.fd(), listed, listing.len())
             }
@@ -413,6 +534,7 @@ impl Scanner<'_> {
                 Ok(fd) => self.scan_dir(fd, child_rel, stat),
                 // Removed since it was listed: it is simply not there.
                 Err(Errno::NOENT) => Ok(None),
+                Err(Errno::ACCESS | Errno::PERM) => self.unreadable_dir(child_rel),
                 Err(Errno::LOOP | Errno::NOTDIR) => Err(Error::Unstable(self.shown(&child_rel))),
                 Err(e) => Err(Error::io(
                     "open directory",
@@ -449,20 +571,13 @@ impl Scanner<'_> {
         // more than one file must be read, so a directory of many files
         // does not leave the other cores idle; taking an entry from the
         // index is too cheap to be worth a task.
-        let to_read = listed
-            .iter()
-            .filter(|l| {
-                l.meta.file_type() == FileType::RegularFile
-                    && (l.deferred || l.cached(|n| matches!(n, NodeRef::File { .. })).is_none())
-            })
-            .take(2)
-            .count();
+        let to_read = listed.iter().filter(|l| l.is_read()).take(2).count();
         let content = |l: &Listed| match l.meta.file_type() {
             FileType::RegularFile => self.file_node(dirfd, &rel, l),
             FileType::Symlink => self.symlink_node(dirfd, &rel, l),
             _ => Ok(None), // directories: below; others are skipped
         };
-        let items: Vec<Option<(Node, Meta)>> = if to_read > 1 {
+        let items: Vec<Option<Item>> = if to_read > 1 {
             listed.par_iter().map(content).collect::<Result<_>>()?
         } else {
             listed.iter().map(content).collect::<Result<_>>()?
@@ -475,7 +590,7 @@ impl Scanner<'_> {
             let item = match ft {
                 FileType::Directory => {
                     let tree = child.next().expect("one tree per subdirectory");
-                    Some((Node::Dir { tree }, l.meta))
+                    Some((Node::Dir { tree }, l.meta, l.meta))
                 }
                 FileType::RegularFile | FileType::Symlink => item,
                 other => {
@@ -486,9 +601,12 @@ impl Scanner<'_> {
                     None
                 }
             };
-            let Some((node, meta)) = item else { continue };
-            let racy = !matches!(node, Node::Dir { .. })
-                && meta.mtime_ns >= self.scan_start_ns - RACY_WINDOW_NS;
+            let Some((node, meta, index_meta)) = item else {
+                continue;
+            };
+            let racy = (!matches!(node, Node::Dir { .. })
+                && meta.mtime_ns >= self.scan_start_ns - RACY_WINDOW_NS)
+                || self.unstored(&l, &node);
             entries.push(IndexEntry {
                 entry: Entry {
                     name: l.name.to_vec(),
@@ -496,7 +614,7 @@ impl Scanner<'_> {
                     mtime_ns: meta.mtime_ns,
                     node,
                 },
-                meta,
+                meta: index_meta,
                 racy,
             });
         }
@@ -511,14 +629,15 @@ impl Scanner<'_> {
 
     /// The entries of a fresh listing: every name `lstat`ed (regular files
     /// deferred in a directory without a record), sorted, without ckpt's
-    /// own and ignored names. `None` when the directory is another
-    /// workspace: below the root, it holds a `.ckpt` marker file.
+    /// own and ignored names. [`Names::Nested`] when the directory is
+    /// another workspace: below the root, it holds a `.ckpt` marker file;
+    /// [`Names::Unreadable`] when its entries may not be `lstat`ed.
     fn listed<'l>(
         &self,
         listing: &'l fs::PackedListing,
         rel: &[u8],
         old: Option<&'l DirRecord>,
-    ) -> Result<Option<Vec<Listed<'l>>>> {
+    ) -> Result<Names<'l>> {
         let dirfd = listing.fd();
         let mut listed = Vec::with_capacity(listing.len());
         // Without an old record no entry can be taken from the index, so
@@ -531,7 +650,7 @@ impl Scanner<'_> {
                     continue;
                 }
                 match fs::stat_at_c(dirfd, listing.c_name(i)) {
-                    Ok(m) if m.file_type() == FileType::RegularFile => return Ok(None),
+                    Ok(m) if m.file_type() == FileType::RegularFile => return Ok(Names::Nested),
                     _ => {}
                 }
             }
@@ -549,6 +668,7 @@ impl Scanner<'_> {
                 match fs::stat_at_c(dirfd, listing.c_name(i)) {
                     Ok(m) => m,
                     Err(Errno::NOENT) => continue, // vanished since listed
+                    Err(Errno::ACCESS | Errno::PERM) => return Ok(Names::Unreadable),
                     Err(e) => {
                         return Err(Error::io("stat", self.shown(&join(rel, name)), e.into()))
                     }
@@ -576,7 +696,58 @@ impl Scanner<'_> {
                 l.old = views.next_if(|v| v.entry.name == l.name);
             }
         }
-        Ok(Some(listed))
+        Ok(Names::Entries(listed))
+    }
+
+    /// Notes that `path` (a directory when `dir`) may not be read, as the
+    /// module doc says: an error under [`OnUnreadable::Fail`]; else it is
+    /// reported, its directory's record is marked to be listed again, and
+    /// unless `kept` it is reported as skipped.
+    fn unreadable(&self, path: Vec<u8>, dir: bool, kept: bool) -> Result<()> {
+        if self.input.on_unreadable == OnUnreadable::Fail {
+            let op = match dir {
+                true => "read directory (every file is re-read: make it readable, or list it in .ckptignore)",
+                false => "open (every file is re-read: make it readable, or list it in .ckptignore)",
+            };
+            return Err(Error::io(op, self.shown(&path), Errno::ACCESS.into()));
+        }
+        self.out
+            .unreadable_parents
+            .lock()
+            .unwrap()
+            .insert(parent_of(&path).to_vec());
+        if !kept {
+            self.out.skipped.lock().unwrap().push(Skipped {
+                path: path.clone(),
+                kind: UNREADABLE.into(),
+            });
+        }
+        self.out
+            .unreadable
+            .lock()
+            .unwrap()
+            .push(Unreadable { path, dir, kept });
+        Ok(())
+    }
+
+    /// [`Self::scan_dir`]'s result for a directory it may not list: left
+    /// out (`None`). The workspace root itself is an error.
+    fn unreadable_dir(&self, rel: Vec<u8>) -> Result<Option<Hash>> {
+        if rel.is_empty() {
+            return Err(Error::io(
+                "read directory",
+                self.input.root.to_path_buf(),
+                Errno::ACCESS.into(),
+            ));
+        }
+        self.unreadable(rel, true, false)?;
+        Ok(None)
+    }
+
+    /// Whether an entry of directory `rel` was found unreadable.
+    fn holds_unreadable(&self, rel: &[u8]) -> bool {
+        let parents = self.out.unreadable_parents.lock().unwrap();
+        !parents.is_empty() && parents.contains(rel)
     }
 
     /// The entries of an exact-names record whose directory's stat is as
@@ -601,7 +772,8 @@ impl Scanner<'_> {
             }
             let meta = match fs::stat_at(dir, name) {
                 Ok(m) => m,
-                Err(Errno::NOENT) => return Ok(None),
+                // Gone, or no longer searchable: the listing decides.
+                Err(Errno::NOENT | Errno::ACCESS | Errno::PERM) => return Ok(None),
                 Err(e) => return Err(Error::io("stat", self.shown(&join(rel, name)), e.into())),
             };
             // The rules may have changed since the record was made.
@@ -691,15 +863,36 @@ impl Scanner<'_> {
                 h
             }
         };
+        // A directory holding an unreadable entry is listed again by every
+        // scan, partial ones too (see the module doc); a tree that is not
+        // stored is not recorded (see "Scans that store nothing").
+        let relist = self.holds_unreadable(&rel);
+        let unstored = matches!(self.input.mode, Mode::HashKeep(_))
+            && tree != old.map_or(UNKNOWN_TREE, |o| o.tree);
         self.out.records.lock().unwrap().push((
             rel,
             Arc::new(DirRecord {
-                tree,
+                tree: if relist || unstored {
+                    UNKNOWN_TREE
+                } else {
+                    tree
+                },
                 entries: entries.into(),
-                exact_names,
+                exact_names: exact_names && !relist,
             }),
         ));
         tree
+    }
+
+    /// In a [`Mode::HashKeep`] scan, whether `l` was read and its content,
+    /// `node`, is not in the store (see "Scans that store nothing").
+    fn unstored(&self, l: &Listed, node: &Node) -> bool {
+        match (self.input.mode, node) {
+            (Mode::HashKeep(objects), Node::File { hash, .. }) => {
+                l.is_read() && !objects.contains(hash)
+            }
+            _ => false,
+        }
     }
 
     /// Records `rel`'s old record as its new one (entries and tree
@@ -761,6 +954,7 @@ impl Scanner<'_> {
             let stat = self.child_stat(child, *m, Some(e.meta));
             match fs::open_dir_for(dir.as_fd(), &e.entry.name, stat.unlisted) {
                 Ok(fd) => self.scan_dir(fd, child.clone(), stat),
+                Err(Errno::ACCESS | Errno::PERM) => self.unreadable_dir(child.clone()),
                 Err(Errno::NOENT | Errno::LOOP | Errno::NOTDIR) => {
                     Err(Error::Unstable(self.shown(child)))
                 }
@@ -831,34 +1025,32 @@ impl Scanner<'_> {
         })
     }
 
-    fn file_node(
-        &self,
-        dir: BorrowedFd<'_>,
-        rel: &[u8],
-        l: &Listed,
-    ) -> Result<Option<(Node, Meta)>> {
+    fn file_node(&self, dir: BorrowedFd<'_>, rel: &[u8], l: &Listed) -> Result<Option<Item>> {
         debug_assert!(
             !l.deferred || l.old.is_none(),
             "deferred stat with an index entry"
         );
         if let Some(node) = l.cached(|n| matches!(n, NodeRef::File { .. })) {
-            return Ok(Some((node, l.meta)));
+            return Ok(Some((node, l.meta, l.meta)));
         }
         let path = join(rel, l.name);
         let shown = || self.shown(&path);
         self.out.files_read.fetch_add(1, Ordering::Relaxed);
-        let res = match self.input.mode {
-            Mode::Capture(objects) => objects.capture(dir, l.name, &shown).map(|c| {
-                if c.new_bytes > 0 || c.meta.size == 0 {
-                    self.out.new_bytes.fetch_add(c.new_bytes, Ordering::Relaxed);
-                }
-                if c.new_bytes > 0 {
-                    self.out.new_objects.fetch_add(1, Ordering::Relaxed);
-                }
-                (c.hash, c.meta)
-            }),
-            Mode::HashOnly => hash_file(dir, l.name, &shown),
-        };
+        let res =
+            match self.input.mode {
+                Mode::Capture(objects) => objects
+                    .capture(dir, l.name, l.old_content(), &shown)
+                    .map(|c| {
+                        if c.new_bytes > 0 || c.meta.size == 0 {
+                            self.out.new_bytes.fetch_add(c.new_bytes, Ordering::Relaxed);
+                        }
+                        if c.new_bytes > 0 {
+                            self.out.new_objects.fetch_add(1, Ordering::Relaxed);
+                        }
+                        (c.hash, c.meta)
+                    }),
+                Mode::HashOnly | Mode::HashKeep(_) => hash_file(dir, l.name, &shown),
+            };
         match res {
             Ok((hash, meta)) => Ok(Some((
                 Node::File {
@@ -866,7 +1058,22 @@ impl Scanner<'_> {
                     hash,
                 },
                 meta,
+                meta,
             ))),
+            // Not ours to read: the content the index proves unchanged, with
+            // the fresh mode and mtime, the index keeping the stat it was
+            // read under; else left out (see the module doc).
+            Err(CaptureError::Unreadable) => {
+                let kept = l.old.filter(|o| {
+                    matches!(o.entry.node, NodeRef::File { .. })
+                        && !o.racy
+                        && !l.deferred
+                        && (o.meta.dev, o.meta.ino, o.meta.size, o.meta.mtime_ns)
+                            == (l.meta.dev, l.meta.ino, l.meta.size, l.meta.mtime_ns)
+                });
+                self.unreadable(path, false, kept.is_some())?;
+                Ok(kept.map(|o| (o.entry.node.to_node(), l.meta, o.meta)))
+            }
             // It changed kind or vanished between listing and reading: the
             // state we saw is gone; report it rather than guess.
             Err(CaptureError::Gone) => match fs::stat_at(dir, l.name) {
@@ -877,17 +1084,12 @@ impl Scanner<'_> {
         }
     }
 
-    fn symlink_node(
-        &self,
-        dir: BorrowedFd<'_>,
-        rel: &[u8],
-        l: &Listed,
-    ) -> Result<Option<(Node, Meta)>> {
+    fn symlink_node(&self, dir: BorrowedFd<'_>, rel: &[u8], l: &Listed) -> Result<Option<Item>> {
         if let Some(node) = l.cached(|n| matches!(n, NodeRef::Symlink { .. })) {
-            return Ok(Some((node, l.meta)));
+            return Ok(Some((node, l.meta, l.meta)));
         }
         match fs::read_link_at(dir, l.name) {
-            Ok(target) => Ok(Some((Node::Symlink { target }, l.meta))),
+            Ok(target) => Ok(Some((Node::Symlink { target }, l.meta, l.meta))),
             Err(Errno::NOENT) => Ok(None),
             Err(Errno::INVAL) => Err(Error::Unstable(self.shown(&join(rel, l.name)))),
             Err(e) => Err(Error::io(

@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# bench/fork.sh — forks of the reference workspace (issue 22), per filesystem, side by
+# side in one run, medians of N runs (default 3):
+#   - the parent's save after a 1-file edit (the reference for the next line)
+#   - a fork's first save after a 1-file edit
+#   - one fork (`ckpt fork HEAD DIR`), 8 forks (`ckpt fork HEAD --count 8 PREFIX`)
+#   - disk used by a fresh fork (filesystem "used" before/after, after sync)
+#   - adopt (`ckpt adopt DIR` of a fork with a 1-file edit saved)
+#   - baseline: `git worktree add` + `cp -a node_modules` (the corpus as a git repo
+#     without node_modules), one and 8
+# Filesystems: a loop btrfs and a loop xfs (root only; skipped otherwise) and the
+# scratch directory's own filesystem.
+#
+# Usage: bench/fork.sh [--runs N] [--corpus DIR] [--scratch DIR] [--ckpt PATH] [--fs btrfs,xfs,scratch]
+set -euo pipefail
+
+RUNS=3
+CORPUS=${BENCH_CORPUS:-/work/corpus}
+SCRATCH=${BENCH_SCRATCH:-/work/bench-scratch-fork}
+HERE=$(cd "$(dirname "$0")" && pwd)
+CKPT=${CKPT:-$(python3 "$HERE/run.py" --print-default-ckpt)}
+FSS=btrfs,xfs,scratch
+while [ $# -gt 0 ]; do
+  case $1 in
+    --runs) RUNS=$2; shift 2 ;;
+    --corpus) CORPUS=$2; shift 2 ;;
+    --scratch) SCRATCH=$2; shift 2 ;;
+    --ckpt) CKPT=$2; shift 2 ;;
+    --fs) FSS=$2; shift 2 ;;
+    *) echo "unknown option $1" >&2; exit 2 ;;
+  esac
+done
+[ -x "$CKPT" ] || { echo "no ckpt binary at $CKPT" >&2; exit 2; }
+mkdir -p "$SCRATCH"
+ROOT=$( [ "$(id -u)" = 0 ] && echo yes || echo no )
+
+now_ns() { date +%s%N; }
+median() { sort -n | awk '{a[NR]=$1} END {m=(NR%2)?a[(NR+1)/2]:(a[NR/2]+a[NR/2+1])/2; printf "%.1f", m}'; }
+# timed CMD...: prints elapsed ms (float).
+timed() { local t0 t1; t0=$(now_ns); "$@" >/dev/null; t1=$(now_ns); awk -v d=$((t1 - t0)) 'BEGIN{printf "%.1f\n", d/1e6}'; }
+report() { printf '%-44s %10s   (runs: %s)\n' "$1" "$(printf '%s\n' "${@:2}" | median)" "${*:2}"; }
+used() { sync; df -B1 --output=used "$1" | tail -1; }
+
+bench_on() { # DIR LABEL
+  local base=$1 label=$2 i s
+  echo "## $label ($(df -T "$base" | awk 'NR==2{print $2}'))"
+  export HOME=$base XDG_DATA_HOME=$base/xdg
+  local ws=$base/ws
+  rm -rf "$base"/* 2>/dev/null || true
+  cp -a "$CORPUS" "$ws"
+  "$CKPT" init --store "$base/store" "$ws" >/dev/null
+  (cd "$ws" && "$CKPT" save -q -m base)
+  local f=$ws/app/src/index.js
+  [ -f "$f" ] || f=$(find "$ws/app" -type f | head -1)
+  local rel=${f#"$ws"/}
+
+  s=(); for ((i = 0; i < RUNS; i++)); do echo "// p$i" >> "$f"; s+=($(cd "$ws" && timed "$CKPT" save -q)); done
+  report "parent save after a 1-file edit" "${s[@]}"
+
+  s=(); local d=(); for ((i = 0; i < RUNS; i++)); do
+    local u0; u0=$(used "$base")
+    s+=($(cd "$ws" && timed "$CKPT" fork HEAD "$base/f$i"))
+    d+=($(( ($(used "$base") - u0) / 1024 )))
+  done
+  report "one fork" "${s[@]}"
+  report "disk used by a fresh fork (KiB)" "${d[@]}"
+
+  s=(); for ((i = 0; i < RUNS; i++)); do echo "// f$i" >> "$base/f$i/$rel"; s+=($(cd "$base/f$i" && timed "$CKPT" save -q)); done
+  report "fork's first save after a 1-file edit" "${s[@]}"
+
+  s=(); for ((i = 0; i < RUNS; i++)); do s+=($(cd "$ws" && timed "$CKPT" adopt "$base/f$i")); done
+  report "adopt (a fork with a 1-file edit)" "${s[@]}"
+
+  s=(); for ((i = 0; i < RUNS; i++)); do s+=($(cd "$ws" && timed "$CKPT" fork HEAD --count 8 "$base/g$i-")); done
+  report "8 forks (--count 8)" "${s[@]}"
+  for ((i = 0; i < RUNS; i++)); do
+    for ((k = 1; k <= 8; k++)); do (cd "$ws" && "$CKPT" fork -q --remove "$base/g$i-$k"); done
+  done
+
+  # Baseline: git worktree add + cp -a node_modules.
+  local repo=$base/repo
+  cp -a "$CORPUS" "$repo"
+  (cd "$repo" && git init -q && echo node_modules > .gitignore && git add -A && git -c user.email=b@b -c user.name=b commit -qm base)
+  s=(); for ((i = 0; i < RUNS; i++)); do
+    s+=($(timed bash -c "cd '$repo' && git worktree add -q '$base/w$i' && cp -a node_modules '$base/w$i/'"))
+    rm -rf "$base/w$i"; (cd "$repo" && git worktree prune)
+  done
+  report "baseline: git worktree add + cp -a node_modules" "${s[@]}"
+  s=(); for ((i = 0; i < RUNS; i++)); do
+    s+=($(timed bash -c "cd '$repo' && for k in 1 2 3 4 5 6 7 8; do git worktree add -q '$base/x$i-'\$k && cp -a node_modules '$base/x$i-'\$k/; done"))
+    rm -rf "$base/x$i-"*; (cd "$repo" && git worktree prune)
+  done
+  report "baseline x8" "${s[@]}"
+  echo
+}
+
+loop_fs() { # TYPE SIZE_MIB: mounts a loop image of TYPE at $SCRATCH/mnt-TYPE
+  local t=$1 mnt=$SCRATCH/mnt-$1 img=$SCRATCH/$1.img
+  mountpoint -q "$mnt" && umount "$mnt"
+  rm -f "$img"; truncate -s "$2M" "$img"; mkdir -p "$mnt"
+  if [ "$t" = xfs ]; then mkfs.xfs -q -m reflink=1 "$img"; else mkfs.btrfs -q "$img"; fi
+  mount -o loop "$img" "$mnt"
+}
+
+echo "ckpt: $CKPT ($("$CKPT" --version 2>/dev/null || true)); corpus: $CORPUS ($(find "$CORPUS" -type f | wc -l) files); load: $(cut -d' ' -f1-3 /proc/loadavg)"
+for fs in ${FSS//,/ }; do
+  case $fs in
+    btrfs|xfs)
+      if [ $ROOT = no ]; then echo "## $fs: SKIPPED (needs root for a loop mount)"; continue; fi
+      loop_fs "$fs" 12288
+      bench_on "$SCRATCH/mnt-$fs" "loop $fs"
+      umount "$SCRATCH/mnt-$fs"; rm -f "$SCRATCH/$fs.img" ;;
+    scratch)
+      mkdir -p "$SCRATCH/plain"; bench_on "$SCRATCH/plain" "scratch"; rm -rf "$SCRATCH/plain" ;;
+  esac
+done

@@ -1,0 +1,273 @@
+//! Bringing a checkpoint from one store into another: a fork's store starts
+//! knowing its origin checkpoint ([`crate::engine::fork`]), and `ckpt adopt`
+//! brings a fork's checkpoint back into this workspace's store before an
+//! ordinary restore ([`crate::ops::adopt`]).
+//!
+//! What moves, and in which order (nothing durable ever references
+//! something that is not yet durable, as everywhere in the store):
+//! 1. the objects of every file of the checkpoint that the destination
+//!    lacks, hard-linked where both stores share a filesystem, else copied
+//!    and re-hashed ([`Objects::import_from`](crate::store::objects::Objects::import_from),
+//!    durable on return);
+//! 2. the agent state at the checkpoint's `state_version`, as one new
+//!    commit of the destination's state store (state versions are per
+//!    store, so the record's `state_version` is rewritten to that commit);
+//! 3. one catalog transaction with every tree of the checkpoint and the
+//!    record (same root tree, message, tags and time; its hash changes when
+//!    its number or state version does).
+//!
+//! A crash before 3 leaves unreferenced objects (gc removes them) and at
+//! most an extra state commit, never a record naming something missing.
+//!
+//! [`inherited_index`] builds the stat index of a freshly materialised
+//! checkpoint from the new files' own `lstat`s, so a fork's first save reads
+//! only what changed since (see its doc for why that is as safe as the
+//! index a restore writes).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::os::fd::{AsFd, BorrowedFd};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use rayon::prelude::*;
+
+use crate::error::IoContext;
+use crate::store::catalog::{CatalogReader, Checkpoint};
+use crate::store::index::{DirRecord, Index, IndexEntry, RACY_WINDOW_NS, UNKNOWN_TREE};
+use crate::store::objects::Imported;
+use crate::store::state::LazyState;
+use crate::store::tree::{Node, Tree};
+use crate::store::Store;
+use crate::{Hash, Result};
+use ckpt_copy::fs::{self, join};
+
+/// Every tree of the checkpoint rooted at `root` (hash, encoded bytes) and
+/// every file content it names (hash, size), each once.
+pub type Closure = (Vec<(Hash, Vec<u8>)>, Vec<(Hash, u64)>);
+
+/// The trees and contents reachable from the tree `root`.
+pub fn closure(reader: &CatalogReader<'_>, root: Hash) -> Result<Closure> {
+    let mut trees = Vec::new();
+    let mut files: HashMap<Hash, u64> = HashMap::new();
+    let mut seen = HashSet::new();
+    let mut todo = vec![root];
+    while let Some(h) = todo.pop() {
+        if !seen.insert(h) {
+            continue;
+        }
+        let t = reader.tree(&h)?;
+        for e in &t.entries {
+            match &e.node {
+                Node::Dir { tree } => todo.push(*tree),
+                Node::File { size, hash } => {
+                    files.insert(*hash, *size);
+                }
+                Node::Symlink { .. } => {}
+            }
+        }
+        trees.push((h, t.encode_and_hash().1));
+    }
+    Ok((trees, files.into_iter().collect()))
+}
+
+/// The agent state of `cp` in `src` as key → value (`None`: no state at
+/// all, which stands for the empty state).
+fn state_of(src: &Store, cp: &Checkpoint) -> Result<Option<BTreeMap<Vec<u8>, Vec<u8>>>> {
+    let Some(v) = cp.state_version else {
+        return Ok(None);
+    };
+    let Some(s) = src.state.get()? else {
+        return Ok(None);
+    };
+    let snap = s.snapshot(v)?;
+    Ok(Some(
+        snap.scan(b"")
+            .into_iter()
+            .map(|e| (e.key, e.value))
+            .collect(),
+    ))
+}
+
+/// Makes the latest agent state of `state` equal to `kv` as one commit and
+/// returns its version.
+fn set_state(state: &LazyState, kv: &BTreeMap<Vec<u8>, Vec<u8>>) -> Result<u64> {
+    let s = state.get_or_create()?;
+    let mut txn = s.begin();
+    for (k, _) in txn.scan(b"") {
+        if !kv.contains_key(&k) {
+            txn.delete(&k);
+        }
+    }
+    for (k, v) in kv {
+        txn.put(k, v);
+    }
+    Ok(txn.commit()?)
+}
+
+/// How [`import`] records the checkpoint in the destination.
+#[derive(Clone, Copy, Debug)]
+pub struct Placement {
+    /// Keep this checkpoint number (a fork's store starts at its origin's).
+    pub seq: Option<u64>,
+    /// Make it the destination's head (a fork's store: its files are it).
+    pub make_head: bool,
+    /// Leave the destination's latest agent state as it was (adopt: the
+    /// restore that follows changes it, pre-saved and undoable).
+    pub keep_latest_state: bool,
+}
+
+/// Brings checkpoint `cp` of `src` into `dst` (see the module doc); returns
+/// the record as stored in `dst` and what moving the objects did.
+pub fn import(
+    src: &Store,
+    cp: &Checkpoint,
+    dst: &Store,
+    tags: BTreeMap<String, String>,
+    place: Placement,
+) -> Result<(Checkpoint, Imported)> {
+    let _t = crate::trace::span("import checkpoint");
+    let (trees, files) = closure(&src.catalog.reader()?, cp.root)?;
+    let imported = dst.objects.import_from(&src.objects, &files)?;
+    let state_version = match state_of(src, cp)? {
+        None => None,
+        Some(kv) => {
+            let before = match (place.keep_latest_state, dst.state.get()?) {
+                (true, Some(s)) => Some(
+                    s.snapshot(s.latest_version())?
+                        .scan(b"")
+                        .into_iter()
+                        .map(|e| (e.key, e.value))
+                        .collect::<BTreeMap<_, _>>(),
+                ),
+                (true, None) => Some(BTreeMap::new()),
+                (false, _) => None,
+            };
+            let v = set_state(&dst.state, &kv)?;
+            if let Some(before) = before {
+                set_state(&dst.state, &before)?;
+            }
+            Some(v)
+        }
+    };
+    let mut record = cp.clone();
+    record.state_version = state_version;
+    record.parent = None;
+    record.tags.extend(tags);
+    let rec = dst
+        .catalog
+        .import_checkpoint(&trees, record, place.seq, place.make_head)?;
+    Ok((rec, imported))
+}
+
+/// The stat index of the checkpoint tree `root` just materialised at
+/// `dir`, built from `lstat`s of the new files (one parallel pass, no
+/// content read), for the store of `generation`.
+///
+/// Why it is correct: every file below `dir` was just written by this
+/// process from a verified object of this tree, and `dir` is not yet a
+/// workspace nor visible under its final name. An entry is recorded only
+/// when the file's type, permission bits, mtime and size equal the tree
+/// entry's; anything else (which nothing should cause) is left out, so the
+/// next scan hashes it. The stat recorded is the file's own (device, inode,
+/// ctime of the new file), so any later change to it is seen as a change.
+/// Files are marked racy by the same rule as a scan's (mtime within
+/// [`RACY_WINDOW_NS`] of now), which for files written with their
+/// checkpoint's older mtimes is rarely any: exactly the assumption an
+/// in-place restore makes for the files it writes. Records never claim
+/// exact names, so the first save lists every directory once.
+pub fn inherited_index(
+    dir: &Path,
+    reader: &CatalogReader<'_>,
+    root: Hash,
+    generation: u64,
+) -> Result<Index> {
+    let _t = crate::trace::span("inherited index");
+    let scan_start_ns = fs::now_ns();
+    let root_fd = fs::open_dir_path(dir).ctx("open", dir)?;
+    let out: Mutex<HashMap<Vec<u8>, Arc<DirRecord>>> = Mutex::new(HashMap::new());
+    let ctx = IndexBuild {
+        root: root_fd.as_fd(),
+        reader,
+        dir,
+        scan_start_ns,
+        out: &out,
+    };
+    ctx.record(Vec::new(), root, &reader.tree(&root)?)?;
+    Ok(Index {
+        generation,
+        scan_start_ns,
+        dirs: out.into_inner().unwrap(),
+        base: None,
+    })
+}
+
+struct IndexBuild<'a> {
+    root: BorrowedFd<'a>,
+    reader: &'a CatalogReader<'a>,
+    dir: &'a Path,
+    scan_start_ns: i64,
+    out: &'a Mutex<HashMap<Vec<u8>, Arc<DirRecord>>>,
+}
+
+impl IndexBuild<'_> {
+    /// Records directory `rel` (tree `hash`) and, in parallel, its
+    /// subdirectories. Each directory is opened from the root (so no chain
+    /// of descriptors is held however deep the tree).
+    fn record(&self, rel: Vec<u8>, hash: Hash, tree: &Tree) -> Result<()> {
+        let shown = |name: &[u8]| fs::display_path(self.dir, &join(&rel, name));
+        let fd = if rel.is_empty() {
+            None
+        } else {
+            Some(fs::open_dir_beneath(self.root, &rel).ctx("open directory", shown(b""))?)
+        };
+        let fd = fd.as_ref().map_or(self.root, |f| f.as_fd());
+        let entries: Vec<Option<IndexEntry>> = tree
+            .entries
+            .par_iter()
+            .with_min_len(16)
+            .map(|e| -> Result<Option<IndexEntry>> {
+                let meta = match fs::stat_at(fd, &e.name) {
+                    Ok(m) => m,
+                    Err(err) => return Err(crate::Error::io("stat", shown(&e.name), err.into())),
+                };
+                use rustix::fs::FileType as T;
+                let same = meta.mtime_ns == e.mtime_ns
+                    && match &e.node {
+                        Node::File { size, .. } => {
+                            meta.file_type() == T::RegularFile
+                                && meta.size == *size
+                                && meta.perm() == e.mode
+                        }
+                        Node::Dir { .. } => {
+                            meta.file_type() == T::Directory && meta.perm() == e.mode
+                        }
+                        Node::Symlink { .. } => meta.file_type() == T::Symlink,
+                    };
+                let racy = !matches!(e.node, Node::Dir { .. })
+                    && meta.mtime_ns >= self.scan_start_ns - RACY_WINDOW_NS;
+                Ok(same.then(|| IndexEntry {
+                    entry: e.clone(),
+                    meta,
+                    racy,
+                }))
+            })
+            .collect::<Result<_>>()?;
+        let complete = entries.iter().all(Option::is_some);
+        let entries: Vec<IndexEntry> = entries.into_iter().flatten().collect();
+        tree.entries.par_iter().try_for_each(|e| -> Result<()> {
+            let Node::Dir { tree: sub } = &e.node else {
+                return Ok(());
+            };
+            self.record(join(&rel, &e.name), *sub, &self.reader.tree(sub)?)
+        })?;
+        self.out.lock().unwrap().insert(
+            rel,
+            Arc::new(DirRecord {
+                tree: if complete { hash } else { UNKNOWN_TREE },
+                entries: entries.into(),
+                exact_names: false,
+            }),
+        );
+        Ok(())
+    }
+}

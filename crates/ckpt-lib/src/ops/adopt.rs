@@ -1,0 +1,157 @@
+//! `ckpt adopt DIR[#ID]`: make this workspace exactly a fork's checkpoint,
+//! files and agent state.
+//!
+//! Two steps, each one already safe on its own:
+//! 1. the fork's checkpoint (ID, default the fork's head) is brought into
+//!    this workspace's store ([`crate::engine::inherit::import`]: objects
+//!    hard-linked or copied, its agent state committed and this store's
+//!    latest state put back as it was, then one catalog transaction adding
+//!    the record, tagged `adopted_from=DIR#vN`, without moving the head);
+//! 2. an ordinary in-place restore to that record ([`super::restore`]):
+//!    pre-saved, journalled, undoable with `ckpt restore <pre_save>`, and
+//!    named in the log by the adopted record.
+//!
+//! A crash in 1 leaves unreferenced objects (gc) or an extra record nobody
+//! restored to; a crash in 2 is a crash during a restore (the journal
+//! finishes it). The fork is only read (its store opened read-only), so it
+//! is unchanged either way.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use super::json::{self, serialize_via_to_json, SCHEMA};
+use super::restore::{RestoreRequest, Restored};
+use super::{normalize, Context};
+use crate::engine::inherit::{self, Placement};
+use crate::store::catalog::Checkpoint;
+use crate::store::objects::Imported;
+use crate::workspace::Workspace;
+use crate::{Error, Result};
+
+/// What [`adopt`] takes.
+#[derive(Clone, Debug)]
+pub struct AdoptOptions {
+    /// `DIR` or `DIR#ID`: the fork (relative to the context's directory) and
+    /// its checkpoint (default its head).
+    pub fork: String,
+    /// Only report what the restore would change (the checkpoint is still
+    /// brought into this store, so the dry run can name it).
+    pub dry_run: bool,
+}
+
+/// What [`adopt`] did.
+#[derive(Debug)]
+pub struct AdoptReport {
+    /// The fork's workspace root.
+    pub fork: PathBuf,
+    /// The fork's checkpoint adopted (its id in the fork's store).
+    pub fork_checkpoint: Checkpoint,
+    /// The same checkpoint as recorded in this store.
+    pub adopted: Checkpoint,
+    /// How its objects came over.
+    pub objects: Imported,
+    /// The restore.
+    pub restored: Restored,
+    /// How long it took.
+    pub elapsed: Duration,
+}
+
+impl AdoptReport {
+    /// The JSON form: `adopted` (id here), `fork`, `fork_checkpoint`,
+    /// `objects` (`linked`, `copied`, `present`), `restore` (the restore's
+    /// JSON, with `undo` and `pre_save`), `elapsed_ms`.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "schema": SCHEMA,
+            "adopted": self.adopted.id(),
+            "fork": self.fork.display().to_string(),
+            "fork_checkpoint": self.fork_checkpoint.id(),
+            "objects": json::imported(&self.objects),
+            "restore": self.restored.to_json(),
+            "elapsed_ms": json::ms(self.elapsed),
+        })
+    }
+}
+
+serialize_via_to_json!(AdoptReport);
+
+/// Splits `DIR#ID` (the last `#`, when what follows is non-empty and has
+/// no `/`) into the directory and the checkpoint.
+pub fn split_fork_arg(arg: &str) -> (&str, Option<&str>) {
+    match arg.rsplit_once('#') {
+        Some((dir, id)) if !id.is_empty() && !id.contains('/') && !dir.is_empty() => {
+            (dir, Some(id))
+        }
+        _ => (arg, None),
+    }
+}
+
+/// The fork workspace at `dir` (relative to the context's directory), which
+/// must be another workspace than `ws`.
+pub fn fork_workspace(ctx: &Context, ws: &Workspace, dir: &Path) -> Result<Workspace> {
+    let abs = normalize(&ctx.abs(dir));
+    let fork = Workspace::discover(&abs)?;
+    if fork.root != abs.canonicalize().unwrap_or(abs.clone()) {
+        return Err(Error::Usage(format!(
+            "{} is not a workspace root (it is inside {}); name the fork's directory (nothing was changed)",
+            abs.display(),
+            fork.root.display()
+        )));
+    }
+    if fork.root == ws.root || fork.store_path == ws.store_path {
+        return Err(Error::Usage(format!(
+            "{} is this workspace itself; name a fork (`ckpt forks` lists them; nothing was changed)",
+            fork.root.display()
+        )));
+    }
+    Ok(fork)
+}
+
+/// Adopts a fork's checkpoint (see the module doc).
+pub fn adopt(ctx: &Context, opts: &AdoptOptions) -> Result<AdoptReport> {
+    let t0 = Instant::now();
+    let ws = ctx.workspace()?;
+    let (dir, id) = split_fork_arg(&opts.fork);
+    let fork = fork_workspace(ctx, &ws, Path::new(dir))?;
+    let (fork_checkpoint, adopted, objects) = {
+        let fork_store = fork.open_store_read_only(&ctx.config)?;
+        let cp = fork_store.catalog.reader()?.resolve(id.unwrap_or("HEAD"))?;
+        let store = ws.open_store(&ctx.config)?;
+        let mut tags = BTreeMap::new();
+        tags.insert(
+            "adopted_from".to_string(),
+            format!("{}#{}", fork.root.display(), cp.id()),
+        );
+        let (rec, objects) = inherit::import(
+            &fork_store,
+            &cp,
+            &store,
+            tags,
+            Placement {
+                seq: None,
+                make_head: false,
+                keep_latest_state: true,
+            },
+        )?;
+        (cp, rec, objects)
+    };
+    let restored = super::restore::restore(
+        ctx,
+        &RestoreRequest {
+            rev: adopted.id(),
+            dry_run: opts.dry_run,
+            ..RestoreRequest::default()
+        },
+    )?;
+    Ok(AdoptReport {
+        fork: fork.root,
+        fork_checkpoint,
+        adopted,
+        objects,
+        restored,
+        elapsed: t0.elapsed(),
+    })
+}

@@ -1,0 +1,608 @@
+// ckpt ui: the page's script. Plain JS, no dependencies, no build step.
+//
+// Every piece of workspace data (file names, messages, tags, contents) is
+// put into the page with textContent or as a text node (`el` below): never
+// parsed as HTML. Every request carries the run's token (from the page's
+// own <meta>); actions are POSTs with a JSON body, which the server checks
+// against its Origin. The server answers with the operations' reports,
+// serialised as `ckpt … --json` prints them (docs/CLI.md, "JSON output").
+'use strict';
+
+const TOKEN = document.querySelector('meta[name="ckpt-token"]').content;
+const PAGE = 200;
+const S = {
+  items: [], head: null, more: false, total: 0, sel: -1, readOnly: true,
+  search: '', path: '', view: 'timeline', shown: null, loading: false,
+};
+const $ = (id) => document.getElementById(id);
+
+// Builds an element. `attrs`: class, text (textContent), on* handlers, other
+// attributes (set as attribute text). Children: nodes or strings (strings
+// become text nodes).
+function el(tag, attrs, ...kids) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k === 'class') e.className = v;
+    else if (k === 'text') e.textContent = v;
+    else if (k.startsWith('on')) e.addEventListener(k.slice(2), v);
+    else e.setAttribute(k, v === true ? '' : String(v));
+  }
+  for (const k of kids.flat()) if (k !== null && k !== undefined && k !== false) e.append(k);
+  return e;
+}
+
+function clear(node, ...kids) { node.replaceChildren(...kids.flat().filter((k) => k)); }
+
+async function api(path, params) {
+  const u = new URL(path, location.origin);
+  for (const [k, v] of Object.entries(params || {})) {
+    if (v !== undefined && v !== null && v !== '') u.searchParams.set(k, v);
+  }
+  const r = await fetch(u, { headers: { 'X-Ckpt-Token': TOKEN } });
+  return answer(r);
+}
+
+async function post(path, body) {
+  const r = await fetch(path, {
+    method: 'POST',
+    headers: { 'X-Ckpt-Token': TOKEN, 'Content-Type': 'application/json' },
+    body: JSON.stringify(body),
+  });
+  return answer(r);
+}
+
+async function answer(r) {
+  const text = await r.text();
+  let j;
+  try { j = JSON.parse(text); } catch (_) { j = { error: text || r.statusText }; }
+  if (!r.ok) throw new Error(j.error || r.statusText);
+  return j;
+}
+
+// ---- formatting -----------------------------------------------------------
+
+function bytes(n) {
+  if (n === undefined || n === null) return '';
+  const u = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let i = 0; let v = n;
+  while (v >= 1024 && i < u.length - 1) { v /= 1024; i++; }
+  return (i === 0 ? String(v) : v.toFixed(v < 10 ? 1 : 0)) + ' ' + u[i];
+}
+
+function ago(ns) {
+  const s = Math.max(0, (Date.now() - ns / 1e6) / 1000);
+  if (s < 45) return 'just now';
+  if (s < 90) return '1 min ago';
+  if (s < 3600) return Math.round(s / 60) + ' min ago';
+  if (s < 86400) return Math.round(s / 3600) + ' h ago';
+  return Math.round(s / 86400) + ' d ago';
+}
+
+function exact(ns) { return new Date(ns / 1e6).toISOString().replace('T', ' ').replace(/\.\d+Z$/, ' UTC'); }
+
+// A path from a report: its text, and the hex of its bytes when they are
+// not UTF-8 (sent back as path_hex so no name is lost).
+const pathOf = (c) => ({ text: c.path, hex: c.path_hex });
+const pathParams = (p) => (p.hex ? { path_hex: p.hex } : { path: p.text });
+
+function note(msg, kind) {
+  const n = $('detail').querySelector('.status') || el('p', { class: 'status' });
+  n.className = 'status ' + (kind || '');
+  n.textContent = msg;
+  if (!n.isConnected) $('detail').prepend(n);
+}
+
+function fail(e) { note(String(e.message || e), 'error'); }
+
+// ---- timeline -------------------------------------------------------------
+
+function session(c) { return (c.tags && c.tags.session) || ''; }
+
+function tagChips(c) {
+  return Object.entries(c.tags || {})
+    .filter(([k]) => k !== 'session')
+    .map(([k, v]) => el('span', { class: 'tag', title: k + '=' + v, text: k + '=' + v }));
+}
+
+function row(c, i) {
+  const s = c.stats || {};
+  return el('li', {
+    class: 'cp' + (i === S.sel ? ' sel' : '') + (c.head ? ' head' : ''),
+    'data-seq': c.seq, 'data-id': c.id,
+    onclick: () => { select(i); openSelected(); },
+  },
+  el('span', { class: 'id' }, c.id, c.head ? el('span', { class: 'badge head-badge', text: 'HEAD' }) : null),
+  el('span', { class: 'time', title: exact(c.time_ns), 'data-ns': c.time_ns, text: ago(c.time_ns) }),
+  el('span', { class: 'msg', text: c.message || '(no message)' }),
+  el('span', { class: 'counts' },
+    el('span', { class: 'add', text: '+' + (s.files_added || 0) }),
+    el('span', { class: 'mod', text: '~' + (s.files_modified || 0) }),
+    el('span', { class: 'del', text: '\u2212' + (s.files_deleted || 0) })),
+  el('span', { class: 'bytes', title: 'bytes added to the store', text: bytes(s.new_bytes || 0) }),
+  el('span', { class: 'tags' }, tagChips(c)));
+}
+
+function render() {
+  const list = $('timeline');
+  const frag = document.createDocumentFragment();
+  let prev = null;
+  S.items.forEach((c, i) => {
+    const sess = session(c);
+    if (i === 0 || sess !== prev) {
+      frag.append(el('li', { class: 'group' },
+        el('span', { text: sess ? 'session ' + sess : 'no agent session' })));
+    }
+    prev = sess;
+    frag.append(row(c, i));
+  });
+  list.replaceChildren(frag);
+  const f = [S.search && 'matching "' + S.search + '"', S.path && 'changing ' + S.path].filter(Boolean).join(', ');
+  $('summary').textContent = S.items.length + ' shown' + (f ? ' ' + f : '') + ' of ' + S.total +
+    ' checkpoints' + (S.head ? ', HEAD ' + S.head : '');
+  $('more').hidden = !S.more;
+}
+
+function query(before) {
+  return { limit: PAGE, before, search: S.search, path: S.path };
+}
+
+async function reload() {
+  const r = await api('/api/log', query());
+  S.items = r.checkpoints; S.head = r.head; S.more = r.more; S.total = r.total;
+  S.sel = Math.min(S.sel, S.items.length - 1);
+  render();
+}
+
+async function older() {
+  if (S.loading || !S.more || !S.items.length) return;
+  S.loading = true;
+  try {
+    const r = await api('/api/log', query(S.items[S.items.length - 1].seq));
+    S.items = S.items.concat(r.checkpoints); S.more = r.more; S.total = r.total; S.head = r.head;
+    render();
+  } finally { S.loading = false; }
+}
+
+// The catalog changed (any process): fetch the newest page and put what is
+// new on top; anything else (a delete, a gc) reloads the list.
+async function refresh() {
+  const r = await api('/api/log', query());
+  const top = S.items.length ? S.items[0].seq : 0;
+  const fresh = r.checkpoints.filter((c) => c.seq > top);
+  const rest = r.checkpoints.filter((c) => c.seq <= top);
+  const same = rest.every((c, i) => S.items[i] && S.items[i].seq === c.seq);
+  if (!same) { await reload(); return; }
+  const head = r.head;
+  S.items = fresh.concat(S.items.map((c) => Object.assign(c, { head: c.id === head })));
+  if (S.sel >= 0) S.sel += fresh.length;
+  S.head = head; S.total = r.total;
+  if (!S.items.length) S.more = r.more;
+  render();
+}
+
+function select(i) {
+  if (i < 0 || i >= S.items.length) return;
+  S.sel = i;
+  for (const n of $('timeline').querySelectorAll('li.cp.sel')) n.classList.remove('sel');
+  const n = $('timeline').querySelector('li.cp[data-seq="' + S.items[i].seq + '"]');
+  if (n) { n.classList.add('sel'); n.scrollIntoView({ block: 'nearest' }); }
+  if (i > S.items.length - 20) older().catch(fail);
+}
+
+function openSelected() {
+  const c = S.items[S.sel];
+  if (c) { setView('timeline'); showCheckpoint(c.id).catch(fail); }
+}
+
+// ---- one checkpoint -------------------------------------------------------
+
+// Changed paths as a tree: directories hold their children, files are leaves.
+function pathTree(changes) {
+  const root = { dirs: new Map(), files: [] };
+  for (const c of changes) {
+    const parts = c.path.split('/');
+    let n = root;
+    for (const d of parts.slice(0, -1)) {
+      if (!n.dirs.has(d)) n.dirs.set(d, { dirs: new Map(), files: [] });
+      n = n.dirs.get(d);
+    }
+    n.files.push({ name: parts[parts.length - 1], change: c });
+  }
+  return root;
+}
+
+function treeList(node, onFile) {
+  const ul = el('ul', { class: 'tree' });
+  for (const [name, sub] of [...node.dirs.entries()].sort()) {
+    ul.append(el('li', { class: 'dir' }, el('span', { class: 'dirname', text: name + '/' }), treeList(sub, onFile)));
+  }
+  for (const f of node.files) {
+    const c = f.change;
+    ul.append(el('li', { class: 'file ' + c.status },
+      el('button', { type: 'button', class: 'link', 'data-path': c.path, onclick: () => onFile(c) },
+        el('span', { class: 'st', text: c.status[0].toUpperCase() }), ' ', f.name)));
+  }
+  return ul;
+}
+
+async function showCheckpoint(id) {
+  const r = await api('/api/show', { id });
+  S.shown = r;
+  const d = $('detail');
+  const parent = r.parent;
+  const s = r.stats;
+  const actions = S.readOnly ? null : el('div', { class: 'actions' },
+    el('button', { type: 'button', id: 'act-restore', onclick: () => restoreFlow(r.id, []).catch(fail), text: 'Restore workspace to ' + r.id + '\u2026' }),
+    el('button', { type: 'button', id: 'act-fork', onclick: () => forkFlow(r.id).catch(fail), text: 'Fork\u2026' }),
+    el('button', { type: 'button', id: 'act-delete', class: 'danger', onclick: () => deleteFlow(r.id).catch(fail), text: 'Delete\u2026' }));
+  const diffBox = el('div', { id: 'diff' });
+  const stateBox = el('div', { id: 'state' });
+  clear(d,
+    el('h2', {}, el('span', { text: r.id }), r.head ? el('span', { class: 'badge head-badge', text: 'HEAD' }) : null),
+    el('p', { class: 'msg-big', text: r.message || '(no message)' }),
+    el('dl', { class: 'meta' },
+      el('dt', { text: 'time' }), el('dd', { text: exact(r.time_ns) + ' (' + ago(r.time_ns) + ')' }),
+      el('dt', { text: 'parent' }), el('dd', { text: parent || '(none)' }),
+      el('dt', { text: 'hash' }), el('dd', { class: 'mono', text: r.hash }),
+      el('dt', { text: 'changes' }), el('dd', { text: '+' + s.files_added + ' ~' + s.files_modified + ' \u2212' + s.files_deleted + ', ' + bytes(s.new_bytes) + ' added to the store' }),
+      el('dt', { text: 'tags' }), el('dd', {}, Object.entries(r.tags).map(([k, v]) => el('span', { class: 'tag', text: k + '=' + v })))),
+    el('div', { class: 'actions' },
+      el('button', { type: 'button', onclick: () => compareFlow(r.id, '').catch(fail), text: 'Compare with working directory' })),
+    actions,
+    el('h3', { text: 'Changed paths (' + r.changes.length + ')' }),
+    r.changes.length ? treeList(pathTree(r.changes), (c) => showDiff(parent, r.id, c).catch(fail)) : el('p', { class: 'muted', text: 'nothing changed' }),
+    stateBox, diffBox);
+  if (parent) {
+    api('/api/diff', { from: parent, to: r.id }).then((df) => renderState(stateBox, df.state_changes)).catch(() => {});
+  }
+}
+
+function pretty(v) {
+  if (!v) return '';
+  const t = v.value;
+  try { return JSON.stringify(JSON.parse(t), null, 2); } catch (_) { return t; }
+}
+
+function renderState(box, changes) {
+  if (!changes || !changes.length) { clear(box); return; }
+  clear(box, el('h3', { text: 'Agent state (' + changes.length + ' keys)' }),
+    el('ul', { class: 'state' }, changes.map((c) => el('li', { class: c.status },
+      el('span', { class: 'st', text: c.status }), ' ', el('code', { text: c.key }),
+      el('div', { class: 'kv' },
+        c.old ? el('pre', { class: 'old', text: pretty(c.old) }) : null,
+        c.new ? el('pre', { class: 'new', text: pretty(c.new) }) : null)))));
+}
+
+const IMAGE = /\.(png|jpe?g|gif|svg)$/i;
+
+// The diff of one path between `from` and `to` (to '' = working directory).
+async function showDiff(from, to, change) {
+  const p = pathOf(change);
+  const box = $('diff');
+  clear(box, el('p', { class: 'muted', text: 'loading diff of ' + p.text + '\u2026' }));
+  let r = { changes: [] };
+  if (from) r = await api('/api/diff', Object.assign({ from, to, content: true }, pathParams(p)));
+  const c = r.changes.find((x) => x.path === change.path) || change;
+  const head = el('div', { class: 'diff-head' },
+    el('h3', {}, el('span', { text: p.text }), el('span', { class: 'muted', text: '  ' + (from || '(empty)') + ' \u2192 ' + (to || 'working directory') })),
+    el('div', { class: 'actions' },
+      el('button', { type: 'button', onclick: () => historyOf(p.text), text: 'History of this path' }),
+      (!S.readOnly && to) ? el('button', { type: 'button', id: 'act-restore-path', onclick: () => restoreFlow(to, [p]).catch(fail), text: 'Restore this path to ' + to + '\u2026' }) : null,
+      el('label', {}, el('input', { type: 'checkbox', id: 'side', checked: S.side, onchange: (e) => { S.side = e.target.checked; showDiff(from, to, change).catch(fail); } }), ' side by side')));
+  const body = el('div', { class: 'diff-body' });
+  clear(box, head, body);
+  if (IMAGE.test(p.text)) {
+    const img = (id, e) => (e && e.kind === 'file') ? el('figure', {},
+      el('img', { alt: p.text + ' at ' + id, src: '/api/file?' + new URLSearchParams(Object.assign({ token: TOKEN, id }, pathParams(p))) }),
+      el('figcaption', { text: id + ': ' + bytes(e.size) })) : el('figure', {}, el('figcaption', { text: id + ': absent' }));
+    body.append(el('div', { class: 'images' }, img(from || '(none)', from && c.old), img(to || 'workdir', to && c.new)));
+  }
+  if (c.binary || c.diff === undefined) {
+    const side = (name, e) => el('li', { text: name + ': ' + (e ? (e.kind === 'file' ? bytes(e.size) + ' (' + e.size + ' bytes), hash ' + e.hash : e.kind) : 'absent') });
+    body.append(el('ul', { class: 'binary' }, side('before', c.old), side('after', c.new)));
+    return;
+  }
+  renderUnified(body, c.diff, S.side);
+}
+
+// Renders unified diff text with line numbers and in-line change marks,
+// a chunk at a time so a long file shows its start at once.
+function renderUnified(body, text, side) {
+  const lines = text.split('\n');
+  if (lines.length && lines[lines.length - 1] === '') lines.pop();
+  const rows = [];
+  let o = 0; let n = 0;
+  for (const l of lines) {
+    if (l.startsWith('---') || l.startsWith('+++')) continue;
+    const m = /^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@/.exec(l);
+    if (m) { o = +m[1]; n = +m[2]; rows.push({ t: 'hunk', s: l }); continue; }
+    const ch = l[0]; const s = l.slice(1);
+    if (ch === '-') rows.push({ t: 'del', o: o++, s });
+    else if (ch === '+') rows.push({ t: 'add', n: n++, s });
+    else if (ch === '\\') rows.push({ t: 'note', s: l });
+    else rows.push({ t: 'ctx', o: o++, n: n++, s });
+  }
+  markPairs(rows);
+  const cols = side ? ['ln', 'code', 'ln', 'code'] : ['ln', 'ln', 'code'];
+  const table = el('table', { class: 'diff' + (side ? ' side' : '') },
+    el('colgroup', {}, cols.map((c) => el('col', { class: 'c-' + c }))));
+  body.append(table);
+  const out = side ? sideRows(rows) : rows;
+  // The first screenful at once, the rest in larger chunks between frames.
+  let i = 0;
+  const step = () => {
+    const tb = document.createElement('tbody');
+    const end = Math.min(out.length, i + (i === 0 ? 300 : 2000));
+    for (; i < end; i++) tb.append(side ? sideRow(out[i]) : unifiedRow(out[i]));
+    table.append(tb);
+    if (!table.hasAttribute('data-first')) table.setAttribute('data-first', String(performance.now()));
+    if (i < out.length) setTimeout(step, 0);
+    else table.setAttribute('data-done', String(out.length));
+  };
+  step();
+}
+
+// For each run of deletions followed by as many additions, mark the part of
+// each pair that differs (common prefix and suffix left plain).
+function markPairs(rows) {
+  for (let i = 0; i < rows.length;) {
+    if (rows[i].t !== 'del') { i++; continue; }
+    let j = i; while (j < rows.length && rows[j].t === 'del') j++;
+    let k = j; while (k < rows.length && rows[k].t === 'add') k++;
+    for (let x = 0; x < Math.min(j - i, k - j); x++) {
+      const a = rows[i + x]; const b = rows[j + x];
+      let p = 0; while (p < a.s.length && p < b.s.length && a.s[p] === b.s[p]) p++;
+      let q = 0; while (q < a.s.length - p && q < b.s.length - p && a.s[a.s.length - 1 - q] === b.s[b.s.length - 1 - q]) q++;
+      if (p + q < Math.max(a.s.length, b.s.length)) { a.mark = [p, a.s.length - q]; b.mark = [p, b.s.length - q]; }
+    }
+    i = k;
+  }
+}
+
+function code(r) {
+  const td = document.createElement('td');
+  td.className = 'code';
+  if (!r) return td;
+  if (r.mark) {
+    td.append(r.s.slice(0, r.mark[0]), el('mark', { text: r.s.slice(r.mark[0], r.mark[1]) }), r.s.slice(r.mark[1]));
+  } else td.textContent = r.s;
+  return td;
+}
+
+function num(v) { const td = document.createElement('td'); td.className = 'ln'; if (v !== undefined) td.textContent = v; return td; }
+
+function unifiedRow(r) {
+  const tr = document.createElement('tr');
+  tr.className = r.t;
+  if (r.t === 'hunk' || r.t === 'note') { const td = el('td', { colspan: 3, text: r.s }); tr.append(td); return tr; }
+  const sign = el('span', { class: 'sign', text: r.t === 'add' ? '+' : r.t === 'del' ? '-' : ' ' });
+  const c = code(r); c.prepend(sign);
+  tr.append(num(r.o), num(r.n), c);
+  return tr;
+}
+
+function sideRows(rows) {
+  const out = [];
+  for (let i = 0; i < rows.length;) {
+    const r = rows[i];
+    if (r.t !== 'del' && r.t !== 'add') { out.push({ l: r, r, t: r.t }); i++; continue; }
+    let j = i; while (j < rows.length && rows[j].t === 'del') j++;
+    let k = j; while (k < rows.length && rows[k].t === 'add') k++;
+    for (let x = 0; x < Math.max(j - i, k - j); x++) out.push({ l: x < j - i ? rows[i + x] : null, r: x < k - j ? rows[j + x] : null, t: 'chg' });
+    i = k;
+  }
+  return out;
+}
+
+function sideRow(p) {
+  const tr = document.createElement('tr');
+  if (p.t === 'hunk' || p.t === 'note') { tr.className = p.t; tr.append(el('td', { colspan: 4, text: p.l.s })); return tr; }
+  const l = code(p.l); const r = code(p.r);
+  if (p.t === 'chg') { if (p.l) l.classList.add('del'); if (p.r) r.classList.add('add'); }
+  tr.append(num(p.l ? p.l.o : undefined), l, num(p.r ? p.r.n : undefined), r);
+  return tr;
+}
+
+// ---- compare and history --------------------------------------------------
+
+async function compareFlow(from, to) {
+  setView('compare');
+  $('cmp-from').value = from; $('cmp-to').value = to;
+  await runCompare();
+}
+
+async function runCompare() {
+  const from = $('cmp-from').value.trim() || 'HEAD';
+  const to = $('cmp-to').value.trim();
+  const out = $('cmp-out');
+  clear(out, el('p', { class: 'muted', text: 'comparing\u2026' }));
+  const r = await api('/api/diff', { from, to });
+  clear(out,
+    el('h3', { text: r.from + ' \u2192 ' + r.to + ': ' + r.changes.length + ' changed paths' }),
+    r.changes.length ? treeList(pathTree(r.changes), (c) => showDiff(r.from, to ? r.to : '', c).catch(fail)) : el('p', { class: 'muted', text: 'no differences' }),
+    el('div', { id: 'state' }), el('div', { id: 'diff' }));
+  renderState($('state'), r.state_changes);
+}
+
+function historyOf(path) {
+  $('path').value = path; S.path = path;
+  reload().catch(fail);
+}
+
+function compareView() {
+  clear($('detail'),
+    el('h2', { text: 'Compare' }),
+    el('div', { class: 'actions' },
+      el('label', { text: 'from ' }, el('input', { id: 'cmp-from', placeholder: 'HEAD~1', value: 'HEAD~1' })),
+      el('label', { text: ' to ' }, el('input', { id: 'cmp-to', placeholder: 'working directory', value: 'HEAD' })),
+      el('button', { type: 'button', id: 'cmp-go', onclick: () => runCompare().catch(fail), text: 'Compare' }),
+      el('button', { type: 'button', onclick: () => { $('cmp-to').value = ''; runCompare().catch(fail); }, text: 'vs working directory' })),
+    el('div', { id: 'cmp-out' }));
+}
+
+// ---- usage ------------------------------------------------------------------
+
+const SVG = 'http://www.w3.org/2000/svg';
+function svg(tag, attrs, ...kids) {
+  const e = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, String(v));
+  for (const k of kids) e.append(k);
+  return e;
+}
+
+async function usageView() {
+  const d = $('detail');
+  clear(d, el('h2', { text: 'Store usage' }), el('p', { class: 'muted', text: 'measuring\u2026' }));
+  const u = await api('/api/du');
+  const cps = u.checkpoints;
+  const W = 760; const H = 220; const pad = 40;
+  const max = Math.max(1, ...cps.map((c) => Math.max(c.new_bytes, c.unique_bytes)));
+  const bw = Math.max(1, (W - pad) / Math.max(1, cps.length));
+  const plot = svg('svg', { viewBox: '0 0 ' + W + ' ' + (H + 20), class: 'plot', role: 'img', 'aria-label': 'bytes added and unique bytes per checkpoint' });
+  plot.append(svg('line', { x1: pad, y1: H, x2: W, y2: H, class: 'axis' }));
+  plot.append(svg('text', { x: 2, y: 12, class: 'axis-label' }, bytes(max)));
+  plot.append(svg('text', { x: 2, y: H, class: 'axis-label' }, '0'));
+  cps.forEach((c, i) => {
+    const x = pad + i * bw;
+    const h1 = (c.new_bytes / max) * (H - 10); const h2 = (c.unique_bytes / max) * (H - 10);
+    const t1 = svg('title', {}); t1.textContent = c.id + ': ' + bytes(c.new_bytes) + ' added, ' + bytes(c.unique_bytes) + ' unique';
+    plot.append(svg('rect', { x, y: H - h1, width: Math.max(1, bw * 0.45), height: h1, class: 'bar-new' }, t1));
+    plot.append(svg('rect', { x: x + bw * 0.5, y: H - h2, width: Math.max(1, bw * 0.45), height: h2, class: 'bar-unique' }));
+  });
+  if (cps.length) {
+    plot.append(svg('text', { x: pad, y: H + 16, class: 'axis-label' }, cps[0].id));
+    plot.append(svg('text', { x: W - 40, y: H + 16, class: 'axis-label' }, cps[cps.length - 1].id));
+  }
+  clear(d,
+    el('h2', { text: 'Store usage' }),
+    el('dl', { class: 'meta' },
+      el('dt', { text: 'store' }), el('dd', { class: 'mono', text: u.store }),
+      el('dt', { text: 'total' }), el('dd', { text: bytes(u.store_bytes) + ' (objects ' + bytes(u.object_bytes) + ', catalog ' + bytes(u.catalog_bytes) + ')' }),
+      el('dt', { text: 'gc would free' }), el('dd', { id: 'gc-free', text: bytes(u.unreferenced_bytes) + ' (' + u.unreferenced_objects + ' unreferenced objects)' })),
+    el('p', {}, el('span', { class: 'key key-new' }), ' bytes added by each checkpoint  ', el('span', { class: 'key key-unique' }), ' bytes only that checkpoint holds (deleting it frees them)'),
+    plot,
+    S.readOnly ? null : el('div', { class: 'actions' }, el('button', { type: 'button', id: 'act-gc', onclick: () => gcFlow().catch(fail), text: 'Collect garbage\u2026' })));
+}
+
+// ---- actions (dry run first, then a confirm) -------------------------------
+
+function confirmBox(title, body, okText) {
+  const dlg = $('dialog');
+  $('dialog-title').textContent = title;
+  clear($('dialog-body'), body);
+  $('dialog-ok').textContent = okText;
+  dlg.showModal();
+  return new Promise((resolve) => {
+    const done = (v) => () => { dlg.close(); $('dialog-ok').onclick = null; $('dialog-cancel').onclick = null; resolve(v); };
+    $('dialog-ok').onclick = done(true);
+    $('dialog-cancel').onclick = done(false);
+  });
+}
+
+function changeList(changes) {
+  if (!changes.length) return el('p', { class: 'muted', text: 'nothing would change' });
+  return el('ul', { class: 'changes' }, changes.slice(0, 500).map((c) => el('li', { class: c.status },
+    el('span', { class: 'st', text: c.status }), ' ', el('span', { class: 'mono', text: c.path }))),
+  changes.length > 500 ? el('li', { text: '\u2026 and ' + (changes.length - 500) + ' more' }) : null);
+}
+
+async function restoreFlow(id, paths, undoOf) {
+  const body = { id, paths: paths.filter((p) => !p.hex).map((p) => p.text), paths_hex: paths.filter((p) => p.hex).map((p) => p.hex) };
+  const what = paths.length ? paths.map((p) => p.text).join(', ') : 'the whole workspace';
+  if (!undoOf) {
+    const dry = await post('/api/restore', Object.assign({ dry_run: true }, body));
+    const ok = await confirmBox('Restore ' + what + ' to ' + id + '?',
+      el('div', {}, el('p', { text: 'These paths will change (the current state is saved first, so this can be undone):' }), changeList(dry.changes)),
+      'Restore');
+    if (!ok) return;
+  }
+  const r = await post('/api/restore', Object.assign({ dry_run: false }, body));
+  const box = el('div', { class: 'done', id: 'restore-done' },
+    el('p', { text: (undoOf ? 'Undone: ' : 'Restored ') + what + ' to ' + r.restored + ' (' + r.changes.length + ' paths changed).' }),
+    r.undo ? el('p', {}, 'Undo checkpoint: ', el('code', { id: 'undo-id', text: r.undo }), ' ',
+      undoOf ? null : el('button', { type: 'button', id: 'act-undo', onclick: () => restoreFlow(r.undo, paths, id).catch(fail), text: 'Undo' })) : null);
+  const old = $('restore-done');
+  if (old) old.replaceWith(box); else $('detail').prepend(box);
+}
+
+async function forkFlow(id) {
+  const input = el('input', { id: 'fork-name', value: ($('root').textContent.split('/').pop() || 'ws') + '-' + id });
+  const ok = await confirmBox('Fork ' + id + ' into a new workspace',
+    el('div', {}, el('p', { text: 'A new directory next to this workspace:' }), input), 'Fork');
+  if (!ok) return;
+  const r = await post('/api/fork', { id, name: input.value });
+  note('Forked ' + r.forked + ' into ' + r.to + ' (' + r.files + ' files, ' + bytes(r.bytes) + ')', 'ok');
+}
+
+async function deleteFlow(id) {
+  const ok = await confirmBox('Delete ' + id + '?', el('p', { text: 'The record is deleted; its data goes at the next gc.' }), 'Delete');
+  if (!ok) return;
+  await post('/api/delete', { id });
+  clear($('detail'), el('p', { class: 'status ok', text: 'Deleted ' + id + '.' }));
+}
+
+async function gcFlow() {
+  const dry = await post('/api/gc', { dry_run: true });
+  const g = dry.gc || dry;
+  const drop = dry.selection ? dry.selection.drop.length : 0;
+  const ok = await confirmBox('Collect garbage?', el('div', {},
+    el('p', { text: 'Would free ' + bytes(g.bytes_freed) + ' (' + g.objects_removed + ' objects, ' + g.trees_removed + ' trees)' + (drop ? ' and drop ' + drop + ' checkpoints by the saved policy' : '') + '.' })), 'Collect');
+  if (!ok) return;
+  const r = await post('/api/gc', { dry_run: false });
+  await usageView();
+  note('Freed ' + bytes((r.gc || r).bytes_freed) + '.', 'ok');
+}
+
+// ---- views, keys, live ----------------------------------------------------
+
+function setView(v) {
+  if (S.view === v && v !== 'timeline') return;
+  S.view = v;
+  for (const t of ['timeline', 'compare', 'usage']) $('nav-' + t).classList.toggle('active', t === v);
+  if (v === 'compare') compareView();
+  if (v === 'usage') usageView().catch(fail);
+}
+
+function debounce(f, ms) { let t; return (...a) => { clearTimeout(t); t = setTimeout(() => f(...a), ms); }; }
+
+function keys(e) {
+  if (e.target.closest('input, textarea, dialog')) return;
+  if (e.key === 'j') { select(S.sel + 1); e.preventDefault(); }
+  else if (e.key === 'k') { select(Math.max(0, S.sel - 1)); e.preventDefault(); }
+  else if (e.key === 'Enter') { openSelected(); e.preventDefault(); }
+  else if (e.key === '/') { $('search').focus(); e.preventDefault(); }
+}
+
+function live() {
+  const es = new EventSource('/api/events?token=' + TOKEN);
+  const dot = $('live');
+  es.addEventListener('hello', () => { dot.classList.add('on'); dot.title = 'live updates: connected'; });
+  es.addEventListener('changed', () => { refresh().catch(fail); });
+  es.onerror = () => { dot.classList.remove('on'); dot.title = 'live updates: reconnecting'; };
+}
+
+async function main() {
+  const info = await api('/api/info');
+  S.readOnly = info.read_only;
+  $('root').textContent = info.root;
+  $('root').title = info.root;
+  $('mode').textContent = info.read_only ? 'read-only' : '';
+  document.body.classList.toggle('read-only', info.read_only);
+  $('nav-timeline').addEventListener('click', () => setView('timeline'));
+  $('nav-compare').addEventListener('click', () => setView('compare'));
+  $('nav-usage').addEventListener('click', () => setView('usage'));
+  $('more').addEventListener('click', () => older().catch(fail));
+  $('search').addEventListener('input', debounce((e) => { S.search = e.target.value.trim(); reload().catch(fail); }, 150));
+  $('path').addEventListener('input', debounce((e) => { S.path = e.target.value.trim(); reload().catch(fail); }, 300));
+  document.addEventListener('keydown', keys);
+  new IntersectionObserver((es) => { if (es.some((x) => x.isIntersecting)) older().catch(fail); }).observe($('more'));
+  setInterval(() => { for (const t of document.querySelectorAll('.time[data-ns]')) t.textContent = ago(+t.dataset.ns); }, 30000);
+  live();
+  await reload();
+  // For the benchmark (bench/ui_bench.py): navigation start → first page shown.
+  document.body.dataset.readyMs = String(performance.now());
+  document.body.setAttribute('data-ready', '1');
+}
+
+main().catch(fail);
