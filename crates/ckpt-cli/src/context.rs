@@ -139,7 +139,9 @@ const REMOTE_ENV: &[&str] = &[
 /// keys still unset) from the AWS config files (`~/.aws/credentials` and
 /// `~/.aws/config`, or `$AWS_SHARED_CREDENTIALS_FILE` / `$AWS_CONFIG_FILE`,
 /// profile `$AWS_PROFILE` or `default`); `CKPT_REMOTE_CONCURRENCY` sets the
-/// requests in flight, `CKPT_REMOTE_PACK_BYTES` the pack size. Documented in docs/CLI.md ("Environment").
+/// requests in flight, `CKPT_REMOTE_PACK_BYTES` the pack size,
+/// `CKPT_REMOTE_COMMIT_BYTES` how much a pull fetches between two durable
+/// commits. Documented in docs/CLI.md ("Environment").
 pub fn remote_settings(env: &impl Fn(&str) -> Option<String>) -> ckpt_remote::Settings {
     let set = |k: &str| env(k).filter(|v| !v.is_empty());
     let mut options: Vec<(String, String)> = Vec::new();
@@ -204,6 +206,9 @@ pub fn remote_settings(env: &impl Fn(&str) -> Option<String>) -> ckpt_remote::Se
     }
     if let Some(n) = set("CKPT_REMOTE_PACK_BYTES").and_then(|v| v.parse::<u64>().ok()) {
         s.pack_target = n.max(1);
+    }
+    if let Some(n) = set("CKPT_REMOTE_COMMIT_BYTES").and_then(|v| v.parse::<u64>().ok()) {
+        s.commit_bytes = n.max(1);
     }
     s
 }

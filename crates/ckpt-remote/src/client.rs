@@ -87,6 +87,11 @@ impl Client {
         })
     }
 
+    /// How this client reaches the remote.
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
     /// Requests to run at once.
     pub fn concurrency(&self) -> usize {
         self.settings.concurrency.max(1)

@@ -65,6 +65,9 @@ pub struct Settings {
     pub timeout: Duration,
     /// Raw bytes per pack a push aims for (a larger blob is a pack of its own).
     pub pack_target: u64,
+    /// Raw bytes a pull fetches between two commits of its pending objects
+    /// (what a killed pull keeps).
+    pub commit_bytes: u64,
 }
 
 impl Default for Settings {
@@ -76,6 +79,7 @@ impl Default for Settings {
             backoff: Duration::from_millis(100),
             timeout: Duration::from_secs(120),
             pack_target: 16 << 20,
+            commit_bytes: 64 << 20,
         }
     }
 }

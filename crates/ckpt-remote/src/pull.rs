@@ -9,7 +9,7 @@
 //!    of a pack in one range request), decompressed, checked against its
 //!    BLAKE3 name and length, and added to the store as a pending object;
 //!    they are made durable (the store's usual temp → fsync → rename) every
-//!    64 MiB and at the end, so a killed pull keeps what arrived and a
+//!    [`Settings::commit_bytes`] (64 MiB) and at the end, so a killed pull keeps what arrived and a
 //!    re-run fetches only the rest.
 //! 3. The checkpoint's LtHash digest is recomputed from the fetched trees
 //!    and compared with the record's: a mismatch stops the pull.
@@ -59,8 +59,6 @@ use crate::{usage, Error, Result, Settings};
 
 /// Blobs of one pack closer than this are fetched in one range request.
 const GAP: u64 = 1 << 20;
-/// Pending objects are made durable after this many bytes.
-const COMMIT_EVERY: u64 = 64 << 20;
 
 /// Fetches blobs, grouped by pack, checking each; calls `sink` with each
 /// (hash, raw bytes) as it arrives (on a worker thread, in
@@ -72,7 +70,8 @@ pub(crate) async fn fetch_blobs(
     sink: &(dyn Fn(Hash, Vec<u8>) -> Result<()> + Sync),
 ) -> Result<(u64, u64)> {
     let mut by_pack: HashMap<Hash, Vec<Entry>> = HashMap::new();
-    for h in wants {
+    let mut asked: HashSet<Hash> = HashSet::new();
+    for h in wants.iter().filter(|h| asked.insert(**h)) {
         let l = known.blobs.get(h).ok_or_else(|| {
             Error::Corrupt(format!(
                 "blob {h} is named by a checkpoint on {} but no pack holds it",
@@ -83,8 +82,10 @@ pub(crate) async fn fetch_blobs(
     }
     let mut ranges: Vec<(Hash, Vec<Entry>)> = Vec::new();
     for (p, mut entries) in by_pack {
-        entries.sort_by_key(|e| e.offset);
-        entries.dedup_by_key(|e| e.offset);
+        // By offset; an empty blob shares its offset with the blob after
+        // it, so blobs are told apart by hash (deduplicated above), never by
+        // offset.
+        entries.sort_by_key(|e| (e.offset, e.stored_len));
         let mut cur: Vec<Entry> = Vec::new();
         for e in entries {
             if let Some(last) = cur.last() {
@@ -206,6 +207,7 @@ fn import(
             local_ids.insert(r.id, c.seq);
         }
     }
+    let commit_every = client.settings().commit_bytes;
     let raw_since_commit = std::sync::atomic::AtomicU64::new(0);
     let commit_lock = std::sync::Mutex::new(());
     let put = |h: Hash, raw: Vec<u8>| -> Result<()> {
@@ -215,9 +217,9 @@ fn import(
             p.entries.fetch_add(1, Ordering::Relaxed);
         }
         // One thread at a time makes the pending objects durable.
-        if raw_since_commit.fetch_add(raw.len() as u64, Ordering::Relaxed) > COMMIT_EVERY {
+        if raw_since_commit.fetch_add(raw.len() as u64, Ordering::Relaxed) >= commit_every {
             let _one = commit_lock.lock().unwrap_or_else(|p| p.into_inner());
-            if raw_since_commit.load(Ordering::Relaxed) > COMMIT_EVERY {
+            if raw_since_commit.load(Ordering::Relaxed) >= commit_every {
                 raw_since_commit.store(0, Ordering::Relaxed);
                 store.objects.commit()?;
             }
