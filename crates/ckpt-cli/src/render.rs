@@ -326,7 +326,11 @@ pub fn transfer(t: &ckpt_remote::report::Transfer) -> String {
         bytes(t.bytes_received),
         count(t.requests, "request", "requests"),
         ms(t.elapsed)
-    )
+    ) + &if t.failed_requests > 0 {
+        format!(" ({} failed and retried)", t.failed_requests)
+    } else {
+        String::new()
+    }
 }
 
 #[cfg(test)]

@@ -1,17 +1,22 @@
 //! Every request ckpt makes to object storage goes through [`Client`]:
 //!
-//! - **Retries.** Transient failures (5xx, a reset or refused connection, a
-//!   timeout: anything object_store does not classify as a definite
-//!   answer) are retried up to [`Settings::attempts`] times with doubling
-//!   backoff (plus object_store's own two quick retries). Definite answers
-//!   (not found, exists, precondition failed, refused credentials) are not.
-//!   Every request is idempotent (content-addressed puts, create-if-absent
-//!   ref generations, gets, lists, deletes), so a retry after a reply that
-//!   was lost is harmless.
+//! - **Retries.** object_store's `RetryConfig` (set in [`crate::url`])
+//!   retries 5xx answers, refused connections and, for idempotent
+//!   requests, resets and timeouts, [`Settings::attempts`] times in all
+//!   with exponential backoff from [`Settings::backoff`]. What it gives up
+//!   on or does not retry (a reset in the middle of a reply body, a
+//!   create-if-absent whose reply was lost) is retried here, up to
+//!   [`OUTER_ATTEMPTS`] times with doubling backoff, if it is transient.
+//!   Definite answers (not found, exists, precondition failed, refused
+//!   credentials) are not retried. Every request is idempotent
+//!   (content-addressed puts, create-if-absent ref generations, gets,
+//!   lists, deletes), so a retry after a reply that was lost is harmless.
 //! - **Errors name the request.** A failure that retries did not cure says
 //!   which request (`PUT s3://bucket/prefix/packs/ab…`) failed and why.
 //! - **Counting.** Requests and bytes sent and received are counted for the
-//!   summary ([`Counters`]); a retried request counts each attempt.
+//!   summary ([`Counters`]). Over HTTP each request object_store sends,
+//!   every retry included, is counted where it is sent (a counting
+//!   connector, [`crate::url`]); for `file://` each call is one request.
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -34,6 +39,9 @@ pub struct Counters {
     pub bytes_sent: AtomicU64,
     /// Bytes received in response bodies.
     pub bytes_received: AtomicU64,
+    /// Requests that failed transiently (a 5xx or 429 answer, a reset, a
+    /// timeout) and were retried or reported.
+    pub failed: AtomicU64,
 }
 
 /// The outcome of a create-if-absent write.
@@ -55,7 +63,12 @@ pub struct Client {
     settings: Settings,
     /// What this client did.
     pub counters: Arc<Counters>,
+    /// Whether `counters.requests` is counted by the HTTP connector.
+    counted_by_http: bool,
 }
+
+/// Attempts of one operation here, around object_store's own retries.
+pub const OUTER_ATTEMPTS: u32 = 3;
 
 fn transient(e: &object_store::Error) -> bool {
     use object_store::Error as E;
@@ -77,13 +90,15 @@ fn transient(e: &object_store::Error) -> bool {
 impl Client {
     /// Opens the remote at `url`.
     pub fn open(url: &RemoteUrl, settings: &Settings) -> Result<Client> {
-        let (store, prefix) = url.open(settings)?;
+        let counters = Arc::default();
+        let (store, prefix, counted_by_http) = url.open(settings, &counters)?;
         Ok(Client {
             store,
             prefix,
             url: url.clone(),
             settings: settings.clone(),
-            counters: Arc::default(),
+            counters,
+            counted_by_http,
         })
     }
 
@@ -139,10 +154,15 @@ impl Client {
         let mut delay = self.settings.backoff;
         let mut attempt = 1;
         loop {
-            self.counters.requests.fetch_add(1, Ordering::Relaxed);
+            if !self.counted_by_http {
+                self.counters.requests.fetch_add(1, Ordering::Relaxed);
+            }
             match f().await {
                 Ok(v) => return Ok(v),
-                Err(e) if attempt < self.settings.attempts.max(1) && transient(&e) => {
+                Err(e) if attempt < OUTER_ATTEMPTS.min(self.settings.attempts) && transient(&e) => {
+                    if !self.counted_by_http {
+                        self.counters.failed.fetch_add(1, Ordering::Relaxed);
+                    }
                     let _ = (method, key);
                     tokio::time::sleep(delay).await;
                     delay = (delay * 2).min(std::time::Duration::from_secs(10));
@@ -295,8 +315,10 @@ impl Client {
                 e => Err(e),
             })
             .map_err(|e| self.fail("LIST", &format!("{dir}/"), &e))?;
-        let pages = metas.len() as u64 / 1000;
-        self.counters.requests.fetch_add(pages, Ordering::Relaxed);
+        if !self.counted_by_http {
+            let pages = metas.len() as u64 / 1000;
+            self.counters.requests.fetch_add(pages, Ordering::Relaxed);
+        }
         Ok(metas
             .into_iter()
             .filter_map(|m| {

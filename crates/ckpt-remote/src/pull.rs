@@ -209,9 +209,11 @@ fn import(
     }
     let commit_every = client.settings().commit_bytes;
     let raw_since_commit = std::sync::atomic::AtomicU64::new(0);
+    let raw_files = std::sync::atomic::AtomicU64::new(0);
     let commit_lock = std::sync::Mutex::new(());
     let put = |h: Hash, raw: Vec<u8>| -> Result<()> {
         store.objects.put_verified(h, &raw)?;
+        raw_files.fetch_add(raw.len() as u64, Ordering::Relaxed);
         if let Some(p) = progress {
             p.bytes.fetch_add(raw.len() as u64, Ordering::Relaxed);
             p.entries.fetch_add(1, Ordering::Relaxed);
@@ -326,6 +328,7 @@ fn import(
         local_ids.insert(rec.id.clone(), imported.seq);
         out.done.push((rec.clone(), imported));
     }
+    out.transfer.raw_bytes += raw_files.load(Ordering::Relaxed);
     Ok(out)
 }
 

@@ -21,6 +21,9 @@ pub struct Transfer {
     pub bytes_received: u64,
     /// Requests made (each retry and each listing page counts).
     pub requests: u64,
+    /// Of those, requests that failed transiently (5xx, reset, timeout)
+    /// and were retried.
+    pub failed_requests: u64,
     /// Packs uploaded or downloaded.
     pub packs: u64,
     /// Wall time.
@@ -33,6 +36,7 @@ impl Transfer {
         self.bytes_sent = c.bytes_sent.load(Ordering::Relaxed);
         self.bytes_received = c.bytes_received.load(Ordering::Relaxed);
         self.requests = c.requests.load(Ordering::Relaxed);
+        self.failed_requests = c.failed.load(Ordering::Relaxed);
         self.elapsed = elapsed;
         self
     }
@@ -45,6 +49,7 @@ impl Transfer {
             "bytes_sent": self.bytes_sent,
             "bytes_received": self.bytes_received,
             "requests": self.requests,
+            "failed_requests": self.failed_requests,
             "packs": self.packs,
             "elapsed_ms": ckpt_lib::ops::json::ms(self.elapsed),
         })

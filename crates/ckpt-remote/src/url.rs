@@ -11,11 +11,18 @@
 //! work. Conditional writes (create-if-absent), which the refs need, are
 //! supported by all four (S3 through `If-None-Match`).
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Duration;
 
 use object_store::path::Path as ObjPath;
-use object_store::{ClientOptions, ObjectStore, RetryConfig};
+use object_store::client::{
+    HttpClient, HttpConnector, HttpError, HttpRequest, HttpResponse, HttpService,
+    ReqwestConnector,
+};
+use object_store::{BackoffConfig, ClientOptions, ObjectStore, RetryConfig};
 
+use crate::client::Counters;
 use crate::{usage, Result, Settings};
 
 /// A parsed remote URL.
@@ -72,12 +79,25 @@ impl RemoteUrl {
     }
 
     /// Opens the object store and the key prefix everything lives under.
-    pub fn open(&self, s: &Settings) -> Result<(Arc<dyn ObjectStore>, ObjPath)> {
+    /// Over HTTP every request, each retry included, is counted in
+    /// `counted` (see [`crate::client`]); returns whether that is so.
+    pub fn open(
+        &self,
+        s: &Settings,
+        counted: &Arc<Counters>,
+    ) -> Result<(Arc<dyn ObjectStore>, ObjPath, bool)> {
+        // object_store retries transient failures (5xx, resets, timeouts)
+        // with exponential backoff and jitter, starting at `s.backoff`.
         let retry = RetryConfig {
-            max_retries: 2,
-            retry_timeout: s.timeout,
-            ..RetryConfig::default()
+            max_retries: s.attempts.saturating_sub(1) as usize,
+            retry_timeout: s.timeout * 2,
+            backoff: BackoffConfig {
+                init_backoff: s.backoff,
+                max_backoff: Duration::from_secs(10),
+                base: 2.0,
+            },
         };
+        let connector = || CountingConnector(counted.clone());
         let client = |endpoint_http: bool| {
             ClientOptions::new()
                 .with_timeout(s.timeout)
@@ -110,6 +130,7 @@ impl RemoteUrl {
                 b = b
                     .with_bucket_name(&self.bucket)
                     .with_retry(retry)
+                    .with_http_connector(connector())
                     .with_client_options(client(http));
                 if opt("aws_region").is_none() && opt("aws_default_region").is_none() {
                     b = b.with_region("us-east-1");
@@ -126,6 +147,7 @@ impl RemoteUrl {
                 Arc::new(
                     b.with_bucket_name(&self.bucket)
                         .with_retry(retry)
+                        .with_http_connector(connector())
                         .with_client_options(client(false))
                         .build()
                         .map_err(err)?,
@@ -141,6 +163,7 @@ impl RemoteUrl {
                 Arc::new(
                     b.with_container_name(&self.bucket)
                         .with_retry(retry)
+                        .with_http_connector(connector())
                         .with_client_options(client(false))
                         .build()
                         .map_err(err)?,
@@ -152,10 +175,10 @@ impl RemoteUrl {
                 })?;
                 let fs = object_store::local::LocalFileSystem::new_with_prefix(&self.prefix)
                     .map_err(err)?;
-                return Ok((Arc::new(fs), ObjPath::default()));
+                return Ok((Arc::new(fs), ObjPath::default(), false));
             }
         };
-        Ok((store, ObjPath::from(self.prefix.as_str())))
+        Ok((store, ObjPath::from(self.prefix.as_str()), true))
     }
 }
 
@@ -182,5 +205,41 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("unknown scheme \"ftp\""));
+    }
+}
+
+/// object_store's own HTTP client (reqwest), with every request it makes
+/// (retries included) counted.
+#[derive(Debug)]
+struct CountingConnector(Arc<Counters>);
+
+#[derive(Debug)]
+struct Counting {
+    inner: HttpClient,
+    counters: Arc<Counters>,
+}
+
+impl HttpConnector for CountingConnector {
+    fn connect(&self, options: &ClientOptions) -> object_store::Result<HttpClient> {
+        Ok(HttpClient::new(Counting {
+            inner: ReqwestConnector::default().connect(options)?,
+            counters: self.0.clone(),
+        }))
+    }
+}
+
+#[async_trait::async_trait]
+impl HttpService for Counting {
+    async fn call(&self, req: HttpRequest) -> std::result::Result<HttpResponse, HttpError> {
+        self.counters.requests.fetch_add(1, Ordering::Relaxed);
+        let r = self.inner.execute(req).await;
+        let transient = match &r {
+            Ok(resp) => resp.status().is_server_error() || resp.status().as_u16() == 429,
+            Err(_) => true,
+        };
+        if transient {
+            self.counters.failed.fetch_add(1, Ordering::Relaxed);
+        }
+        r
     }
 }
