@@ -416,6 +416,154 @@ fn duplicates_and_commits_s3() {
     duplicates_and_commits(&format!("s3://{}/d", m.bucket()), &s3_env(m.port));
 }
 
+/// Starts tests/fault_proxy.py (moto's venv Python) in front of the moto
+/// server on `upstream`; returns its port.
+fn start_fault_proxy(upstream: u16, seed: u64, rate: f64) -> Option<u16> {
+    use std::io::BufRead;
+    use std::os::unix::process::CommandExt;
+    let python = moto_bin()?.with_file_name("python3");
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fault_proxy.py");
+    let mut cmd = Command::new(python);
+    cmd.arg(script)
+        .args([upstream.to_string(), seed.to_string(), rate.to_string()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    // SAFETY: prctl is async-signal-safe; it only sets the death signal.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().ok()?;
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take()?)
+        .read_line(&mut line)
+        .ok()?;
+    // The proxy lives as long as this test binary (PDEATHSIG).
+    std::mem::forget(child);
+    line.trim().parse().ok()
+}
+
+/// Runs a remote command through the faulty proxy until it succeeds (at
+/// most four times). Every failure must be a clear one: exit 10 naming the
+/// request that failed. Returns the successful run's JSON and adds the
+/// failed requests it reports to `failed`.
+fn until_ok(what: &str, failed: &mut u64, run: &dyn Fn() -> Run) -> serde_json::Value {
+    for _ in 0..4 {
+        let r = run();
+        if r.code == Some(0) {
+            let j = r.json();
+            *failed += j["failed_requests"].as_u64().unwrap_or(0);
+            return j;
+        }
+        assert_eq!(
+            r.code,
+            Some(10),
+            "{what}: not a clear remote error: {}",
+            r.dump()
+        );
+        assert!(
+            r.stderr.contains("s3://") && r.stderr.contains("failed"),
+            "{what}: the error names no request: {}",
+            r.dump()
+        );
+        eprintln!("{what} failed clearly, re-running: {}", r.stderr.trim());
+    }
+    panic!("{what} did not complete in four runs through the faulty proxy");
+}
+
+/// A proxy between ckpt and moto resets connections, answers 503, delays
+/// replies and cuts replies short, at random (seeded) on a quarter of the
+/// requests. Pushes, a clone and a pull each complete with the right data
+/// (retried with backoff) or fail clearly, and a re-run completes; the
+/// retries are counted in `failed_requests`.
+#[test]
+fn faults_between_ckpt_and_the_server() {
+    let Some(m) = moto() else { return };
+    let mut rng = Rng::new("fault_proxy", 11);
+    let Some(proxy) = start_fault_proxy(m.port, rng.next() % 1_000_000, 0.25) else {
+        skip("the fault proxy (tests/fault_proxy.py, moto's venv Python) did not start");
+        return;
+    };
+    let url = format!("s3://{}/faults", m.bucket());
+    let mut env = s3_env(proxy);
+    env.push(("CKPT_REMOTE_PACK_BYTES", "20000".into()));
+    env.push(("CKPT_REMOTE_CONCURRENCY", "4".into()));
+    let ws = Ws::new();
+    ws.init();
+    for i in 0..60 {
+        write(&ws.root, &format!("src/{}/{i}.txt", i % 6), &rng.text(3000));
+    }
+    ws.run(&["state", "put", "task", "faults"]).ok();
+    let (v1, _) = ws.save();
+    let mut failed = 0;
+    let push = || {
+        run_env(
+            &ws.root,
+            &env,
+            &["push", &url, "--workspace", "w", "--json"],
+        )
+    };
+    until_ok("first push", &mut failed, &push);
+    write(&ws.root, "src/0/0.txt", b"edited\n");
+    let (v2, _) = ws.save();
+    let p2 = until_ok("second push", &mut failed, &push);
+    assert!(
+        p2["pushed"].as_array().unwrap().len() + p2["already"].as_array().unwrap().len() >= 1,
+        "{p2}"
+    );
+
+    let dest = ws.tmp.path().join("clone");
+    let c = until_ok("clone", &mut failed, &|| {
+        run_env(
+            ws.tmp.path(),
+            &env,
+            &[
+                "clone",
+                &url,
+                dest.to_str().unwrap(),
+                "--workspace",
+                "w",
+                "--json",
+            ],
+        )
+    });
+    assert_eq!(c["cloned"], v2.as_str(), "{c}");
+    assert_same(
+        &ws.materialise(&v2),
+        &snapshot(&dest),
+        "clone through faults",
+    );
+    assert_eq!(state_get(&dest, "task"), "faults");
+    ckpt(&dest, &["verify", "--store"]).ok();
+
+    let other = Ws::new();
+    other.init();
+    let pl = until_ok("pull", &mut failed, &|| {
+        run_env(
+            &other.root,
+            &env,
+            &["pull", &url, "--workspace", "w", "--json"],
+        )
+    });
+    assert!(!pl["pulled"].as_array().unwrap().is_empty(), "{pl}");
+    let first = run_env(&other.root, &[], &["log", "--json"]).ok().json();
+    let oldest = ids(&first).last().cloned().unwrap();
+    ckpt(&other.root, &["restore", &oldest]).ok();
+    assert_same(
+        &ws.materialise(&v1),
+        &snapshot(&other.root),
+        "pulled through faults",
+    );
+    ckpt(&other.root, &["verify", "--store"]).ok();
+    eprintln!("requests that failed and were retried: {failed}");
+    assert!(
+        failed > 0,
+        "no fault reached ckpt: the proxy is not in the path"
+    );
+}
+
 /// A package tree shared by two workspaces.
 fn node_modules(root: &Path, rng: &mut Rng) {
     for pkg in 0..40 {

@@ -15,11 +15,10 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use object_store::path::Path as ObjPath;
 use object_store::client::{
-    HttpClient, HttpConnector, HttpError, HttpRequest, HttpResponse, HttpService,
-    ReqwestConnector,
+    HttpClient, HttpConnector, HttpError, HttpRequest, HttpResponse, HttpService, ReqwestConnector,
 };
+use object_store::path::Path as ObjPath;
 use object_store::{BackoffConfig, ClientOptions, ObjectStore, RetryConfig};
 
 use crate::client::Counters;
