@@ -8,8 +8,10 @@ Run with the moto venv's Python (it has boto3):
 Measures, in one run: first push vs `restic backup`, push after a 1-file
 edit vs a second `restic backup`, clone vs `restic restore`, bytes stored in
 the bucket by each, and ckpt's request counts (its --json summary).
+Each run starts a fresh moto server and a fresh copy of the corpus; prints
+every run, the load average before it, medians and per-run ratios.
 """
-import argparse, json, os, shutil, socket, subprocess, sys, tempfile, time
+import argparse, json, os, shutil, socket, statistics, subprocess, sys, tempfile, time
 
 import boto3
 
@@ -17,6 +19,7 @@ ap = argparse.ArgumentParser()
 ap.add_argument("--corpus", default="/work/corpus")
 ap.add_argument("--ckpt", default=None)
 ap.add_argument("--work", default=None, help="scratch directory (default: a temp dir)")
+ap.add_argument("--runs", type=int, default=3)
 args = ap.parse_args()
 
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -25,73 +28,104 @@ ckpt = args.ckpt or os.path.join(os.environ.get("CARGO_TARGET_DIR", os.path.join
 venv = os.path.dirname(sys.executable)
 moto_bin = os.path.join(venv, "moto_server")
 
-s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
-moto = subprocess.Popen([moto_bin, "-H", "127.0.0.1", "-p", str(port)],
-                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-for _ in range(600):
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=0.1).close(); break
-    except OSError:
-        time.sleep(0.05)
-endpoint = f"http://127.0.0.1:{port}"
-env = dict(os.environ, AWS_ENDPOINT=endpoint, AWS_ACCESS_KEY_ID="testing",
-           AWS_SECRET_ACCESS_KEY="testing", AWS_REGION="us-east-1", AWS_ALLOW_HTTP="true",
-           RESTIC_PASSWORD="bench", AWS_DEFAULT_REGION="us-east-1")
-s3 = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="testing",
-                  aws_secret_access_key="testing", region_name="us-east-1")
-s3.create_bucket(Bucket="bench")
 
-def stored(prefix):
-    n = size = 0
-    for page in s3.get_paginator("list_objects_v2").paginate(Bucket="bench", Prefix=prefix):
-        for o in page.get("Contents", []):
-            n += 1; size += o["Size"]
-    return n, size
+def run_once(work):
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
+    moto = subprocess.Popen([moto_bin, "-H", "127.0.0.1", "-p", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(600):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.1).close(); break
+        except OSError:
+            time.sleep(0.05)
+    endpoint = f"http://127.0.0.1:{port}"
+    env = dict(os.environ, AWS_ENDPOINT=endpoint, AWS_ACCESS_KEY_ID="testing",
+               AWS_SECRET_ACCESS_KEY="testing", AWS_REGION="us-east-1", AWS_ALLOW_HTTP="true",
+               RESTIC_PASSWORD="bench", AWS_DEFAULT_REGION="us-east-1")
+    s3 = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="testing",
+                      aws_secret_access_key="testing", region_name="us-east-1")
+    s3.create_bucket(Bucket="bench")
 
-def timed(cmd, cwd=None):
-    t = time.perf_counter()
-    r = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
-    dt = time.perf_counter() - t
-    if r.returncode != 0:
-        sys.exit(f"{' '.join(cmd)} failed:\n{r.stdout}\n{r.stderr}")
-    return dt, r.stdout
+    def stored(prefix):
+        n = size = 0
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket="bench", Prefix=prefix):
+            for o in page.get("Contents", []):
+                n += 1; size += o["Size"]
+        return n, size
 
-work = args.work or tempfile.mkdtemp(prefix="ckpt-remote-bench-")
-ws = os.path.join(work, "ws")
-shutil.copytree(args.corpus, ws, symlinks=True)
-subprocess.run([ckpt, "init", ws, "--store", os.path.join(work, "store")], env=env, check=True,
-               capture_output=True)
-subprocess.run([ckpt, "save", "-m", "base"], cwd=ws, env=env, check=True, capture_output=True)
-res = {}
-url = "s3://bench/ckpt"
-dt, out = timed([ckpt, "push", url, "--workspace", "corpus", "--json"], cwd=ws)
-j = json.loads(out); res["ckpt_first_push"] = dict(s=dt, requests=j["requests"], sent=j["bytes_sent"], objects=j["objects"], packs=j["packs"])
-repo = f"s3:{endpoint}/bench/restic"
-timed(["restic", "-r", repo, "init"])
-dt, _ = timed(["restic", "-r", repo, "backup", "-q", "."], cwd=ws)
-res["restic_first_backup"] = dict(s=dt)
-# One-file edit.
-edit = None
-for dp, dn, fn in os.walk(os.path.join(ws, "app") if os.path.isdir(os.path.join(ws, "app")) else ws):
-    for f in fn:
-        if f.endswith((".js", ".ts", ".json", ".md")):
-            edit = os.path.join(dp, f); break
-    if edit: break
-with open(edit, "a") as f:
-    f.write("\n// edited\n")
-subprocess.run([ckpt, "save", "-m", "edit"], cwd=ws, env=env, check=True, capture_output=True)
-dt, out = timed([ckpt, "push", url, "--workspace", "corpus", "--json"], cwd=ws)
-j = json.loads(out); res["ckpt_edit_push"] = dict(s=dt, requests=j["requests"], sent=j["bytes_sent"], objects=j["objects"], packs=j["packs"])
-dt, _ = timed(["restic", "-r", repo, "backup", "-q", "."], cwd=ws)
-res["restic_edit_backup"] = dict(s=dt)
-# Clone / restore.
-dest = os.path.join(work, "clone")
-dt, out = timed([ckpt, "clone", url, dest, "--workspace", "corpus", "--store", os.path.join(work, "clone-store"), "--json"], cwd=work)
-j = json.loads(out); res["ckpt_clone"] = dict(s=dt, requests=j["requests"], received=j["bytes_received"], files=j["files"])
-dt, _ = timed(["restic", "-r", repo, "restore", "latest", "--target", os.path.join(work, "restore"), "-q"])
-res["restic_restore"] = dict(s=dt)
-res["ckpt_stored"] = dict(zip(("objects", "bytes"), stored("ckpt/")))
-res["restic_stored"] = dict(zip(("objects", "bytes"), stored("restic/")))
-print(json.dumps(res, indent=1))
-moto.kill()
-shutil.rmtree(work, ignore_errors=True)
+    def timed(cmd, cwd=None):
+        t = time.perf_counter()
+        r = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
+        dt = time.perf_counter() - t
+        if r.returncode != 0:
+            sys.exit(f"{' '.join(cmd)} failed:\n{r.stdout}\n{r.stderr}")
+        return dt, r.stdout
+
+    ws = os.path.join(work, "ws")
+    subprocess.run(["cp", "-a", args.corpus, ws], check=True)
+    subprocess.run([ckpt, "init", ws, "--store", os.path.join(work, "store")], env=env, check=True,
+                   capture_output=True)
+    subprocess.run([ckpt, "save", "-m", "base"], cwd=ws, env=env, check=True, capture_output=True)
+    res = {"load": os.getloadavg()[0]}
+    url = "s3://bench/ckpt"
+    dt, out = timed([ckpt, "push", url, "--workspace", "corpus", "--json"], cwd=ws)
+    j = json.loads(out); res["ckpt_first_push"] = dict(s=dt, requests=j["requests"], sent=j["bytes_sent"], objects=j["objects"], packs=j["packs"])
+    repo = f"s3:{endpoint}/bench/restic"
+    timed(["restic", "-r", repo, "init"])
+    dt, _ = timed(["restic", "-r", repo, "backup", "-q", "."], cwd=ws)
+    res["restic_first_backup"] = dict(s=dt)
+    # One-file edit: the first file below app/ in sorted order.
+    edit = None
+    for dp, dn, fn in sorted(os.walk(os.path.join(ws, "app"))):
+        if fn:
+            edit = os.path.join(dp, sorted(fn)[0]); break
+    with open(edit, "a") as f:
+        f.write("\n// edited\n")
+    subprocess.run([ckpt, "save", "-m", "edit"], cwd=ws, env=env, check=True, capture_output=True)
+    dt, out = timed([ckpt, "push", url, "--workspace", "corpus", "--json"], cwd=ws)
+    j = json.loads(out); res["ckpt_edit_push"] = dict(s=dt, requests=j["requests"], sent=j["bytes_sent"], objects=j["objects"], packs=j["packs"])
+    dt, _ = timed(["restic", "-r", repo, "backup", "-q", "."], cwd=ws)
+    res["restic_edit_backup"] = dict(s=dt)
+    # Clone / restore.
+    dest = os.path.join(work, "clone")
+    dt, out = timed([ckpt, "clone", url, dest, "--workspace", "corpus", "--store", os.path.join(work, "clone-store"), "--json"], cwd=work)
+    j = json.loads(out); res["ckpt_clone"] = dict(s=dt, requests=j["requests"], received=j["bytes_received"], files=j["files"])
+    dt, _ = timed(["restic", "-r", repo, "restore", "latest", "--target", os.path.join(work, "restore"), "-q"])
+    res["restic_restore"] = dict(s=dt)
+    res["ckpt_stored"] = dict(zip(("objects", "bytes"), stored("ckpt/")))
+    res["restic_stored"] = dict(zip(("objects", "bytes"), stored("restic/")))
+    res["ratio_first"] = res["restic_first_backup"]["s"] / res["ckpt_first_push"]["s"]
+    res["ratio_edit"] = res["restic_edit_backup"]["s"] / res["ckpt_edit_push"]["s"]
+    res["ratio_clone"] = res["restic_restore"]["s"] / res["ckpt_clone"]["s"]
+    moto.kill(); moto.wait()
+    return res
+
+
+base = args.work or tempfile.mkdtemp(prefix="ckpt-remote-bench-")
+runs = []
+for i in range(args.runs):
+    work = os.path.join(base, f"run{i}")
+    os.makedirs(work, exist_ok=True)
+    r = run_once(work)
+    print(json.dumps(r), flush=True)
+    runs.append(r)
+    shutil.rmtree(work, ignore_errors=True)
+med = lambda f: statistics.median(f(r) for r in runs)
+summary = {
+    "runs": len(runs),
+    "load_before_runs": [round(r["load"], 2) for r in runs],
+    "ckpt_first_push_s": med(lambda r: r["ckpt_first_push"]["s"]),
+    "restic_first_backup_s": med(lambda r: r["restic_first_backup"]["s"]),
+    "ckpt_edit_push_s": med(lambda r: r["ckpt_edit_push"]["s"]),
+    "restic_edit_backup_s": med(lambda r: r["restic_edit_backup"]["s"]),
+    "ckpt_clone_s": med(lambda r: r["ckpt_clone"]["s"]),
+    "restic_restore_s": med(lambda r: r["restic_restore"]["s"]),
+    "ratio_first_restic_over_ckpt": med(lambda r: r["ratio_first"]),
+    "ratio_edit_restic_over_ckpt": med(lambda r: r["ratio_edit"]),
+    "ratio_clone_restic_over_ckpt": med(lambda r: r["ratio_clone"]),
+    "ckpt_requests": {k: med(lambda r: r[k]["requests"]) for k in ("ckpt_first_push", "ckpt_edit_push", "ckpt_clone")},
+    "ckpt_edit_push_bytes_sent": med(lambda r: r["ckpt_edit_push"]["sent"]),
+    "ckpt_stored": runs[-1]["ckpt_stored"],
+    "restic_stored": runs[-1]["restic_stored"],
+}
+print(json.dumps(summary, indent=1))
