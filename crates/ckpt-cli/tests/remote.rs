@@ -56,6 +56,19 @@ fn wait_port(port: u16) -> bool {
     false
 }
 
+/// The child gets SIGKILL when the thread that spawned it exits
+/// (PR_SET_PDEATHSIG): servers started here never outlive the tests.
+fn die_with_this_process(cmd: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: prctl is async-signal-safe; it only sets the death signal.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+}
+
 /// Starts a moto server (killed when this process exits: the spawning
 /// thread lives forever and the child has PDEATHSIG).
 fn start_moto(extra_env: &[(&str, &str)]) -> Option<u16> {
@@ -67,19 +80,12 @@ fn start_moto(extra_env: &[(&str, &str)]) -> Option<u16> {
         .collect();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
-        use std::os::unix::process::CommandExt;
         let mut cmd = Command::new(bin);
         cmd.args(["-H", "127.0.0.1", "-p", &port.to_string()])
             .envs(env)
             .stdout(Stdio::null())
             .stderr(Stdio::null());
-        // SAFETY: prctl is async-signal-safe; it only sets the death signal.
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                Ok(())
-            });
-        }
+        die_with_this_process(&mut cmd);
         let child = cmd.spawn();
         let _ = tx.send(child.is_ok());
         let _keep = child;
@@ -204,6 +210,25 @@ fn spawn_env(cwd: &Path, env: &[(&str, String)], args: &[&str]) -> Child {
         .expect("spawn ckpt")
 }
 
+/// The tests `$file` and `$s3`: scenario `$scenario(url, env)` against a
+/// `file://` remote and against the moto server.
+macro_rules! on_both_remotes {
+    ($scenario:ident, $file:ident, $s3:ident) => {
+        #[test]
+        fn $file() {
+            let dir = tempfile::tempdir_in(test_base()).unwrap();
+            $scenario(&format!("file://{}", dir.path().join("r").display()), &[]);
+        }
+
+        #[test]
+        fn $s3() {
+            let Some(m) = moto() else { return };
+            let prefix = stringify!($scenario);
+            $scenario(&format!("s3://{}/{prefix}", m.bucket()), &s3_env(m.port));
+        }
+    };
+}
+
 /// A workspace with every kind of entry: modes, a symlink, an empty
 /// directory, nested files, distinct mtimes, and agent state.
 fn rich_workspace(rng: &mut Rng) -> Ws {
@@ -317,19 +342,7 @@ fn round_trip(url: &str, env: &[(&str, String)]) {
     assert_eq!(state_get(&dest, "step"), "4");
 }
 
-#[test]
-fn round_trip_file_remote() {
-    let dir = tempfile::tempdir_in(test_base()).unwrap();
-    let url = format!("file://{}", dir.path().join("remote").display());
-    round_trip(&url, &[]);
-}
-
-#[test]
-fn round_trip_s3() {
-    let Some(m) = moto() else { return };
-    let b = m.bucket();
-    round_trip(&format!("s3://{b}/team"), &s3_env(m.port));
-}
+on_both_remotes!(round_trip, round_trip_file_remote, round_trip_s3);
 
 /// Two pushes (the second after an edit), then a clone of the latest and a
 /// pull of both into a third workspace, with a pull that commits what
@@ -404,23 +417,16 @@ fn duplicates_and_commits(url: &str, env: &[(&str, String)]) {
     ckpt(&other.root, &["verify", "--store"]).ok();
 }
 
-#[test]
-fn duplicates_and_commits_file_remote() {
-    let dir = tempfile::tempdir_in(test_base()).unwrap();
-    duplicates_and_commits(&format!("file://{}", dir.path().join("r").display()), &[]);
-}
-
-#[test]
-fn duplicates_and_commits_s3() {
-    let Some(m) = moto() else { return };
-    duplicates_and_commits(&format!("s3://{}/d", m.bucket()), &s3_env(m.port));
-}
+on_both_remotes!(
+    duplicates_and_commits,
+    duplicates_and_commits_file_remote,
+    duplicates_and_commits_s3
+);
 
 /// Starts tests/fault_proxy.py (moto's venv Python) in front of the moto
 /// server on `upstream`; returns its port.
 fn start_fault_proxy(upstream: u16, seed: u64, rate: f64) -> Option<u16> {
     use std::io::BufRead;
-    use std::os::unix::process::CommandExt;
     let python = moto_bin()?.with_file_name("python3");
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fault_proxy.py");
     let mut cmd = Command::new(python);
@@ -428,19 +434,13 @@ fn start_fault_proxy(upstream: u16, seed: u64, rate: f64) -> Option<u16> {
         .args([upstream.to_string(), seed.to_string(), rate.to_string()])
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
-    // SAFETY: prctl is async-signal-safe; it only sets the death signal.
-    unsafe {
-        cmd.pre_exec(|| {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-            Ok(())
-        });
-    }
+    die_with_this_process(&mut cmd);
     let mut child = cmd.spawn().ok()?;
     let mut line = String::new();
     std::io::BufReader::new(child.stdout.take()?)
         .read_line(&mut line)
         .ok()?;
-    // The proxy lives as long as this test binary (PDEATHSIG).
+    // The proxy is killed when this test's thread ends (PDEATHSIG).
     std::mem::forget(child);
     line.trim().parse().ok()
 }
@@ -702,17 +702,11 @@ fn killed_push_resumes(url: &str, env: &[(&str, String)]) {
     let _ = v1;
 }
 
-#[test]
-fn killed_push_resumes_file_remote() {
-    let dir = tempfile::tempdir_in(test_base()).unwrap();
-    killed_push_resumes(&format!("file://{}", dir.path().join("r").display()), &[]);
-}
-
-#[test]
-fn killed_push_resumes_s3() {
-    let Some(m) = moto() else { return };
-    killed_push_resumes(&format!("s3://{}/k", m.bucket()), &s3_env(m.port));
-}
+on_both_remotes!(
+    killed_push_resumes,
+    killed_push_resumes_file_remote,
+    killed_push_resumes_s3
+);
 
 /// Several pushers to one workspace name at once: every checkpoint ends up
 /// in the ref.
@@ -766,17 +760,11 @@ fn concurrent_pushers(url: &str, env: &[(&str, String)]) {
     eprintln!("{n} concurrent pushers: {retries} ref retries");
 }
 
-#[test]
-fn concurrent_pushers_file_remote() {
-    let dir = tempfile::tempdir_in(test_base()).unwrap();
-    concurrent_pushers(&format!("file://{}", dir.path().join("r").display()), &[]);
-}
-
-#[test]
-fn concurrent_pushers_s3() {
-    let Some(m) = moto() else { return };
-    concurrent_pushers(&format!("s3://{}/c", m.bucket()), &s3_env(m.port));
-}
+on_both_remotes!(
+    concurrent_pushers,
+    concurrent_pushers_file_remote,
+    concurrent_pushers_s3
+);
 
 #[test]
 fn bad_input_is_refused_clearly() {
@@ -959,14 +947,8 @@ fn gc_with_concurrent_push(url: &str, env: &[(&str, String)]) {
     assert_eq!(g3["live_packs"], g3["stored_packs"], "{g3}");
 }
 
-#[test]
-fn gc_with_concurrent_push_file_remote() {
-    let dir = tempfile::tempdir_in(test_base()).unwrap();
-    gc_with_concurrent_push(&format!("file://{}", dir.path().join("r").display()), &[]);
-}
-
-#[test]
-fn gc_with_concurrent_push_s3() {
-    let Some(m) = moto() else { return };
-    gc_with_concurrent_push(&format!("s3://{}/g", m.bucket()), &s3_env(m.port));
-}
+on_both_remotes!(
+    gc_with_concurrent_push,
+    gc_with_concurrent_push_file_remote,
+    gc_with_concurrent_push_s3
+);

@@ -181,32 +181,6 @@ impl RemoteUrl {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn parses_the_schemes_and_refuses_others() {
-        let u = RemoteUrl::parse("s3://b/some/prefix/").unwrap();
-        assert_eq!((u.bucket.as_str(), u.prefix.as_str()), ("b", "some/prefix"));
-        let u = RemoteUrl::parse("gs://b").unwrap();
-        assert_eq!((u.scheme.as_str(), u.prefix.as_str()), ("gs", ""));
-        assert_eq!(RemoteUrl::parse("az://c/p").unwrap().bucket, "c");
-        assert_eq!(
-            RemoteUrl::parse("file:///srv/ckpt").unwrap().prefix,
-            "/srv/ckpt"
-        );
-        for bad in ["ftp://x/y", "s3://", "file://rel", "nothing"] {
-            let e = RemoteUrl::parse(bad).unwrap_err().to_string();
-            assert!(e.contains("s3://bucket/prefix"), "{bad}: {e}");
-        }
-        assert!(RemoteUrl::parse("ftp://x")
-            .unwrap_err()
-            .to_string()
-            .contains("unknown scheme \"ftp\""));
-    }
-}
-
 /// object_store's own HTTP client (reqwest), with every request it makes
 /// (retries included) counted.
 #[derive(Debug)]
@@ -240,5 +214,31 @@ impl HttpService for Counting {
             self.counters.failed.fetch_add(1, Ordering::Relaxed);
         }
         r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_schemes_and_refuses_others() {
+        let u = RemoteUrl::parse("s3://b/some/prefix/").unwrap();
+        assert_eq!((u.bucket.as_str(), u.prefix.as_str()), ("b", "some/prefix"));
+        let u = RemoteUrl::parse("gs://b").unwrap();
+        assert_eq!((u.scheme.as_str(), u.prefix.as_str()), ("gs", ""));
+        assert_eq!(RemoteUrl::parse("az://c/p").unwrap().bucket, "c");
+        assert_eq!(
+            RemoteUrl::parse("file:///srv/ckpt").unwrap().prefix,
+            "/srv/ckpt"
+        );
+        for bad in ["ftp://x/y", "s3://", "file://rel", "nothing"] {
+            let e = RemoteUrl::parse(bad).unwrap_err().to_string();
+            assert!(e.contains("s3://bucket/prefix"), "{bad}: {e}");
+        }
+        assert!(RemoteUrl::parse("ftp://x")
+            .unwrap_err()
+            .to_string()
+            .contains("unknown scheme \"ftp\""));
     }
 }
