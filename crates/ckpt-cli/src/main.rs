@@ -28,7 +28,7 @@ use clap::Parser;
     after_help = "Start with `ckpt init`, then `ckpt save -m MESSAGE` before anything risky, \
 `ckpt log`, `ckpt diff`, `ckpt restore ID` (itself undoable).\n\
 Agents: `ckpt init --agent claude --write` (hooks), `ckpt mcp` (MCP server). \
-Every command except completions, man, mcp and ui takes --json; exit codes are listed in docs/CLI.md."
+Every command except completions, man, mcp, remote and ui takes --json; exit codes are listed in docs/CLI.md."
 )]
 struct Cli {
     /// Run as if started in DIR.

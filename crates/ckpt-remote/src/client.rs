@@ -19,7 +19,7 @@
 //!   connector, [`crate::url`]); for `file://` each call is one request.
 
 use std::ops::Range;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -27,22 +27,9 @@ use futures::TryStreamExt;
 use object_store::path::Path as ObjPath;
 use object_store::{ObjectMeta, ObjectStore, PutMode, PutOptions, PutPayload};
 
+use crate::report::Counters;
 use crate::url::RemoteUrl;
 use crate::{Error, Result, Settings};
-
-/// Requests and bytes of one operation.
-#[derive(Debug, Default)]
-pub struct Counters {
-    /// Requests made (each attempt, each page of a listing).
-    pub requests: AtomicU64,
-    /// Bytes sent in request bodies.
-    pub bytes_sent: AtomicU64,
-    /// Bytes received in response bodies.
-    pub bytes_received: AtomicU64,
-    /// Requests that failed transiently (a 5xx or 429 answer, a reset, a
-    /// timeout) and were retried or reported.
-    pub failed: AtomicU64,
-}
 
 /// The outcome of a create-if-absent write.
 #[derive(Debug, PartialEq, Eq)]

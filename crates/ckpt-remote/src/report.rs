@@ -1,12 +1,24 @@
 //! The summary every remote operation reports: objects, bytes sent and
 //! received, requests, time.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::client::Counters;
+/// Requests and bytes of one operation.
+#[derive(Debug, Default)]
+pub struct Counters {
+    /// Requests made (each attempt, each page of a listing).
+    pub requests: AtomicU64,
+    /// Bytes sent in request bodies.
+    pub bytes_sent: AtomicU64,
+    /// Bytes received in response bodies.
+    pub bytes_received: AtomicU64,
+    /// Requests that failed transiently (a 5xx or 429 answer, a reset, a
+    /// timeout) and were retried or reported.
+    pub failed: AtomicU64,
+}
 
 /// What went over the wire.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

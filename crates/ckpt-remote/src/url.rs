@@ -21,7 +21,7 @@ use object_store::client::{
 use object_store::path::Path as ObjPath;
 use object_store::{BackoffConfig, ClientOptions, ObjectStore, RetryConfig};
 
-use crate::client::Counters;
+use crate::report::Counters;
 use crate::{usage, Result, Settings};
 
 /// A parsed remote URL.
