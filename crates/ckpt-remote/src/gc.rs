@@ -35,7 +35,6 @@ use ckpt_lib::ops::json::SCHEMA;
 use ckpt_lib::ops::Context;
 use ckpt_lib::store::tree::{Node, Tree};
 use ckpt_lib::Hash;
-use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use crate::client::{Client, Created};
@@ -48,14 +47,7 @@ use crate::remotes;
 use crate::report::{with_transfer, Transfer};
 use crate::{Error, Result, Settings};
 
-/// `gc/condemned`.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-pub struct Condemned {
-    /// Packs (hex) found unreachable.
-    pub packs: Vec<String>,
-    /// When each was first condemned (ns since the epoch), same order.
-    pub since_ns: Vec<i64>,
-}
+pub use crate::layout::Condemned;
 
 /// Ref generations kept per workspace.
 const KEEP_GENERATIONS: usize = 16;

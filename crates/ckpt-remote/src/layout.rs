@@ -246,6 +246,15 @@ impl Record {
     }
 }
 
+/// `gc/condemned`: the packs the last `gc --remote` condemned (gc.rs).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Condemned {
+    /// Packs (hex) found unreachable.
+    pub packs: Vec<String>,
+    /// When each was first condemned (ns since the epoch), same order.
+    pub since_ns: Vec<i64>,
+}
+
 /// One ref generation (`refs/<name>/<gen>`).
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct RefBody {

@@ -19,7 +19,7 @@
 //! that `gc --remote` has condemned: it re-reads the condemned list just
 //! before it writes the ref and fails (asking for a re-run, which then
 //! uploads those blobs again) if one of the packs it relied on is on it
-//! (see [`crate::gc`] for why that makes gc safe).
+//! (the gc module says why that makes gc safe).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
@@ -148,12 +148,12 @@ pub async fn read_ref(client: &Client, name: &str) -> Result<Option<(u64, RefBod
     )))
 }
 
-/// The packs `gc --remote` has condemned (see [`crate::gc`]).
+/// The packs `gc --remote` has condemned (`gc/condemned`).
 pub async fn read_condemned(client: &Client) -> Result<HashSet<Hash>> {
     let Some(b) = client.get(layout::CONDEMNED).await? else {
         return Ok(HashSet::new());
     };
-    let c: crate::gc::Condemned = serde_json::from_slice(&b)
+    let c: layout::Condemned = serde_json::from_slice(&b)
         .map_err(|e| Error::Corrupt(format!("{}: {e}", client.shown("GET", layout::CONDEMNED))))?;
     c.packs
         .iter()
