@@ -87,21 +87,25 @@ impl Known {
                 }
             }
         }
-        let fetched: Vec<(Hash, Vec<Entry>)> = stream::iter(todo)
+        let fetched: Vec<Option<(Hash, Vec<Entry>)>> = stream::iter(todo)
             .map(|p| {
                 let dir = dir.clone();
                 async move {
                     let key = layout::index_key(&p);
-                    let b = client.get_existing(&key).await?;
+                    // Listed, then deleted by a `gc --remote` before this
+                    // read: that pack is gone, so it is not known.
+                    let Some(b) = client.get(&key).await? else {
+                        return Ok::<_, crate::Error>(None);
+                    };
                     let entries = pack::decode_index(&b, &client.shown("GET", &key))?;
                     write_cache(&dir, &p.to_hex(), &b);
-                    Ok::<_, crate::Error>((p, entries))
+                    Ok(Some((p, entries)))
                 }
             })
             .buffer_unordered(client.concurrency())
             .try_collect()
             .await?;
-        for (p, e) in fetched {
+        for (p, e) in fetched.into_iter().flatten() {
             known.add(p, e);
         }
         Ok(known)
