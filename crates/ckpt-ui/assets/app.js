@@ -105,6 +105,16 @@ function tagChips(c) {
     .map(([k, v]) => el('span', { class: 'tag', title: k + '=' + v, text: k + '=' + v }));
 }
 
+// Annotations (tags and a note added after the save, `ckpt annotate`):
+// marked with a pencil and styled apart from the save-time tags.
+const PENCIL = '\u270e ';
+function annChips(c) {
+  const a = c.annotations;
+  if (!a) return [];
+  return Object.entries(a.tags).map(([k, v]) => el('span', { class: 'tag ann', title: 'annotated ' + exact(a.time_ns) + ': ' + k + '=' + v, text: PENCIL + k + '=' + v }))
+    .concat(a.note ? [el('span', { class: 'tag ann note', title: a.note, text: PENCIL + a.note })] : []);
+}
+
 function row(c, i) {
   const s = c.stats || {};
   return el('li', {
@@ -120,7 +130,7 @@ function row(c, i) {
     el('span', { class: 'mod', text: '~' + (s.files_modified || 0) }),
     el('span', { class: 'del', text: '\u2212' + (s.files_deleted || 0) })),
   el('span', { class: 'bytes', title: 'bytes added to the store', text: bytes(s.new_bytes || 0) }),
-  el('span', { class: 'tags' }, tagChips(c)));
+  el('span', { class: 'tags' }, tagChips(c), annChips(c)));
 }
 
 function render() {
@@ -174,7 +184,9 @@ async function refresh() {
   const same = rest.every((c, i) => S.items[i] && S.items[i].seq === c.seq);
   if (!same) { await reload(); return; }
   const head = r.head;
-  S.items = fresh.concat(S.items.map((c) => Object.assign(c, { head: c.id === head })));
+  // The newest page's records replace ours (their annotations may have
+  // changed); older ones only get the new HEAD mark.
+  S.items = fresh.concat(rest, S.items.slice(rest.length).map((c) => Object.assign(c, { head: c.id === head })));
   if (S.sel >= 0) S.sel += fresh.length;
   S.head = head; S.total = r.total;
   if (!S.items.length) S.more = r.more;
@@ -246,17 +258,56 @@ async function showCheckpoint(id) {
       el('dt', { text: 'parent' }), el('dd', { text: parent || '(none)' }),
       el('dt', { text: 'hash' }), el('dd', { class: 'mono', text: r.hash }),
       el('dt', { text: 'changes' }), el('dd', { text: '+' + s.files_added + ' ~' + s.files_modified + ' \u2212' + s.files_deleted + ', ' + bytes(s.new_bytes) + ' added to the store' }),
-      el('dt', { text: 'tags' }), el('dd', {}, Object.entries(r.tags).map(([k, v]) => el('span', { class: 'tag', text: k + '=' + v })))),
+      el('dt', { text: 'tags' }), el('dd', {}, Object.entries(r.tags).map(([k, v]) => el('span', { class: 'tag', text: k + '=' + v }))),
+      el('dt', { text: 'annotations' }), el('dd', { id: 'annotations' })),
+    S.readOnly ? null : el('div', { class: 'actions annotate' },
+      el('input', { id: 'ann-tag', placeholder: 'key=value', 'aria-label': 'tag to add' }),
+      el('button', { type: 'button', id: 'act-tag', onclick: () => addTag(r.id).catch(fail), text: 'Add tag' }),
+      el('textarea', { id: 'ann-note', rows: 2, placeholder: 'note', 'aria-label': 'note' }),
+      el('button', { type: 'button', id: 'act-note', onclick: () => saveNote(r.id).catch(fail), text: 'Save note' })),
     el('div', { class: 'actions' },
       el('button', { type: 'button', onclick: () => compareFlow(r.id, '').catch(fail), text: 'Compare with working directory' })),
     actions,
     el('h3', { text: 'Changed paths (' + r.changes.length + ')' }),
     r.changes.length ? treeList(pathTree(r.changes), (c) => showDiff(parent, r.id, c).catch(fail)) : el('p', { class: 'muted', text: 'nothing changed' }),
     stateBox, diffBox);
+  renderAnnotations(r.id, r.annotations);
   if (parent) {
     api('/api/diff', { from: parent, to: r.id }).then((df) => renderState(stateBox, df.state_changes)).catch(() => {});
   }
 }
+
+// The shown checkpoint's annotations, each tag with a remove button
+// (not in read-only mode); the note box holds the current note.
+function renderAnnotations(id, a) {
+  const box = $('annotations');
+  if (!box) return;
+  const tags = Object.entries((a && a.tags) || {});
+  clear(box,
+    tags.map(([k, v]) => el('span', { class: 'tag ann', 'data-key': k },
+      PENCIL + k + '=' + v,
+      S.readOnly ? null : el('button', { type: 'button', class: 'link remove-tag', title: 'remove ' + k, onclick: () => annotate(id, { remove: [k] }).catch(fail), text: ' \u00d7' }))),
+    a && a.note ? el('p', { class: 'note', id: 'note-text', text: a.note }) : null,
+    a ? el('span', { class: 'muted', text: 'added ' + exact(a.time_ns) }) : el('span', { class: 'muted', text: 'none' }));
+  const n = $('ann-note');
+  if (n) n.value = (a && a.note) || '';
+}
+
+async function annotate(id, body) {
+  const r = await post('/api/annotate', Object.assign({ id }, body));
+  renderAnnotations(id, r.annotations);
+  return r;
+}
+
+async function addTag(id) {
+  const t = $('ann-tag').value.trim();
+  const i = t.indexOf('=');
+  if (i <= 0) { note('A tag is key=value.', 'error'); return; }
+  await annotate(id, { set: { [t.slice(0, i)]: t.slice(i + 1) } });
+  $('ann-tag').value = '';
+}
+
+async function saveNote(id) { await annotate(id, { note: $('ann-note').value }); }
 
 function pretty(v) {
   if (!v) return '';
