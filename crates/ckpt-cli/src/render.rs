@@ -10,8 +10,8 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use ckpt_lib::engine::diff::Change;
-use ckpt_lib::store::catalog::{Annotation, Checkpoint};
 use ckpt_lib::store::catalog::Skipped;
+use ckpt_lib::store::catalog::{Annotation, Checkpoint};
 use ckpt_lib::store::state::{ChangeKind as StateChangeKind, StateChange};
 use ckpt_lib::store::tree::Node;
 use ckpt_lib::workspace::scan::{Unreadable, UNREADABLE};

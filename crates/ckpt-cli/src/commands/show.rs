@@ -47,7 +47,11 @@ pub fn run(ctx: &Ctx, args: &ShowArgs) -> Result<()> {
             println!("tag:      {k}={v} (annotated {})", render::when(a.time_ns));
         }
         if let Some(n) = &a.note {
-            println!("note:     {} (annotated {})", n.replace('\n', "\n          "), render::when(a.time_ns));
+            println!(
+                "note:     {} (annotated {})",
+                n.replace('\n', "\n          "),
+                render::when(a.time_ns)
+            );
         }
     }
     let s = &cp.stats;

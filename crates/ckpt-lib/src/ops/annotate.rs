@@ -90,7 +90,12 @@ pub fn annotate(ctx: &Context, opts: &AnnotateOptions) -> Result<AnnotateReport>
     let mut record = None;
     let annotation = store.catalog.annotate(target.seq, |cp, old| {
         record = Some(cp.clone());
-        if let Some(k) = opts.set.keys().chain(&opts.remove).find(|k| cp.tags.contains_key(*k)) {
+        if let Some(k) = opts
+            .set
+            .keys()
+            .chain(&opts.remove)
+            .find(|k| cp.tags.contains_key(*k))
+        {
             return Err(Error::Usage(format!(
                 "{} was saved with tag {k}={}, which is part of its record and cannot change; \
                  annotate with another key{nothing}",

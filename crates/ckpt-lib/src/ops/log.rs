@@ -104,7 +104,9 @@ pub fn log(ctx: &Context, opts: &LogOptions) -> Result<LogReport> {
     let mut more = false;
     r.for_each_newest(opts.before, |cp| {
         let a = notes.get(cp.seq)?;
-        let keep = needle.as_deref().is_none_or(|n| matches(&cp, a.as_ref(), n))
+        let keep = needle
+            .as_deref()
+            .is_none_or(|n| matches(&cp, a.as_ref(), n))
             && match &path {
                 Some(f) => !changes_from_parent(&r, &cp, f)?.is_empty(),
                 None => true,

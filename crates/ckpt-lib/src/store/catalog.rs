@@ -859,6 +859,21 @@ impl Annotations {
     }
 }
 
+impl Annotations {
+    /// The checkpoints that have an annotation, in order (by the module's
+    /// invariant, each a record of `checkpoints`; the tests check it).
+    pub fn seqs(&self) -> Result<Vec<u64>> {
+        let Some(t) = &self.table else {
+            return Ok(Vec::new());
+        };
+        let mut out = Vec::new();
+        for item in t.iter().map_err(|e| catalog_error(&self.path, e))? {
+            out.push(item.map_err(|e| catalog_error(&self.path, e))?.0.value());
+        }
+        Ok(out)
+    }
+}
+
 fn decode_annotation(seq: u64, bytes: &[u8]) -> Result<Annotation> {
     serde_json::from_slice(bytes)
         .map_err(|e| Error::Corrupt(format!("annotation of checkpoint v{seq}: {e}")))
