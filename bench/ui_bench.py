@@ -124,7 +124,7 @@ try:
         page.locator("#timeline li.cp").first.click()
         page.wait_for_selector("#diff", state="attached")
         for _ in range(a.runs):
-            ms = page.evaluate("""async () => { const t = performance.now();
+            ms = page.evaluate("""async () => { document.getElementById('detail').scrollTop = 0; const t = performance.now();
               await showDiff('%s', '%s', {path: 'big.txt', status: 'modified'});
               await new Promise((res) => { const w = () => document.querySelector('table.diff[data-done]') ? res() : requestAnimationFrame(w); w(); });
               const first = Number(document.querySelector('table.diff').dataset.first);

@@ -288,7 +288,7 @@ function renderAnnotations(id, a) {
       PENCIL + k + '=' + v,
       S.readOnly ? null : el('button', { type: 'button', class: 'link remove-tag', title: 'remove ' + k, onclick: () => annotate(id, { remove: [k] }).catch(fail), text: ' \u00d7' }))),
     a && a.note ? el('p', { class: 'note', id: 'note-text', text: a.note }) : null,
-    a ? el('span', { class: 'muted', text: 'added ' + exact(a.time_ns) }) : el('span', { class: 'muted', text: 'none' }));
+    a ? el('span', { class: 'muted', text: 'changed ' + exact(a.time_ns) }) : el('span', { class: 'muted', text: 'none' }));
   const n = $('ann-note');
   if (n) n.value = (a && a.note) || '';
 }
