@@ -193,33 +193,24 @@ fn check(ctx: &Context, model: &BTreeMap<u64, Cp>, deleted: &[u64]) {
             }
         }
         want.sort_unstable_by(|a, b| b.cmp(a));
-        let found = ops::log::log(
-            ctx,
-            &ops::log::LogOptions {
-                search: Some(needle.clone()),
-                ..Default::default()
-            },
-        )
-        .unwrap();
-        let got: Vec<u64> = found.checkpoints.iter().map(|c| c.seq).collect();
-        assert_eq!(got, want, "search {needle:?}");
+        assert_eq!(search(ctx, &needle), want, "search {needle:?}");
     }
     for (seq, cp) in model {
         if let Some(n) = &cp.note {
-            let found = ops::log::log(
-                ctx,
-                &ops::log::LogOptions {
-                    search: Some(n.to_uppercase()),
-                    ..Default::default()
-                },
-            )
-            .unwrap();
-            assert!(
-                found.checkpoints.iter().any(|c| c.seq == *seq),
-                "note of v{seq} not found"
-            );
+            let found = search(ctx, &n.to_uppercase());
+            assert!(found.contains(seq), "note of v{seq} not found");
         }
     }
+}
+
+/// `log --search TEXT`: the checkpoints found, newest first.
+fn search(ctx: &Context, text: &str) -> Vec<u64> {
+    let opts = ops::log::LogOptions {
+        search: Some(text.into()),
+        ..Default::default()
+    };
+    let found = ops::log::log(ctx, &opts).unwrap();
+    found.checkpoints.iter().map(|c| c.seq).collect()
 }
 
 fn run(steps: &[Step]) {
