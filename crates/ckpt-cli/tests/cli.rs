@@ -687,7 +687,8 @@ fn annotate_shows_in_log_and_show_and_refuses_save_time_keys() {
         .run(&["annotate", "v1", "verdict=good", "--note", "looked at it"])
         .ok();
     assert!(
-        out.stdout.contains("annotated v1: verdict=good; note: looked at it"),
+        out.stdout
+            .contains("annotated v1: verdict=good; note: looked at it"),
         "{}",
         out.dump()
     );
@@ -697,16 +698,28 @@ fn annotate_shows_in_log_and_show_and_refuses_save_time_keys() {
         "{log}"
     );
     let show = ws.run(&["show", "v1"]).ok().stdout;
-    assert!(show.contains("tag:      verdict=good (annotated "), "{show}");
-    assert!(show.contains("note:     looked at it (annotated "), "{show}");
+    assert!(
+        show.contains("tag:      verdict=good (annotated "),
+        "{show}"
+    );
+    assert!(
+        show.contains("note:     looked at it (annotated "),
+        "{show}"
+    );
     let found = ws.run(&["log", "--search", "VERDICT=GOOD", "--json"]).ok();
     assert_eq!(ids(&found.json()), ["v1"]);
     for (args, says) in [
         (&["annotate", "v1", "session=s2"][..], "part of its record"),
-        (&["annotate", "v1", "--remove", "session"], "part of its record"),
+        (
+            &["annotate", "v1", "--remove", "session"],
+            "part of its record",
+        ),
         (&["annotate", "v1"], "nothing to annotate"),
         (&["annotate", "v1", "novalue"], "expected KEY=VALUE"),
-        (&["annotate", "v1", "a=1", "--remove", "a"], "both set and removed"),
+        (
+            &["annotate", "v1", "a=1", "--remove", "a"],
+            "both set and removed",
+        ),
         (&["annotate", "v9", "a=1"], "v9"),
     ] {
         let r = ws.run(args).code(2);
@@ -718,7 +731,9 @@ fn annotate_shows_in_log_and_show_and_refuses_save_time_keys() {
     assert_eq!(j["annotations"]["tags"]["verdict"], "good");
     assert_eq!(j["annotations"]["note"], "looked at it");
     let j = ws
-        .run(&["annotate", "v1", "--remove", "verdict", "--note", "", "--json"])
+        .run(&[
+            "annotate", "v1", "--remove", "verdict", "--note", "", "--json",
+        ])
         .ok()
         .json();
     assert!(j["annotations"].is_null(), "{j}");
