@@ -66,6 +66,22 @@ pub struct ShowArgs {
     pub id: String,
 }
 
+/// Arguments of `checkpoint_annotate`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct AnnotateArgs {
+    /// Checkpoint id: "v12", "HEAD", "HEAD~1", or a hash prefix.
+    pub id: String,
+    /// Tags to add or change, e.g. {"verdict": "broke the tests"}.
+    #[serde(default)]
+    pub tags: BTreeMap<String, String>,
+    /// Annotation tag keys to remove.
+    #[serde(default)]
+    pub remove: Vec<String>,
+    /// The new note ("" removes it; absent leaves it as it is).
+    #[serde(default)]
+    pub note: Option<String>,
+}
+
 /// Arguments of `checkpoint_diff`.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 pub struct DiffArgs {
@@ -297,6 +313,24 @@ impl CkptServer {
     ) -> Result<CallToolResult, ErrorData> {
         let opts = ops::show::ShowOptions { rev: a.id };
         Ok(self.call(move |c| ops::show::show(c, &opts), as_is).await)
+    }
+
+    #[tool(
+        description = "Annotate an existing checkpoint: add or change tags, remove tags, set or clear (\"\") a note. Annotations are kept apart from the tags the checkpoint was saved with (those cannot change), show in checkpoint_list/checkpoint_show as `annotations`, and go when the checkpoint is deleted."
+    )]
+    async fn checkpoint_annotate(
+        &self,
+        Parameters(a): Parameters<AnnotateArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let opts = ops::annotate::AnnotateOptions {
+            rev: a.id,
+            set: a.tags,
+            remove: a.remove,
+            note: a.note,
+        };
+        Ok(self
+            .call(move |c| ops::annotate::annotate(c, &opts), as_is)
+            .await)
     }
 
     #[tool(
