@@ -56,7 +56,7 @@ use crate::store::tree::{Entry, Node, Tree};
 use crate::store::Store;
 use crate::{Error, Hash, Result};
 use ckpt_copy::content_hash::hash_whole;
-use ckpt_copy::copy::{read_expected, Strategy};
+use ckpt_copy::copy::{read_expected, Copier, Strategy};
 use ckpt_copy::copytree::Progress;
 use ckpt_copy::fs::{self, display_path, join};
 
@@ -97,6 +97,7 @@ pub fn write_tree(
         root_path: dest,
         filter,
         link: AtomicBool::new(opts.link),
+        copier: opts.copier.unwrap_or(&objects.copier),
         progress: opts.progress,
         umask: current_umask(),
         verified: Mutex::new(HashSet::new()),
@@ -132,6 +133,9 @@ struct Writer<'a> {
     /// Hard-link objects (`fork --link`); turned off when the store is on
     /// another filesystem.
     link: AtomicBool,
+    /// Writes file contents: the store's own, or the one the fork's backend
+    /// chose.
+    copier: &'a Copier,
     progress: Option<&'a Progress>,
     umask: u32,
     /// Objects already hashed and found intact in this operation.
@@ -343,7 +347,7 @@ impl Writer<'_> {
                 Err(err) => return Err(Error::io("link", shown(), err.into())),
             }
         }
-        if size <= SMALL_FILE && !self.objects.copier.reflinks() {
+        if size <= SMALL_FILE && !self.copier.reflinks() {
             return BUF.with(|buf| {
                 let mut buf = buf.borrow_mut();
                 // The file is written from exactly the bytes hashed here, so
@@ -359,8 +363,7 @@ impl Writer<'_> {
                     self.verified.lock().unwrap().insert(hash);
                 }
                 let dst = self.create(dir, name, e, shown)?;
-                self.objects
-                    .copier
+                self.copier
                     .write_all(dst.as_fd(), &buf)
                     .ctx("write", shown())?;
                 self.finish_file(dst.as_fd(), e, shown)
@@ -369,7 +372,6 @@ impl Writer<'_> {
         self.verify_fd(src.as_fd(), &hash, size)?;
         let dst = self.create(dir, name, e, shown)?;
         let how = self
-            .objects
             .copier
             .copy(src.as_fd(), dst.as_fd(), size)
             .ctx("copy", shown())?;
@@ -526,6 +528,9 @@ pub struct MaterializeOptions<'p> {
     pub link: bool,
     /// Counters to advance as entries are written (progress bars).
     pub progress: Option<&'p Progress>,
+    /// Write contents with this copier instead of the store's (a fork whose
+    /// backend is `copy` where the store could reflink).
+    pub copier: Option<&'p Copier>,
 }
 
 /// Materialises checkpoint `rev` (optionally only `paths`) into `dest`, which
