@@ -251,7 +251,6 @@ pub fn fork(
             store_path: ws.store_path.clone(),
         }
         .write_marker()?;
-        ckpt_fault::point("fork.before_rename");
         std::fs::rename(&staging, &ws.root).ctx("rename", &ws.root)?;
         if let Some(parent) = ws.root.parent() {
             let d = ckpt_copy::fs::open_dir_path(parent).ctx("open", parent)?;

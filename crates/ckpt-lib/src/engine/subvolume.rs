@@ -111,7 +111,6 @@ pub fn make_subvolume(dir: &Path) -> Result<Converted> {
     })?;
     let copy_started = fs::now_ns();
     let copied = copy_into(dir, &tmp).and_then(|entries| {
-        ckpt_fault::point("subvolume.before_swap");
         verify_same(dir, &tmp, copy_started)?;
         Ok(entries)
     });
@@ -132,7 +131,6 @@ pub fn make_subvolume(dir: &Path) -> Result<Converted> {
     )
     .ctx("swap with its subvolume copy", dir)?;
     rustix::fs::fsync(&pfd).ctx("fsync", &parent)?;
-    ckpt_fault::point("subvolume.after_swap");
     // The old directory, now under the hidden name.
     crate::engine::materialize::remove_partial(&tmp, true);
     Ok(Converted {
