@@ -14,8 +14,9 @@
 //!    and times;
 //! 4. verify: both trees have the same names, types, permission bits,
 //!    sizes, mtimes and symlink targets, and no entry of the directory
-//!    changed since the copy began (its ctime); else the subvolume is
-//!    deleted and the directory left as it was;
+//!    changed since the copy began (each entry's ctime equals the one
+//!    listed before the copy); else the subvolume is deleted and the
+//!    directory left as it was;
 //! 5. swap the two names in one `renameat2(RENAME_EXCHANGE)` and fsync the
 //!    parent: the directory's path now names the subvolume;
 //! 6. remove the old directory (now under the hidden name).
@@ -25,6 +26,7 @@
 //! leftover. Processes whose current directory is inside the directory
 //! keep the old one (stop agents, editors and `ckpt watch` first).
 
+use std::collections::HashMap;
 use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
@@ -32,7 +34,6 @@ use std::path::{Path, PathBuf};
 
 use crate::error::IoContext;
 use crate::platform::btrfs;
-use crate::store::index::RACY_WINDOW_NS;
 use crate::{Error, Result};
 use ckpt_copy::copytree::{copy_path, CpOptions, Progress};
 use ckpt_copy::fs;
@@ -109,9 +110,9 @@ pub fn make_subvolume(dir: &Path) -> Result<Converted> {
             std::io::Error::from(e),
         )
     })?;
-    let copy_started = fs::now_ns();
-    let copied = copy_into(dir, &tmp).and_then(|entries| {
-        verify_same(dir, &tmp, copy_started)?;
+    let copied = ctimes(dir).and_then(|before| {
+        let entries = copy_into(dir, &tmp)?;
+        verify_same(dir, &tmp, &before)?;
         Ok(entries)
     });
     let entries = match copied {
@@ -173,10 +174,29 @@ fn copy_into(src: &Path, dst: &Path) -> Result<u64> {
     Ok(entries)
 }
 
-/// Checks that `copy` holds what `orig` holds, and that nothing in `orig`
-/// changed since the copy began at `copy_started` (its ctime would be
-/// later; [`RACY_WINDOW_NS`] covers the kernel's coarse clock).
-fn verify_same(orig: &Path, copy: &Path, copy_started: i64) -> Result<()> {
+/// The ctime of every entry below `dir`, by relative path.
+fn ctimes(dir: &Path) -> Result<HashMap<PathBuf, i64>> {
+    let mut out = HashMap::new();
+    let mut todo = vec![PathBuf::new()];
+    while let Some(rel) = todo.pop() {
+        let d = dir.join(&rel);
+        for e in std::fs::read_dir(&d).ctx("list", &d)? {
+            let e = e.ctx("list", &d)?;
+            let m = e.metadata().ctx("stat", e.path())?;
+            let r = rel.join(e.file_name());
+            out.insert(r.clone(), m.ctime() * 1_000_000_000 + m.ctime_nsec());
+            if m.is_dir() {
+                todo.push(r);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Checks that `copy` holds what `orig` holds, and that no entry of `orig`
+/// changed since `before` (its ctimes, taken before the copy began: any
+/// change to an inode moves its ctime).
+fn verify_same(orig: &Path, copy: &Path, before: &HashMap<PathBuf, i64>) -> Result<()> {
     let mismatch = |p: &Path, what: &str| {
         Error::Usage(format!(
             "{}: {what}; the directory was left as it was (nothing was changed), run again when nothing writes to it",
@@ -204,7 +224,7 @@ fn verify_same(orig: &Path, copy: &Path, copy_started: i64) -> Result<()> {
             let ma = std::fs::symlink_metadata(&pa).ctx("stat", &pa)?;
             let mb = std::fs::symlink_metadata(&pb).ctx("stat", &pb)?;
             let ctime = ma.ctime() * 1_000_000_000 + ma.ctime_nsec();
-            if ctime >= copy_started - RACY_WINDOW_NS {
+            if before.get(&rel.join(&n)) != Some(&ctime) {
                 return Err(mismatch(&pa, "changed while it was being copied"));
             }
             let link = ma.file_type().is_symlink();
