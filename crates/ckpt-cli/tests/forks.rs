@@ -11,8 +11,18 @@
 //! - SIGKILL during a fork (at many moments): the fork directory is missing
 //!   or complete (a complete one verifies and saves); during an adopt: the
 //!   parent is unchanged or exactly the fork's state after the next command.
+//!   Also on loop btrfs with the workspace a subvolume (every fork a
+//!   snapshot plus a restore of what differs; the parent has unsaved edits
+//!   when forked), and `adopt --dry-run` changes nothing, not even the log.
+//! - Crash points (ckpt-fault) at each durable step of a fork (its store's
+//!   commits and index; for a subvolume fork, the restore's journal and
+//!   renames) and of an adopt (import commit, each restore step): nothing
+//!   under the fork's name, the parent unchanged or exactly adopted.
 //! - Bad input: a non-empty directory, the workspace itself, a directory
-//!   that is not a fork: a clear error, nothing changed.
+//!   that is not a fork, every backend `doctor` says cannot work here
+//!   forced with `--backend`, a subvolume fork onto another filesystem or
+//!   of a workspace that is not a subvolume, `init --subvolume` off btrfs:
+//!   a clear error, nothing changed.
 
 mod common;
 

@@ -2,7 +2,12 @@
 //! workspace for a parallel agent, whose store already knows that
 //! checkpoint (docs/FORK.md has the whole design and safety argument).
 //!
-//! The files are written by the same code path as `restore --to`
+//! How the files get there is the fork's backend ([`crate::engine::backend`]).
+//! A **btrfs-subvolume** fork is a snapshot of the workspace subvolume
+//! followed by an in-place restore, in the snapshot, of only the paths that
+//! differ from the checkpoint ([`restore_snapshot`] has why its stat index
+//! is sound). For **reflink** and **copy** forks, the files are written by
+//! the same code path as `restore --to`
 //! ([`crate::engine::materialize::write_tree`]): every object is verified as
 //! it is written; where the store can reflink to DIR (xfs, btrfs) every file
 //! is a reflink of its store object, so the fork shares its blocks with the
@@ -21,9 +26,10 @@
 //!
 //! ## All or nothing
 //! Everything is built in a staging directory beside DIR
-//! (`.<name>.ckpt-fork.<pid>`): the files, the store when it lives inside
-//! DIR, the index, the `.ckpt` marker last; then one `rename` puts it at
-//! DIR (replacing DIR if it was an empty directory). A crash before the
+//! (`.<name>.ckpt-fork.<pid>`; for a subvolume fork, the snapshot): the
+//! files, the store when it lives inside DIR, the index, the `.ckpt`
+//! marker last; then one `rename` puts it at DIR (replacing DIR if it was
+//! an empty directory). A crash before the
 //! rename leaves DIR as it was (missing or empty) plus the staging
 //! directory, which the next fork into DIR removes; after it, the fork is
 //! complete. On an error everything made is removed.
@@ -173,7 +179,12 @@ pub fn fork(
                     backend = choice.after(backend);
                     note = Some(format!("{e}: used {} instead", backend.name()));
                 }
-                Err(e) => return Err(e),
+                Err(e) => {
+                    return Err(Error::Usage(format!(
+                        "--backend btrfs-subvolume: {e} (nothing was changed)\n  \
+                         drop --backend to fork with the next backend that works"
+                    )))
+                }
             }
         }
         if backend != Backend::BtrfsSubvolume {

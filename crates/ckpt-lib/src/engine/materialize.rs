@@ -28,7 +28,8 @@
 //!   (on xfs about half of a `FICLONE`): a fork then shares every block
 //!   with the store instead of taking one new block per small file (for
 //!   the reference workspace ~23 MiB of new space instead of ~225 MiB);
-//! - an object used by several files is hashed once per operation;
+//! - an object used by several files is hashed once per operation (for
+//!   `fork --count N`, once for all N forks: [`MaterializeOptions::verified`]);
 //! - a banded object is checked band by band, then reassembled.
 //!
 //! A damaged or missing object fails the operation with
@@ -90,6 +91,7 @@ pub fn write_tree(
     opts: MaterializeOptions<'_>,
 ) -> Result<Counts> {
     let _t = crate::trace::span("materialize");
+    let own = Verified::default();
     let w = Writer {
         objects,
         reader,
@@ -100,7 +102,7 @@ pub fn write_tree(
         copier: opts.copier.unwrap_or(&objects.copier),
         progress: opts.progress,
         umask: current_umask(),
-        verified: Mutex::new(HashSet::new()),
+        verified: opts.verified.unwrap_or(&own),
         files: AtomicU64::new(0),
         dirs: AtomicU64::new(0),
         bytes: AtomicU64::new(0),
@@ -138,8 +140,9 @@ struct Writer<'a> {
     copier: &'a Copier,
     progress: Option<&'a Progress>,
     umask: u32,
-    /// Objects already hashed and found intact in this operation.
-    verified: Mutex<HashSet<Hash>>,
+    /// Objects already hashed and found intact in this operation (or, for
+    /// `fork --count`, by an earlier fork of the same run).
+    verified: &'a Verified,
     files: AtomicU64,
     dirs: AtomicU64,
     bytes: AtomicU64,
@@ -531,7 +534,18 @@ pub struct MaterializeOptions<'p> {
     /// Write contents with this copier instead of the store's (a fork whose
     /// backend is `copy` where the store could reflink).
     pub copier: Option<&'p Copier>,
+    /// Objects already hashed and found intact by an earlier write of the
+    /// same run (`fork --count N`: each object is hashed once for all N
+    /// forks, not once per fork); extended with this write's.
+    pub verified: Option<&'p Verified>,
 }
+
+/// The objects an operation has hashed and found intact: never hashed
+/// again in it. Objects are immutable (read-only files replaced only by
+/// rename), so a second hash within one operation could only catch damage
+/// done in the milliseconds between, which the first use of that object in
+/// the same fork would not have caught either.
+pub type Verified = Mutex<HashSet<Hash>>;
 
 /// Materialises checkpoint `rev` (optionally only `paths`) into `dest`, which
 /// must not exist or be an empty directory.

@@ -2,8 +2,10 @@
 //! workspace with its own store ([`crate::engine::fork`] has the store
 //! decision and the `link` caveat).
 //!
-//! Invariant: the fork is never inside the source workspace (refused before
-//! anything is written). Its store goes where `store` says, else by the
+//! The backend is chosen here, once per `fork` or `fork --count` call
+//! ([`crate::engine::backend::choose`]: forced by `--backend` or the
+//! fastest proven to work). Invariant: the fork is never inside the source
+//! workspace (refused before anything is written). Its store goes where `store` says, else by the
 //! usual rule under the configured data home.
 
 use std::path::{Path, PathBuf};
@@ -16,7 +18,7 @@ use super::json::{self, serialize_via_to_json, SCHEMA};
 use super::{normalize, Context};
 use crate::engine::backend::{self, Backend, Choice};
 use crate::engine::fork::{self, SnapshotRestore};
-use crate::engine::materialize::{MaterializeOptions, MaterializeReport};
+use crate::engine::materialize::{MaterializeOptions, MaterializeReport, Verified};
 use crate::store::objects::Imported;
 use crate::workspace::Workspace;
 use crate::{Error, Result};
@@ -129,7 +131,7 @@ pub fn fork(ctx: &Context, opts: &ForkOptions<'_>) -> Result<ForkReport> {
     let ws = ctx.workspace()?;
     let dest = outside(ctx, &ws, opts.dir)?;
     let choice = choose(&ws, &dest, opts)?;
-    fork_with(ctx, &ws, opts, &dest, &choice)
+    fork_with(ctx, &ws, opts, &dest, &choice, None)
 }
 
 fn fork_with(
@@ -138,6 +140,7 @@ fn fork_with(
     opts: &ForkOptions<'_>,
     dest: &Path,
     choice: &Choice,
+    verified: Option<&Verified>,
 ) -> Result<ForkReport> {
     let t0 = Instant::now();
     let store = ws.open_store(&ctx.config)?;
@@ -154,6 +157,7 @@ fn fork_with(
             link: opts.link,
             progress: opts.progress,
             copier: None,
+            verified,
         },
     )?;
     let store_path = forked.workspace.store_path;
@@ -229,10 +233,12 @@ pub fn fork_many(ctx: &Context, opts: &ForkOptions<'_>, n: usize) -> Result<Fork
         dests.push(dest);
     }
     let choice = choose(&ws, &dests[0], opts)?;
+    // Each object is hashed once for all the forks.
+    let verified = Verified::default();
     let mut forks = Vec::with_capacity(n);
     for d in &dests {
         let one = ForkOptions { dir: d, ..*opts };
-        match fork_with(ctx, &ws, &one, d, &choice) {
+        match fork_with(ctx, &ws, &one, d, &choice, Some(&verified)) {
             Ok(r) => forks.push(r),
             Err(e) if forks.is_empty() => return Err(e),
             Err(e) => {
