@@ -391,6 +391,27 @@ fn four_forks_with(base: &Path, backend: Option<&str>) {
     assert!(forks[0].exists());
 }
 
+/// After an adopt was killed: an interrupted restore is reported, and
+/// re-running it gives exactly `won`; otherwise the parent is exactly
+/// `before` or `won`.
+fn unchanged_or_adopted(f: &Fleet, before: &Snapshot, won: &Snapshot, what: &str) {
+    let st = f.run(&["status", "--json"]).ok().json();
+    if let Some(target) = st["interrupted_restore"].as_str() {
+        f.run(&["restore", target]).ok();
+        assert_same(
+            won,
+            &snapshot(&f.ws.root),
+            &format!("{what}: interrupted adopt, finished"),
+        );
+    } else {
+        let now = snapshot(&f.ws.root);
+        assert!(
+            &now == before || &now == won,
+            "{what}: left a state that is neither before nor adopted"
+        );
+    }
+}
+
 fn state_at(f: &Fleet, dir: &Path, key: &str) -> Option<String> {
     let r = f.at(dir, &["state", "get", key]);
     match r.code {
@@ -535,23 +556,12 @@ fn sigkill_during_adopt_leaves_parent_unchanged_or_adopted() {
         std::thread::sleep(Duration::from_millis(i * 25));
         let _ = child.kill();
         let _ = child.wait();
-        // An interrupted restore is reported, and re-running it finishes it.
-        let st = f.run(&["status", "--json"]).ok().json();
-        if let Some(target) = st["interrupted_restore"].as_str() {
-            f.run(&["restore", target]).ok();
-            assert_same(
-                &won,
-                &snapshot(&f.ws.root),
-                "an interrupted adopt, finished",
-            );
-        } else {
-            let now = snapshot(&f.ws.root);
-            assert!(
-                now == before || now == won,
-                "adopt killed after {} ms left a state that is neither before nor adopted",
-                i * 25
-            );
-        }
+        unchanged_or_adopted(
+            &f,
+            &before,
+            &won,
+            &format!("adopt killed after {} ms", i * 25),
+        );
         assert_same(&won, &snapshot(&d), "the fork during adopt");
         f.verify_store(&f.ws.root);
         // Back to the start for the next round.
@@ -670,21 +680,7 @@ fn adopt_killed_at_each_restore_step_is_unchanged_or_finished() {
         if killed_at(&f, &f.ws.root, &["adopt", d.to_str().unwrap()], fault) {
             killed += 1;
         }
-        let st = f.run(&["status", "--json"]).ok().json();
-        if let Some(target) = st["interrupted_restore"].as_str() {
-            f.run(&["restore", target]).ok();
-            assert_same(
-                &won,
-                &snapshot(&f.ws.root),
-                "an interrupted adopt, finished",
-            );
-        } else {
-            let now = snapshot(&f.ws.root);
-            assert!(
-                now == before || now == won,
-                "CKPT_FAULT={fault}: adopt left a state that is neither before nor adopted"
-            );
-        }
+        unchanged_or_adopted(&f, &before, &won, &format!("CKPT_FAULT={fault}"));
         assert_same(&won, &snapshot(&d), "the fork during adopt");
         f.verify_store(&f.ws.root);
         f.verify_store(&d);

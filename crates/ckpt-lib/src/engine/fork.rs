@@ -78,27 +78,28 @@ pub struct Forked {
     pub note: Option<String>,
 }
 
-/// The staging directory of a fork into `root` by this process.
-fn staging_for(root: &Path, pid: u32) -> Result<PathBuf> {
+/// The hidden sibling `.<name>.<tag>.<pid>` of `root` (a fork's staging
+/// directory, tag `ckpt-fork`; a subvolume conversion's, `ckpt-subvol`).
+pub fn hidden_sibling(root: &Path, tag: &str, pid: u32) -> Result<PathBuf> {
     let (Some(parent), Some(name)) = (root.parent(), root.file_name()) else {
         return Err(Error::Usage(format!(
-            "{} cannot be forked into (nothing was changed)",
+            "{} cannot be used: it has no parent directory (nothing was changed)",
             root.display()
         )));
     };
     let mut n = std::ffi::OsString::from(".");
     n.push(name);
-    n.push(format!(".ckpt-fork.{pid}"));
+    n.push(format!(".{tag}.{pid}"));
     Ok(parent.join(n))
 }
 
-/// Removes staging directories of earlier forks into `root` whose process
-/// is gone (a crash before the final rename).
-fn remove_stale_staging(root: &Path) {
+/// Removes the [`hidden_sibling`]s of `root` with `tag` whose process is
+/// gone (left by a crash).
+pub fn remove_dead_siblings(root: &Path, tag: &str) {
     let (Some(parent), Some(name)) = (root.parent(), root.file_name()) else {
         return;
     };
-    let prefix = format!(".{}.ckpt-fork.", name.to_string_lossy());
+    let prefix = format!(".{}.{tag}.", name.to_string_lossy());
     let Ok(rd) = std::fs::read_dir(parent) else {
         return;
     };
@@ -132,8 +133,8 @@ pub fn fork(
     let missing = materialize::check_fresh(dest)?;
     let cp = store.catalog.reader()?.resolve(rev)?;
     let ws = Workspace::plan(dest, new_store, config.data_home.as_deref())?;
-    remove_stale_staging(&ws.root);
-    let staging = staging_for(&ws.root, std::process::id())?;
+    remove_dead_siblings(&ws.root, "ckpt-fork");
+    let staging = hidden_sibling(&ws.root, "ckpt-fork", std::process::id())?;
     // A store inside the fork is built inside the staging directory.
     let inner = ws
         .store_path

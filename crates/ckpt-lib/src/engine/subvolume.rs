@@ -32,11 +32,15 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
+use crate::engine::fork::{hidden_sibling, remove_dead_siblings};
 use crate::error::IoContext;
 use crate::platform::btrfs;
 use crate::{Error, Result};
 use ckpt_copy::copytree::{copy_path, CpOptions, Progress};
 use ckpt_copy::fs;
+
+/// The tag of the conversion's hidden sibling (`.<name>.ckpt-subvol.<pid>`).
+const TAG: &str = "ckpt-subvol";
 
 /// What [`make_subvolume`] did.
 #[derive(Clone, Debug, serde::Serialize)]
@@ -49,43 +53,10 @@ pub struct Converted {
     pub entries: u64,
 }
 
-fn hidden(dir: &Path, pid: u32) -> Result<(PathBuf, PathBuf, std::ffi::OsString)> {
-    let (Some(parent), Some(name)) = (dir.parent(), dir.file_name()) else {
-        return Err(Error::Usage(format!(
-            "{} cannot be made a subvolume (nothing was changed)",
-            dir.display()
-        )));
-    };
-    let mut n = std::ffi::OsString::from(".");
-    n.push(name);
-    n.push(format!(".ckpt-subvol.{pid}"));
-    Ok((parent.to_path_buf(), parent.join(&n), n))
-}
-
-/// Removes leftovers of interrupted conversions of `dir` (step 1).
-fn remove_stale(dir: &Path) {
-    let (Some(parent), Some(name)) = (dir.parent(), dir.file_name()) else {
-        return;
-    };
-    let prefix = format!(".{}.ckpt-subvol.", name.to_string_lossy());
-    let Ok(rd) = std::fs::read_dir(parent) else {
-        return;
-    };
-    for e in rd.flatten() {
-        let n = e.file_name().to_string_lossy().into_owned();
-        let Some(pid) = n.strip_prefix(&prefix).and_then(|p| p.parse::<u32>().ok()) else {
-            continue;
-        };
-        if !Path::new(&format!("/proc/{pid}")).exists() {
-            crate::engine::fork::remove_tree(&e.path());
-        }
-    }
-}
-
 /// Makes the directory `dir` (absolute) a btrfs subvolume holding the same
 /// files (see the module doc); nothing is done when it already is one.
 pub fn make_subvolume(dir: &Path) -> Result<Converted> {
-    remove_stale(dir);
+    remove_dead_siblings(dir, TAG);
     let fd = fs::open_dir_path(dir).ctx("open", dir)?;
     if btrfs::is_subvolume(fd.as_fd()) {
         return Ok(Converted {
@@ -101,8 +72,13 @@ pub fn make_subvolume(dir: &Path) -> Result<Converted> {
         )));
     }
     drop(fd);
-    let (parent, tmp, tmp_name) = hidden(dir, std::process::id())?;
-    let pfd = fs::open_dir_path(&parent).ctx("open", &parent)?;
+    let tmp = hidden_sibling(dir, TAG, std::process::id())?;
+    let (Some(parent), Some(tmp_name), Some(name)) =
+        (dir.parent(), tmp.file_name(), dir.file_name())
+    else {
+        unreachable!("hidden_sibling checked that {} has a parent", dir.display())
+    };
+    let pfd = fs::open_dir_path(parent).ctx("open", parent)?;
     btrfs::create_subvolume(pfd.as_fd(), tmp_name.as_bytes()).map_err(|e| {
         Error::io(
             "create btrfs subvolume (nothing was changed)",
@@ -122,7 +98,6 @@ pub fn make_subvolume(dir: &Path) -> Result<Converted> {
             return Err(e);
         }
     };
-    let name = dir.file_name().expect("checked by hidden()");
     rustix::fs::renameat_with(
         pfd.as_fd(),
         tmp_name.as_bytes(),
@@ -131,7 +106,7 @@ pub fn make_subvolume(dir: &Path) -> Result<Converted> {
         rustix::fs::RenameFlags::EXCHANGE,
     )
     .ctx("swap with its subvolume copy", dir)?;
-    rustix::fs::fsync(&pfd).ctx("fsync", &parent)?;
+    rustix::fs::fsync(&pfd).ctx("fsync", parent)?;
     // The old directory, now under the hidden name.
     crate::engine::materialize::remove_partial(&tmp, true);
     Ok(Converted {
