@@ -17,8 +17,8 @@
 //!    changed since the copy began (each entry's ctime equals the one
 //!    listed before the copy); else the subvolume is deleted and the
 //!    directory left as it was;
-//! 5. swap the two names in one `renameat2(RENAME_EXCHANGE)` and fsync the
-//!    parent: the directory's path now names the subvolume;
+//! 5. `syncfs`, then swap the two names in one `renameat2(RENAME_EXCHANGE)`
+//!    and fsync the parent: the directory's path now names the subvolume;
 //! 6. remove the old directory (now under the hidden name).
 //!
 //! Interrupted before 5, the directory is untouched; after 5, it is the
@@ -89,6 +89,16 @@ pub fn make_subvolume(dir: &Path) -> Result<Converted> {
     let copied = ctimes(dir).and_then(|before| {
         let entries = copy_into(dir, &tmp)?;
         verify_same(dir, &tmp, &before)?;
+        // The copy is durable before its name can be DIR's.
+        rustix::fs::syncfs(&pfd).ctx("syncfs", &tmp)?;
+        rustix::fs::renameat_with(
+            pfd.as_fd(),
+            tmp_name.as_bytes(),
+            pfd.as_fd(),
+            name.as_bytes(),
+            rustix::fs::RenameFlags::EXCHANGE,
+        )
+        .ctx("swap with its subvolume copy", dir)?;
         Ok(entries)
     });
     let entries = match copied {
@@ -98,14 +108,6 @@ pub fn make_subvolume(dir: &Path) -> Result<Converted> {
             return Err(e);
         }
     };
-    rustix::fs::renameat_with(
-        pfd.as_fd(),
-        tmp_name.as_bytes(),
-        pfd.as_fd(),
-        name.as_bytes(),
-        rustix::fs::RenameFlags::EXCHANGE,
-    )
-    .ctx("swap with its subvolume copy", dir)?;
     rustix::fs::fsync(&pfd).ctx("fsync", parent)?;
     // The old directory, now under the hidden name.
     crate::engine::materialize::remove_partial(&tmp, true);
