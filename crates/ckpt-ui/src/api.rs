@@ -347,6 +347,7 @@ async fn fork(State(s): S, Json(b): Json<ForkBody>) -> Response {
                 store: None,
                 link: false,
                 progress: None,
+                backend: None,
             },
         )
     })

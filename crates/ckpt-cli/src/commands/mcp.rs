@@ -19,6 +19,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use ckpt_lib::engine::backend::Backend;
 use ckpt_lib::engine::restore::Scope;
 use ckpt_lib::engine::save::SaveOptions;
 use ckpt_lib::ops::{self, Context};
@@ -133,6 +134,10 @@ pub struct ForkArgs {
     /// How many forks (default 1).
     #[serde(default)]
     pub count: Option<usize>,
+    /// Force a backend: "btrfs-subvolume", "reflink" or "copy" (default:
+    /// the fastest that works, as `ckpt doctor` shows).
+    #[serde(default)]
+    pub backend: Option<String>,
 }
 
 /// Arguments of `fork_adopt`.
@@ -386,12 +391,18 @@ impl CkptServer {
             .call(
                 move |c| {
                     let dir = PathBuf::from(&a.dir);
+                    let backend = match a.backend.as_deref().map(Backend::parse) {
+                        Some(Err(e)) => return Err(Error::Usage(e)),
+                        Some(Ok(b)) => Some(b),
+                        None => None,
+                    };
                     let opts = ops::fork::ForkOptions {
                         rev: &a.id,
                         dir: &dir,
                         store: None,
                         link: false,
                         progress: None,
+                        backend,
                     };
                     ops::fork::fork_many(c, &opts, n)
                 },
