@@ -326,6 +326,33 @@ impl<'a> Reader<'a> {
     pub(crate) fn hash(&mut self) -> Result<Hash> {
         Ok(Hash(self.take(32)?.try_into().unwrap()))
     }
+    pub(crate) fn u8(&mut self) -> Result<u8> {
+        Ok(self.take(1)?[0])
+    }
+    /// An unsigned LEB128 number (at most 10 bytes, no bits beyond 64).
+    pub(crate) fn varint(&mut self) -> Result<u64> {
+        let mut v = 0u64;
+        for shift in (0..64).step_by(7) {
+            let b = self.u8()?;
+            if shift == 63 && b > 1 {
+                break;
+            }
+            v |= u64::from(b & 0x7f) << shift;
+            if b & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+        Err(Error::Corrupt("number too long".into()))
+    }
+}
+
+/// Appends `v` as unsigned LEB128 (the encoding [`Reader::varint`] reads).
+pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push(v as u8 | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
 }
 
 #[cfg(test)]
