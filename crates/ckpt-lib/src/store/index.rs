@@ -57,18 +57,16 @@
 //! whenever a subdirectory's stat differs from it in any field, and clears
 //! `exact_names` where it keeps a record under a newer stat.
 //!
-//! Format (little-endian): `"CKIX" u32:version=3 u64:generation
-//! i64:scan_start u32:ndirs (u32:block_len block)* [32]:blake3(all preceding
-//! bytes)`, where `block := u32:len path [32]:tree u8:flags u32:n (entry
-//! meta)*n` (block flags: 1 = exact names, other bits must be 0),
-//! `entry` is the tree-entry encoding of [`crate::store::tree`] and `meta := u64:dev
-//! u64:ino u32:st_mode u64:size i64:ctime_ns u8:flags` (flags 0 or 1 = racy;
-//! entries sorted by name, names unique). Delta: `"CKID" u32:version=2
-//! u64:generation i64:scan_start [32]:base_trailer u32:nremoved (u32:len
-//! path)*nremoved u32:ndirs (u32:block_len block)* [32]:blake3(all
-//! preceding bytes)`. Length-prefixed blocks let load and save work on
-//! directories in parallel. Files of an older version are not read (the next
-//! scan re-hashes, as for a missing index).
+//! ## Format
+//! `docs/FORMAT.md` ("The stat index") has the byte layout. In short: a
+//! header, length-prefixed directory blocks (so load and save work on
+//! directories in parallel) and a BLAKE3 trailer; the delta adds the base's
+//! trailer and the removed paths. Version 4 stores each entry compactly
+//! ([`Codec::V4`]: varints, times relative to per-record [`Bases`], the
+//! `lstat` fields a tree entry implies left out); version 3
+//! ([`Codec::V3`], fixed-width) is still read and re-encoded on the next
+//! write. Files of any other version are not read (the next scan
+//! re-hashes, as for a missing index).
 
 use std::collections::HashMap;
 use std::fs::File;
