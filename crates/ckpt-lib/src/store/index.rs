@@ -911,7 +911,9 @@ impl Index {
                 same += 1;
             } else {
                 changed.push(p);
-                size += 40 + p.len() + rec.entries.len() * 120;
+                // An estimate (a file or directory entry holds a 32-byte hash);
+                // the encoded size is checked below.
+                size += 40 + p.len() + rec.entries.len() * 40;
                 if size > limit {
                     return None;
                 }
