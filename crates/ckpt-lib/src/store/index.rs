@@ -276,7 +276,11 @@ fn decode_v4<'a>(r: &mut Reader<'a>, b: &Bases) -> Result<EntryView<'a>> {
     let mtime_ns = b.mtime_ns.wrapping_add(r.varint()? as i64);
     let ctime_ns = b.ctime_ns.wrapping_add(r.varint()? as i64);
     let ino = r.varint()?;
-    let dev = if flags & E_DEV != 0 { r.varint()? } else { b.dev };
+    let dev = if flags & E_DEV != 0 {
+        r.varint()?
+    } else {
+        b.dev
+    };
     let node = match flags & E_KIND {
         1 => NodeRef::File {
             size: r.varint()?,
@@ -1223,8 +1227,12 @@ mod tests {
                     exact_names,
                 })
             });
-        (proptest::collection::vec(dir, 1..6), any::<u64>(), any::<i64>()).prop_map(
-            |(dirs, generation, scan_start_ns)| Index {
+        (
+            proptest::collection::vec(dir, 1..6),
+            any::<u64>(),
+            any::<i64>(),
+        )
+            .prop_map(|(dirs, generation, scan_start_ns)| Index {
                 generation,
                 scan_start_ns,
                 dirs: dirs
@@ -1233,8 +1241,7 @@ mod tests {
                     .map(|(i, d)| (format!("d{i}").into_bytes(), d))
                     .collect(),
                 base: None,
-            },
-        )
+            })
     }
 
     proptest! {
