@@ -195,11 +195,11 @@ impl Bases {
         views.fold(
             Bases {
                 dev: first.meta.dev,
-                mtime_ns: first.meta.mtime_ns,
+                mtime_ns: first.entry.mtime_ns,
                 ctime_ns: first.meta.ctime_ns,
             },
             |b, v| Bases {
-                mtime_ns: b.mtime_ns.min(v.meta.mtime_ns),
+                mtime_ns: b.mtime_ns.min(v.entry.mtime_ns),
                 ctime_ns: b.ctime_ns.min(v.meta.ctime_ns),
                 ..b
             },
