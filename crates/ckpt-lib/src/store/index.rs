@@ -1160,15 +1160,7 @@ mod tests {
     }
 
     fn arb_entry() -> impl Strategy<Value = IndexEntry> {
-        let node = prop_oneof![
-            (any::<u64>(), any::<[u8; 32]>()).prop_map(|(size, h)| Node::File {
-                size,
-                hash: Hash(h)
-            }),
-            any::<[u8; 32]>().prop_map(|h| Node::Dir { tree: Hash(h) }),
-            proptest::collection::vec(any::<u8>(), 0..40)
-                .prop_map(|target| Node::Symlink { target }),
-        ];
+        let node = crate::store::tree::arb_node();
         // Small pools for dev, times and sizes, so that both the implied
         // and the explicit encodings of each field come up.
         let dev = prop_oneof![Just(7u64), any::<u64>()];

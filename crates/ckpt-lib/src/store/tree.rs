@@ -355,6 +355,20 @@ pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     out.push(v as u8);
 }
 
+/// Any node (for property tests here and in the stat index).
+#[cfg(test)]
+pub(crate) fn arb_node() -> impl proptest::strategy::Strategy<Value = Node> {
+    use proptest::prelude::*;
+    prop_oneof![
+        (any::<u64>(), any::<[u8; 32]>()).prop_map(|(size, h)| Node::File {
+            size,
+            hash: Hash(h)
+        }),
+        any::<[u8; 32]>().prop_map(|h| Node::Dir { tree: Hash(h) }),
+        proptest::collection::vec(any::<u8>(), 0..40).prop_map(|target| Node::Symlink { target }),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -363,20 +377,13 @@ mod tests {
     fn arb_entry() -> impl Strategy<Value = Entry> {
         let name =
             proptest::collection::vec(1u8..=255, 1..20).prop_filter("valid", |n| valid_name(n));
-        let node = prop_oneof![
-            (any::<u64>(), any::<[u8; 32]>()).prop_map(|(size, h)| Node::File {
-                size,
-                hash: Hash(h)
-            }),
-            any::<[u8; 32]>().prop_map(|h| Node::Dir { tree: Hash(h) }),
-            proptest::collection::vec(any::<u8>(), 0..40)
-                .prop_map(|target| Node::Symlink { target }),
-        ];
-        (name, 0u32..0o7777, any::<i64>(), node).prop_map(|(name, mode, mtime_ns, node)| Entry {
-            name,
-            mode,
-            mtime_ns,
-            node,
+        (name, 0u32..0o7777, any::<i64>(), arb_node()).prop_map(|(name, mode, mtime_ns, node)| {
+            Entry {
+                name,
+                mode,
+                mtime_ns,
+                node,
+            }
         })
     }
 
