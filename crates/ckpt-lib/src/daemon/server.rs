@@ -653,7 +653,11 @@ impl Watcher {
         }
         let upto = m.seq;
         self.dirty.retain(|_, s| *s > upto);
-        release_free_memory();
+        // A save through the watcher replaces the in-memory index's map and
+        // records (and the parallel index load allocates in every worker's
+        // arena): give what was freed back now that it is idle, rather than
+        // keep it resident for the watcher's lifetime.
+        crate::platform::release_free_memory();
     }
 
     fn serve(&mut self, stream: UnixStream) -> bool {
@@ -752,19 +756,6 @@ impl Watcher {
             }
             Err(e) => eprintln!("ckpt watch: auto-save: {e}"),
         }
-    }
-}
-
-/// Hands the allocator's free pages back to the kernel. A save through the
-/// watcher replaces the in-memory index's map and records (and the parallel
-/// index load allocates in every worker thread's arena); the freed memory
-/// would otherwise stay resident for the watcher's lifetime. Called when
-/// idle (after writing the index), never on a request's path.
-fn release_free_memory() {
-    // SAFETY: malloc_trim only walks the allocator's own free lists; it is
-    // safe to call at any time from any thread.
-    unsafe {
-        libc::malloc_trim(0);
     }
 }
 
