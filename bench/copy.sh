@@ -15,30 +15,15 @@
 set -euo pipefail
 
 RUNS=5
-CORPUS=${BENCH_CORPUS:-/work/corpus}
 SCRATCH=${BENCH_SCRATCH:-/work/bench-scratch-copy}
 HERE=$(cd "$(dirname "$0")" && pwd)
-CKPT=${CKPT:-$(python3 "$HERE/run.py" --print-default-ckpt)}
 ONLY=1,2,3,4,5
-while [ $# -gt 0 ]; do
-  case $1 in
-    --runs) RUNS=$2; shift 2 ;;
-    --corpus) CORPUS=$2; shift 2 ;;
-    --scratch) SCRATCH=$2; shift 2 ;;
-    --ckpt) CKPT=$2; shift 2 ;;
-    --only) ONLY=$2; shift 2 ;;
-    *) echo "unknown option $1" >&2; exit 2 ;;
-  esac
-done
+EXTRA_OPT=--only EXTRA_VAR=ONLY
+. "$HERE/common.sh" "$@"
 want() { [[ ",$ONLY," == *",$1,"* ]]; }
-[ -x "$CKPT" ] || (cd "$HERE/.." && cargo build --release -p ckpt-cli)
 export HOME=$SCRATCH XDG_DATA_HOME=$SCRATCH/xdg
-mkdir -p "$SCRATCH"
-ROOT=$( [ "$(id -u)" = 0 ] && echo yes || echo no )
 CLEANUP=() # deleted at the very end (see tree_bench)
 
-now_ns() { date +%s%N; }
-median() { sort -n | awk '{a[NR]=$1} END {m=(NR%2)?a[(NR+1)/2]:(a[NR/2]+a[NR/2+1])/2; printf "%.0f", m}'; }
 drop_caches() { sync; echo 3 > /proc/sys/vm/drop_caches; }
 
 # time_cmd LABEL PREP CMD: runs PREP (untimed) then CMD, RUNS times; prints "LABEL median_ms".

@@ -11,34 +11,28 @@
 # Filesystems: a loop btrfs and a loop xfs (root only; skipped otherwise) and the
 # scratch directory's own filesystem.
 #
+# On the loop btrfs the workspace is made a subvolume first (`ckpt init --subvolume`), so
+# forks use the btrfs-subvolume backend; on xfs reflink; on the scratch ext4 copy. With
+# FLOOR=path/to/clone_floor (cargo build --release -p ckpt-copy --example clone_floor),
+# the xfs section also reports the kernel floor (create + FICLONE of the same files)
+# and one fork ÷ floor. Loop images are 4 GiB, one at a time, deleted after.
+#
 # Usage: bench/fork.sh [--runs N] [--corpus DIR] [--scratch DIR] [--ckpt PATH] [--fs btrfs,xfs,scratch]
 set -euo pipefail
 
 RUNS=3
-CORPUS=${BENCH_CORPUS:-/work/corpus}
 SCRATCH=${BENCH_SCRATCH:-/work/bench-scratch-fork}
 HERE=$(cd "$(dirname "$0")" && pwd)
-CKPT=${CKPT:-$(python3 "$HERE/run.py" --print-default-ckpt)}
 FSS=btrfs,xfs,scratch
-while [ $# -gt 0 ]; do
-  case $1 in
-    --runs) RUNS=$2; shift 2 ;;
-    --corpus) CORPUS=$2; shift 2 ;;
-    --scratch) SCRATCH=$2; shift 2 ;;
-    --ckpt) CKPT=$2; shift 2 ;;
-    --fs) FSS=$2; shift 2 ;;
-    *) echo "unknown option $1" >&2; exit 2 ;;
-  esac
-done
-[ -x "$CKPT" ] || { echo "no ckpt binary at $CKPT" >&2; exit 2; }
-mkdir -p "$SCRATCH"
-ROOT=$( [ "$(id -u)" = 0 ] && echo yes || echo no )
+EXTRA_OPT=--fs EXTRA_VAR=FSS
+. "$HERE/common.sh" "$@"
+# The kernel floor of a reflink fork: create + FICLONE of every file only
+# (crates/ckpt-copy/examples/clone_floor.rs), when built.
+FLOOR=${FLOOR:-}
 
-now_ns() { date +%s%N; }
-median() { sort -n | awk '{a[NR]=$1} END {m=(NR%2)?a[(NR+1)/2]:(a[NR/2]+a[NR/2+1])/2; printf "%.1f", m}'; }
 # timed CMD...: prints elapsed ms (float).
 timed() { local t0 t1; t0=$(now_ns); "$@" >/dev/null; t1=$(now_ns); awk -v d=$((t1 - t0)) 'BEGIN{printf "%.1f\n", d/1e6}'; }
-report() { printf '%-44s %10s   (runs: %s)\n' "$1" "$(printf '%s\n' "${@:2}" | median)" "${*:2}"; }
+report() { printf '%-44s %10s   (runs: %s)\n' "$1" "$(printf '%s\n' "${@:2}" | median 1)" "${*:2}"; }
 used() { sync; df -B1 --output=used "$1" | tail -1; }
 
 bench_on() { # DIR LABEL
@@ -49,7 +43,10 @@ bench_on() { # DIR LABEL
   rm -rf "$base"/* 2>/dev/null || true
   cp -a "$CORPUS" "$ws"
   "$CKPT" init --store "$base/store" "$ws" >/dev/null
+  # On btrfs the workspace is made a subvolume, so forks are snapshots.
+  [ "$label" = "loop btrfs" ] && "$CKPT" init --subvolume "$ws" >/dev/null
   (cd "$ws" && "$CKPT" save -q -m base)
+  (cd "$ws" && "$CKPT" doctor | grep '^fork backend')
   local f=$ws/app/src/index.js
   [ -f "$f" ] || f=$(find "$ws/app" -type f | head -1)
   local rel=${f#"$ws"/}
@@ -64,6 +61,15 @@ bench_on() { # DIR LABEL
   done
   report "one fork" "${s[@]}"
   report "disk used by a fresh fork (KiB)" "${d[@]}"
+  if [ -n "$FLOOR" ] && [ "$label" = "loop xfs" ]; then
+    local fl=()
+    for ((i = 0; i < RUNS; i++)); do
+      fl+=($("$FLOOR" "$ws" "$base/floor$i" | awk '{print $6}')); rm -rf "$base/floor$i"
+    done
+    report "kernel floor: create + FICLONE only" "${fl[@]}"
+    awk -v a="$(printf '%s\n' "${s[@]}" | median 1)" -v b="$(printf '%s\n' "${fl[@]}" | median 1)" \
+      'BEGIN{printf "%-44s %10.2f\n", "one fork / kernel floor", a/b}'
+  fi
 
   s=(); for ((i = 0; i < RUNS; i++)); do echo "// f$i" >> "$base/f$i/$rel"; s+=($(cd "$base/f$i" && timed "$CKPT" save -q)); done
   report "fork's first save after a 1-file edit" "${s[@]}"
@@ -103,11 +109,12 @@ loop_fs() { # TYPE SIZE_MIB: mounts a loop image of TYPE at $SCRATCH/mnt-TYPE
 }
 
 echo "ckpt: $CKPT ($("$CKPT" --version 2>/dev/null || true)); corpus: $CORPUS ($(find "$CORPUS" -type f | wc -l) files); load: $(cut -d' ' -f1-3 /proc/loadavg)"
+trap 'echo "load at the end: $(cut -d" " -f1-3 /proc/loadavg)"' EXIT
 for fs in ${FSS//,/ }; do
   case $fs in
     btrfs|xfs)
       if [ $ROOT = no ]; then echo "## $fs: SKIPPED (needs root for a loop mount)"; continue; fi
-      loop_fs "$fs" 12288
+      loop_fs "$fs" 4096
       bench_on "$SCRATCH/mnt-$fs" "loop $fs"
       umount "$SCRATCH/mnt-$fs"; rm -f "$SCRATCH/$fs.img" ;;
     scratch)

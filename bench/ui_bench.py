@@ -15,8 +15,11 @@ file changed in every 10th line between two checkpoints. Then starts
   checkpoint's row in the DOM (a MutationObserver's wall clock in the page;
   negative when the row appeared before the saving process had exited);
 - diff_10k_first_rows_ms, diff_10k_ms: fetching the 10,000-line file's
-  diff and rendering its first 300 rows, and all of it (`showDiff`, until
-  the table is complete), in the page's clock.
+  diff and drawing its first rows, and until the table is complete
+  (`data-done`: every row drawn, or for a windowed diff every row
+  reachable by scrolling), in the page's clock (`showDiff`);
+- diff_10k_scroll_end_ms: a windowed diff scrolled to its end until its
+  last rows are drawn (none for a diff drawn whole).
 
 Needs Playwright (target/ui-venv, see .ci/run) and /usr/bin/chromium.
 """
@@ -100,7 +103,7 @@ try:
     with sync_playwright() as p:
         b = p.chromium.launch(executable_path=os.environ.get("CKPT_CHROMIUM", "/usr/bin/chromium"), args=["--no-sandbox"])
         page = b.new_page(viewport={"width": 1400, "height": 860})
-        first, live, diff, diff_first = [], [], [], []
+        first, live, diff, diff_first, scroll = [], [], [], [], []
         # navigation start (the page's time origin) → first page rendered
         for _ in range(a.runs):
             page.goto(url)
@@ -121,16 +124,26 @@ try:
         page.locator("#timeline li.cp").first.click()
         page.wait_for_selector("#diff", state="attached")
         for _ in range(a.runs):
-            ms = page.evaluate("""async () => { const t = performance.now();
+            ms = page.evaluate("""async () => { document.getElementById('detail').scrollTop = 0; const t = performance.now();
               await showDiff('%s', '%s', {path: 'big.txt', status: 'modified'});
               await new Promise((res) => { const w = () => document.querySelector('table.diff[data-done]') ? res() : requestAnimationFrame(w); w(); });
               const first = Number(document.querySelector('table.diff').dataset.first);
               return [first - t, performance.now() - t]; }""" % (big[1]["id"], big[0]["id"]))
             diff_first.append(ms[0])
             diff.append(ms[1])
+            end = page.evaluate("""async () => { const tb = document.querySelector('table.diff[data-done]');
+              if (!tb.dataset.hi) return null;
+              const t = performance.now();
+              document.getElementById('detail').scrollTop = 1e9;
+              await new Promise((res) => { const w = () => tb.dataset.hi === tb.dataset.done ? res() : requestAnimationFrame(w); w(); });
+              return performance.now() - t; }""")
+            if end is not None:
+                scroll.append(end)
         rows = page.evaluate("() => Number(document.querySelector('table.diff[data-done]').dataset.done)")
         b.close()
     res.update({"first_page_browser_ms": stats(first), "live_ms": stats(live), "diff_10k_first_rows_ms": stats(diff_first), "diff_10k_ms": stats(diff), "diff_rows": rows})
+    if scroll:
+        res["diff_10k_scroll_end_ms"] = stats(scroll)
     print(json.dumps(res, indent=1))
 finally:
     server.kill()

@@ -10,8 +10,8 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use ckpt_lib::engine::diff::Change;
-use ckpt_lib::store::catalog::Checkpoint;
 use ckpt_lib::store::catalog::Skipped;
+use ckpt_lib::store::catalog::{Annotation, Checkpoint};
 use ckpt_lib::store::state::{ChangeKind as StateChangeKind, StateChange};
 use ckpt_lib::store::tree::Node;
 use ckpt_lib::workspace::scan::{Unreadable, UNREADABLE};
@@ -266,8 +266,23 @@ pub fn preview(value: &[u8], max: usize) -> String {
     }
 }
 
-/// One `ckpt log` line.
-pub fn checkpoint_line(cp: &Checkpoint, head: Option<u64>) -> String {
+/// A checkpoint's annotations on one line: ` k=v …; note: "…"` (the note
+/// quoted and cut like a value preview).
+pub fn annotation(a: &Annotation) -> String {
+    let mut out = String::new();
+    for (k, v) in &a.tags {
+        let _ = write!(out, " {k}={v}");
+    }
+    if let Some(n) = &a.note {
+        let sep = if a.tags.is_empty() { "" } else { ";" };
+        let _ = write!(out, "{sep} note: {}", preview(n.as_bytes(), 60));
+    }
+    out
+}
+
+/// One `ckpt log` line: save-time tags in `[…]`, annotations (added
+/// later) in `(annotated: …)`.
+pub fn checkpoint_line(cp: &Checkpoint, head: Option<u64>, a: Option<&Annotation>) -> String {
     let s = &cp.stats;
     let mut line = format!(
         "{}{} {}  +{} ~{} -{}  {:>10} new  {}",
@@ -288,6 +303,9 @@ pub fn checkpoint_line(cp: &Checkpoint, head: Option<u64>) -> String {
         let tags: Vec<String> = cp.tags.iter().map(|(k, v)| format!("{k}={v}")).collect();
         let _ = write!(line, "  [{}]", tags.join(" "));
     }
+    if let Some(a) = a {
+        let _ = write!(line, "  (annotated:{})", annotation(a));
+    }
     line
 }
 
@@ -304,12 +322,14 @@ pub fn print_report<T: serde::Serialize>(report: &T) {
     );
 }
 
-/// Parses `--tag KEY=VALUE` arguments.
+/// Parses `KEY=VALUE` tag arguments (`save --tag`, `annotate`).
 pub fn parse_tags(tags: &[String]) -> Result<BTreeMap<String, String>> {
     tags.iter()
         .map(|t| match t.split_once('=') {
             Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
-            _ => Err(Error::Usage(format!("--tag {t:?}: expected KEY=VALUE"))),
+            _ => Err(Error::Usage(format!(
+                "tag {t:?}: expected KEY=VALUE (nothing was changed)"
+            ))),
         })
         .collect()
 }

@@ -673,3 +673,70 @@ fn corrupted_object_truncated_restore_keeps_dir_mtimes() {
 fn corrupted_object_same_size_is_detected_on_restore() {
     corrupted_restore_is_refused(b"fn main() {\n    println!(\"HI\");\n}\n", false, false);
 }
+
+/// `ckpt annotate`: the text forms of `log` and `show`, `--search`, and
+/// refusals (exit 2) that change nothing; the record's hash never moves.
+#[test]
+fn annotate_shows_in_log_and_show_and_refuses_save_time_keys() {
+    let ws = Ws::new();
+    ws.init();
+    write(&ws.root, "a.txt", b"a\n");
+    ws.run(&["save", "-m", "first", "--tag", "session=s1"]).ok();
+    let hash = ws.run(&["show", "v1", "--json"]).ok().json()["hash"].clone();
+    let out = ws
+        .run(&["annotate", "v1", "verdict=good", "--note", "looked at it"])
+        .ok();
+    assert!(
+        out.stdout
+            .contains("annotated v1: verdict=good; note: looked at it"),
+        "{}",
+        out.dump()
+    );
+    let log = ws.run(&["log"]).ok().stdout;
+    assert!(
+        log.contains("[session=s1]  (annotated: verdict=good; note: looked at it)"),
+        "{log}"
+    );
+    let show = ws.run(&["show", "v1"]).ok().stdout;
+    assert!(
+        show.contains("tag:      verdict=good (annotated "),
+        "{show}"
+    );
+    assert!(
+        show.contains("note:     looked at it (annotated "),
+        "{show}"
+    );
+    let found = ws.run(&["log", "--search", "VERDICT=GOOD", "--json"]).ok();
+    assert_eq!(ids(&found.json()), ["v1"]);
+    for (args, says) in [
+        (&["annotate", "v1", "session=s2"][..], "part of its record"),
+        (
+            &["annotate", "v1", "--remove", "session"],
+            "part of its record",
+        ),
+        (&["annotate", "v1"], "nothing to annotate"),
+        (&["annotate", "v1", "novalue"], "expected KEY=VALUE"),
+        (
+            &["annotate", "v1", "a=1", "--remove", "a"],
+            "both set and removed",
+        ),
+        (&["annotate", "v9", "a=1"], "v9"),
+    ] {
+        let r = ws.run(args).code(2);
+        assert!(r.stderr.contains(says), "{args:?}: {}", r.dump());
+    }
+    let j = ws.run(&["show", "v1", "--json"]).ok().json();
+    assert_eq!(j["hash"], hash, "annotating changed the record");
+    assert_eq!(j["tags"]["session"], "s1");
+    assert_eq!(j["annotations"]["tags"]["verdict"], "good");
+    assert_eq!(j["annotations"]["note"], "looked at it");
+    let j = ws
+        .run(&[
+            "annotate", "v1", "--remove", "verdict", "--note", "", "--json",
+        ])
+        .ok()
+        .json();
+    assert!(j["annotations"].is_null(), "{j}");
+    ws.run(&["delete", "v1"]).ok();
+    ws.run(&["annotate", "v1", "a=1"]).code(2);
+}

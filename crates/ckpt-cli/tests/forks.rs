@@ -11,8 +11,18 @@
 //! - SIGKILL during a fork (at many moments): the fork directory is missing
 //!   or complete (a complete one verifies and saves); during an adopt: the
 //!   parent is unchanged or exactly the fork's state after the next command.
+//!   Also on loop btrfs with the workspace a subvolume (every fork a
+//!   snapshot plus a restore of what differs; the parent has unsaved edits
+//!   when forked), and `adopt --dry-run` changes nothing, not even the log.
+//! - Crash points (ckpt-fault) at each durable step of a fork (its store's
+//!   commits and index; for a subvolume fork, the restore's journal and
+//!   renames) and of an adopt (import commit, each restore step): nothing
+//!   under the fork's name, the parent unchanged or exactly adopted.
 //! - Bad input: a non-empty directory, the workspace itself, a directory
-//!   that is not a fork: a clear error, nothing changed.
+//!   that is not a fork, every backend `doctor` says cannot work here
+//!   forced with `--backend`, a subvolume fork onto another filesystem or
+//!   of a workspace that is not a subvolume, `init --subvolume` off btrfs:
+//!   a clear error, nothing changed.
 
 mod common;
 
@@ -135,15 +145,30 @@ fn four_forks_on_loop_btrfs() {
     on_loop("btrfs", &[]);
 }
 
+/// The property test with the workspace made a subvolume first, so every
+/// fork is a snapshot plus a restore of what differs.
+#[test]
+fn four_subvolume_forks_on_loop_btrfs() {
+    with_loop("btrfs", &[], |mnt| {
+        four_forks_with(mnt, Some("btrfs-subvolume"))
+    });
+}
+
 #[test]
 fn four_forks_on_loop_xfs() {
     on_loop("xfs", &["-m", "reflink=1"]);
 }
 
 fn on_loop(fs: &str, mkfs_args: &[&str]) {
+    // Not a subvolume workspace: every file is a reflink.
+    with_loop(fs, mkfs_args, |mnt| four_forks_with(mnt, Some("reflink")));
+}
+
+/// Runs `test` on a fresh loop filesystem, or skips with the reason.
+fn with_loop(fs: &str, mkfs_args: &[&str], test: impl FnOnce(&Path)) {
     use common::loopfs::{mount, NoFs};
     match mount(fs, mkfs_args) {
-        Ok(lfs) => four_forks(&lfs.mnt),
+        Ok(lfs) => test(&lfs.mnt),
         Err(NoFs::Missing(why)) => skip(&format!("forks on {fs}: {why}")),
         Err(NoFs::Refused(why)) => skip_env(&format!("forks on {fs}: {why}")),
     }
@@ -151,8 +176,19 @@ fn on_loop(fs: &str, mkfs_args: &[&str]) {
 
 /// The property test on the filesystem holding `base`.
 fn four_forks(base: &Path) {
+    four_forks_with(base, None)
+}
+
+/// The property test; `backend`: the one every fork must have used (with
+/// `btrfs-subvolume` the workspace is made a subvolume first).
+fn four_forks_with(base: &Path, backend: Option<&str>) {
     let mut rng = Rng::new("four_forks", 22);
     let f = Fleet::new_in(base);
+    if backend == Some("btrfs-subvolume") {
+        let r = f.run(&["init", "--subvolume", "--json"]).ok().json();
+        assert_eq!(r["subvolume"]["already"], false, "{r}");
+        assert_eq!(r["outcome"], "kept", "{r}");
+    }
     build_tree(&f.ws.root, 6, 8, &mut rng);
     chmod(&f.ws.root.join("d00"), 0o750);
     // Files older than the racy window (a file modified within 50 ms of a
@@ -166,6 +202,11 @@ fn four_forks(base: &Path) {
     f.run(&["state", "put", "plan", "base"]).ok();
     let v1 = f.save(&f.ws.root)["id"].as_str().unwrap().to_string();
     let base = snapshot(&f.ws.root);
+    // Unsaved edits in the parent: a fork is of v1, not of what is on disk
+    // (a subvolume fork starts from what is on disk and restores v1).
+    edit(&f.ws.root, &mut rng, "unsaved");
+    write(&f.ws.root, "unsaved-new/x.txt", b"not in v1");
+    let dirty = snapshot(&f.ws.root);
 
     let prefix = f.dir("agent");
     let r = f
@@ -190,7 +231,23 @@ fn four_forks(base: &Path) {
         // Same filesystem: the fork's store links the parent's objects.
         assert!(x["objects"]["linked"].as_u64().unwrap() > 0, "{x}");
         assert_eq!(x["objects"]["copied"], 0, "{x}");
+        if let Some(b) = backend {
+            assert_eq!(x["backend"], b, "{x}");
+        }
+        if backend == Some("btrfs-subvolume") {
+            // Only the unsaved edits were undone in the snapshot.
+            let w = &x["restored"];
+            assert!(
+                w["written"].as_u64().unwrap() + w["removed"].as_u64().unwrap() > 0,
+                "{x}"
+            );
+            assert!(w["written"].as_u64().unwrap() < 40, "{x}");
+        }
     }
+    assert_same(&dirty, &snapshot(&f.ws.root), "the parent after forking");
+    // Back to v1 in the parent, as the rest of the test expects.
+    f.run(&["restore", &v1, "--no-save"]).ok();
+    assert_same(&base, &snapshot(&f.ws.root), "the parent back at v1");
     for (i, d) in forks.iter().enumerate() {
         assert_eq!(
             d,
@@ -269,6 +326,28 @@ fn four_forks(base: &Path) {
         .json();
     assert!(d["to"].as_str().unwrap().ends_with(&fork_heads[2]), "{d}");
 
+    // A dry run changes nothing, not even the log.
+    let log_before = f.run(&["log", "--json"]).ok().json();
+    let dry = f
+        .run(&["adopt", forks[2].to_str().unwrap(), "--dry-run", "--json"])
+        .ok()
+        .json();
+    assert!(dry["adopted"].is_null(), "{dry}");
+    assert!(
+        !dry["restore"]["changes"].as_array().unwrap().is_empty(),
+        "{dry}"
+    );
+    assert_eq!(
+        f.run(&["log", "--json"]).ok().json(),
+        log_before,
+        "adopt --dry-run changed the log"
+    );
+    assert_same(
+        &parent_want,
+        &snapshot(&f.ws.root),
+        "the parent after adopt --dry-run",
+    );
+
     // Adopt fork 3 (index 2): files and agent state; then undo.
     let a = f
         .run(&["adopt", forks[2].to_str().unwrap(), "--json"])
@@ -310,6 +389,27 @@ fn four_forks(base: &Path) {
     let r = other.run(&["fork", "--remove", forks[0].to_str().unwrap()]);
     assert_ne!(r.code, Some(0), "removed a fork of another workspace");
     assert!(forks[0].exists());
+}
+
+/// After an adopt was killed: an interrupted restore is reported, and
+/// re-running it gives exactly `won`; otherwise the parent is exactly
+/// `before` or `won`.
+fn unchanged_or_adopted(f: &Fleet, before: &Snapshot, won: &Snapshot, what: &str) {
+    let st = f.run(&["status", "--json"]).ok().json();
+    if let Some(target) = st["interrupted_restore"].as_str() {
+        f.run(&["restore", target]).ok();
+        assert_same(
+            won,
+            &snapshot(&f.ws.root),
+            &format!("{what}: interrupted adopt, finished"),
+        );
+    } else {
+        let now = snapshot(&f.ws.root);
+        assert!(
+            &now == before || &now == won,
+            "{what}: left a state that is neither before nor adopted"
+        );
+    }
 }
 
 fn state_at(f: &Fleet, dir: &Path, key: &str) -> Option<String> {
@@ -456,27 +556,320 @@ fn sigkill_during_adopt_leaves_parent_unchanged_or_adopted() {
         std::thread::sleep(Duration::from_millis(i * 25));
         let _ = child.kill();
         let _ = child.wait();
-        // An interrupted restore is reported, and re-running it finishes it.
-        let st = f.run(&["status", "--json"]).ok().json();
-        if let Some(target) = st["interrupted_restore"].as_str() {
-            f.run(&["restore", target]).ok();
-            assert_same(
-                &won,
-                &snapshot(&f.ws.root),
-                "an interrupted adopt, finished",
-            );
-        } else {
-            let now = snapshot(&f.ws.root);
-            assert!(
-                now == before || now == won,
-                "adopt killed after {} ms left a state that is neither before nor adopted",
-                i * 25
-            );
-        }
+        unchanged_or_adopted(
+            &f,
+            &before,
+            &won,
+            &format!("adopt killed after {} ms", i * 25),
+        );
         assert_same(&won, &snapshot(&d), "the fork during adopt");
         f.verify_store(&f.ws.root);
         // Back to the start for the next round.
         f.run(&["restore", &v1]).ok();
         assert_same(&before, &snapshot(&f.ws.root), "reset");
     }
+}
+
+/// Kills `ckpt ARGS` (run in `cwd` with the fleet's data home) at the
+/// crash point `fault`; returns whether it was killed there (false: the
+/// command finished without reaching it).
+fn killed_at(f: &Fleet, cwd: &Path, args: &[&str], fault: &str) -> bool {
+    let mut c = f.cmd(cwd, args);
+    c.env("CKPT_FAULT", fault);
+    let r = run_command(c, format!("CKPT_FAULT={fault} ckpt {}", args.join(" ")));
+    match r.code {
+        None => true,
+        Some(0) => false,
+        _ => panic!("{}", r.dump()),
+    }
+}
+
+/// A fork killed at each durable step (its store's commits, its index):
+/// the fork directory is missing (nothing under its name), the parent is
+/// unchanged, and the same fork then succeeds and cleans up.
+fn fork_killed_at_durable_steps(f: &Fleet, extra: &[&str], faults: &[&str]) {
+    let v1 = f.save(&f.ws.root)["id"].as_str().unwrap().to_string();
+    let base = snapshot(&f.ws.root);
+    write(&f.ws.root, "unsaved.txt", b"not in v1");
+    let parent = snapshot(&f.ws.root);
+    let mut killed = 0;
+    for (i, fault) in faults.iter().enumerate() {
+        let d = f.dir(&format!("crash{i}"));
+        let mut args = vec!["fork", v1.as_str(), d.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        if killed_at(f, &f.ws.root, &args, fault) {
+            killed += 1;
+            // Nothing under its name (the empty directory the fork made
+            // for it at most, which a fork into it accepts).
+            let n = std::fs::read_dir(&d).map_or(0, |r| r.count());
+            assert_eq!(n, 0, "CKPT_FAULT={fault}: half a fork at {}", d.display());
+        } else {
+            f.run(&["fork", "--remove", d.to_str().unwrap()]).ok();
+        }
+        assert_same(
+            &parent,
+            &snapshot(&f.ws.root),
+            "the parent after a killed fork",
+        );
+        f.run(&args).ok();
+        assert_same(&base, &snapshot(&d), "a fork after a killed one");
+        f.verify_store(&d);
+        let st = f.at(&d, &["status", "--json"]).ok().json();
+        assert_eq!(st["clean"], true, "{st}");
+        let stale: Vec<String> = std::fs::read_dir(d.parent().unwrap())
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.contains(&format!("crash{i}.ckpt-fork")))
+            .collect();
+        assert!(
+            stale.is_empty(),
+            "CKPT_FAULT={fault}: staging left: {stale:?}"
+        );
+    }
+    assert!(
+        killed >= 2,
+        "only {killed} of {faults:?} were reached by a fork"
+    );
+    f.verify_store(&f.ws.root);
+    std::fs::remove_file(f.ws.root.join("unsaved.txt")).unwrap();
+}
+
+const FORK_FAULTS: &[&str] = &[
+    "catalog.before_commit",
+    "catalog.after_commit",
+    "state.before_commit",
+    "state.after_commit",
+    "index.after_tmp_write",
+    "index.after_rename",
+];
+
+#[test]
+fn fork_killed_at_each_durable_step_leaves_nothing() {
+    let mut rng = Rng::new("fork_faults", 13);
+    let f = Fleet::new();
+    build_tree(&f.ws.root, 4, 6, &mut rng);
+    f.run(&["state", "put", "plan", "base"]).ok();
+    fork_killed_at_durable_steps(&f, &[], FORK_FAULTS);
+}
+
+#[test]
+fn adopt_killed_at_each_restore_step_is_unchanged_or_finished() {
+    let mut rng = Rng::new("adopt_faults", 17);
+    let f = Fleet::new();
+    build_tree(&f.ws.root, 4, 6, &mut rng);
+    let v1 = f.save(&f.ws.root)["id"].as_str().unwrap().to_string();
+    let before = snapshot(&f.ws.root);
+    let d = f.dir("winner");
+    f.run(&["fork", &v1, d.to_str().unwrap()]).ok();
+    edit(&d, &mut rng, "w");
+    write(&d, "won.txt", b"the winner");
+    f.save(&d);
+    let won = snapshot(&d);
+    let mut killed = 0;
+    for fault in [
+        "catalog.after_commit",
+        "restore.after_pre_save",
+        "restore.after_journal",
+        "restore.after_state",
+        "restore.after_rename",
+        "restore.before_journal_end",
+        "restore.after_journal_end",
+    ] {
+        let log_before = f.run(&["log", "--json"]).ok().json();
+        if killed_at(&f, &f.ws.root, &["adopt", d.to_str().unwrap()], fault) {
+            killed += 1;
+        }
+        unchanged_or_adopted(&f, &before, &won, &format!("CKPT_FAULT={fault}"));
+        assert_same(&won, &snapshot(&d), "the fork during adopt");
+        f.verify_store(&f.ws.root);
+        f.verify_store(&d);
+        f.run(&["restore", &v1]).ok();
+        assert_same(&before, &snapshot(&f.ws.root), "reset");
+        assert_ne!(log_before, serde_json::Value::Null);
+    }
+    assert!(killed >= 5, "only {killed} adopt crash points were reached");
+}
+
+/// Every backend `ckpt doctor` says cannot work here is refused by
+/// `--backend` with a clear error and nothing changed; an unknown name is
+/// refused too.
+#[test]
+fn forced_backend_that_cannot_work_changes_nothing() {
+    let mut rng = Rng::new("forced_backend", 4);
+    let f = Fleet::new();
+    build_tree(&f.ws.root, 2, 3, &mut rng);
+    let v1 = f.save(&f.ws.root)["id"].as_str().unwrap().to_string();
+    let before = snapshot(&f.ws.root);
+    let log = f.run(&["log", "--json"]).ok().json();
+    let doc = f.run(&["doctor", "--json"]).ok().json();
+    let probes = doc["fork_backend"]["probes"].as_array().unwrap().clone();
+    assert_eq!(probes.len(), 4, "{doc}");
+    let d = f.dir("forced");
+    let mut refused = 0;
+    for p in &probes {
+        let name = p["backend"].as_str().unwrap();
+        let r = f.run(&[
+            "fork",
+            &v1,
+            d.to_str().unwrap(),
+            "--backend",
+            name,
+            "--json",
+        ]);
+        if p["works"] == true {
+            assert_eq!(r.code, Some(0), "{}", r.dump());
+            assert_eq!(r.json()["backend"], name);
+            let mut want = before.clone();
+            want.retain(|k, _| k.as_slice() != b".ckpt");
+            let mut got = snapshot(&d);
+            got.retain(|k, _| k.as_slice() != b".ckpt");
+            assert_same(&want, &got, "a forced-backend fork");
+            f.run(&["fork", "--remove", d.to_str().unwrap()]).ok();
+        } else {
+            refused += 1;
+            assert_ne!(r.code, Some(0), "{}", r.dump());
+            assert!(
+                r.stderr.contains(&format!("--backend {name} cannot fork"))
+                    && r.stderr.contains("nothing was changed"),
+                "{}",
+                r.dump()
+            );
+            assert!(!d.exists(), "--backend {name} left {}", d.display());
+        }
+        assert_same(
+            &before,
+            &snapshot(&f.ws.root),
+            "the parent after a forced backend",
+        );
+    }
+    assert!(
+        refused >= 1,
+        "overlay is not implemented, so at least it is refused"
+    );
+    let r = f.run(&["fork", &v1, d.to_str().unwrap(), "--backend", "zfs"]);
+    assert_ne!(r.code, Some(0));
+    assert!(r.stderr.contains("unknown fork backend"), "{}", r.dump());
+    if doc["workspace"]["fs_type"] != "btrfs" {
+        let r = f.run(&["init", "--subvolume"]);
+        assert_ne!(r.code, Some(0), "{}", r.dump());
+        assert!(
+            r.stderr.contains("not on btrfs") && r.stderr.contains("nothing was changed"),
+            "{}",
+            r.dump()
+        );
+    }
+    assert_same(&before, &snapshot(&f.ws.root), "the parent at the end");
+    assert_eq!(f.run(&["log", "--json"]).ok().json(), log);
+}
+
+/// On loop btrfs: `init --subvolume` keeps every file and the workspace,
+/// a subvolume fork is refused into another filesystem or a non-empty
+/// directory, a fork killed at each durable step (including the restore
+/// inside the snapshot) leaves nothing, and `fork --remove` deletes the
+/// subvolume.
+#[test]
+fn subvolume_backend_on_loop_btrfs() {
+    with_loop("btrfs", &[], |mnt| {
+        let mut rng = Rng::new("subvolume_backend", 19);
+        let f = Fleet::new_in(mnt);
+        build_tree(&f.ws.root, 4, 6, &mut rng);
+        let v1 = f.save(&f.ws.root)["id"].as_str().unwrap().to_string();
+        let before = snapshot(&f.ws.root);
+        let d = f.dir("sv");
+        let r = f.run(&[
+            "fork",
+            &v1,
+            d.to_str().unwrap(),
+            "--backend",
+            "btrfs-subvolume",
+        ]);
+        assert_ne!(r.code, Some(0), "{}", r.dump());
+        assert!(
+            r.stderr.contains("not a btrfs subvolume") && r.stderr.contains("init --subvolume"),
+            "{}",
+            r.dump()
+        );
+        assert!(!d.exists());
+
+        let r = f.run(&["init", "--subvolume", "--json"]).ok().json();
+        assert_eq!(r["subvolume"]["already"], false, "{r}");
+        assert_same(
+            &before,
+            &snapshot(&f.ws.root),
+            "the workspace after init --subvolume",
+        );
+        let st = f.run(&["status", "--json"]).ok().json();
+        assert_eq!(st["clean"], true, "{st}");
+        f.verify_store(&f.ws.root);
+        let r = f.run(&["init", "--subvolume", "--json"]).ok().json();
+        assert_eq!(r["subvolume"]["already"], true, "{r}");
+        let left: Vec<_> = std::fs::read_dir(f.ws.root.parent().unwrap())
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().contains("ckpt-subvol"))
+            .collect();
+        assert!(left.is_empty(), "conversion leftovers: {left:?}");
+        let doc = f.run(&["doctor", "--json"]).ok().json();
+        assert_eq!(doc["fork_backend"]["backend"], "btrfs-subvolume", "{doc}");
+
+        // Onto another filesystem than a snapshot can reach.
+        let other = tempfile::tempdir_in(test_base()).unwrap();
+        let far = other.path().join("far");
+        let r = f.run(&[
+            "fork",
+            &v1,
+            far.to_str().unwrap(),
+            "--backend",
+            "btrfs-subvolume",
+        ]);
+        assert_ne!(r.code, Some(0), "{}", r.dump());
+        assert!(
+            r.stderr.contains("not on the workspace's btrfs filesystem")
+                && r.stderr.contains("nothing was changed"),
+            "{}",
+            r.dump()
+        );
+        assert!(!far.exists());
+        // Automatic mode there: the next backend that works.
+        let r = f
+            .run(&["fork", &v1, far.to_str().unwrap(), "--json"])
+            .ok()
+            .json();
+        assert_ne!(r["backend"], "btrfs-subvolume", "{r}");
+        // Into a non-empty directory.
+        write(&d, "mine.txt", b"keep");
+        let r = f.run(&[
+            "fork",
+            &v1,
+            d.to_str().unwrap(),
+            "--backend",
+            "btrfs-subvolume",
+        ]);
+        assert_ne!(r.code, Some(0));
+        assert!(r.stderr.contains("not empty"), "{}", r.dump());
+        assert_eq!(std::fs::read(d.join("mine.txt")).unwrap(), b"keep");
+        remove_tree(&d);
+
+        let r = f
+            .run(&["fork", &v1, d.to_str().unwrap(), "--json"])
+            .ok()
+            .json();
+        assert_eq!(r["backend"], "btrfs-subvolume", "{r}");
+        let r = f
+            .run(&["fork", "--remove", d.to_str().unwrap(), "--json"])
+            .ok()
+            .json();
+        assert_eq!(r["subvolume"], true, "{r}");
+        assert!(!d.exists());
+
+        let mut faults = FORK_FAULTS.to_vec();
+        faults.extend([
+            "restore.after_journal",
+            "restore.after_rename",
+            "restore.before_journal_end",
+        ]);
+        fork_killed_at_durable_steps(&f, &["--backend", "btrfs-subvolume"], &faults);
+        assert_same(&before, &snapshot(&f.ws.root), "the workspace at the end");
+    });
 }

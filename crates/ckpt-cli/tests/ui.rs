@@ -8,10 +8,15 @@
 //! - The page, in headless Chromium driven by Playwright
 //!   (`tests/fixtures/ui_browser.py`, which asserts each step): the
 //!   timeline shows the checkpoints; a `ckpt save` from the CLI appears
-//!   within 1 s without a reload; clicking a file shows its diff; restoring
+//!   within 1 s without a reload; a note and a tag added on the page are
+//!   in `ckpt log --json` (and one added by the CLI appears on the page);
+//!   clicking a file shows its diff; restoring
 //!   one path through the confirm dialog puts it back byte for byte and
-//!   Undo reverses it; a hostile file name and message render as text with
-//!   no dialog firing; `--read-only` hides the actions and the server
+//!   Undo reverses it; comparing with the working directory shows a file
+//!   created meanwhile without a reload; a 6,000-line diff keeps only a
+//!   window of rows in the DOM and reaches its last line by scrolling; a
+//!   hostile file name, message and note render as text with no dialog
+//!   firing; `--read-only` hides the actions and the server
 //!   refuses them. With `CKPT_UI_SCREENSHOTS=DIR` the script saves the
 //!   screenshots `docs/UI.md` shows.
 //!
@@ -281,6 +286,7 @@ fn read_only_refuses_actions_over_http() {
         ("/api/restore", r#"{"id":"v1","paths":[],"dry_run":false}"#),
         ("/api/gc", r#"{"dry_run":false}"#),
         ("/api/fork", r#"{"id":"v1","name":"forked"}"#),
+        ("/api/annotate", r#"{"id":"v1","note":"x"}"#),
     ] {
         let (s, resp) = srv.post(path, &host, Some(&origin), Some(&token), body);
         assert_eq!(s, 403, "{path}: {resp}");
@@ -288,6 +294,12 @@ fn read_only_refuses_actions_over_http() {
     }
     assert_eq!(ws.log_ids(), before_log);
     assert!(!ws.tmp.path().join("forked").exists());
+    let log = ws.run(&["log", "--json"]).ok().json();
+    assert!(log["checkpoints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|c| c["annotations"].is_null()));
     // Reading still works.
     let (s, resp) = srv.raw(&format!(
         "GET /api/log?token={token} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"

@@ -105,6 +105,16 @@ function tagChips(c) {
     .map(([k, v]) => el('span', { class: 'tag', title: k + '=' + v, text: k + '=' + v }));
 }
 
+// Annotations (tags and a note added after the save, `ckpt annotate`):
+// marked with a pencil and styled apart from the save-time tags.
+const PENCIL = '\u270e ';
+function annChips(c) {
+  const a = c.annotations;
+  if (!a) return [];
+  return Object.entries(a.tags).map(([k, v]) => el('span', { class: 'tag ann', title: 'annotated ' + exact(a.time_ns) + ': ' + k + '=' + v, text: PENCIL + k + '=' + v }))
+    .concat(a.note ? [el('span', { class: 'tag ann note', title: a.note, text: PENCIL + a.note })] : []);
+}
+
 function row(c, i) {
   const s = c.stats || {};
   return el('li', {
@@ -120,7 +130,7 @@ function row(c, i) {
     el('span', { class: 'mod', text: '~' + (s.files_modified || 0) }),
     el('span', { class: 'del', text: '\u2212' + (s.files_deleted || 0) })),
   el('span', { class: 'bytes', title: 'bytes added to the store', text: bytes(s.new_bytes || 0) }),
-  el('span', { class: 'tags' }, tagChips(c)));
+  el('span', { class: 'tags' }, tagChips(c), annChips(c)));
 }
 
 function render() {
@@ -174,7 +184,9 @@ async function refresh() {
   const same = rest.every((c, i) => S.items[i] && S.items[i].seq === c.seq);
   if (!same) { await reload(); return; }
   const head = r.head;
-  S.items = fresh.concat(S.items.map((c) => Object.assign(c, { head: c.id === head })));
+  // The newest page's records replace ours (their annotations may have
+  // changed); older ones only get the new HEAD mark.
+  S.items = fresh.concat(rest, S.items.slice(rest.length).map((c) => Object.assign(c, { head: c.id === head })));
   if (S.sel >= 0) S.sel += fresh.length;
   S.head = head; S.total = r.total;
   if (!S.items.length) S.more = r.more;
@@ -246,17 +258,56 @@ async function showCheckpoint(id) {
       el('dt', { text: 'parent' }), el('dd', { text: parent || '(none)' }),
       el('dt', { text: 'hash' }), el('dd', { class: 'mono', text: r.hash }),
       el('dt', { text: 'changes' }), el('dd', { text: '+' + s.files_added + ' ~' + s.files_modified + ' \u2212' + s.files_deleted + ', ' + bytes(s.new_bytes) + ' added to the store' }),
-      el('dt', { text: 'tags' }), el('dd', {}, Object.entries(r.tags).map(([k, v]) => el('span', { class: 'tag', text: k + '=' + v })))),
+      el('dt', { text: 'tags' }), el('dd', {}, Object.entries(r.tags).map(([k, v]) => el('span', { class: 'tag', text: k + '=' + v }))),
+      el('dt', { text: 'annotations' }), el('dd', { id: 'annotations' })),
+    S.readOnly ? null : el('div', { class: 'actions annotate' },
+      el('input', { id: 'ann-tag', placeholder: 'key=value', 'aria-label': 'tag to add' }),
+      el('button', { type: 'button', id: 'act-tag', onclick: () => addTag(r.id).catch(fail), text: 'Add tag' }),
+      el('textarea', { id: 'ann-note', rows: 2, placeholder: 'note', 'aria-label': 'note' }),
+      el('button', { type: 'button', id: 'act-note', onclick: () => saveNote(r.id).catch(fail), text: 'Save note' })),
     el('div', { class: 'actions' },
       el('button', { type: 'button', onclick: () => compareFlow(r.id, '').catch(fail), text: 'Compare with working directory' })),
     actions,
     el('h3', { text: 'Changed paths (' + r.changes.length + ')' }),
     r.changes.length ? treeList(pathTree(r.changes), (c) => showDiff(parent, r.id, c).catch(fail)) : el('p', { class: 'muted', text: 'nothing changed' }),
     stateBox, diffBox);
+  renderAnnotations(r.id, r.annotations);
   if (parent) {
     api('/api/diff', { from: parent, to: r.id }).then((df) => renderState(stateBox, df.state_changes)).catch(() => {});
   }
 }
+
+// The shown checkpoint's annotations, each tag with a remove button
+// (not in read-only mode); the note box holds the current note.
+function renderAnnotations(id, a) {
+  const box = $('annotations');
+  if (!box) return;
+  const tags = Object.entries((a && a.tags) || {});
+  clear(box,
+    tags.map(([k, v]) => el('span', { class: 'tag ann', 'data-key': k },
+      PENCIL + k + '=' + v,
+      S.readOnly ? null : el('button', { type: 'button', class: 'link remove-tag', title: 'remove ' + k, onclick: () => annotate(id, { remove: [k] }).catch(fail), text: ' \u00d7' }))),
+    a && a.note ? el('p', { class: 'note', id: 'note-text', text: a.note }) : null,
+    a ? el('span', { class: 'muted', text: 'changed ' + exact(a.time_ns) }) : el('span', { class: 'muted', text: 'none' }));
+  const n = $('ann-note');
+  if (n) n.value = (a && a.note) || '';
+}
+
+async function annotate(id, body) {
+  const r = await post('/api/annotate', Object.assign({ id }, body));
+  renderAnnotations(id, r.annotations);
+  return r;
+}
+
+async function addTag(id) {
+  const t = $('ann-tag').value.trim();
+  const i = t.indexOf('=');
+  if (i <= 0) { note('A tag is key=value.', 'error'); return; }
+  await annotate(id, { set: { [t.slice(0, i)]: t.slice(i + 1) } });
+  $('ann-tag').value = '';
+}
+
+async function saveNote(id) { await annotate(id, { note: $('ann-note').value }); }
 
 function pretty(v) {
   if (!v) return '';
@@ -307,7 +358,11 @@ async function showDiff(from, to, change) {
 }
 
 // Renders unified diff text with line numbers and in-line change marks,
-// a chunk at a time so a long file shows its start at once.
+// unified or side by side. Up to VIRTUAL rows are built at once (long
+// lines wrap); a longer diff is windowed (`windowed`): only the rows on
+// screen, plus a margin, are in the DOM.
+const VIRTUAL = 1500;
+
 function renderUnified(body, text, side) {
   const lines = text.split('\n');
   if (lines.length && lines[lines.length - 1] === '') lines.pop();
@@ -324,23 +379,70 @@ function renderUnified(body, text, side) {
     else rows.push({ t: 'ctx', o: o++, n: n++, s });
   }
   markPairs(rows);
-  const cols = side ? ['ln', 'code', 'ln', 'code'] : ['ln', 'ln', 'code'];
-  const table = el('table', { class: 'diff' + (side ? ' side' : '') },
-    el('colgroup', {}, cols.map((c) => el('col', { class: 'c-' + c }))));
-  body.append(table);
   const out = side ? sideRows(rows) : rows;
-  // The first screenful at once, the rest in larger chunks between frames.
-  let i = 0;
-  const step = () => {
-    const tb = document.createElement('tbody');
-    const end = Math.min(out.length, i + (i === 0 ? 300 : 2000));
-    for (; i < end; i++) tb.append(side ? sideRow(out[i]) : unifiedRow(out[i]));
-    table.append(tb);
-    if (!table.hasAttribute('data-first')) table.setAttribute('data-first', String(performance.now()));
-    if (i < out.length) setTimeout(step, 0);
-    else table.setAttribute('data-done', String(out.length));
+  const make = side ? sideRow : unifiedRow;
+  const virtual = out.length > VIRTUAL;
+  const cols = side ? ['ln', 'code', 'ln', 'code'] : ['ln', 'ln', 'code'];
+  const table = el('table', { class: 'diff' + (side ? ' side' : '') + (virtual ? ' virtual' : '') },
+    el('colgroup', {}, cols.map((c) => el('col', { class: 'c-' + c }))));
+  const tb = document.createElement('tbody');
+  table.append(tb);
+  if (!virtual) {
+    for (const r of out) tb.append(make(r));
+    body.append(table);
+    table.dataset.first = String(performance.now());
+    table.dataset.done = String(out.length);
+    return;
+  }
+  windowed(body, table, tb, out, make, side);
+}
+
+// A long diff: rows of one fixed height (lines do not wrap; the table is as
+// wide as the longest line and scrolls sideways), drawn for the part of
+// the table inside #detail's viewport plus OVER rows each side, between
+// two spacer rows that keep the scroll height of the whole diff. Redrawn
+// on scroll and resize (once per frame), and dropped with the table.
+const OVER = 80;
+
+function windowed(body, table, tb, out, make, side) {
+  const len = (r) => (r && r.s ? r.s.length : 0);
+  let longest = 0;
+  for (const r of out) longest = Math.max(longest, side ? Math.max(len(r.l), len(r.r)) : len(r));
+  table.style.width = side ? 'calc(9em + ' + (2 * longest + 4) + 'ch)' : 'calc(9em + ' + (longest + 3) + 'ch)';
+  body.append(el('div', { class: 'diff-scroll' }, table));
+  const scroller = $('detail');
+  const pad = () => el('tr', { class: 'pad' }, el('td', { colspan: side ? 4 : 3 }));
+  const top = pad(); const bottom = pad();
+  let h = 0; let lo = -1; let hi = -1; let queued = false;
+  const draw = () => {
+    queued = false;
+    if (!table.isConnected) { scroller.removeEventListener('scroll', later); window.removeEventListener('resize', later); return; }
+    const above = scroller.getBoundingClientRect().top - tb.getBoundingClientRect().top;
+    const rh = h || 20;
+    const first = Math.max(0, Math.min(out.length, Math.floor(above / rh) - OVER));
+    const last = Math.max(first, Math.min(out.length, Math.ceil((above + scroller.clientHeight) / rh) + OVER));
+    if (first === lo && last === hi) return;
+    lo = first; hi = last;
+    const frag = document.createDocumentFragment();
+    frag.append(top);
+    for (let i = first; i < last; i++) frag.append(make(out[i]));
+    frag.append(bottom);
+    tb.replaceChildren(frag);
+    if (!h && last > first) {
+      // The real row height, once: redraw if the guess was off.
+      h = top.nextSibling.getBoundingClientRect().height || rh;
+      if (h !== rh) { lo = -1; draw(); return; }
+    }
+    top.style.height = (first * rh) + 'px';
+    bottom.style.height = ((out.length - last) * rh) + 'px';
+    table.dataset.lo = String(first); table.dataset.hi = String(last);
   };
-  step();
+  const later = () => { if (!queued) { queued = true; requestAnimationFrame(draw); } };
+  scroller.addEventListener('scroll', later, { passive: true });
+  window.addEventListener('resize', later);
+  draw();
+  table.dataset.first = String(performance.now());
+  table.dataset.done = String(out.length);
 }
 
 // For each run of deletions followed by as many additions, mark the part of
@@ -412,17 +514,45 @@ async function compareFlow(from, to) {
   await runCompare();
 }
 
+// A comparison on screen: what it compares, the signature of the last
+// answer (redraw only when it changed), and the path whose diff is open.
+// Against the working directory (`to` empty) it is live: asked again every
+// POLL_MS while the Compare view is open and the page visible, and at once
+// when the catalog changes (HEAD may have moved).
+const POLL_MS = 1500;
+
 async function runCompare() {
   const from = $('cmp-from').value.trim() || 'HEAD';
   const to = $('cmp-to').value.trim();
+  S.cmp = { from, to, sig: null, open: null, busy: false };
+  clear($('cmp-out'), el('p', { class: 'muted', text: 'comparing\u2026' }));
+  await updateCompare();
+}
+
+async function updateCompare() {
+  const c = S.cmp;
+  if (!c || c.busy) return;
+  c.busy = true;
+  let r;
+  try { r = await api('/api/diff', { from: c.from, to: c.to }); } finally { c.busy = false; }
   const out = $('cmp-out');
-  clear(out, el('p', { class: 'muted', text: 'comparing\u2026' }));
-  const r = await api('/api/diff', { from, to });
+  const sig = JSON.stringify([r.from, r.to, r.changes, r.state_changes]);
+  if (S.cmp !== c || !out || sig === c.sig) return;
+  c.sig = sig;
+  const to = c.to ? r.to : '';
+  const open = (ch) => { c.open = ch.path; return showDiff(r.from, to, ch); };
   clear(out,
-    el('h3', { text: r.from + ' \u2192 ' + r.to + ': ' + r.changes.length + ' changed paths' }),
-    r.changes.length ? treeList(pathTree(r.changes), (c) => showDiff(r.from, to ? r.to : '', c).catch(fail)) : el('p', { class: 'muted', text: 'no differences' }),
+    el('h3', {}, el('span', { text: r.from + ' \u2192 ' + r.to + ': ' + r.changes.length + ' changed paths' }),
+      c.to ? null : el('span', { class: 'muted', id: 'cmp-live', text: '  live: follows the files as they change' })),
+    r.changes.length ? treeList(pathTree(r.changes), (ch) => open(ch).catch(fail)) : el('p', { class: 'muted', text: 'no differences' }),
     el('div', { id: 'state' }), el('div', { id: 'diff' }));
   renderState($('state'), r.state_changes);
+  const still = c.open && r.changes.find((x) => x.path === c.open);
+  if (still) open(still).catch(fail);
+}
+
+function pollCompare() {
+  if (S.view === 'compare' && S.cmp && !S.cmp.to && !document.hidden) updateCompare().catch(() => {});
 }
 
 function historyOf(path) {
@@ -437,7 +567,7 @@ function compareView() {
       el('label', { text: 'from ' }, el('input', { id: 'cmp-from', placeholder: 'HEAD~1', value: 'HEAD~1' })),
       el('label', { text: ' to ' }, el('input', { id: 'cmp-to', placeholder: 'working directory', value: 'HEAD' })),
       el('button', { type: 'button', id: 'cmp-go', onclick: () => runCompare().catch(fail), text: 'Compare' }),
-      el('button', { type: 'button', onclick: () => { $('cmp-to').value = ''; runCompare().catch(fail); }, text: 'vs working directory' })),
+      el('button', { type: 'button', id: 'cmp-workdir', onclick: () => { $('cmp-to').value = ''; runCompare().catch(fail); }, text: 'vs working directory' })),
     el('div', { id: 'cmp-out' }));
 }
 
@@ -559,6 +689,7 @@ async function gcFlow() {
 function setView(v) {
   if (S.view === v && v !== 'timeline') return;
   S.view = v;
+  if (v !== 'compare') S.cmp = null;
   for (const t of ['timeline', 'compare', 'usage']) $('nav-' + t).classList.toggle('active', t === v);
   if (v === 'compare') compareView();
   if (v === 'usage') usageView().catch(fail);
@@ -578,7 +709,7 @@ function live() {
   const es = new EventSource('/api/events?token=' + TOKEN);
   const dot = $('live');
   es.addEventListener('hello', () => { dot.classList.add('on'); dot.title = 'live updates: connected'; });
-  es.addEventListener('changed', () => { refresh().catch(fail); });
+  es.addEventListener('changed', () => { refresh().catch(fail); pollCompare(); });
   es.onerror = () => { dot.classList.remove('on'); dot.title = 'live updates: reconnecting'; };
 }
 
@@ -599,6 +730,7 @@ async function main() {
   new IntersectionObserver((es) => { if (es.some((x) => x.isIntersecting)) older().catch(fail); }).observe($('more'));
   setInterval(() => { for (const t of document.querySelectorAll('.time[data-ns]')) t.textContent = ago(+t.dataset.ns); }, 30000);
   live();
+  setInterval(pollCompare, POLL_MS);
   await reload();
   // For the benchmark (bench/ui_bench.py): navigation start → first page shown.
   document.body.dataset.readyMs = String(performance.now());

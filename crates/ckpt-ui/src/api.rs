@@ -20,6 +20,7 @@
 //! | `POST /api/restore {id, paths, dry_run}` | `ops::restore::restore` |
 //! | `POST /api/fork {id, name}` | `ops::fork::fork` into the sibling directory `name` |
 //! | `POST /api/delete {id}` | `ops::delete::delete` |
+//! | `POST /api/annotate {id, set, remove, note}` | `ops::annotate::annotate` |
 //! | `POST /api/gc {dry_run}` | `ops::gc::gc` (no retention rules: only unreferenced data) |
 //!
 //! Every path parameter goes through [`rel_path`] (relative, no `..`, no
@@ -68,6 +69,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/api/restore", post(restore))
         .route("/api/fork", post(fork))
         .route("/api/delete", post(delete))
+        .route("/api/annotate", post(annotate))
         .route("/api/gc", post(gc))
         .fallback(|| async { (StatusCode::NOT_FOUND, "ckpt ui: no such page\n") })
         .layer(middleware::from_fn_with_state(shared.clone(), guard::guard))
@@ -345,6 +347,7 @@ async fn fork(State(s): S, Json(b): Json<ForkBody>) -> Response {
                 store: None,
                 link: false,
                 progress: None,
+                backend: None,
             },
         )
     })
@@ -359,6 +362,27 @@ struct DeleteBody {
 async fn delete(State(s): S, Json(b): Json<DeleteBody>) -> Response {
     let opts = ops::delete::DeleteOptions { rev: b.id };
     run(&s, move |c| ops::delete::delete(c, &opts)).await
+}
+
+#[derive(Deserialize)]
+struct AnnotateBody {
+    id: String,
+    #[serde(default)]
+    set: std::collections::BTreeMap<String, String>,
+    #[serde(default)]
+    remove: Vec<String>,
+    #[serde(default)]
+    note: Option<String>,
+}
+
+async fn annotate(State(s): S, Json(b): Json<AnnotateBody>) -> Response {
+    let opts = ops::annotate::AnnotateOptions {
+        rev: b.id,
+        set: b.set,
+        remove: b.remove,
+        note: b.note,
+    };
+    run(&s, move |c| ops::annotate::annotate(c, &opts)).await
 }
 
 #[derive(Deserialize)]

@@ -37,10 +37,13 @@ pub fn run(ctx: &Ctx, args: &AdoptArgs) -> Result<()> {
     } else if !ctx.quiet {
         let r = &rep.restored.report;
         println!(
-            "adopted {}#{} as {}: {} paths changed{} ({})",
+            "adopted {}#{}{}: {} paths changed{} ({})",
             rep.fork.display(),
             rep.fork_checkpoint.id(),
-            rep.adopted.id(),
+            rep.adopted
+                .as_ref()
+                .map(|a| format!(" as {}", a.id()))
+                .unwrap_or_default(),
             r.changes.len(),
             match (&r.pre_save, rep.restored.dry_run) {
                 (_, true) => " (dry run)".to_string(),

@@ -30,6 +30,11 @@ pub fn run(ctx: &Ctx, args: &DoctorArgs) -> Result<()> {
         return Ok(());
     }
     print_text(&rep.report);
+    let f = &rep.fork;
+    println!("fork backend: {} ({})", f.backend.name(), f.why);
+    for p in f.probes.iter().filter(|p| !p.works) {
+        println!("  not {}: {}", p.backend.name(), p.why);
+    }
     Ok(())
 }
 

@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 
 use ckpt_copy::copytree::Progress;
+use ckpt_lib::engine::backend::Backend;
 use ckpt_lib::ops;
 use ckpt_lib::ops::fork::{ForkOptions, ForkReport};
 use ckpt_lib::{Error, Result};
@@ -35,6 +36,11 @@ pub struct ForkArgs {
     /// Where to keep the fork's own store (default: the usual rule).
     #[arg(long, value_name = "DIR")]
     store: Option<PathBuf>,
+    /// Use this backend or fail with nothing changed: btrfs-subvolume,
+    /// reflink or copy (default: the fastest that works; `ckpt doctor`
+    /// shows which and why).
+    #[arg(long, value_name = "NAME", value_parser = Backend::parse, conflicts_with = "remove")]
+    backend: Option<Backend>,
     /// JSON output.
     #[arg(long)]
     json: bool,
@@ -48,11 +54,19 @@ pub fn run(ctx: &Ctx, args: &ForkArgs) -> Result<()> {
             print_report(&rep);
         } else if !ctx.quiet {
             println!(
-                "removed fork {} and its store {} ({})",
+                "removed fork {}{} and its store {} ({})",
                 rep.dir.display(),
+                if rep.subvolume {
+                    " (subvolume delete)"
+                } else {
+                    ""
+                },
                 rep.store.display(),
                 render::ms(rep.elapsed)
             );
+            if let Some(n) = &rep.note {
+                println!("note: {n}");
+            }
         }
         return Ok(());
     }
@@ -66,6 +80,7 @@ pub fn run(ctx: &Ctx, args: &ForkArgs) -> Result<()> {
         store: args.store.as_deref(),
         link: args.link,
         progress: Some(&progress),
+        backend: args.backend,
     };
     if let Some(n) = args.count {
         let rep = crate::progress::with_bar(&progress, None, ctx.quiet || args.json, || {
@@ -103,4 +118,14 @@ fn print_one(rep: &ForkReport) {
         render::ms(rep.elapsed)
     );
     println!("store: {}", rep.store.display());
+    match rep.restored {
+        Some(r) => println!(
+            "backend: {} ({}; {} written, {} removed after the snapshot)",
+            rep.backend.name(),
+            rep.why,
+            render::count(r.written, "file", "files"),
+            r.removed
+        ),
+        None => println!("backend: {} ({})", rep.backend.name(), rep.why),
+    }
 }

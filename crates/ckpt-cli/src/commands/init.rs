@@ -26,6 +26,11 @@ pub struct InitArgs {
     /// `ckpt restore` brings a checkpoint back.
     #[arg(long, requires = "store", conflicts_with = "agent")]
     attach: bool,
+    /// Also make the directory a btrfs subvolume (once; an existing
+    /// workspace is kept and only converted), so `ckpt fork` snapshots it
+    /// (docs/FORK.md, "Making a workspace a subvolume").
+    #[arg(long, conflicts_with = "attach")]
+    subvolume: bool,
     /// Also set up hooks for an agent harness: print its configuration,
     /// or merge it with --write (an existing workspace is kept).
     #[arg(long, value_enum, value_name = "HARNESS")]
@@ -46,6 +51,7 @@ pub fn run(ctx: &Ctx, args: &InitArgs) -> Result<()> {
         store: args.store.clone(),
         create: args.create,
         attach: args.attach,
+        subvolume: args.subvolume,
         existing: if args.agent.is_some() {
             Existing::Keep
         } else {
@@ -65,6 +71,18 @@ pub fn run(ctx: &Ctx, args: &InitArgs) -> Result<()> {
                 rep.workspace.root.display(),
                 rep.workspace.store_path.display()
             );
+            return Ok(());
+        }
+        match &rep.subvolume {
+            Some(c) if c.already => println!("{} already is a btrfs subvolume", c.dir.display()),
+            Some(c) => println!(
+                "{} is now a btrfs subvolume ({} entries copied as reflinks and verified); forks of it are snapshots",
+                c.dir.display(),
+                c.entries
+            ),
+            None => {}
+        }
+        if rep.outcome == Outcome::Kept && rep.subvolume.is_some() {
             return Ok(());
         }
         println!("initialised workspace {}", rep.workspace.root.display());

@@ -17,8 +17,8 @@ pub struct LogArgs {
     /// Only checkpoints older than this one (`v12` or `12`): the next page.
     #[arg(long, value_name = "ID")]
     before: Option<String>,
-    /// Only checkpoints whose id, message or a tag (KEY=VALUE) contains TEXT
-    /// (ignoring case).
+    /// Only checkpoints whose id, message, a tag (KEY=VALUE, save-time or
+    /// annotation) or note contains TEXT (ignoring case).
     #[arg(long, value_name = "TEXT")]
     search: Option<String>,
     /// Only checkpoints that changed PATH (or something below it): its
@@ -75,7 +75,10 @@ pub fn run(ctx: &Ctx, args: &LogArgs) -> Result<()> {
         println!("no checkpoint matches");
     }
     for c in &rep.checkpoints {
-        println!("{}", render::checkpoint_line(c, rep.head));
+        println!(
+            "{}",
+            render::checkpoint_line(c, rep.head, rep.annotations.get(&c.seq))
+        );
     }
     Ok(())
 }

@@ -19,6 +19,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use ckpt_lib::engine::backend::Backend;
 use ckpt_lib::engine::restore::Scope;
 use ckpt_lib::engine::save::SaveOptions;
 use ckpt_lib::ops::{self, Context};
@@ -64,6 +65,22 @@ pub struct ListArgs {
 pub struct ShowArgs {
     /// Checkpoint id: "v12", "HEAD", "HEAD~1", or a hash prefix.
     pub id: String,
+}
+
+/// Arguments of `checkpoint_annotate`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct AnnotateArgs {
+    /// Checkpoint id: "v12", "HEAD", "HEAD~1", or a hash prefix.
+    pub id: String,
+    /// Tags to add or change, e.g. {"verdict": "broke the tests"}.
+    #[serde(default)]
+    pub tags: BTreeMap<String, String>,
+    /// Annotation tag keys to remove.
+    #[serde(default)]
+    pub remove: Vec<String>,
+    /// The new note ("" removes it; absent leaves it as it is).
+    #[serde(default)]
+    pub note: Option<String>,
 }
 
 /// Arguments of `checkpoint_diff`.
@@ -117,6 +134,10 @@ pub struct ForkArgs {
     /// How many forks (default 1).
     #[serde(default)]
     pub count: Option<usize>,
+    /// Force a backend: "btrfs-subvolume", "reflink" or "copy" (default:
+    /// the fastest that works, as `ckpt doctor` shows).
+    #[serde(default)]
+    pub backend: Option<String>,
 }
 
 /// Arguments of `fork_adopt`.
@@ -300,6 +321,24 @@ impl CkptServer {
     }
 
     #[tool(
+        description = "Annotate an existing checkpoint: add or change tags, remove tags, set or clear (\"\") a note. Annotations are kept apart from the tags the checkpoint was saved with (those cannot change), show in checkpoint_list/checkpoint_show as `annotations`, and go when the checkpoint is deleted."
+    )]
+    async fn checkpoint_annotate(
+        &self,
+        Parameters(a): Parameters<AnnotateArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let opts = ops::annotate::AnnotateOptions {
+            rev: a.id,
+            set: a.tags,
+            remove: a.remove,
+            note: a.note,
+        };
+        Ok(self
+            .call(move |c| ops::annotate::annotate(c, &opts), as_is)
+            .await)
+    }
+
+    #[tool(
         description = "Diff two checkpoints, or a checkpoint (default HEAD) and the current files. Returns each changed path with its status and a unified diff (text files), capped at max_bytes of diff text in total."
     )]
     async fn checkpoint_diff(
@@ -352,12 +391,18 @@ impl CkptServer {
             .call(
                 move |c| {
                     let dir = PathBuf::from(&a.dir);
+                    let backend = match a.backend.as_deref().map(Backend::parse) {
+                        Some(Err(e)) => return Err(Error::Usage(e)),
+                        Some(Ok(b)) => Some(b),
+                        None => None,
+                    };
                     let opts = ops::fork::ForkOptions {
                         rev: &a.id,
                         dir: &dir,
                         store: None,
                         link: false,
                         progress: None,
+                        backend,
                     };
                     ops::fork::fork_many(c, &opts, n)
                 },

@@ -2,6 +2,7 @@
 //! (`#[derive(clap::Args)]`) next to the code that runs it, and the dispatch.
 
 mod adopt;
+mod annotate;
 mod cat;
 mod clone;
 mod cp;
@@ -58,6 +59,9 @@ pub enum Command {
     Restore(restore::RestoreArgs),
     /// Delete a checkpoint record (its data goes at the next gc).
     Delete(delete::DeleteArgs),
+    /// Add, change or remove tags and a note on an existing checkpoint
+    /// (kept apart from the tags it was saved with).
+    Annotate(annotate::AnnotateArgs),
     /// Check that the workspace is exactly a checkpoint's state (default:
     /// HEAD), or with --store that every stored object, tree and record is
     /// intact.
@@ -130,6 +134,7 @@ pub fn run(cmd: &Command, ctx: &Ctx, chdir_given: bool) -> Result<ExitCode> {
         Command::Cat(args) => cat::run(ctx, args),
         Command::Restore(args) => restore::run(ctx, args),
         Command::Delete(args) => delete::run(ctx, args),
+        Command::Annotate(args) => annotate::run(ctx, args),
         Command::Gc(args) => gc::run(ctx, args),
         Command::Hook(args) => return Ok(hook::run(ctx, args, chdir_given)),
         Command::Mcp => mcp::run(ctx),

@@ -42,6 +42,18 @@ pub fn run(ctx: &Ctx, args: &ShowArgs) -> Result<()> {
     for (k, v) in &cp.tags {
         println!("tag:      {k}={v}");
     }
+    if let Some(a) = &rep.annotation {
+        for (k, v) in &a.tags {
+            println!("tag:      {k}={v} (annotated {})", render::when(a.time_ns));
+        }
+        if let Some(n) = &a.note {
+            println!(
+                "note:     {} (annotated {})",
+                n.replace('\n', "\n          "),
+                render::when(a.time_ns)
+            );
+        }
+    }
     let s = &cp.stats;
     println!(
         "changes:  +{} ~{} -{} files (+{} ~{} -{}), {} new in store, saved in {:.1} ms",

@@ -69,8 +69,10 @@ struct Watcher {
     /// Workspace-relative paths never watched (the store, if inside).
     exclude: Vec<Vec<u8>>,
     ino: Inotify,
-    wd_path: HashMap<i32, Vec<u8>>,
-    path_wd: HashMap<Vec<u8>, i32>,
+    /// Watch descriptor → watched directory (the only map of watches: the
+    /// rare lookups by path scan it rather than keep a second copy of every
+    /// path).
+    wd_path: HashMap<i32, Box<[u8]>>,
     dirty: HashMap<Vec<u8>, u64>,
     seq: u64,
     epoch: u64,
@@ -196,12 +198,7 @@ impl Watcher {
             let abs = self.abs(&rel);
             match self.ino.add_dir(&abs) {
                 Ok(wd) => {
-                    if let Some(old) = self.wd_path.insert(wd, rel.clone()) {
-                        if old != rel {
-                            self.path_wd.remove(&old);
-                        }
-                    }
-                    self.path_wd.insert(rel.clone(), wd);
+                    self.wd_path.insert(wd, rel.as_slice().into());
                 }
                 // Gone (or replaced by a non-directory) since it was seen:
                 // its parent's event covers it.
@@ -232,7 +229,7 @@ impl Watcher {
             }
         }
         if unwatched > 0 {
-            let dirs = self.path_wd.len() as u64 + unwatched;
+            let dirs = self.wd_path.len() as u64 + unwatched;
             let limit = crate::platform::doctor::inotify_limits().max_user_watches;
             self.incomplete = Some(
                 crate::platform::doctor::watch_limit_advice(limit, dirs).unwrap_or_else(|| {
@@ -247,17 +244,15 @@ impl Watcher {
     }
 
     fn unwatch_subtree(&mut self, rel: &[u8]) {
-        let gone: Vec<Vec<u8>> = self
-            .path_wd
-            .keys()
-            .filter(|p| is_within(p, rel))
-            .cloned()
+        let gone: Vec<i32> = self
+            .wd_path
+            .iter()
+            .filter(|(_, p)| is_within(p, rel))
+            .map(|(wd, _)| *wd)
             .collect();
-        for p in gone {
-            if let Some(wd) = self.path_wd.remove(&p) {
-                self.wd_path.remove(&wd);
-                self.ino.remove(wd);
-            }
+        for wd in gone {
+            self.wd_path.remove(&wd);
+            self.ino.remove(wd);
         }
     }
 
@@ -268,7 +263,6 @@ impl Watcher {
             self.ino.remove(*wd);
         }
         self.wd_path.clear();
-        self.path_wd.clear();
         self.dirty.clear();
         self.epoch = new_epoch();
         // The in-memory index relied on the marks just dropped.
@@ -288,7 +282,7 @@ impl Watcher {
         if ev.mask.contains(ReadFlags::UNMOUNT) {
             self.incomplete = Some("a watched filesystem was unmounted".into());
         }
-        let Some(base) = self.wd_path.get(&ev.wd).cloned() else {
+        let Some(base) = self.wd_path.get(&ev.wd).map(|p| p.to_vec()) else {
             // A watch already dropped (its directory moved or went away):
             // whatever it reports is covered by the walk or the parent's
             // event that dropped it.
@@ -296,9 +290,6 @@ impl Watcher {
         };
         if ev.mask.contains(ReadFlags::IGNORED) {
             self.wd_path.remove(&ev.wd);
-            if self.path_wd.get(&base) == Some(&ev.wd) {
-                self.path_wd.remove(&base);
-            }
             return;
         }
         self.last_event = Some(Instant::now());
@@ -662,6 +653,11 @@ impl Watcher {
         }
         let upto = m.seq;
         self.dirty.retain(|_, s| *s > upto);
+        // A save through the watcher replaces the in-memory index's map and
+        // records (and the parallel index load allocates in every worker's
+        // arena): give what was freed back now that it is idle, rather than
+        // keep it resident for the watcher's lifetime.
+        crate::platform::release_free_memory();
     }
 
     fn serve(&mut self, stream: UnixStream) -> bool {
@@ -826,7 +822,6 @@ pub fn run(ws: &Workspace, opts: WatchOptions) -> Result<()> {
         exclude: ws.excluded(),
         ino,
         wd_path: HashMap::new(),
-        path_wd: HashMap::new(),
         dirty: HashMap::new(),
         seq: 0,
         epoch: new_epoch(),

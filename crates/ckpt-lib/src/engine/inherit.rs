@@ -201,6 +201,56 @@ pub fn inherited_index(
     })
 }
 
+/// The stat index of a btrfs snapshot of a workspace whose own index is
+/// `parent`: the same entries, with device `from_dev` (the workspace's)
+/// replaced by `to_dev` (the snapshot's), every tree hash unknown and no
+/// record claiming exact names, for the store of `generation`.
+///
+/// Why it is correct: a snapshot shares its inodes with the workspace as
+/// they were at that instant, so each keeps its number, mode, size, mtime
+/// and ctime; an entry therefore matches a file of the snapshot exactly
+/// when it would have matched the workspace's file at the moment of the
+/// snapshot, which is the trust a scan of the workspace puts in the same
+/// entry (a file changed since the parent's last scan has a new ctime and
+/// is hashed; racy entries stay racy). Entries on any other device (a
+/// nested subvolume, which a snapshot leaves empty) never match. The
+/// parent's tree hashes name trees the fork's store may not hold, so they
+/// are dropped: the scan recomputes each directory's tree from its entries
+/// (no file is read for that).
+pub fn snapshot_index(parent: &Index, from_dev: u64, to_dev: u64, generation: u64) -> Index {
+    let dirs = parent
+        .dirs
+        .iter()
+        .map(|(path, rec)| {
+            let entries: Vec<IndexEntry> = rec
+                .entries
+                .iter()
+                .map(|e| {
+                    let mut e = e.clone();
+                    if e.meta.dev == from_dev {
+                        e.meta.dev = to_dev;
+                    }
+                    e
+                })
+                .collect();
+            (
+                path.clone(),
+                Arc::new(DirRecord {
+                    tree: UNKNOWN_TREE,
+                    entries: entries.into(),
+                    exact_names: false,
+                }),
+            )
+        })
+        .collect();
+    Index {
+        generation,
+        scan_start_ns: parent.scan_start_ns,
+        dirs,
+        base: None,
+    }
+}
+
 struct IndexBuild<'a> {
     root: BorrowedFd<'a>,
     reader: &'a CatalogReader<'a>,

@@ -28,7 +28,8 @@
 //!   (on xfs about half of a `FICLONE`): a fork then shares every block
 //!   with the store instead of taking one new block per small file (for
 //!   the reference workspace ~23 MiB of new space instead of ~225 MiB);
-//! - an object used by several files is hashed once per operation;
+//! - an object used by several files is hashed once per operation (for
+//!   `fork --count N`, once for all N forks: [`MaterializeOptions::verified`]);
 //! - a banded object is checked band by band, then reassembled.
 //!
 //! A damaged or missing object fails the operation with
@@ -56,7 +57,7 @@ use crate::store::tree::{Entry, Node, Tree};
 use crate::store::Store;
 use crate::{Error, Hash, Result};
 use ckpt_copy::content_hash::hash_whole;
-use ckpt_copy::copy::{read_expected, Strategy};
+use ckpt_copy::copy::{read_expected, Copier, Strategy};
 use ckpt_copy::copytree::Progress;
 use ckpt_copy::fs::{self, display_path, join};
 
@@ -90,6 +91,7 @@ pub fn write_tree(
     opts: MaterializeOptions<'_>,
 ) -> Result<Counts> {
     let _t = crate::trace::span("materialize");
+    let own = Verified::default();
     let w = Writer {
         objects,
         reader,
@@ -97,9 +99,10 @@ pub fn write_tree(
         root_path: dest,
         filter,
         link: AtomicBool::new(opts.link),
+        copier: opts.copier.unwrap_or(&objects.copier),
         progress: opts.progress,
         umask: current_umask(),
-        verified: Mutex::new(HashSet::new()),
+        verified: opts.verified.unwrap_or(&own),
         files: AtomicU64::new(0),
         dirs: AtomicU64::new(0),
         bytes: AtomicU64::new(0),
@@ -132,10 +135,14 @@ struct Writer<'a> {
     /// Hard-link objects (`fork --link`); turned off when the store is on
     /// another filesystem.
     link: AtomicBool,
+    /// Writes file contents: the store's own, or the one the fork's backend
+    /// chose.
+    copier: &'a Copier,
     progress: Option<&'a Progress>,
     umask: u32,
-    /// Objects already hashed and found intact in this operation.
-    verified: Mutex<HashSet<Hash>>,
+    /// Objects already hashed and found intact in this operation (or, for
+    /// `fork --count`, by an earlier fork of the same run).
+    verified: &'a Verified,
     files: AtomicU64,
     dirs: AtomicU64,
     bytes: AtomicU64,
@@ -343,7 +350,7 @@ impl Writer<'_> {
                 Err(err) => return Err(Error::io("link", shown(), err.into())),
             }
         }
-        if size <= SMALL_FILE && !self.objects.copier.reflinks() {
+        if size <= SMALL_FILE && !self.copier.reflinks() {
             return BUF.with(|buf| {
                 let mut buf = buf.borrow_mut();
                 // The file is written from exactly the bytes hashed here, so
@@ -359,8 +366,7 @@ impl Writer<'_> {
                     self.verified.lock().unwrap().insert(hash);
                 }
                 let dst = self.create(dir, name, e, shown)?;
-                self.objects
-                    .copier
+                self.copier
                     .write_all(dst.as_fd(), &buf)
                     .ctx("write", shown())?;
                 self.finish_file(dst.as_fd(), e, shown)
@@ -369,7 +375,6 @@ impl Writer<'_> {
         self.verify_fd(src.as_fd(), &hash, size)?;
         let dst = self.create(dir, name, e, shown)?;
         let how = self
-            .objects
             .copier
             .copy(src.as_fd(), dst.as_fd(), size)
             .ctx("copy", shown())?;
@@ -526,7 +531,21 @@ pub struct MaterializeOptions<'p> {
     pub link: bool,
     /// Counters to advance as entries are written (progress bars).
     pub progress: Option<&'p Progress>,
+    /// Write contents with this copier instead of the store's (a fork whose
+    /// backend is `copy` where the store could reflink).
+    pub copier: Option<&'p Copier>,
+    /// Objects already hashed and found intact by an earlier write of the
+    /// same run (`fork --count N`: each object is hashed once for all N
+    /// forks, not once per fork); extended with this write's.
+    pub verified: Option<&'p Verified>,
 }
+
+/// The objects an operation has hashed and found intact: never hashed
+/// again in it. Objects are immutable (read-only files replaced only by
+/// rename), so a second hash within one operation could only catch damage
+/// done in the milliseconds between, which the first use of that object in
+/// the same fork would not have caught either.
+pub type Verified = Mutex<HashSet<Hash>>;
 
 /// Materialises checkpoint `rev` (optionally only `paths`) into `dest`, which
 /// must not exist or be an empty directory.

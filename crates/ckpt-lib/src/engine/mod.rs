@@ -11,10 +11,13 @@
 //! - [`diff`]: tree comparison and content diffs.
 //! - [`digest`]: the LtHash state digest of a tree, kept incrementally.
 //! - [`verify`]: re-read a workspace or the store and check digests.
-//! - [`fork`]: a checkpoint as a new, independent workspace.
+//! - [`fork`]: a checkpoint as a new, independent workspace; [`backend`]:
+//!   which way its files are made; [`subvolume`]: making a workspace a
+//!   btrfs subvolume so forks are snapshots.
 //! - [`inherit`]: a checkpoint brought from one store into another (a
 //!   fork's store starts at its origin; adopt brings a fork's back).
 
+pub mod backend;
 pub mod diff;
 pub mod digest;
 pub mod fork;
@@ -22,4 +25,5 @@ pub mod inherit;
 pub mod materialize;
 pub mod restore;
 pub mod save;
+pub mod subvolume;
 pub mod verify;

@@ -654,6 +654,32 @@ fn plan(
     Ok(changes)
 }
 
+/// What an in-place restore of the whole workspace to the tree `target`
+/// would change, where `target` and its subtrees are in `trees` (another
+/// store's checkpoint, not brought into this one: `adopt --dry-run`).
+/// `scan` is a hash-only scan of the workspace; nothing is changed.
+pub fn plan_foreign(
+    ws: &Workspace,
+    store: &Store,
+    scan: &ScanResult,
+    target: Hash,
+    trees: &HashMap<Hash, Vec<u8>>,
+) -> Result<Vec<Change>> {
+    let ignore = ws.ignore()?;
+    let mut fresh = scan.new_trees.clone();
+    fresh.extend(trees.iter().map(|(h, t)| (*h, t.clone())));
+    let reader = store.catalog.reader()?;
+    let src = TreeSource {
+        fresh: Some(&fresh),
+        catalog: &reader,
+    };
+    let all = PathFilter::new(Vec::new());
+    let mut changes = diff::diff_trees(&src, Some(scan.root), Some(target), &all)?;
+    drop_ignored(&mut changes, &ignore);
+    drop_nested(&mut changes, &ws.root);
+    Ok(changes)
+}
+
 /// Drops every change at or below another workspace inside `root`. The scan
 /// never includes one, so only an added directory can be one: a target
 /// directory that is on disk a directory with a `.ckpt` marker file.

@@ -16,7 +16,7 @@
 //! finishes it). The fork is only read (its store opened read-only), so it
 //! is unchanged either way.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -26,6 +26,7 @@ use super::json::{self, serialize_via_to_json, SCHEMA};
 use super::restore::{RestoreRequest, Restored};
 use super::{normalize, Context};
 use crate::engine::inherit::{self, Placement};
+use crate::engine::restore::{self, RestoreReport};
 use crate::store::catalog::Checkpoint;
 use crate::store::objects::Imported;
 use crate::workspace::Workspace;
@@ -37,8 +38,8 @@ pub struct AdoptOptions {
     /// `DIR` or `DIR#ID`: the fork (relative to the context's directory) and
     /// its checkpoint (default its head).
     pub fork: String,
-    /// Only report what the restore would change (the checkpoint is still
-    /// brought into this store, so the dry run can name it).
+    /// Only report what the restore would change: nothing is written, not
+    /// even to this store (the fork's checkpoint is compared where it is).
     pub dry_run: bool,
 }
 
@@ -49,8 +50,9 @@ pub struct AdoptReport {
     pub fork: PathBuf,
     /// The fork's checkpoint adopted (its id in the fork's store).
     pub fork_checkpoint: Checkpoint,
-    /// The same checkpoint as recorded in this store.
-    pub adopted: Checkpoint,
+    /// The same checkpoint as recorded in this store (None in a dry run,
+    /// which records nothing).
+    pub adopted: Option<Checkpoint>,
     /// How its objects came over.
     pub objects: Imported,
     /// The restore.
@@ -60,13 +62,14 @@ pub struct AdoptReport {
 }
 
 impl AdoptReport {
-    /// The JSON form: `adopted` (id here), `fork`, `fork_checkpoint`,
-    /// `objects` (`linked`, `copied`, `present`), `restore` (the restore's
-    /// JSON, with `undo` and `pre_save`), `elapsed_ms`.
+    /// The JSON form: `adopted` (id here; null in a dry run), `fork`,
+    /// `fork_checkpoint`, `objects` (`linked`, `copied`, `present`),
+    /// `restore` (the restore's JSON, with `undo` and `pre_save`; in a dry
+    /// run `restored` is the fork's checkpoint id), `elapsed_ms`.
     pub fn to_json(&self) -> Value {
         json!({
             "schema": SCHEMA,
-            "adopted": self.adopted.id(),
+            "adopted": self.adopted.as_ref().map(Checkpoint::id),
             "fork": self.fork.display().to_string(),
             "fork_checkpoint": self.fork_checkpoint.id(),
             "objects": json::imported(&self.objects),
@@ -116,6 +119,9 @@ pub fn adopt(ctx: &Context, opts: &AdoptOptions) -> Result<AdoptReport> {
     let ws = ctx.workspace()?;
     let (dir, id) = split_fork_arg(&opts.fork);
     let fork = fork_workspace(ctx, &ws, Path::new(dir))?;
+    if opts.dry_run {
+        return dry_run(ctx, &ws, fork, id, t0);
+    }
     let (fork_checkpoint, adopted, objects) = {
         let fork_store = fork.open_store_read_only(&ctx.config)?;
         let cp = fork_store.catalog.reader()?.resolve(id.unwrap_or("HEAD"))?;
@@ -142,16 +148,57 @@ pub fn adopt(ctx: &Context, opts: &AdoptOptions) -> Result<AdoptReport> {
         ctx,
         &RestoreRequest {
             rev: adopted.id(),
-            dry_run: opts.dry_run,
+            dry_run: false,
             ..RestoreRequest::default()
         },
     )?;
     Ok(AdoptReport {
         fork: fork.root,
         fork_checkpoint,
-        adopted,
+        adopted: Some(adopted),
         objects,
         restored,
+        elapsed: t0.elapsed(),
+    })
+}
+
+/// `adopt --dry-run`: what the restore would change, with the fork's trees
+/// read from its store and nothing written anywhere.
+fn dry_run(
+    ctx: &Context,
+    ws: &Workspace,
+    fork: Workspace,
+    id: Option<&str>,
+    t0: Instant,
+) -> Result<AdoptReport> {
+    let fork_store = fork.open_store_read_only(&ctx.config)?;
+    let fr = fork_store.catalog.reader()?;
+    let cp = fr.resolve(id.unwrap_or("HEAD"))?;
+    let trees: HashMap<_, _> = inherit::closure(&fr, cp.root)?.0.into_iter().collect();
+    let store = ws.open_store_read_only(&ctx.config)?;
+    let scan = ctx.scan_hash_only(ws, &store)?;
+    let changes = restore::plan_foreign(ws, &store, &scan, cp.root, &trees)?;
+    Ok(AdoptReport {
+        fork: fork.root,
+        fork_checkpoint: cp.clone(),
+        adopted: None,
+        objects: Imported::default(),
+        restored: Restored {
+            report: RestoreReport {
+                target: cp,
+                undo: None,
+                pre_save: None,
+                post_save: None,
+                changes,
+                resumed: false,
+                written: 0,
+                removed: 0,
+                state: None,
+                unreadable: scan.unreadable,
+            },
+            dry_run: true,
+            elapsed: t0.elapsed(),
+        },
         elapsed: t0.elapsed(),
     })
 }

@@ -2,12 +2,15 @@
 //! capabilities probed now and cached in the store at init, store location
 //! and free space, inotify limits (and whether the workspace's directories
 //! fit them), and the strategy ckpt will use and why
-//! ([`crate::platform::doctor`]). Changes nothing.
+//! ([`crate::platform::doctor`]), and the fork backend a fork beside the
+//! workspace gets ([`crate::engine::backend`]). Changes nothing (the
+//! reflink probe's temporary files are removed).
 
 use serde_json::Value;
 
 use super::json::{serialize_via_to_json, with_schema};
 use super::Context;
+use crate::engine::backend::{self, Choice};
 use crate::platform::doctor::{self, Report};
 use crate::Result;
 
@@ -24,12 +27,18 @@ pub struct DoctorOptions {
 pub struct DoctorReport {
     /// The diagnosis.
     pub report: Report,
+    /// The backend a fork beside the workspace (`../NAME-fork`) gets, and
+    /// every backend's probe.
+    pub fork: Choice,
 }
 
 impl DoctorReport {
-    /// The JSON form: the [`Report`] fields.
+    /// The JSON form: the [`Report`] fields, and `fork_backend` (`backend`,
+    /// `why`, `probes`: each `backend`, `works`, `why`).
     pub fn to_json(&self) -> Value {
-        with_schema(&self.report)
+        let mut v = with_schema(&self.report);
+        v["fork_backend"] = serde_json::to_value(&self.fork).unwrap_or(Value::Null);
+        v
     }
 }
 
@@ -52,5 +61,13 @@ pub fn doctor(ctx: &Context, opts: &DoctorOptions) -> Result<DoctorReport> {
         None => Ok(ctx.config.copy.strategy),
     };
     let report = doctor::diagnose(&ws.root, &ws.store_path, cached, forced, dirs)?;
-    Ok(DoctorReport { report })
+    let mut beside = ws.root.as_os_str().to_owned();
+    beside.push("-fork");
+    let fork = backend::choose(
+        &ws.root,
+        &ws.store_path,
+        std::path::Path::new(&beside),
+        None,
+    )?;
+    Ok(DoctorReport { report, fork })
 }

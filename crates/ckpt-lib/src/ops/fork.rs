@@ -2,11 +2,13 @@
 //! workspace with its own store ([`crate::engine::fork`] has the store
 //! decision and the `link` caveat).
 //!
-//! Invariant: the fork is never inside the source workspace (refused before
-//! anything is written). Its store goes where `store` says, else by the
+//! The backend is chosen here, once per `fork` or `fork --count` call
+//! ([`crate::engine::backend::choose`]: forced by `--backend` or the
+//! fastest proven to work). Invariant: the fork is never inside the source
+//! workspace (refused before anything is written). Its store goes where `store` says, else by the
 //! usual rule under the configured data home.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use ckpt_copy::copytree::Progress;
@@ -14,9 +16,11 @@ use serde_json::{json, Value};
 
 use super::json::{self, serialize_via_to_json, SCHEMA};
 use super::{normalize, Context};
-use crate::engine::fork;
-use crate::engine::materialize::{MaterializeOptions, MaterializeReport};
+use crate::engine::backend::{self, Backend, Choice};
+use crate::engine::fork::{self, SnapshotRestore};
+use crate::engine::materialize::{MaterializeOptions, MaterializeReport, Verified};
 use crate::store::objects::Imported;
+use crate::workspace::Workspace;
 use crate::{Error, Result};
 
 /// What [`fork()`] makes.
@@ -34,6 +38,8 @@ pub struct ForkOptions<'a> {
     pub link: bool,
     /// Counters advanced as files are written (for a progress bar).
     pub progress: Option<&'a Progress>,
+    /// Use this backend or fail (`--backend`); None: the best that works.
+    pub backend: Option<Backend>,
 }
 
 /// What [`fork()`] did.
@@ -49,13 +55,21 @@ pub struct ForkReport {
     pub link: bool,
     /// How the fork's store got the checkpoint's objects.
     pub objects: Imported,
+    /// The backend that made it.
+    pub backend: Backend,
+    /// Why that backend (or why another than the chosen one was used).
+    pub why: String,
+    /// A subvolume fork: what the restore after the snapshot changed.
+    pub restored: Option<SnapshotRestore>,
     /// How long it took.
     pub elapsed: Duration,
 }
 
 impl ForkReport {
-    /// The JSON form: `forked`, `to`, `store`, `files`, `dirs`, `bytes`,
-    /// `link`, `elapsed_ms`.
+    /// The JSON form: `forked`, `to`, `store`, `backend`, `backend_why`,
+    /// `files`, `dirs`, `bytes` (what was written: a subvolume fork writes
+    /// only the differences), `restored` (subvolume: `written`, `removed`;
+    /// else null), `link`, `objects`, `elapsed_ms`.
     pub fn to_json(&self) -> Value {
         let rep = &self.report;
         json!({
@@ -63,9 +77,12 @@ impl ForkReport {
             "forked": rep.target.id(),
             "to": self.to.display().to_string(),
             "store": self.store.display().to_string(),
+            "backend": self.backend.name(),
+            "backend_why": self.why,
             "files": rep.files,
             "dirs": rep.dirs,
             "bytes": rep.bytes,
+            "restored": self.restored.map(|r| json!({"written": r.written, "removed": r.removed})),
             "link": self.link,
             "objects": json::imported(&self.objects),
             "elapsed_ms": json::ms(self.elapsed),
@@ -75,12 +92,9 @@ impl ForkReport {
 
 serialize_via_to_json!(ForkReport);
 
-/// Forks checkpoint `opts.rev` of the workspace into `opts.dir`.
-pub fn fork(ctx: &Context, opts: &ForkOptions<'_>) -> Result<ForkReport> {
-    let t0 = Instant::now();
-    let ws = ctx.workspace()?;
-    let store = ws.open_store(&ctx.config)?;
-    let dest = normalize(&ctx.abs(opts.dir));
+/// The fork's directory, refused when it is the workspace or inside it.
+fn outside(ctx: &Context, ws: &Workspace, dir: &Path) -> Result<PathBuf> {
+    let dest = normalize(&ctx.abs(dir));
     if dest.starts_with(&ws.root) {
         return Err(Error::Usage(format!(
             "{} is inside the workspace {}; fork into a directory outside it (nothing was changed)",
@@ -88,17 +102,62 @@ pub fn fork(ctx: &Context, opts: &ForkOptions<'_>) -> Result<ForkReport> {
             ws.root.display()
         )));
     }
+    Ok(dest)
+}
+
+/// The backend for a fork of `ws` into `dest` (see
+/// [`crate::engine::backend::choose`]); `--link` always writes files
+/// (hard links), so it takes the reflink/copy path.
+fn choose(ws: &Workspace, dest: &Path, opts: &ForkOptions<'_>) -> Result<Choice> {
+    if opts.link
+        && opts
+            .backend
+            .is_some_and(|b| b != Backend::Reflink && b != Backend::Copy)
+    {
+        return Err(Error::Usage(
+            "--link hard-links files to the store's objects, which only the reflink and copy backends write (nothing was changed)".into(),
+        ));
+    }
+    let mut choice = backend::choose(&ws.root, &ws.store_path, dest, opts.backend)?;
+    if opts.link && choice.backend == Backend::BtrfsSubvolume {
+        choice.backend = choice.after(Backend::BtrfsSubvolume);
+        choice.why = "--link writes every file as a hard link to its store object".into();
+    }
+    Ok(choice)
+}
+
+/// Forks checkpoint `opts.rev` of the workspace into `opts.dir`.
+pub fn fork(ctx: &Context, opts: &ForkOptions<'_>) -> Result<ForkReport> {
+    let ws = ctx.workspace()?;
+    let dest = outside(ctx, &ws, opts.dir)?;
+    let choice = choose(&ws, &dest, opts)?;
+    fork_with(ctx, &ws, opts, &dest, &choice, None)
+}
+
+fn fork_with(
+    ctx: &Context,
+    ws: &Workspace,
+    opts: &ForkOptions<'_>,
+    dest: &Path,
+    choice: &Choice,
+    verified: Option<&Verified>,
+) -> Result<ForkReport> {
+    let t0 = Instant::now();
+    let store = ws.open_store(&ctx.config)?;
     let new_store = opts.store.map(|s| ctx.abs(s));
     let forked = fork::fork(
         &store,
         &ws.root,
         opts.rev,
-        &dest,
+        dest,
         new_store.as_deref(),
         &ctx.config,
+        choice,
         MaterializeOptions {
             link: opts.link,
             progress: opts.progress,
+            copier: None,
+            verified,
         },
     )?;
     let store_path = forked.workspace.store_path;
@@ -109,6 +168,9 @@ pub fn fork(ctx: &Context, opts: &ForkOptions<'_>) -> Result<ForkReport> {
         store: store_path,
         link: opts.link,
         objects: forked.objects,
+        backend: forked.backend,
+        why: forked.note.unwrap_or_else(|| choice.why.clone()),
+        restored: forked.restored,
         elapsed: t0.elapsed(),
     })
 }
@@ -163,23 +225,20 @@ pub fn fork_many(ctx: &Context, opts: &ForkOptions<'_>, n: usize) -> Result<Fork
             "--store names one store, and each fork needs its own: drop --store with --count (nothing was changed)".into(),
         ));
     }
-    let dirs = numbered(opts.dir, n);
     let ws = ctx.workspace()?;
-    for d in &dirs {
-        let dest = normalize(&ctx.abs(d));
-        if dest.starts_with(&ws.root) {
-            return Err(Error::Usage(format!(
-                "{} is inside the workspace {}; fork into a directory outside it (nothing was changed)",
-                dest.display(),
-                ws.root.display()
-            )));
-        }
+    let mut dests = Vec::with_capacity(n);
+    for d in numbered(opts.dir, n) {
+        let dest = outside(ctx, &ws, &d)?;
         crate::engine::materialize::check_fresh(&dest)?;
+        dests.push(dest);
     }
+    let choice = choose(&ws, &dests[0], opts)?;
+    // Each object is hashed once for all the forks.
+    let verified = Verified::default();
     let mut forks = Vec::with_capacity(n);
-    for d in &dirs {
+    for d in &dests {
         let one = ForkOptions { dir: d, ..*opts };
-        match fork(ctx, &one) {
+        match fork_with(ctx, &ws, &one, d, &choice, Some(&verified)) {
             Ok(r) => forks.push(r),
             Err(e) if forks.is_empty() => return Err(e),
             Err(e) => {

@@ -148,17 +148,24 @@ pub struct RemovedFork {
     pub dir: PathBuf,
     /// Its store (gone).
     pub store: PathBuf,
+    /// The fork was a btrfs subvolume, deleted as one.
+    pub subvolume: bool,
+    /// Why a subvolume was removed file by file instead, if it was.
+    pub note: Option<String>,
     /// How long it took.
     pub elapsed: Duration,
 }
 
 impl RemovedFork {
-    /// The JSON form: `removed` (the directory), `store`, `elapsed_ms`.
+    /// The JSON form: `removed` (the directory), `store`, `subvolume`,
+    /// `note`, `elapsed_ms`.
     pub fn to_json(&self) -> Value {
         json!({
             "schema": SCHEMA,
             "removed": self.dir.display().to_string(),
             "store": self.store.display().to_string(),
+            "subvolume": self.subvolume,
+            "note": self.note,
             "elapsed_ms": j::ms(self.elapsed),
         })
     }
@@ -173,7 +180,9 @@ serialize_via_to_json!(ForksReport, RemovedFork);
 /// The directory is first renamed to a hidden sibling, so it disappears
 /// from its name at once (a crash later leaves only that hidden directory
 /// and possibly the store, never a half-deleted fork under its name); then
-/// the store is removed (under its lock), then the files.
+/// the store is removed (under its lock), then the files: one subvolume
+/// delete for a subvolume fork (file by file, with a note, when the
+/// kernel refuses it: that needs root or `user_subvol_rm_allowed`).
 pub fn remove(ctx: &Context, dir: &Path) -> Result<RemovedFork> {
     let t0 = std::time::Instant::now();
     let ws = ctx.workspace()?;
@@ -207,7 +216,9 @@ pub fn remove(ctx: &Context, dir: &Path) -> Result<RemovedFork> {
         std::fs::remove_dir_all(&fork.store_path).ctx("remove", &fork.store_path)?;
         drop(lock);
     }
-    crate::engine::materialize::remove_partial(&hidden, true);
+    let subvolume = ckpt_copy::fs::open_dir_path(&hidden)
+        .is_ok_and(|fd| crate::platform::btrfs::is_subvolume(std::os::fd::AsFd::as_fd(&fd)));
+    let note = crate::engine::fork::remove_tree(&hidden);
     if hidden.exists() {
         return Err(Error::io(
             "remove",
@@ -218,6 +229,8 @@ pub fn remove(ctx: &Context, dir: &Path) -> Result<RemovedFork> {
     Ok(RemovedFork {
         dir: fork.root,
         store: fork.store_path,
+        subvolume: subvolume && note.is_none(),
+        note,
         elapsed: t0.elapsed(),
     })
 }

@@ -24,6 +24,7 @@ use serde_json::{json, Value};
 
 use super::json::{serialize_via_to_json, SCHEMA};
 use super::Context;
+use crate::engine::subvolume::{make_subvolume, Converted};
 use crate::store::Store;
 use crate::workspace::{known, Workspace};
 use crate::{Error, Result};
@@ -56,6 +57,10 @@ pub struct InitOptions {
     /// Attach the directory to the existing store [`InitOptions::store`]
     /// instead of making a new one (`--attach`).
     pub attach: bool,
+    /// Also make the directory a btrfs subvolume, so forks of it are
+    /// snapshots (`--subvolume`; an existing workspace is kept, and only
+    /// converted): [`crate::engine::subvolume`].
+    pub subvolume: bool,
 }
 
 /// How [`init`] came by its workspace.
@@ -81,11 +86,14 @@ pub struct InitReport {
     pub workspace: Workspace,
     /// Made or kept.
     pub outcome: Outcome,
+    /// What `--subvolume` did.
+    pub subvolume: Option<Converted>,
 }
 
 impl InitReport {
     /// The JSON form: `root`, `store`, `outcome` (`created`, `kept`,
-    /// `attached`).
+    /// `attached`), `subvolume` (with `--subvolume`: `dir`, `already`,
+    /// `entries`; else null).
     pub fn to_json(&self) -> Value {
         json!({
             "schema": SCHEMA,
@@ -96,14 +104,44 @@ impl InitReport {
                 Outcome::Kept => "kept",
                 Outcome::Attached => "attached",
             },
+            "subvolume": self.subvolume,
         })
     }
 }
 
 serialize_via_to_json!(InitReport);
 
-/// Makes a directory a workspace (see [`InitOptions`]).
+/// Makes a directory a workspace (see [`InitOptions`]), and with
+/// `subvolume` a btrfs subvolume (an existing workspace root is kept and
+/// only converted).
 pub fn init(ctx: &Context, opts: &InitOptions) -> Result<InitReport> {
+    if !opts.subvolume {
+        return init_workspace(ctx, opts);
+    }
+    let mut rep = init_workspace(
+        ctx,
+        &InitOptions {
+            existing: Existing::Keep,
+            ..opts.clone()
+        },
+    )?;
+    let dir = opts
+        .dir
+        .as_deref()
+        .map_or_else(|| ctx.cwd.clone(), |d| ctx.abs(d));
+    if rep.outcome == Outcome::Kept && dir.canonicalize().ok().as_ref() != Some(&rep.workspace.root)
+    {
+        return Err(Error::Usage(format!(
+            "{} is inside the workspace {}; --subvolume converts a workspace's root (nothing was changed)",
+            dir.display(),
+            rep.workspace.root.display()
+        )));
+    }
+    rep.subvolume = Some(make_subvolume(&rep.workspace.root)?);
+    Ok(rep)
+}
+
+fn init_workspace(ctx: &Context, opts: &InitOptions) -> Result<InitReport> {
     let dir = opts
         .dir
         .as_deref()
@@ -131,6 +169,7 @@ pub fn init(ctx: &Context, opts: &InitOptions) -> Result<InitReport> {
         return Ok(InitReport {
             workspace,
             outcome: Outcome::Attached,
+            subvolume: None,
         });
     }
     if let Some(s) = store.as_deref().filter(|s| Store::exists_at(s)) {
@@ -154,6 +193,7 @@ pub fn init(ctx: &Context, opts: &InitOptions) -> Result<InitReport> {
             return Ok(InitReport {
                 workspace: Workspace::discover(&dir)?,
                 outcome: Outcome::Kept,
+                subvolume: None,
             });
         }
         (r, _) => r?,
@@ -163,5 +203,6 @@ pub fn init(ctx: &Context, opts: &InitOptions) -> Result<InitReport> {
     Ok(InitReport {
         workspace,
         outcome: Outcome::Created { copy_strategy },
+        subvolume: None,
     })
 }

@@ -16,7 +16,7 @@ use serde::{Serialize, Serializer};
 use serde_json::{json, Map, Value};
 
 use crate::engine::diff::Change;
-use crate::store::catalog::{Checkpoint, Skipped};
+use crate::store::catalog::{Annotation, Checkpoint, Skipped};
 use crate::store::state::{ChangeKind as StateChangeKind, StateChange, Versioned};
 use crate::store::tree::{Entry, Node};
 use crate::workspace::scan::Unreadable;
@@ -172,6 +172,28 @@ pub fn checkpoint(cp: &Checkpoint, head: Option<u64>) -> Value {
         "head": head == Some(cp.seq),
         "state_version": cp.state_version,
     })
+}
+
+/// A checkpoint's annotations (tags and a note added after it was saved):
+/// `{tags, note, time, time_ns}` (`note` null when none), or null.
+pub fn annotation(a: Option<&Annotation>) -> Value {
+    match a {
+        None => Value::Null,
+        Some(a) => json!({
+            "tags": a.tags,
+            "note": a.note,
+            "time": time(a.time_ns),
+            "time_ns": a.time_ns,
+        }),
+    }
+}
+
+/// A checkpoint record as [`checkpoint`] plus its `annotations` (`log`,
+/// `show`).
+pub fn annotated(cp: &Checkpoint, head: Option<u64>, a: Option<&Annotation>) -> Value {
+    let mut v = checkpoint(cp, head);
+    v["annotations"] = annotation(a);
+    v
 }
 
 /// `{version, value, value_hex?}`.

@@ -6,8 +6,10 @@
 //! full, so the first page of a 10,000-checkpoint history costs a page, not
 //! the history. [`LogOptions::search`] and [`LogOptions::path`] filter the
 //! records as they are read (`ckpt log --search`, `ckpt log --path`, and the
-//! timeline of `ckpt ui`).
+//! timeline of `ckpt ui`). Each listed checkpoint comes with its
+//! annotations ([`super::annotate`]), which the search also matches.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use serde_json::{json, Value};
@@ -16,7 +18,7 @@ use super::json::{self, serialize_via_to_json, SCHEMA};
 use super::show::changes_from_parent;
 use super::Context;
 use crate::engine::diff::PathFilter;
-use crate::store::catalog::Checkpoint;
+use crate::store::catalog::{Annotation, Checkpoint};
 use crate::{Error, Result};
 
 /// What [`log`] lists.
@@ -28,8 +30,8 @@ pub struct LogOptions {
     /// Only checkpoints older than `v{before}` (the cursor of the next
     /// page: the last `seq` of the previous one).
     pub before: Option<u64>,
-    /// Only checkpoints whose id, message, or a tag (`key=value`) contains
-    /// this text, ignoring case.
+    /// Only checkpoints whose id, message, a tag (`key=value`, save-time or
+    /// annotation) or note contains this text, ignoring case.
     pub search: Option<String>,
     /// Only checkpoints that changed this path (relative to the context's
     /// directory) or something below it, compared with their parent: the
@@ -44,6 +46,8 @@ pub struct LogReport {
     pub head: Option<u64>,
     /// The checkpoints, newest first.
     pub checkpoints: Vec<Checkpoint>,
+    /// The annotations of those that have one, by `seq`.
+    pub annotations: BTreeMap<u64, Annotation>,
     /// How many checkpoints the workspace has (more than `checkpoints`
     /// holds when a limit, a cursor or a filter cut the list).
     pub total: usize,
@@ -53,8 +57,8 @@ pub struct LogReport {
 }
 
 impl LogReport {
-    /// The JSON form: `head` (an id), `checkpoints` (records), `total` and
-    /// `more`.
+    /// The JSON form: `head` (an id), `checkpoints` (records with their
+    /// `annotations`), `total` and `more`.
     pub fn to_json(&self) -> Value {
         json!({
             "schema": SCHEMA,
@@ -62,7 +66,7 @@ impl LogReport {
             "checkpoints": self
                 .checkpoints
                 .iter()
-                .map(|c| json::checkpoint(c, self.head))
+                .map(|c| json::annotated(c, self.head, self.annotations.get(&c.seq)))
                 .collect::<Vec<_>>(),
             "total": self.total,
             "more": self.more,
@@ -91,13 +95,18 @@ pub fn log(ctx: &Context, opts: &LogOptions) -> Result<LogReport> {
     let needle = opts.search.as_ref().map(|s| s.to_lowercase());
     let store = ws.open_store_read_only(&ctx.config)?;
     let r = store.catalog.reader()?;
+    let notes = r.annotations()?;
     let head = r.head()?;
     let total = r.count()? as usize;
     let limit = opts.limit.unwrap_or(usize::MAX);
     let mut checkpoints = Vec::new();
+    let mut annotations = BTreeMap::new();
     let mut more = false;
     r.for_each_newest(opts.before, |cp| {
-        let keep = needle.as_deref().is_none_or(|n| matches(&cp, n))
+        let a = notes.get(cp.seq)?;
+        let keep = needle
+            .as_deref()
+            .is_none_or(|n| matches(&cp, a.as_ref(), n))
             && match &path {
                 Some(f) => !changes_from_parent(&r, &cp, f)?.is_empty(),
                 None => true,
@@ -107,6 +116,9 @@ pub fn log(ctx: &Context, opts: &LogOptions) -> Result<LogReport> {
                 more = true;
                 return Ok(false);
             }
+            if let Some(a) = a {
+                annotations.insert(cp.seq, a);
+            }
             checkpoints.push(cp);
         }
         Ok(true)
@@ -114,18 +126,21 @@ pub fn log(ctx: &Context, opts: &LogOptions) -> Result<LogReport> {
     Ok(LogReport {
         head,
         checkpoints,
+        annotations,
         total,
         more,
     })
 }
 
-/// Whether `needle` (lower case) occurs in the checkpoint's id, message or
-/// a `key=value` tag.
-fn matches(cp: &Checkpoint, needle: &str) -> bool {
+/// Whether `needle` (lower case) occurs in the checkpoint's id, message, a
+/// `key=value` tag (save-time or annotation) or its note.
+fn matches(cp: &Checkpoint, a: Option<&Annotation>, needle: &str) -> bool {
+    let tags = cp.tags.iter().chain(a.into_iter().flat_map(|a| &a.tags));
     cp.id().contains(needle)
         || cp.message.to_lowercase().contains(needle)
-        || cp
-            .tags
-            .iter()
+        || a.and_then(|a| a.note.as_ref())
+            .is_some_and(|n| n.to_lowercase().contains(needle))
+        || tags
+            .into_iter()
             .any(|(k, v)| format!("{k}={v}").to_lowercase().contains(needle))
 }

@@ -24,6 +24,7 @@
 //! | diff, with content diffs | [`diff::diff`] |
 //! | restore in place or of paths; `--to` | [`restore::restore`] ([`restore::restore_with`]); [`restore::restore_to`] |
 //! | delete | [`delete::delete`] |
+//! | tags and a note added after the save | [`annotate::annotate`] |
 //! | gc and retention | [`gc::gc`] |
 //! | verify (workspace or store), hash | [`verify::verify`], [`hash::hash`] |
 //! | du | [`du::du`] |
@@ -39,6 +40,7 @@
 //! (later) HTTP answers are the same bytes.
 
 pub mod adopt;
+pub mod annotate;
 pub mod cat;
 pub mod cp;
 pub mod delete;

@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 use super::json::{self, serialize_via_to_json, SCHEMA};
 use super::Context;
 use crate::engine::diff::{self, Change, PathFilter, TreeSource};
-use crate::store::catalog::{CatalogReader, Checkpoint};
+use crate::store::catalog::{Annotation, CatalogReader, Checkpoint};
 use crate::Result;
 
 /// What [`show`] shows.
@@ -21,6 +21,8 @@ pub struct ShowOptions {
 pub struct ShowReport {
     /// The checkpoint.
     pub checkpoint: Checkpoint,
+    /// Its annotations (tags and note added after the save).
+    pub annotation: Option<Annotation>,
     /// The head's sequence number.
     pub head: Option<u64>,
     /// The changes from its parent that matter (see
@@ -34,9 +36,10 @@ impl ShowReport {
         self.head == Some(self.checkpoint.seq)
     }
 
-    /// The JSON form: the checkpoint's record plus `changes`.
+    /// The JSON form: the checkpoint's record, its `annotations` and
+    /// `changes`.
     pub fn to_json(&self) -> Value {
-        let mut v = json::checkpoint(&self.checkpoint, self.head);
+        let mut v = json::annotated(&self.checkpoint, self.head, self.annotation.as_ref());
         v["schema"] = json!(SCHEMA);
         v["changes"] = json::changes(&self.changes);
         v
@@ -52,9 +55,11 @@ pub fn show(ctx: &Context, opts: &ShowOptions) -> Result<ShowReport> {
     let r = store.catalog.reader()?;
     let checkpoint = r.resolve(&opts.rev)?;
     let head = r.head()?;
+    let annotation = r.annotations()?.get(checkpoint.seq)?;
     let changes = changes_from_parent(&r, &checkpoint, &PathFilter::default())?;
     Ok(ShowReport {
         checkpoint,
+        annotation,
         head,
         changes,
     })

@@ -4,8 +4,21 @@
 //!
 //! - [`inotify`]: directory watches for `ckpt watch`, and the peer
 //!   credentials of its socket.
+//! - [`btrfs`]: subvolume snapshot, create and delete ioctls (fork backend).
 //! - [`doctor`]: filesystem identification, copy-capability probes and
 //!   inotify limits, for `ckpt doctor`.
+//! - [`release_free_memory`]: hands the allocator's free pages back to the
+//!   kernel (the long-running watcher, when idle).
 
+pub mod btrfs;
 pub mod doctor;
 pub mod inotify;
+
+/// Hands the allocator's free pages back to the kernel (`malloc_trim`).
+pub fn release_free_memory() {
+    // SAFETY: malloc_trim only walks the allocator's own free lists; it may
+    // be called at any time from any thread.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}

@@ -15,6 +15,22 @@
 //! - `checkpoints`: `u64 seq → JSON` [`Checkpoint`].
 //! - `by_hash`: `[u8;32] checkpoint hash → u64 seq`, for hash-prefix ids.
 //! - `trees`: `[u8;32] tree hash → encoded` [`Tree`].
+//! - `annotations`: `u64 seq → JSON` [`Annotation`]: tags and a note added
+//!   to a checkpoint after it was saved (`ckpt annotate`).
+//!
+//! Annotations are not part of the checkpoint record: a record's `hash`
+//! covers what was saved (its save-time tags included) and never changes,
+//! so `by_hash` and every id stay valid when a checkpoint is annotated.
+//! Invariant: every key of `annotations` is the `seq` of a record in
+//! `checkpoints`. [`Catalog::annotate`] writes an annotation only in a
+//! transaction that finds its record, and [`Catalog::delete_checkpoint`]
+//! (delete and retention) removes it in the transaction that removes the
+//! record. Sequence numbers are never reused (`next_seq` only grows), so
+//! even an entry left behind by a ckpt that predates annotations (which
+//! deletes records without them) names no other checkpoint: readers only
+//! look annotations up by the `seq` of a record they hold. A catalog made
+//! before annotations existed has no such table, which reads as "none";
+//! the first annotation creates it (no format bump).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -71,6 +87,7 @@ fn json_bytes<T: Serialize>(v: &T) -> Vec<u8> {
 const CHECKPOINTS: TableDefinition<u64, &[u8]> = TableDefinition::new("checkpoints");
 const BY_HASH: TableDefinition<&[u8], u64> = TableDefinition::new("by_hash");
 const TREES: TableDefinition<&[u8], &[u8]> = TableDefinition::new("trees");
+const ANNOTATIONS: TableDefinition<u64, &[u8]> = TableDefinition::new("annotations");
 
 /// Counts of what a checkpoint changed relative to its parent.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -147,6 +164,27 @@ impl Checkpoint {
         let mut c = self.clone();
         c.hash = Hash::default();
         Hash::of(&serde_json::to_vec(&c).expect("checkpoint serialises"))
+    }
+}
+
+/// Tags and a note added to a checkpoint after it was saved (table
+/// `annotations`). Not covered by the record's hash; see the module doc.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Annotation {
+    /// `KEY=VALUE` tags added later (never a key of the save-time tags).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tags: BTreeMap<String, String>,
+    /// Free text (never empty when present).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// When the annotation last changed, ns since the epoch.
+    pub time_ns: i64,
+}
+
+impl Annotation {
+    /// Nothing left: the entry is removed rather than stored empty.
+    pub fn is_empty(&self) -> bool {
+        self.tags.is_empty() && self.note.is_none()
     }
 }
 
@@ -457,11 +495,57 @@ impl Catalog {
                 .map_err(|e| self.err(e))?
                 .remove(cp.hash.0.as_slice())
                 .map_err(|e| self.err(e))?;
+            txn.open_table(ANNOTATIONS)
+                .map_err(|e| self.err(e))?
+                .remove(cp.seq)
+                .map_err(|e| self.err(e))?;
         }
         ckpt_fault::point("delete.before_commit");
         txn.commit().map_err(|e| self.err(e))?;
         ckpt_fault::point("delete.after_commit");
         Ok(())
+    }
+
+    /// Changes checkpoint `seq`'s annotation in one durable transaction
+    /// that also reads its record, so an annotation never outlives or
+    /// precedes its checkpoint (module doc). `edit` gets the record and the
+    /// current annotation and returns the new one; an empty result removes
+    /// the entry. Returns what was stored (`None`: nothing).
+    pub fn annotate(
+        &self,
+        seq: u64,
+        edit: impl FnOnce(&Checkpoint, Option<Annotation>) -> Result<Annotation>,
+    ) -> Result<Option<Annotation>> {
+        let txn = self.writable()?.begin_write().map_err(|e| self.err(e))?;
+        let stored = {
+            let records = txn.open_table(CHECKPOINTS).map_err(|e| self.err(e))?;
+            let cp = match records.get(seq).map_err(|e| self.err(e))? {
+                Some(v) => decode_checkpoint(seq, v.value())?,
+                None => {
+                    return Err(Error::BadRevision(format!(
+                        "no checkpoint v{seq} (it was deleted; see `ckpt log`)"
+                    )))
+                }
+            };
+            let mut table = txn.open_table(ANNOTATIONS).map_err(|e| self.err(e))?;
+            let old = match table.get(seq).map_err(|e| self.err(e))? {
+                Some(v) => Some(decode_annotation(seq, v.value())?),
+                None => None,
+            };
+            let new = edit(&cp, old)?;
+            if new.is_empty() {
+                table.remove(seq).map_err(|e| self.err(e))?;
+                None
+            } else {
+                let json = serde_json::to_vec(&new).expect("annotation serialises");
+                table
+                    .insert(seq, json.as_slice())
+                    .map_err(|e| self.err(e))?;
+                Some(new)
+            }
+        };
+        txn.commit().map_err(|e| self.err(e))?;
+        Ok(stored)
     }
 
     /// Removes trees and bumps the generation in one transaction (gc).
@@ -713,6 +797,22 @@ impl CatalogReader<'_> {
         Ok(found.first().copied())
     }
 
+    /// The annotations, for looking up many checkpoints' in one snapshot
+    /// (a catalog from before annotations has none).
+    pub fn annotations(&self) -> Result<Annotations> {
+        match self.txn.open_table(ANNOTATIONS) {
+            Ok(t) => Ok(Annotations {
+                table: Some(t),
+                path: self.cat.path.clone(),
+            }),
+            Err(redb::TableError::TableDoesNotExist(_)) => Ok(Annotations {
+                table: None,
+                path: self.cat.path.clone(),
+            }),
+            Err(e) => Err(self.cat.err(e)),
+        }
+    }
+
     /// Where this store's workspace was forked from (`None`: not a fork).
     pub fn origin(&self) -> Result<Option<Origin>> {
         self.meta_json(Meta::Origin)
@@ -746,6 +846,45 @@ impl CatalogReader<'_> {
         }
         Ok(out)
     }
+}
+
+/// The `annotations` table of a read snapshot ([`CatalogReader::annotations`]).
+pub struct Annotations {
+    table: Option<redb::ReadOnlyTable<u64, &'static [u8]>>,
+    path: PathBuf,
+}
+
+impl Annotations {
+    /// Checkpoint `seq`'s annotation, if it has one.
+    pub fn get(&self, seq: u64) -> Result<Option<Annotation>> {
+        let Some(t) = &self.table else {
+            return Ok(None);
+        };
+        match t.get(seq).map_err(|e| catalog_error(&self.path, e))? {
+            Some(v) => decode_annotation(seq, v.value()).map(Some),
+            None => Ok(None),
+        }
+    }
+}
+
+impl Annotations {
+    /// The checkpoints that have an annotation, in order (by the module's
+    /// invariant, each a record of `checkpoints`; the tests check it).
+    pub fn seqs(&self) -> Result<Vec<u64>> {
+        let Some(t) = &self.table else {
+            return Ok(Vec::new());
+        };
+        let mut out = Vec::new();
+        for item in t.iter().map_err(|e| catalog_error(&self.path, e))? {
+            out.push(item.map_err(|e| catalog_error(&self.path, e))?.0.value());
+        }
+        Ok(out)
+    }
+}
+
+fn decode_annotation(seq: u64, bytes: &[u8]) -> Result<Annotation> {
+    serde_json::from_slice(bytes)
+        .map_err(|e| Error::Corrupt(format!("annotation of checkpoint v{seq}: {e}")))
 }
 
 /// Parses checkpoint record `seq` from its stored JSON, checking its hash

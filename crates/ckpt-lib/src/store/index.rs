@@ -57,18 +57,16 @@
 //! whenever a subdirectory's stat differs from it in any field, and clears
 //! `exact_names` where it keeps a record under a newer stat.
 //!
-//! Format (little-endian): `"CKIX" u32:version=3 u64:generation
-//! i64:scan_start u32:ndirs (u32:block_len block)* [32]:blake3(all preceding
-//! bytes)`, where `block := u32:len path [32]:tree u8:flags u32:n (entry
-//! meta)*n` (block flags: 1 = exact names, other bits must be 0),
-//! `entry` is the tree-entry encoding of [`crate::store::tree`] and `meta := u64:dev
-//! u64:ino u32:st_mode u64:size i64:ctime_ns u8:flags` (flags 0 or 1 = racy;
-//! entries sorted by name, names unique). Delta: `"CKID" u32:version=2
-//! u64:generation i64:scan_start [32]:base_trailer u32:nremoved (u32:len
-//! path)*nremoved u32:ndirs (u32:block_len block)* [32]:blake3(all
-//! preceding bytes)`. Length-prefixed blocks let load and save work on
-//! directories in parallel. Files of an older version are not read (the next
-//! scan re-hashes, as for a missing index).
+//! ## Format
+//! `docs/FORMAT.md` ("The stat index") has the byte layout. In short: a
+//! header, length-prefixed directory blocks (so load and save work on
+//! directories in parallel) and a BLAKE3 trailer; the delta adds the base's
+//! trailer and the removed paths. Version 4 stores each entry compactly
+//! ([`Codec::V4`]: varints, times relative to per-record [`Bases`], the
+//! `lstat` fields a tree entry implies left out); version 3
+//! ([`Codec::V3`], fixed-width) is still read and re-encoded on the next
+//! write. Files of any other version are not read (the next scan
+//! re-hashes, as for a missing index).
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -80,7 +78,7 @@ use std::sync::{Arc, OnceLock};
 use rayon::prelude::*;
 
 use crate::error::IoContext;
-use crate::store::tree::{Entry, EntryRef, Reader};
+use crate::store::tree::{put_varint, valid_name, Entry, EntryRef, NodeRef, Reader};
 use crate::{Error, Hash, Result};
 use ckpt_copy::fs::Meta;
 
@@ -92,9 +90,15 @@ pub const UNKNOWN_TREE: Hash = Hash([0; 32]);
 pub const RACY_WINDOW_NS: i64 = 50_000_000;
 
 const MAGIC: &[u8; 4] = b"CKIX";
-const VERSION: u32 = 3;
+/// The version written: compact entries ([`Codec::V4`]).
+const VERSION: u32 = 4;
+/// The previous version (fixed-width entries, [`Codec::V3`]), still read;
+/// its records are re-encoded when the index is next written.
+const OLD_VERSION: u32 = 3;
 const DELTA_MAGIC: &[u8; 4] = b"CKID";
-const DELTA_VERSION: u32 = 2;
+/// Delta versions: 3 holds version-4 blocks, 2 version-3 blocks.
+const DELTA_VERSION: u32 = 3;
+const OLD_DELTA_VERSION: u32 = 2;
 /// A delta is written instead of the whole file while it stays at most
 /// this fraction (1/N) of the base's size; beyond, the index is compacted.
 const DELTA_MAX_FRACTION: usize = 4;
@@ -129,8 +133,9 @@ impl<'a> EntryView<'a> {
         }
     }
 
-    /// Parses `entry meta` (the one parser of an index entry).
-    fn decode_from(r: &mut Reader<'a>) -> Result<Self> {
+    /// Parses a version-3 `entry meta` (fixed-width meta after the
+    /// tree-entry encoding).
+    fn decode_v3(r: &mut Reader<'a>) -> Result<Self> {
         let entry = EntryRef::decode_from(r)?;
         let meta = Meta {
             dev: r.u64()?,
@@ -157,14 +162,207 @@ impl<'a> EntryView<'a> {
     }
 }
 
-fn encode_entry(e: &IndexEntry, out: &mut Vec<u8>) {
-    e.entry.encode_into(out);
-    out.extend_from_slice(&e.meta.dev.to_le_bytes());
-    out.extend_from_slice(&e.meta.ino.to_le_bytes());
-    out.extend_from_slice(&e.meta.mode.to_le_bytes());
-    out.extend_from_slice(&e.meta.size.to_le_bytes());
-    out.extend_from_slice(&e.meta.ctime_ns.to_le_bytes());
-    out.push(e.racy as u8);
+/// What a version-4 record's entries are stored relative to: the device of
+/// its first entry, the smallest mtime and the smallest ctime among them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Bases {
+    dev: u64,
+    mtime_ns: i64,
+    ctime_ns: i64,
+}
+
+// Version-4 entry flags: kind in bits 0-1, then the optional fields.
+const E_KIND: u8 = 0b11;
+const E_RACY: u8 = 1 << 2;
+const E_DEV: u8 = 1 << 3;
+const E_MODE: u8 = 1 << 4;
+const E_SIZE: u8 = 1 << 5;
+const E_KNOWN: u8 = E_KIND | E_RACY | E_DEV | E_MODE | E_SIZE;
+
+fn zigzag(v: i64) -> u64 {
+    ((v << 1) ^ (v >> 63)) as u64
+}
+
+fn unzigzag(v: u64) -> i64 {
+    ((v >> 1) as i64) ^ -((v & 1) as i64)
+}
+
+impl Bases {
+    fn of<'a>(mut views: impl Iterator<Item = EntryView<'a>>) -> Bases {
+        let Some(first) = views.next() else {
+            return Bases::default();
+        };
+        views.fold(
+            Bases {
+                dev: first.meta.dev,
+                mtime_ns: first.entry.mtime_ns,
+                ctime_ns: first.meta.ctime_ns,
+            },
+            |b, v| Bases {
+                mtime_ns: b.mtime_ns.min(v.entry.mtime_ns),
+                ctime_ns: b.ctime_ns.min(v.meta.ctime_ns),
+                ..b
+            },
+        )
+    }
+
+    fn decode(r: &mut Reader<'_>) -> Result<Bases> {
+        Ok(Bases {
+            dev: r.varint()?,
+            mtime_ns: unzigzag(r.varint()?),
+            ctime_ns: unzigzag(r.varint()?),
+        })
+    }
+
+    fn encode(&self, out: &mut Vec<u8>) {
+        put_varint(out, self.dev);
+        put_varint(out, zigzag(self.mtime_ns));
+        put_varint(out, zigzag(self.ctime_ns));
+    }
+}
+
+/// The `st_mode` type bits of a node kind.
+fn type_bits(node: &NodeRef<'_>) -> u32 {
+    match node {
+        NodeRef::File { .. } => libc::S_IFREG,
+        NodeRef::Dir { .. } => libc::S_IFDIR,
+        NodeRef::Symlink { .. } => libc::S_IFLNK,
+    }
+}
+
+/// The `st_size` a version-4 entry omits: the file's size, the link
+/// target's length, 0 for a directory.
+fn implied_size(node: &NodeRef<'_>) -> u64 {
+    match node {
+        NodeRef::File { size, .. } => *size,
+        NodeRef::Dir { .. } => 0,
+        NodeRef::Symlink { target } => target.len() as u64,
+    }
+}
+
+/// How a record's entries are encoded: version 3 (the tree-entry encoding
+/// plus fixed-width meta) or version 4 (compact, relative to [`Bases`]).
+#[derive(Clone, Copy)]
+pub(crate) enum Codec {
+    V3,
+    V4(Bases),
+}
+
+impl Codec {
+    /// Parses one entry (the one parser of an index entry of each version).
+    fn decode<'a>(&self, r: &mut Reader<'a>) -> Result<EntryView<'a>> {
+        match self {
+            Codec::V3 => EntryView::decode_v3(r),
+            Codec::V4(b) => decode_v4(r, b),
+        }
+    }
+}
+
+/// `u8:flags varint:name_len name varint:perm varint:(mtime - base)
+/// varint:(ctime - base) varint:ino [varint:dev] payload [varint:st_mode]
+/// [varint:size]` (see docs/FORMAT.md).
+fn decode_v4<'a>(r: &mut Reader<'a>, b: &Bases) -> Result<EntryView<'a>> {
+    let bad = |why: &str| Error::Corrupt(format!("index entry: {why}"));
+    let flags = r.u8()?;
+    if flags & !E_KNOWN != 0 {
+        return Err(bad("unknown flags"));
+    }
+    let name_len = usize::try_from(r.varint()?).map_err(|_| bad("name length"))?;
+    let name = r.take(name_len)?;
+    let perm = r.varint()?;
+    if !valid_name(name) || perm & !0o7777 != 0 {
+        return Err(bad("invalid name or mode"));
+    }
+    let mtime_ns = b.mtime_ns.wrapping_add(r.varint()? as i64);
+    let ctime_ns = b.ctime_ns.wrapping_add(r.varint()? as i64);
+    let ino = r.varint()?;
+    let dev = if flags & E_DEV != 0 {
+        r.varint()?
+    } else {
+        b.dev
+    };
+    let node = match flags & E_KIND {
+        1 => NodeRef::File {
+            size: r.varint()?,
+            hash: r.hash()?,
+        },
+        2 => NodeRef::Dir { tree: r.hash()? },
+        3 => {
+            let n = usize::try_from(r.varint()?).map_err(|_| bad("target length"))?;
+            NodeRef::Symlink { target: r.take(n)? }
+        }
+        _ => return Err(bad("unknown kind")),
+    };
+    let mode = match flags & E_MODE {
+        0 => type_bits(&node) | perm as u32,
+        _ => u32::try_from(r.varint()?).map_err(|_| bad("st_mode"))?,
+    };
+    let size = match flags & E_SIZE {
+        0 => implied_size(&node),
+        _ => r.varint()?,
+    };
+    Ok(EntryView {
+        entry: EntryRef {
+            name,
+            mode: perm as u32,
+            mtime_ns,
+            node,
+        },
+        meta: Meta {
+            dev,
+            ino,
+            mode,
+            size,
+            mtime_ns,
+            ctime_ns,
+        },
+        racy: flags & E_RACY != 0,
+    })
+}
+
+/// Appends `v` in the version-4 encoding [`decode_v4`] reads. The meta's
+/// mtime is the entry's (as in every version: the index keeps one mtime).
+fn encode_v4(v: &EntryView<'_>, b: &Bases, out: &mut Vec<u8>) {
+    let e = &v.entry;
+    let m = &v.meta;
+    let mut flags: u8 = match e.node {
+        NodeRef::File { .. } => 1,
+        NodeRef::Dir { .. } => 2,
+        NodeRef::Symlink { .. } => 3,
+    };
+    let explicit_mode = m.mode != type_bits(&e.node) | e.mode;
+    let explicit_size = m.size != implied_size(&e.node);
+    flags |= (v.racy as u8 * E_RACY)
+        | ((m.dev != b.dev) as u8 * E_DEV)
+        | (explicit_mode as u8 * E_MODE)
+        | (explicit_size as u8 * E_SIZE);
+    out.push(flags);
+    put_varint(out, e.name.len() as u64);
+    out.extend_from_slice(e.name);
+    put_varint(out, u64::from(e.mode));
+    put_varint(out, e.mtime_ns.wrapping_sub(b.mtime_ns) as u64);
+    put_varint(out, m.ctime_ns.wrapping_sub(b.ctime_ns) as u64);
+    put_varint(out, m.ino);
+    if m.dev != b.dev {
+        put_varint(out, m.dev);
+    }
+    match e.node {
+        NodeRef::File { size, hash } => {
+            put_varint(out, size);
+            out.extend_from_slice(&hash.0);
+        }
+        NodeRef::Dir { tree } => out.extend_from_slice(&tree.0),
+        NodeRef::Symlink { target } => {
+            put_varint(out, target.len() as u64);
+            out.extend_from_slice(target);
+        }
+    }
+    if explicit_mode {
+        put_varint(out, u64::from(m.mode));
+    }
+    if explicit_size {
+        put_varint(out, m.size);
+    }
 }
 
 /// Where a loaded record's entries lie in the file it was loaded from
@@ -175,10 +373,13 @@ struct RawEntries {
     buf: Arc<Vec<u8>>,
     /// The `dir` block (from `u32:path_len` to its last entry).
     block: Range<usize>,
-    /// Offset of `u32:n` within `buf`.
+    /// Offset within `buf` of what follows the block's flags byte
+    /// (version 4: the [`Bases`], then `u32:n`; version 3: `u32:n`).
     at: usize,
     /// Number of entries.
     n: u32,
+    /// The block is in the version-4 encoding.
+    v4: bool,
 }
 
 impl RawEntries {
@@ -189,9 +390,21 @@ impl RawEntries {
         (&b[4..4 + len], &b[4 + len..4 + len + 32], b[4 + len + 32])
     }
 
-    /// `u32:n (entry meta)*n`.
+    /// Everything after the flags byte (`[bases] u32:n (entry)*n`).
     fn bytes(&self) -> &[u8] {
         &self.buf[self.at..self.block.end]
+    }
+
+    /// A reader at the first entry, and how the entries are encoded.
+    fn entries(&self) -> (Reader<'_>, Codec) {
+        let mut rd = Reader::new(self.bytes());
+        // Validated when loaded: these reads cannot fail.
+        let codec = match self.v4 {
+            true => Codec::V4(Bases::decode(&mut rd).unwrap_or_default()),
+            false => Codec::V3,
+        };
+        let _ = rd.u32();
+        (rd, codec)
     }
 }
 
@@ -224,9 +437,8 @@ impl Entries {
     pub(crate) fn views(&self) -> Views<'_> {
         match (&self.raw, self.decoded.get()) {
             (Some(r), None) => {
-                let mut rd = Reader::new(r.bytes());
-                let _ = rd.u32();
-                Views::Raw(rd, r.n)
+                let (rd, codec) = r.entries();
+                Views::Raw(rd, r.n, codec)
             }
             _ => Views::Decoded(self.iter()),
         }
@@ -235,7 +447,7 @@ impl Entries {
 
 /// Iterator of [`Entries::views`].
 pub(crate) enum Views<'a> {
-    Raw(Reader<'a>, u32),
+    Raw(Reader<'a>, u32, Codec),
     Decoded(std::slice::Iter<'a, IndexEntry>),
 }
 
@@ -243,7 +455,7 @@ impl<'a> Iterator for Views<'a> {
     type Item = EntryView<'a>;
     fn next(&mut self) -> Option<EntryView<'a>> {
         match self {
-            Views::Raw(r, left) => {
+            Views::Raw(r, left, codec) => {
                 if *left == 0 {
                     return None;
                 }
@@ -251,7 +463,7 @@ impl<'a> Iterator for Views<'a> {
                 // Validated when loaded: an error here cannot happen; if it
                 // did, the listing would look shorter and the directory
                 // changed, which only costs a re-read.
-                EntryView::decode_from(r).ok()
+                codec.decode(r).ok()
             }
             Views::Decoded(it) => it.next().map(EntryView::of),
         }
@@ -263,10 +475,9 @@ impl std::ops::Deref for Entries {
     fn deref(&self) -> &[IndexEntry] {
         self.decoded.get_or_init(|| match &self.raw {
             Some(r) => {
-                let mut rd = Reader::new(r.bytes());
-                let _ = rd.u32();
+                let (mut rd, codec) = r.entries();
                 (0..r.n)
-                    .map_while(|_| EntryView::decode_from(&mut rd).ok())
+                    .map_while(|_| codec.decode(&mut rd).ok())
                     .map(EntryView::to_entry)
                     .collect()
             }
@@ -356,7 +567,7 @@ impl DirRecord {
     /// This record's block as stored in `buf` under `path`, when it is
     /// exactly that (same path, tree and entries).
     fn stored_block(&self, path: &[u8], buf: Option<&Arc<Vec<u8>>>) -> Option<&[u8]> {
-        let r = self.entries.raw.as_ref()?;
+        let r = self.entries.raw.as_ref().filter(|r| r.v4)?;
         if buf.is_some_and(|b| !Arc::ptr_eq(b, &r.buf)) {
             return None;
         }
@@ -456,13 +667,18 @@ fn parse(buf: &Arc<Vec<u8>>, delta: bool) -> Result<Parsed> {
     drop(t);
     let _t = crate::trace::span("index parse");
     let mut r = Reader::new(body);
-    let (magic, version) = match delta {
-        false => (MAGIC, VERSION),
-        true => (DELTA_MAGIC, DELTA_VERSION),
+    let (magic, new, old) = match delta {
+        false => (MAGIC, VERSION, OLD_VERSION),
+        true => (DELTA_MAGIC, DELTA_VERSION, OLD_DELTA_VERSION),
     };
-    if r.take(4)? != magic || r.u32()? != version {
+    if r.take(4)? != magic {
         return Err(bad());
     }
+    let v4 = match r.u32()? {
+        v if v == new => true,
+        v if v == old => false,
+        _ => return Err(bad()),
+    };
     let generation = r.u64()?;
     let scan_start_ns = r.u64()? as i64;
     let mut base_id = None;
@@ -490,7 +706,7 @@ fn parse(buf: &Arc<Vec<u8>>, delta: bool) -> Result<Parsed> {
     }
     let records = blocks
         .par_iter()
-        .map(|range| parse_dir(buf, range.clone()))
+        .map(|range| parse_dir(buf, range.clone(), v4))
         .collect::<Result<Vec<_>>>()?;
     Ok(Parsed {
         generation,
@@ -504,7 +720,11 @@ fn parse(buf: &Arc<Vec<u8>>, delta: bool) -> Result<Parsed> {
 
 /// Validates one `dir` block (every entry parses, names strictly
 /// increasing) and makes its record, leaving the entries undecoded.
-fn parse_dir(buf: &Arc<Vec<u8>>, block: Range<usize>) -> Result<(Vec<u8>, Arc<DirRecord>)> {
+fn parse_dir(
+    buf: &Arc<Vec<u8>>,
+    block: Range<usize>,
+    v4: bool,
+) -> Result<(Vec<u8>, Arc<DirRecord>)> {
     let mut r = Reader::new(&buf[block.clone()]);
     let len = r.u32()? as usize;
     let path = r.take(len)?.to_vec();
@@ -515,10 +735,14 @@ fn parse_dir(buf: &Arc<Vec<u8>>, block: Range<usize>) -> Result<(Vec<u8>, Arc<Di
         _ => return Err(Error::Corrupt("index record has unknown flags".into())),
     };
     let at = block.start + r.position();
+    let codec = match v4 {
+        true => Codec::V4(Bases::decode(&mut r)?),
+        false => Codec::V3,
+    };
     let n = r.u32()?;
     let mut prev: Option<&[u8]> = None;
     for _ in 0..n {
-        let v = EntryView::decode_from(&mut r)?;
+        let v = codec.decode(&mut r)?;
         if prev.is_some_and(|p| p >= v.entry.name) {
             return Err(Error::Corrupt("index entries are not sorted".into()));
         }
@@ -533,6 +757,7 @@ fn parse_dir(buf: &Arc<Vec<u8>>, block: Range<usize>) -> Result<(Vec<u8>, Arc<Di
             block,
             at,
             n,
+            v4,
         }),
         decoded: OnceLock::new(),
     };
@@ -690,7 +915,9 @@ impl Index {
                 same += 1;
             } else {
                 changed.push(p);
-                size += 40 + p.len() + rec.entries.len() * 120;
+                // An estimate (a file or directory entry holds a 32-byte hash);
+                // the encoded size is checked below.
+                size += 40 + p.len() + rec.entries.len() * 40;
                 if size > limit {
                     return None;
                 }
@@ -825,17 +1052,19 @@ fn block_flags(d: &DirRecord) -> u8 {
 }
 
 fn encode_dir(path: &[u8], d: &DirRecord) -> Vec<u8> {
-    let mut out = Vec::with_capacity(40 + path.len() + d.entries.len() * 112);
+    let mut out = Vec::with_capacity(64 + path.len() + d.entries.len() * 80);
     out.extend_from_slice(&(path.len() as u32).to_le_bytes());
     out.extend_from_slice(path);
     out.extend_from_slice(&d.tree.0);
     out.push(block_flags(d));
     match &d.entries.raw {
-        Some(r) => out.extend_from_slice(r.bytes()),
-        None => {
+        Some(r) if r.v4 => out.extend_from_slice(r.bytes()),
+        _ => {
+            let bases = Bases::of(d.entries.views());
+            bases.encode(&mut out);
             out.extend_from_slice(&(d.entries.len() as u32).to_le_bytes());
-            for e in d.entries.iter() {
-                encode_entry(e, &mut out);
+            for v in d.entries.views() {
+                encode_v4(&v, &bases, &mut out);
             }
         }
     }
@@ -846,6 +1075,7 @@ fn encode_dir(path: &[u8], d: &DirRecord) -> Vec<u8> {
 mod tests {
     use super::*;
     use crate::store::tree::Node;
+    use proptest::prelude::*;
 
     #[test]
     fn round_trip_and_corruption_detected() {
@@ -890,6 +1120,136 @@ mod tests {
             let mut b = bytes.clone();
             b[i] ^= 1;
             assert!(Index::decode(&b).is_err(), "flip at {i} undetected");
+        }
+    }
+
+    /// A version-3 file, as the previous release wrote it: the tree-entry
+    /// encoding plus fixed-width meta (test-only writer).
+    fn encode_v3(ix: &Index) -> Vec<u8> {
+        let mut out = Vec::new();
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&OLD_VERSION.to_le_bytes());
+        out.extend_from_slice(&ix.generation.to_le_bytes());
+        out.extend_from_slice(&ix.scan_start_ns.to_le_bytes());
+        let mut paths: Vec<_> = ix.dirs.keys().collect();
+        paths.sort();
+        out.extend_from_slice(&(paths.len() as u32).to_le_bytes());
+        for p in paths {
+            let d = &ix.dirs[p];
+            let mut b = Vec::new();
+            b.extend_from_slice(&(p.len() as u32).to_le_bytes());
+            b.extend_from_slice(p);
+            b.extend_from_slice(&d.tree.0);
+            b.push(block_flags(d));
+            b.extend_from_slice(&(d.entries.len() as u32).to_le_bytes());
+            for e in d.entries.iter() {
+                e.entry.encode_into(&mut b);
+                b.extend_from_slice(&e.meta.dev.to_le_bytes());
+                b.extend_from_slice(&e.meta.ino.to_le_bytes());
+                b.extend_from_slice(&e.meta.mode.to_le_bytes());
+                b.extend_from_slice(&e.meta.size.to_le_bytes());
+                b.extend_from_slice(&e.meta.ctime_ns.to_le_bytes());
+                b.push(e.racy as u8);
+            }
+            out.extend_from_slice(&(b.len() as u32).to_le_bytes());
+            out.extend_from_slice(&b);
+        }
+        let h = blake3::hash(&out);
+        out.extend_from_slice(h.as_bytes());
+        out
+    }
+
+    fn arb_entry() -> impl Strategy<Value = IndexEntry> {
+        let node = crate::store::tree::arb_node();
+        // Small pools for dev, times and sizes, so that both the implied
+        // and the explicit encodings of each field come up.
+        let dev = prop_oneof![Just(7u64), any::<u64>()];
+        let time = prop_oneof![Just(1_700_000_000_000_000_000i64), any::<i64>()];
+        (
+            node,
+            0u32..=0o7777,
+            time.clone(),
+            time,
+            dev,
+            any::<u64>(),
+            prop_oneof![Just(None), any::<u32>().prop_map(Some)],
+            prop_oneof![Just(None), any::<u64>().prop_map(Some)],
+            any::<bool>(),
+        )
+            .prop_map(|(node, perm, mtime, ctime, dev, ino, mode, size, racy)| {
+                let entry = Entry {
+                    name: Vec::new(),
+                    mode: perm,
+                    mtime_ns: mtime,
+                    node,
+                };
+                let n = entry.borrowed().node;
+                let (mode, size) = (
+                    mode.unwrap_or(type_bits(&n) | perm),
+                    size.unwrap_or(implied_size(&n)),
+                );
+                IndexEntry {
+                    entry,
+                    meta: Meta {
+                        dev,
+                        ino,
+                        mode,
+                        size,
+                        mtime_ns: mtime,
+                        ctime_ns: ctime,
+                    },
+                    racy,
+                }
+            })
+    }
+
+    fn arb_index() -> impl Strategy<Value = Index> {
+        let dir = (
+            proptest::collection::vec(arb_entry(), 0..12),
+            any::<[u8; 32]>(),
+            any::<bool>(),
+        )
+            .prop_map(|(mut entries, tree, exact_names)| {
+                for (i, e) in entries.iter_mut().enumerate() {
+                    e.entry.name = format!("n{i:02}").into_bytes();
+                }
+                Arc::new(DirRecord {
+                    tree: Hash(tree),
+                    entries: entries.into(),
+                    exact_names,
+                })
+            });
+        (
+            proptest::collection::vec(dir, 1..6),
+            any::<u64>(),
+            any::<i64>(),
+        )
+            .prop_map(|(dirs, generation, scan_start_ns)| Index {
+                generation,
+                scan_start_ns,
+                dirs: dirs
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, d)| (format!("d{i}").into_bytes(), d))
+                    .collect(),
+                base: None,
+            })
+    }
+
+    proptest! {
+        /// Every entry survives the compact encoding, whatever its fields;
+        /// an index written by the previous version (3) loads to the same
+        /// records, and written again (version 4) still does.
+        #[test]
+        fn compact_records_round_trip_and_version_3_is_still_read(ix in arb_index()) {
+            let v4 = Index::decode(&ix.encode()).unwrap();
+            prop_assert_eq!(&v4.dirs, &ix.dirs);
+            let v3 = Index::decode(&encode_v3(&ix)).unwrap();
+            prop_assert_eq!(&v3.dirs, &ix.dirs);
+            prop_assert_eq!(v3.generation, ix.generation);
+            let again = v3.encode();
+            prop_assert_eq!(&again[4..8], &VERSION.to_le_bytes()[..]);
+            prop_assert_eq!(&Index::decode(&again).unwrap().dirs, &ix.dirs);
         }
     }
 }

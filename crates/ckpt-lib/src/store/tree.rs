@@ -326,6 +326,47 @@ impl<'a> Reader<'a> {
     pub(crate) fn hash(&mut self) -> Result<Hash> {
         Ok(Hash(self.take(32)?.try_into().unwrap()))
     }
+    pub(crate) fn u8(&mut self) -> Result<u8> {
+        Ok(self.take(1)?[0])
+    }
+    /// An unsigned LEB128 number (at most 10 bytes, no bits beyond 64).
+    pub(crate) fn varint(&mut self) -> Result<u64> {
+        let mut v = 0u64;
+        for shift in (0..64).step_by(7) {
+            let b = self.u8()?;
+            if shift == 63 && b > 1 {
+                break;
+            }
+            v |= u64::from(b & 0x7f) << shift;
+            if b & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+        Err(Error::Corrupt("number too long".into()))
+    }
+}
+
+/// Appends `v` as unsigned LEB128 (the encoding [`Reader::varint`] reads).
+pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push(v as u8 | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// Any node (for property tests here and in the stat index).
+#[cfg(test)]
+pub(crate) fn arb_node() -> impl proptest::strategy::Strategy<Value = Node> {
+    use proptest::prelude::*;
+    prop_oneof![
+        (any::<u64>(), any::<[u8; 32]>()).prop_map(|(size, h)| Node::File {
+            size,
+            hash: Hash(h)
+        }),
+        any::<[u8; 32]>().prop_map(|h| Node::Dir { tree: Hash(h) }),
+        proptest::collection::vec(any::<u8>(), 0..40).prop_map(|target| Node::Symlink { target }),
+    ]
 }
 
 #[cfg(test)]
@@ -336,20 +377,13 @@ mod tests {
     fn arb_entry() -> impl Strategy<Value = Entry> {
         let name =
             proptest::collection::vec(1u8..=255, 1..20).prop_filter("valid", |n| valid_name(n));
-        let node = prop_oneof![
-            (any::<u64>(), any::<[u8; 32]>()).prop_map(|(size, h)| Node::File {
-                size,
-                hash: Hash(h)
-            }),
-            any::<[u8; 32]>().prop_map(|h| Node::Dir { tree: Hash(h) }),
-            proptest::collection::vec(any::<u8>(), 0..40)
-                .prop_map(|target| Node::Symlink { target }),
-        ];
-        (name, 0u32..0o7777, any::<i64>(), node).prop_map(|(name, mode, mtime_ns, node)| Entry {
-            name,
-            mode,
-            mtime_ns,
-            node,
+        (name, 0u32..0o7777, any::<i64>(), arb_node()).prop_map(|(name, mode, mtime_ns, node)| {
+            Entry {
+                name,
+                mode,
+                mtime_ns,
+                node,
+            }
         })
     }
 

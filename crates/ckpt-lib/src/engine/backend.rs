@@ -1,0 +1,265 @@
+//! How a fork's files are made ([`Backend`]), and which one a given fork
+//! gets ([`choose`]): the fastest one proven to work between this
+//! workspace, its store and the fork's directory, or the one `--backend`
+//! forces (refused, with nothing changed, when it cannot work there).
+//!
+//! Each backend is proven, not guessed from a filesystem name:
+//! - **subvolume**: the workspace root is a btrfs subvolume root (inode
+//!   256 on btrfs), the fork's directory is on the same btrfs filesystem
+//!   (`BTRFS_IOC_FS_INFO` fsid; `st_dev` differs per subvolume), and the
+//!   store is not inside the workspace (a snapshot would copy it). The
+//!   snapshot ioctl itself is the final proof: when it fails in automatic
+//!   mode nothing was created and the fork falls back to the next backend
+//!   ([`crate::engine::fork`]);
+//! - **reflink**: a real `FICLONE` between temporary files in the store and
+//!   in the fork's parent directory ([`probe_pair`]);
+//! - **copy**: always works.
+//!
+//! The overlay backend of docs/FORK.md is not implemented; it is named
+//! here so that `--backend overlay` says so instead of failing to parse.
+
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::platform::btrfs;
+use crate::{Error, Result};
+use ckpt_copy::copy::probe_pair;
+use ckpt_copy::fs;
+
+/// How a fork's files are made (docs/FORK.md, "Backends").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Backend {
+    /// A btrfs snapshot of the workspace subvolume, then a restore of the
+    /// paths that differ from the checkpoint.
+    BtrfsSubvolume,
+    /// An overlay mount over a materialised checkpoint (not implemented).
+    Overlay,
+    /// Every file a `FICLONE` of its store object.
+    Reflink,
+    /// Every file copied from its store object.
+    Copy,
+}
+
+impl Backend {
+    /// Every backend, fastest first (the order [`choose`] tries them).
+    pub const ALL: [Backend; 4] = [
+        Backend::BtrfsSubvolume,
+        Backend::Overlay,
+        Backend::Reflink,
+        Backend::Copy,
+    ];
+
+    /// The name used by `--backend`, `doctor` and JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::BtrfsSubvolume => "btrfs-subvolume",
+            Backend::Overlay => "overlay",
+            Backend::Reflink => "reflink",
+            Backend::Copy => "copy",
+        }
+    }
+
+    /// Parses a `--backend` value, or says which values there are.
+    pub fn parse(s: &str) -> std::result::Result<Backend, String> {
+        Backend::ALL
+            .into_iter()
+            .find(|b| b.name() == s)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Backend::ALL.iter().map(|b| b.name()).collect();
+                format!("unknown fork backend {s:?}; one of: {}", names.join(", "))
+            })
+    }
+}
+
+/// One backend's probe: whether it works here, and why (not).
+#[derive(Clone, Debug, Serialize)]
+pub struct Probe {
+    /// The backend probed.
+    pub backend: Backend,
+    /// It works for this workspace, store and destination.
+    pub works: bool,
+    /// Why, in a sentence.
+    pub why: String,
+}
+
+/// The backend a fork gets.
+#[derive(Clone, Debug, Serialize)]
+pub struct Choice {
+    /// The one chosen.
+    pub backend: Backend,
+    /// Why it was chosen.
+    pub why: String,
+    /// Every backend's probe, in [`Backend::ALL`] order.
+    pub probes: Vec<Probe>,
+    /// It was forced (`--backend`): no fallback if it fails after all.
+    pub forced: bool,
+}
+
+impl Choice {
+    /// The next backend that works after `b` (the fallback when a
+    /// subvolume snapshot is refused in automatic mode).
+    pub fn after(&self, b: Backend) -> Backend {
+        self.probes
+            .iter()
+            .skip_while(|p| p.backend != b)
+            .skip(1)
+            .find(|p| p.works)
+            .map_or(Backend::Copy, |p| p.backend)
+    }
+}
+
+/// The nearest existing ancestor of `p` (or `p` itself): where a fork into
+/// `p` creates its staging directory.
+pub fn existing_ancestor(p: &Path) -> PathBuf {
+    let mut cur = p.to_path_buf();
+    loop {
+        if cur.is_dir() {
+            return cur;
+        }
+        if !cur.pop() {
+            return PathBuf::from("/");
+        }
+    }
+}
+
+fn probe_subvolume(
+    ws_root: &Path,
+    store_root: &Path,
+    dest_dir: &Path,
+) -> std::result::Result<String, String> {
+    let ws = fs::open_dir_path(ws_root)
+        .map_err(|e| format!("cannot open {}: {e}", ws_root.display()))?;
+    if !btrfs::is_btrfs(ws.as_fd()) {
+        return Err(format!(
+            "the workspace {} is not on btrfs",
+            ws_root.display()
+        ));
+    }
+    if !btrfs::is_subvolume(ws.as_fd()) {
+        return Err(format!(
+            "the workspace {} is not a btrfs subvolume (`ckpt init --subvolume` makes it one, see docs/FORK.md)",
+            ws_root.display()
+        ));
+    }
+    if store_root.starts_with(ws_root) {
+        return Err(format!(
+            "the store {} is inside the workspace, and a snapshot would copy it",
+            store_root.display()
+        ));
+    }
+    let dest = fs::open_dir_path(dest_dir)
+        .map_err(|e| format!("cannot open {}: {e}", dest_dir.display()))?;
+    let same = match (btrfs::fsid(ws.as_fd()), btrfs::fsid(dest.as_fd())) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    };
+    if !same {
+        return Err(format!(
+            "{} is not on the workspace's btrfs filesystem (a snapshot stays on its filesystem)",
+            dest_dir.display()
+        ));
+    }
+    Ok("the workspace is a btrfs subvolume and the fork's directory is on the same filesystem: a snapshot, then a restore of only the paths that differ from the checkpoint".into())
+}
+
+fn probe_reflink(store_root: &Path, dest_dir: &Path) -> std::result::Result<String, String> {
+    let s = fs::open_dir_path(store_root)
+        .map_err(|e| format!("cannot open {}: {e}", store_root.display()))?;
+    let d = fs::open_dir_path(dest_dir)
+        .map_err(|e| format!("cannot open {}: {e}", dest_dir.display()))?;
+    match probe_pair(s.as_fd(), d.as_fd()) {
+        Ok(c) if c.reflink => Ok(format!(
+            "FICLONE works from the store {} into {}: every file shares its store object's blocks",
+            store_root.display(),
+            dest_dir.display()
+        )),
+        Ok(_) => Err(format!(
+            "FICLONE does not work from the store {} into {} (another filesystem, or one without reflinks)",
+            store_root.display(),
+            dest_dir.display()
+        )),
+        Err(e) => Err(format!("probing {} failed: {e}", dest_dir.display())),
+    }
+}
+
+/// Probes every backend for a fork of the workspace `ws_root` (store
+/// `store_root`) into `dest` (a new or empty directory; its nearest
+/// existing ancestor is probed).
+pub fn probe_all(ws_root: &Path, store_root: &Path, dest: &Path) -> Vec<Probe> {
+    let dir = existing_ancestor(dest);
+    Backend::ALL
+        .into_iter()
+        .map(|backend| {
+            let r = match backend {
+                Backend::BtrfsSubvolume => probe_subvolume(ws_root, store_root, &dir),
+                Backend::Overlay => Err("not implemented yet (docs/FORK.md)".into()),
+                Backend::Reflink => probe_reflink(store_root, &dir),
+                Backend::Copy => Ok(
+                    "copies work everywhere: every file is written from its verified store object"
+                        .into(),
+                ),
+            };
+            let (works, why) = match r {
+                Ok(w) => (true, w),
+                Err(w) => (false, w),
+            };
+            Probe {
+                backend,
+                works,
+                why,
+            }
+        })
+        .collect()
+}
+
+/// The backend for a fork into `dest`: `forced` if it works here (else a
+/// usage error, nothing changed), otherwise the first that works.
+pub fn choose(
+    ws_root: &Path,
+    store_root: &Path,
+    dest: &Path,
+    forced: Option<Backend>,
+) -> Result<Choice> {
+    let probes = probe_all(ws_root, store_root, dest);
+    let pick = |b: Backend| {
+        probes
+            .iter()
+            .find(|p| p.backend == b)
+            .expect("every backend is probed")
+    };
+    match forced {
+        Some(b) => {
+            let p = pick(b);
+            if !p.works {
+                return Err(Error::Usage(format!(
+                    "--backend {} cannot fork into {}: {} (nothing was changed)\n  drop --backend to use the best one that works (`ckpt doctor` shows them)",
+                    b.name(),
+                    dest.display(),
+                    p.why
+                )));
+            }
+            Ok(Choice {
+                backend: b,
+                why: format!("forced by --backend: {}", p.why),
+                forced: true,
+                probes,
+            })
+        }
+        None => {
+            let p = probes
+                .iter()
+                .find(|p| p.works)
+                .expect("copy always works")
+                .clone();
+            Ok(Choice {
+                backend: p.backend,
+                why: p.why,
+                forced: false,
+                probes,
+            })
+        }
+    }
+}
