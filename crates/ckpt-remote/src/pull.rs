@@ -637,10 +637,7 @@ pub fn clone(ctx: &Context, opts: &CloneOptions<'_>) -> Result<CloneReport> {
             &cp.id(),
             &ws.root,
             &[],
-            MaterializeOptions {
-                link: false,
-                progress: None,
-            },
+            MaterializeOptions::default(),
         )?;
         ws.write_marker()?;
         Ok(CloneReport {
