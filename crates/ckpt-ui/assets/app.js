@@ -250,6 +250,7 @@ async function showCheckpoint(id) {
     el('button', { type: 'button', id: 'act-delete', class: 'danger', onclick: () => deleteFlow(r.id).catch(fail), text: 'Delete\u2026' }));
   const diffBox = el('div', { id: 'diff' });
   const stateBox = el('div', { id: 'state' });
+  d.dataset.id = r.id;
   clear(d,
     el('h2', {}, el('span', { text: r.id }), r.head ? el('span', { class: 'badge head-badge', text: 'HEAD' }) : null),
     el('p', { class: 'msg-big', text: r.message || '(no message)' }),
