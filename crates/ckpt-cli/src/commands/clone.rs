@@ -6,6 +6,7 @@ use ckpt_copy::copytree::Progress;
 use ckpt_lib::Result;
 use ckpt_remote::pull::CloneOptions;
 
+use super::remote::TransferArgs;
 use crate::context::Ctx;
 use crate::render::{self, print_report};
 
@@ -22,9 +23,8 @@ pub struct CloneArgs {
     /// Where to keep the new workspace's store (default: the usual rule).
     #[arg(long, value_name = "DIR")]
     store: Option<PathBuf>,
-    /// Requests in flight at once.
-    #[arg(long, value_name = "N")]
-    concurrency: Option<usize>,
+    #[command(flatten)]
+    transfer: TransferArgs,
     /// JSON output.
     #[arg(long)]
     json: bool,
@@ -32,10 +32,7 @@ pub struct CloneArgs {
 
 /// Runs `ckpt clone`.
 pub fn run(ctx: &Ctx, args: &CloneArgs) -> Result<()> {
-    let mut settings = ctx.remote.clone();
-    if let Some(n) = args.concurrency {
-        settings.concurrency = n.max(1);
-    }
+    let settings = args.transfer.settings(ctx);
     let progress = Progress::default();
     let opts = CloneOptions {
         source: &args.source,

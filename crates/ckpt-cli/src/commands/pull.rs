@@ -4,6 +4,7 @@ use ckpt_copy::copytree::Progress;
 use ckpt_lib::Result;
 use ckpt_remote::pull::PullOptions;
 
+use super::remote::TransferArgs;
 use crate::context::Ctx;
 use crate::render::{self, print_report};
 
@@ -17,9 +18,8 @@ pub struct PullArgs {
     /// The workspace name on the remote.
     #[arg(long, value_name = "NAME")]
     workspace: Option<String>,
-    /// Requests in flight at once.
-    #[arg(long, value_name = "N")]
-    concurrency: Option<usize>,
+    #[command(flatten)]
+    transfer: TransferArgs,
     /// JSON output.
     #[arg(long)]
     json: bool,
@@ -27,10 +27,7 @@ pub struct PullArgs {
 
 /// Runs `ckpt pull`.
 pub fn run(ctx: &Ctx, args: &PullArgs) -> Result<()> {
-    let mut settings = ctx.remote.clone();
-    if let Some(n) = args.concurrency {
-        settings.concurrency = n.max(1);
-    }
+    let settings = args.transfer.settings(ctx);
     let progress = Progress::default();
     let opts = PullOptions {
         remote: args.remote.as_deref(),

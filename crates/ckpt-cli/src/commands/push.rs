@@ -4,6 +4,7 @@ use ckpt_copy::copytree::Progress;
 use ckpt_lib::Result;
 use ckpt_remote::push::PushOptions;
 
+use super::remote::TransferArgs;
 use crate::context::Ctx;
 use crate::render::{self, print_report};
 
@@ -20,9 +21,8 @@ pub struct PushArgs {
     /// The workspace name on the remote (default: the remote's setting, else the directory's name).
     #[arg(long, value_name = "NAME")]
     workspace: Option<String>,
-    /// Requests in flight at once (default 8, or $CKPT_REMOTE_CONCURRENCY).
-    #[arg(long, value_name = "N")]
-    concurrency: Option<usize>,
+    #[command(flatten)]
+    transfer: TransferArgs,
     /// JSON output.
     #[arg(long)]
     json: bool,
@@ -30,10 +30,7 @@ pub struct PushArgs {
 
 /// Runs `ckpt push`.
 pub fn run(ctx: &Ctx, args: &PushArgs) -> Result<()> {
-    let mut settings = ctx.remote.clone();
-    if let Some(n) = args.concurrency {
-        settings.concurrency = n.max(1);
-    }
+    let settings = args.transfer.settings(ctx);
     let progress = Progress::default();
     let opts = PushOptions {
         remote: args.remote.as_deref(),

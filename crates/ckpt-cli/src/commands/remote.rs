@@ -8,6 +8,26 @@ use clap::Subcommand;
 use crate::context::Ctx;
 use crate::render::print_report;
 
+/// The option every transfer (`push`, `pull`, `clone`) takes.
+#[derive(clap::Args)]
+pub struct TransferArgs {
+    /// Requests in flight at once (default 8, or $CKPT_REMOTE_CONCURRENCY).
+    #[arg(long, value_name = "N")]
+    concurrency: Option<usize>,
+}
+
+impl TransferArgs {
+    /// The remote settings from the environment, with this command's
+    /// `--concurrency`.
+    pub fn settings(&self, ctx: &Ctx) -> ckpt_remote::Settings {
+        let mut settings = ctx.remote.clone();
+        if let Some(n) = self.concurrency {
+            settings.concurrency = n.max(1);
+        }
+        settings
+    }
+}
+
 /// `ckpt remote …`.
 #[derive(Subcommand)]
 pub enum RemoteCmd {
