@@ -199,6 +199,22 @@ impl RestoreReport {
             unreadable: Vec::new(),
         }
     }
+
+    /// The report of a dry run: what would change (`changes`), nothing
+    /// saved, written or removed.
+    pub fn dry_run(
+        target: Checkpoint,
+        changes: Vec<Change>,
+        state: Option<StateRestore>,
+        unreadable: Vec<Unreadable>,
+    ) -> RestoreReport {
+        RestoreReport {
+            changes,
+            state,
+            unreadable,
+            ..RestoreReport::files_untouched(target, None, None, None)
+        }
+    }
 }
 
 /// Restores the workspace in place to checkpoint `rev`, scanning and
@@ -241,18 +257,12 @@ pub fn restore(
         let scan = scanner.scan(ws, store, ScanKind::HashOnly)?;
         let reader = store.catalog.reader()?;
         let changes = plan(&reader, &scan, target.root, &filter, &ignore, &ws.root)?;
-        return Ok(RestoreReport {
+        return Ok(RestoreReport::dry_run(
             target,
-            undo: None,
-            pre_save: None,
-            post_save: None,
             changes,
-            resumed: false,
-            written: 0,
-            removed: 0,
             state,
-            unreadable: scan.unreadable,
-        });
+            scan.unreadable,
+        ));
     }
 
     let resumed = !state_only
