@@ -394,21 +394,59 @@ fn four_forks_with(base: &Path, backend: Option<&str>) {
 /// After an adopt was killed: an interrupted restore is reported, and
 /// re-running it gives exactly `won`; otherwise the parent is exactly
 /// `before` or `won`.
-fn unchanged_or_adopted(f: &Fleet, before: &Snapshot, won: &Snapshot, what: &str) {
-    let st = f.run(&["status", "--json"]).ok().json();
-    if let Some(target) = st["interrupted_restore"].as_str() {
-        f.run(&["restore", target]).ok();
-        assert_same(
+/// What an adopt test starts from: the parent saved as `v1` (`before`),
+/// and its fork `fork`, edited and saved (`won`).
+struct Adoption {
+    v1: String,
+    before: Snapshot,
+    fork: PathBuf,
+    won: Snapshot,
+}
+
+impl Adoption {
+    /// Saves the parent, forks it into `winner`, lets `edit_fork` change
+    /// the fork and saves that.
+    fn new(f: &Fleet, edit_fork: impl FnOnce(&Path)) -> Adoption {
+        let v1 = f.save(&f.ws.root)["id"].as_str().unwrap().to_string();
+        let before = snapshot(&f.ws.root);
+        let fork = f.dir("winner");
+        f.run(&["fork", &v1, fork.to_str().unwrap()]).ok();
+        edit_fork(&fork);
+        f.save(&fork);
+        let won = snapshot(&fork);
+        Adoption {
+            v1,
+            before,
+            fork,
             won,
-            &snapshot(&f.ws.root),
-            &format!("{what}: interrupted adopt, finished"),
-        );
-    } else {
-        let now = snapshot(&f.ws.root);
-        assert!(
-            &now == before || &now == won,
-            "{what}: left a state that is neither before nor adopted"
-        );
+        }
+    }
+
+    /// After an adopt that may have been killed (`what`): the parent is
+    /// unchanged or exactly the fork's checkpoint (an interrupted one is
+    /// finished first), the fork is untouched and both stores are intact;
+    /// then the parent is reset to `v1`.
+    fn check_and_reset(&self, f: &Fleet, what: &str) {
+        let st = f.run(&["status", "--json"]).ok().json();
+        if let Some(target) = st["interrupted_restore"].as_str() {
+            f.run(&["restore", target]).ok();
+            assert_same(
+                &self.won,
+                &snapshot(&f.ws.root),
+                &format!("{what}: interrupted adopt, finished"),
+            );
+        } else {
+            let now = snapshot(&f.ws.root);
+            assert!(
+                now == self.before || now == self.won,
+                "{what}: left a state that is neither before nor adopted"
+            );
+        }
+        assert_same(&self.won, &snapshot(&self.fork), "the fork during adopt");
+        f.verify_store(&f.ws.root);
+        f.verify_store(&self.fork);
+        f.run(&["restore", &self.v1]).ok();
+        assert_same(&self.before, &snapshot(&f.ws.root), "reset");
     }
 }
 
@@ -540,33 +578,19 @@ fn sigkill_during_adopt_leaves_parent_unchanged_or_adopted() {
     let mut rng = Rng::new("sigkill_adopt", 11);
     let f = Fleet::new();
     build_tree(&f.ws.root, 20, 30, &mut rng);
-    let v1 = f.save(&f.ws.root)["id"].as_str().unwrap().to_string();
-    let before = snapshot(&f.ws.root);
-    let d = f.dir("winner");
-    f.run(&["fork", &v1, d.to_str().unwrap()]).ok();
-    build_tree(&d.join("more"), 10, 20, &mut rng);
-    edit(&d, &mut rng, "w");
-    f.save(&d);
-    let won = snapshot(&d);
+    let a = Adoption::new(&f, |d| {
+        build_tree(&d.join("more"), 10, 20, &mut rng);
+        edit(d, &mut rng, "w");
+    });
     for i in 0..8u64 {
         let mut child = f
-            .cmd(&f.ws.root, &["adopt", d.to_str().unwrap()])
+            .cmd(&f.ws.root, &["adopt", a.fork.to_str().unwrap()])
             .spawn()
             .unwrap();
         std::thread::sleep(Duration::from_millis(i * 25));
         let _ = child.kill();
         let _ = child.wait();
-        unchanged_or_adopted(
-            &f,
-            &before,
-            &won,
-            &format!("adopt killed after {} ms", i * 25),
-        );
-        assert_same(&won, &snapshot(&d), "the fork during adopt");
-        f.verify_store(&f.ws.root);
-        // Back to the start for the next round.
-        f.run(&["restore", &v1]).ok();
-        assert_same(&before, &snapshot(&f.ws.root), "reset");
+        a.check_and_reset(&f, &format!("adopt killed after {} ms", i * 25));
     }
 }
 
@@ -658,14 +682,10 @@ fn adopt_killed_at_each_restore_step_is_unchanged_or_finished() {
     let mut rng = Rng::new("adopt_faults", 17);
     let f = Fleet::new();
     build_tree(&f.ws.root, 4, 6, &mut rng);
-    let v1 = f.save(&f.ws.root)["id"].as_str().unwrap().to_string();
-    let before = snapshot(&f.ws.root);
-    let d = f.dir("winner");
-    f.run(&["fork", &v1, d.to_str().unwrap()]).ok();
-    edit(&d, &mut rng, "w");
-    write(&d, "won.txt", b"the winner");
-    f.save(&d);
-    let won = snapshot(&d);
+    let a = Adoption::new(&f, |d| {
+        edit(d, &mut rng, "w");
+        write(d, "won.txt", b"the winner");
+    });
     let mut killed = 0;
     for fault in [
         "catalog.after_commit",
@@ -677,15 +697,10 @@ fn adopt_killed_at_each_restore_step_is_unchanged_or_finished() {
         "restore.after_journal_end",
     ] {
         let log_before = f.run(&["log", "--json"]).ok().json();
-        if killed_at(&f, &f.ws.root, &["adopt", d.to_str().unwrap()], fault) {
+        if killed_at(&f, &f.ws.root, &["adopt", a.fork.to_str().unwrap()], fault) {
             killed += 1;
         }
-        unchanged_or_adopted(&f, &before, &won, &format!("CKPT_FAULT={fault}"));
-        assert_same(&won, &snapshot(&d), "the fork during adopt");
-        f.verify_store(&f.ws.root);
-        f.verify_store(&d);
-        f.run(&["restore", &v1]).ok();
-        assert_same(&before, &snapshot(&f.ws.root), "reset");
+        a.check_and_reset(&f, &format!("CKPT_FAULT={fault}"));
         assert_ne!(log_before, serde_json::Value::Null);
     }
     assert!(killed >= 5, "only {killed} adopt crash points were reached");
