@@ -28,9 +28,10 @@
 //! Packs partly live are kept whole (no repacking yet).
 
 use std::collections::{HashMap, HashSet};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
+use ckpt_copy::fs::now_ns;
 use ckpt_lib::ops::json::SCHEMA;
 use ckpt_lib::ops::Context;
 use ckpt_lib::store::tree::{Node, Tree};
@@ -123,13 +124,6 @@ impl GcReport {
             &self.transfer,
         )
     }
-}
-
-fn now_ns() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos() as i64)
-        .unwrap_or(0)
 }
 
 async fn lock(client: &Client) -> Result<()> {

@@ -865,9 +865,7 @@ impl Annotations {
             None => Ok(None),
         }
     }
-}
 
-impl Annotations {
     /// The checkpoints that have an annotation, in order (by the module's
     /// invariant, each a record of `checkpoints`; the tests check it).
     pub fn seqs(&self) -> Result<Vec<u64>> {
