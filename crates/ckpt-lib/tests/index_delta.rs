@@ -214,7 +214,7 @@ proptest! {
     ) {
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("index");
-        let (ix, mut model) = initial(seed);
+        let (mut ix, mut model) = initial(seed);
         ix.save(&path).unwrap();
         // History: (files on disk, the state they hold) after each save.
         let mut states: Vec<Model> = vec![model.clone()];
@@ -275,7 +275,7 @@ proptest! {
 fn small_edits_write_a_delta_and_a_large_one_compacts() {
     let tmp = tempfile::tempdir().unwrap();
     let path = tmp.path().join("index");
-    let (ix, mut model) = initial(9);
+    let (mut ix, mut model) = initial(9);
     ix.save(&path).unwrap();
     assert!(!delta_path(&path).exists(), "first save writes a base");
     let base = std::fs::read(&path).unwrap();
@@ -308,7 +308,7 @@ fn small_edits_write_a_delta_and_a_large_one_compacts() {
 fn a_delta_is_written_only_against_the_base_on_disk() {
     let tmp = tempfile::tempdir().unwrap();
     let path = tmp.path().join("index");
-    let (ix, mut model) = initial(3);
+    let (mut ix, mut model) = initial(3);
     ix.save(&path).unwrap();
     let mut stale = Index::load(&path, 4);
     let mut stale_model = model.clone();
@@ -344,7 +344,7 @@ fn a_delta_is_written_only_against_the_base_on_disk() {
 fn gc_durable_save_removes_the_delta() {
     let tmp = tempfile::tempdir().unwrap();
     let path = tmp.path().join("index");
-    let (ix, mut model) = initial(5);
+    let (mut ix, mut model) = initial(5);
     ix.save(&path).unwrap();
     let mut ix = Index::load(&path, 4);
     apply(&mut ix, &mut model, &[Op::Put(7, 1, 1)]);

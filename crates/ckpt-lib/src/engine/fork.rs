@@ -243,7 +243,7 @@ pub fn fork(
             })?;
             if report.is_some() {
                 let reader = fork_store.catalog.reader()?;
-                let index =
+                let mut index =
                     inherit::inherited_index(&staging, &reader, rec.root, reader.generation()?)?;
                 index.save(&fork_store.index_path())?;
             } else {
@@ -357,7 +357,7 @@ fn restore_snapshot(
         Ok(ckpt_copy::fs::stat_fd(fd.as_fd()).ctx("stat", p)?.dev)
     };
     let generation = fork_store.catalog.reader()?.generation()?;
-    let index = inherit::snapshot_index(
+    let mut index = inherit::snapshot_index(
         &store.load_index()?,
         dev_of(origin_root)?,
         dev_of(staging)?,

@@ -29,7 +29,17 @@
 //! old delta, or a lost write, leaves either the new state or an older,
 //! consistent one (see `docs/FORMAT.md`). A delta is written only while the
 //! index path still names the very file (inode, held open) the in-memory
-//! index was loaded from.
+//! index was loaded from or last wrote as a whole base.
+//!
+//! ## Work that follows the change
+//! [`Dirs`] keeps, as records change, which paths changed since the base
+//! (and whether the base holds each) and which records have an unknown
+//! tree. The delta is built from the changed paths alone and a partial scan
+//! lists the unknown ones without looking at the other records, so a
+//! watch-mode save, whose index stays in memory, costs what changed, not
+//! the size of the index. The sets are exact because every change to the
+//! records goes through [`Dirs`]; where they are not known (records made
+//! without a base to compare with) the next write is a whole base.
 //!
 //! ## Loading without parsing
 //! Loading checks the trailer and validates every record, but keeps each
@@ -68,7 +78,7 @@
 //! write. Files of any other version are not read (the next scan
 //! re-hashes, as for a missing index).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::ops::Range;
 use std::os::unix::fs::MetadataExt;
@@ -80,7 +90,7 @@ use rayon::prelude::*;
 use crate::error::IoContext;
 use crate::store::tree::{put_varint, valid_name, Entry, EntryRef, NodeRef, Reader};
 use crate::{Error, Hash, Result};
-use ckpt_copy::fs::Meta;
+use ckpt_copy::fs::{is_within, join, Meta};
 
 /// The tree hash of a record whose tree must be rebuilt by the next scan
 /// (set by restore and gc; never the hash of a real tree).
@@ -577,6 +587,196 @@ impl DirRecord {
     }
 }
 
+/// The directory records of an index by path (relative, `""` for the
+/// root), with two sets kept up to date as records change, so that what a
+/// watch-mode save does follows the change and not the tree:
+/// - the paths whose record has [`UNKNOWN_TREE`] (every partial scan lists
+///   them, see `crate::workspace::scan`);
+/// - the paths whose record was replaced or removed since the base file
+///   was loaded or written, each with whether the base holds that path:
+///   the delta is made of these alone ([`Index::encode_delta`]).
+///
+/// Reads go to the map (`Deref`); every change goes through the methods
+/// below, which keep both sets exact. A record replaced by the very same
+/// `Arc` (a scan keeping it) is not a change.
+#[derive(Clone, Debug, Default)]
+pub struct Dirs {
+    map: HashMap<Vec<u8>, Arc<DirRecord>>,
+    unknown: HashSet<Vec<u8>>,
+    /// Path → whether the base holds it, for every path whose record
+    /// changed since the base. `None`: not known (records made without a
+    /// base to compare with); the next write is then a whole base.
+    changed: Option<HashMap<Vec<u8>, bool>>,
+}
+
+impl std::ops::Deref for Dirs {
+    type Target = HashMap<Vec<u8>, Arc<DirRecord>>;
+    fn deref(&self) -> &Self::Target {
+        &self.map
+    }
+}
+
+impl PartialEq for Dirs {
+    fn eq(&self, other: &Self) -> bool {
+        self.map == other.map
+    }
+}
+
+impl Eq for Dirs {}
+
+/// Records with nothing known about what changed since a base.
+impl From<HashMap<Vec<u8>, Arc<DirRecord>>> for Dirs {
+    fn from(map: HashMap<Vec<u8>, Arc<DirRecord>>) -> Dirs {
+        let unknown = map
+            .iter()
+            .filter(|(_, r)| r.tree == UNKNOWN_TREE)
+            .map(|(p, _)| p.clone())
+            .collect();
+        Dirs {
+            map,
+            unknown,
+            changed: None,
+        }
+    }
+}
+
+impl<'a> IntoIterator for &'a Dirs {
+    type Item = (&'a Vec<u8>, &'a Arc<DirRecord>);
+    type IntoIter = std::collections::hash_map::Iter<'a, Vec<u8>, Arc<DirRecord>>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.map.iter()
+    }
+}
+
+impl FromIterator<(Vec<u8>, Arc<DirRecord>)> for Dirs {
+    fn from_iter<I: IntoIterator<Item = (Vec<u8>, Arc<DirRecord>)>>(it: I) -> Dirs {
+        Dirs::from(it.into_iter().collect::<HashMap<_, _>>())
+    }
+}
+
+impl Dirs {
+    /// The records of a base file: nothing changed since it.
+    fn of_base(records: Vec<(Vec<u8>, Arc<DirRecord>)>) -> Dirs {
+        let mut map = HashMap::with_capacity(records.len());
+        map.extend(records);
+        Dirs {
+            changed: Some(HashMap::new()),
+            ..Dirs::from(map)
+        }
+    }
+
+    /// A full scan's records, `records`, succeeding `old` (the records it
+    /// scanned against): what changed since `old`'s base is carried over
+    /// and completed when `track`, else left unknown. Costs a lookup per
+    /// record, as the scan did.
+    pub(crate) fn succeeding(
+        old: &Dirs,
+        records: Vec<(Vec<u8>, Arc<DirRecord>)>,
+        track: bool,
+    ) -> Dirs {
+        let mut new = Dirs {
+            changed: old.changed.clone().filter(|_| track),
+            ..Dirs::default()
+        };
+        new.map.reserve(records.len());
+        let mut held = 0;
+        for (p, rec) in records {
+            match old.map.get(&p) {
+                Some(o) => {
+                    held += 1;
+                    if !Arc::ptr_eq(o, &rec) {
+                        new.note(&p, true);
+                    }
+                }
+                None => new.note(&p, false),
+            }
+            if rec.tree == UNKNOWN_TREE {
+                new.unknown.insert(p.clone());
+            }
+            new.map.insert(p, rec);
+        }
+        if held != old.map.len() && new.changed.is_some() {
+            for p in old.map.keys() {
+                if !new.map.contains_key(p) {
+                    new.note(p, true);
+                }
+            }
+        }
+        new
+    }
+
+    /// Notes that `path`'s record changes; `held`: the map holds `path`
+    /// before the change (so does the base, if nothing changed it since).
+    fn note(&mut self, path: &[u8], held: bool) {
+        if let Some(c) = &mut self.changed {
+            if !c.contains_key(path) {
+                c.insert(path.to_vec(), held);
+            }
+        }
+    }
+
+    /// Sets `path`'s record; returns the one it replaces.
+    pub fn insert(&mut self, path: Vec<u8>, rec: Arc<DirRecord>) -> Option<Arc<DirRecord>> {
+        let held = match self.map.get(&path) {
+            Some(o) if Arc::ptr_eq(o, &rec) => return Some(rec),
+            o => o.is_some(),
+        };
+        self.note(&path, held);
+        if rec.tree == UNKNOWN_TREE {
+            self.unknown.insert(path.clone());
+        } else if !self.unknown.is_empty() {
+            self.unknown.remove(&path);
+        }
+        self.map.insert(path, rec)
+    }
+
+    /// Removes `path`'s record and returns it.
+    pub fn remove(&mut self, path: &[u8]) -> Option<Arc<DirRecord>> {
+        let old = self.map.remove(path)?;
+        self.unknown.remove(path);
+        self.note(path, true);
+        Some(old)
+    }
+
+    /// Removes the record of the directory `path` and of every directory
+    /// below it: those the records' directory entries lead to, and any
+    /// record with an unknown tree within `path` (an index written by an
+    /// older restore may hold such a record that no entry leads to). Costs
+    /// what the subtree holds, not the whole index.
+    pub fn remove_subtree(&mut self, path: &[u8]) {
+        let mut todo = vec![path.to_vec()];
+        while let Some(p) = todo.pop() {
+            let Some(rec) = self.remove(&p) else { continue };
+            for v in rec.entries.views() {
+                if matches!(v.entry.node, NodeRef::Dir { .. }) {
+                    todo.push(join(&p, v.entry.name));
+                }
+            }
+        }
+        let stray: Vec<Vec<u8>> = self
+            .unknown
+            .iter()
+            .filter(|u| is_within(u, path))
+            .cloned()
+            .collect();
+        for p in stray {
+            self.remove(&p);
+        }
+    }
+
+    /// Sets every record of `records`.
+    pub fn extend(&mut self, records: impl IntoIterator<Item = (Vec<u8>, Arc<DirRecord>)>) {
+        for (p, rec) in records {
+            self.insert(p, rec);
+        }
+    }
+
+    /// The paths whose record has [`UNKNOWN_TREE`].
+    pub fn unknown_trees(&self) -> &HashSet<Vec<u8>> {
+        &self.unknown
+    }
+}
+
 /// The whole index.
 #[derive(Clone, Debug, Default)]
 pub struct Index {
@@ -585,35 +785,35 @@ pub struct Index {
     /// When the scan that produced it started.
     pub scan_start_ns: i64,
     /// Directory path (relative, `""` for the root) → record.
-    pub dirs: HashMap<Vec<u8>, Arc<DirRecord>>,
-    /// The base file this index was loaded from, so that saving it again
-    /// writes only a delta against it (or copies the bytes of unchanged
-    /// records when it rewrites the whole file).
+    pub dirs: Dirs,
+    /// The base file this index was loaded from or last written as, so
+    /// that saving it again writes only a delta against it (and copies the
+    /// bytes of unchanged records when it rewrites the whole file).
     pub base: Option<Arc<Base>>,
 }
 
-/// A loaded base index file.
+/// A base index file, as loaded or written.
 pub struct Base {
-    /// The whole file.
-    buf: Arc<Vec<u8>>,
+    /// The file's bytes, when loaded (records loaded from it point into
+    /// them); `None` for a base this process wrote.
+    buf: Option<Arc<Vec<u8>>>,
+    /// Its length.
+    len: usize,
     /// Its trailer: BLAKE3 of everything before it (what a delta names).
     id: Hash,
     generation: u64,
-    /// Its `dir` blocks.
-    blocks: Vec<Range<usize>>,
-    /// The file it was read from, held open so that its inode cannot be
-    /// reused: a delta is written only while the path still names it.
+    /// Written in the current version: a delta (whose records are always
+    /// in the current encoding) is only made against such a base.
+    current: bool,
+    /// The file it was read from or written as, held open so that its
+    /// inode cannot be reused: a delta is written only while the path
+    /// still names it.
     file: Option<File>,
 }
 
 impl std::fmt::Debug for Base {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "Base({} bytes, {} dirs)",
-            self.buf.len(),
-            self.blocks.len()
-        )
+        write!(f, "Base({} bytes, {:?})", self.len, self.id)
     }
 }
 
@@ -641,7 +841,8 @@ struct Parsed {
     scan_start_ns: i64,
     base_id: Option<Hash>,
     removed: Vec<Vec<u8>>,
-    blocks: Vec<Range<usize>>,
+    /// In the current encoding (version 4 blocks).
+    v4: bool,
     records: Vec<(Vec<u8>, Arc<DirRecord>)>,
 }
 
@@ -713,7 +914,7 @@ fn parse(buf: &Arc<Vec<u8>>, delta: bool) -> Result<Parsed> {
         scan_start_ns,
         base_id,
         removed,
-        blocks,
+        v4,
         records,
     })
 }
@@ -812,19 +1013,17 @@ impl Index {
     fn decode_owned(bytes: Vec<u8>) -> Result<Index> {
         let buf = Arc::new(bytes);
         let p = parse(&buf, false)?;
-        let id = Hash(buf[buf.len() - 32..].try_into().unwrap());
-        let mut dirs = HashMap::with_capacity(p.records.len());
-        dirs.extend(p.records);
         Ok(Index {
             generation: p.generation,
             scan_start_ns: p.scan_start_ns,
-            dirs,
+            dirs: Dirs::of_base(p.records),
             base: Some(Arc::new(Base {
-                buf,
-                id,
+                len: buf.len(),
+                id: trailer(&buf),
                 generation: p.generation,
-                blocks: p.blocks,
+                current: p.v4,
                 file: None,
+                buf: Some(buf),
             })),
         })
     }
@@ -899,39 +1098,40 @@ impl Index {
         out
     }
 
-    /// The delta of this index against `base`: every record that is not
-    /// `base`'s own block for its path, and every path of `base` that is
-    /// gone. `None` when it would be larger than the base allows.
+    /// The delta of this index against `base`: every record changed since
+    /// `base` (see [`Dirs`]) that is not `base`'s own block for its path,
+    /// and every path of `base` that is gone. `None` when it would be
+    /// larger than the base allows, or what changed is not known. Costs
+    /// what changed since `base`, not the whole index.
     pub fn encode_delta(&self, base: &Base) -> Option<Vec<u8>> {
-        if base.generation != self.generation {
+        if base.generation != self.generation || !base.current {
             return None;
         }
-        let mut same = 0usize;
+        let since = self.dirs.changed.as_ref()?;
         let mut changed: Vec<&Vec<u8>> = Vec::new();
-        let mut size = 0usize;
-        let limit = base.buf.len() / DELTA_MAX_FRACTION;
-        for (p, rec) in &self.dirs {
-            if rec.stored_block(p, Some(&base.buf)).is_some() {
-                same += 1;
-            } else {
-                changed.push(p);
-                // An estimate (a file or directory entry holds a 32-byte hash);
-                // the encoded size is checked below.
-                size += 40 + p.len() + rec.entries.len() * 40;
-                if size > limit {
-                    return None;
-                }
-            }
-        }
         let mut removed: Vec<&[u8]> = Vec::new();
-        if same != base.blocks.len() {
-            for b in &base.blocks {
-                let block = &base.buf[b.clone()];
-                let len = u32::from_le_bytes(block[..4].try_into().unwrap()) as usize;
-                let p = &block[4..4 + len];
-                if !self.dirs.contains_key(p) {
-                    removed.push(p);
+        let mut size = 0usize;
+        let limit = base.len / DELTA_MAX_FRACTION;
+        for (p, &in_base) in since {
+            match self.dirs.get(p) {
+                Some(rec) => {
+                    if base
+                        .buf
+                        .as_ref()
+                        .is_some_and(|b| rec.stored_block(p, Some(b)).is_some())
+                    {
+                        continue;
+                    }
+                    changed.push(p);
+                    // An estimate (a file or directory entry holds a 32-byte
+                    // hash); the encoded size is checked below.
+                    size += 40 + p.len() + rec.entries.len() * 40;
+                    if size > limit {
+                        return None;
+                    }
                 }
+                None if in_base => removed.push(p),
+                None => {}
             }
         }
         changed.sort_unstable();
@@ -952,11 +1152,11 @@ impl Index {
     }
 
     /// Records this index at `path` (a cache, see the module doc): as a
-    /// delta against the base file it was loaded from when `path` still
-    /// names that file and the delta is small, else as a whole new file
-    /// (which drops any delta). Each file is replaced atomically (temp +
-    /// rename, no fsync).
-    pub fn save(&self, path: &Path) -> Result<()> {
+    /// delta against its base when `path` still names that file and the
+    /// delta is small, else as a whole new file (which drops any delta) that
+    /// becomes its base, so that the next save can again write a delta.
+    /// Each file is replaced atomically (temp + rename, no fsync).
+    pub fn save(&mut self, path: &Path) -> Result<()> {
         let t = crate::trace::span("index encode");
         let delta = self
             .base
@@ -966,13 +1166,24 @@ impl Index {
         if let Some(d) = delta {
             drop(t);
             let _t = crate::trace::span("index write delta");
-            return replace(&delta_path(path), &d, false);
+            replace(&delta_path(path), &d, false)?;
+            return Ok(());
         }
         let bytes = self.encode();
         drop(t);
         let _t = crate::trace::span("index write");
-        replace(path, &bytes, false)?;
-        remove_delta(path)
+        let file = replace(path, &bytes, false)?;
+        remove_delta(path)?;
+        self.base = Some(Arc::new(Base {
+            buf: None,
+            len: bytes.len(),
+            id: trailer(&bytes),
+            generation: self.generation,
+            current: true,
+            file: Some(file),
+        }));
+        self.dirs.changed = Some(HashMap::new());
+        Ok(())
     }
 
     /// Replaces the index file durably (temp + fsync + rename, the delta
@@ -983,6 +1194,58 @@ impl Index {
         remove_delta(path)?;
         let dir = path.parent().unwrap_or(Path::new("."));
         File::open(dir).and_then(|d| d.sync_all()).ctx("fsync", dir)
+    }
+}
+
+/// The delta as it was made before [`Dirs`] tracked what changed: by a walk
+/// over every record and every path of the base (the reference the tracked
+/// [`Index::encode_delta`] is tested against; `None` also when the base's
+/// bytes are not held).
+#[cfg(test)]
+impl Index {
+    pub(crate) fn encode_delta_by_walk(&self, base: &Base) -> Option<Vec<u8>> {
+        let buf = base.buf.as_ref()?;
+        if base.generation != self.generation || !base.current {
+            return None;
+        }
+        let mut changed: Vec<&Vec<u8>> = Vec::new();
+        let mut size = 0usize;
+        let limit = base.len / DELTA_MAX_FRACTION;
+        for (p, rec) in self.dirs.iter() {
+            if rec.stored_block(p, Some(buf)).is_none() {
+                changed.push(p);
+                size += 40 + p.len() + rec.entries.len() * 40;
+                if size > limit {
+                    return None;
+                }
+            }
+        }
+        let base_paths: Vec<Vec<u8>> = parse(buf, false)
+            .ok()?
+            .records
+            .into_iter()
+            .map(|(p, _)| p)
+            .collect();
+        let mut removed: Vec<&[u8]> = base_paths
+            .iter()
+            .filter(|p| !self.dirs.contains_key(*p))
+            .map(|p| p.as_slice())
+            .collect();
+        changed.sort_unstable();
+        removed.sort_unstable();
+        let mut head = Vec::new();
+        head.extend_from_slice(DELTA_MAGIC);
+        head.extend_from_slice(&DELTA_VERSION.to_le_bytes());
+        head.extend_from_slice(&self.generation.to_le_bytes());
+        head.extend_from_slice(&self.scan_start_ns.to_le_bytes());
+        head.extend_from_slice(&base.id.0);
+        head.extend_from_slice(&(removed.len() as u32).to_le_bytes());
+        for p in &removed {
+            head.extend_from_slice(&(p.len() as u32).to_le_bytes());
+            head.extend_from_slice(p);
+        }
+        let out = self.finish(head, &changed);
+        (out.len() <= limit.max(1)).then_some(out)
     }
 }
 
@@ -1009,7 +1272,9 @@ pub fn remove(path: &Path) -> Result<()> {
     Ok(())
 }
 
-fn replace(path: &Path, bytes: &[u8], durable: bool) -> Result<()> {
+/// Replaces `path` with `bytes` (temp file + rename, fsynced first when
+/// `durable`); returns the new file, open.
+fn replace(path: &Path, bytes: &[u8], durable: bool) -> Result<File> {
     use std::io::Write;
     let tmp = temp_path(path);
     let mut f = File::create(&tmp).ctx("create", &tmp)?;
@@ -1024,11 +1289,15 @@ fn replace(path: &Path, bytes: &[u8], durable: bool) -> Result<()> {
         let _ = std::fs::remove_file(&tmp);
     }
     written?;
-    drop(f);
     ckpt_fault::point("index.after_tmp_write");
     std::fs::rename(&tmp, path).ctx("rename", path)?;
     ckpt_fault::point("index.after_rename");
-    Ok(())
+    Ok(f)
+}
+
+/// The trailer of an index or delta file (BLAKE3 of what precedes it).
+fn trailer(bytes: &[u8]) -> Hash {
+    Hash(bytes[bytes.len() - 32..].try_into().expect("32 bytes"))
 }
 
 fn remove_delta(path: &Path) -> Result<()> {
