@@ -1199,12 +1199,16 @@ impl Index {
 
 /// The delta as it was made before [`Dirs`] tracked what changed: by a walk
 /// over every record and every path of the base (the reference the tracked
-/// [`Index::encode_delta`] is tested against; `None` also when the base's
-/// bytes are not held).
+/// [`Index::encode_delta`] is tested against). `None` when the base's bytes
+/// are not held (a base this process wrote).
 #[cfg(test)]
 impl Index {
-    pub(crate) fn encode_delta_by_walk(&self, base: &Base) -> Option<Vec<u8>> {
+    pub(crate) fn encode_delta_by_walk(&self, base: &Base) -> Option<Option<Vec<u8>>> {
         let buf = base.buf.as_ref()?;
+        Some(self.walk_delta(base, buf))
+    }
+
+    fn walk_delta(&self, base: &Base, buf: &Arc<Vec<u8>>) -> Option<Vec<u8>> {
         if base.generation != self.generation || !base.current {
             return None;
         }
@@ -1519,6 +1523,107 @@ mod tests {
             let again = v3.encode();
             prop_assert_eq!(&again[4..8], &VERSION.to_le_bytes()[..]);
             prop_assert_eq!(&Index::decode(&again).unwrap().dirs, &ix.dirs);
+        }
+    }
+
+    /// A change to the records of a loaded index.
+    #[derive(Clone, Debug)]
+    enum Change {
+        /// A fresh record (tree seed) at path `d{n}`, which may be new.
+        Put(u8, u8),
+        /// Remove the record at `d{n}`.
+        Remove(u8),
+        /// Replace the records as a full scan does ([`Dirs::succeeding`]):
+        /// per record, by bits of the mask, keep it (the same `Arc`), make
+        /// it fresh or drop it; and add a fresh record at `d{n}`.
+        Rebuild(u64, u8),
+    }
+
+    fn arb_change() -> impl Strategy<Value = Change> {
+        prop_oneof![
+            3 => (0u8..28, any::<u8>()).prop_map(|(n, t)| Change::Put(n, t)),
+            2 => (0u8..28).prop_map(Change::Remove),
+            1 => (any::<u64>(), 0u8..28).prop_map(|(m, n)| Change::Rebuild(m, n)),
+        ]
+    }
+
+    fn fresh(seed: u8, unknown: bool) -> Arc<DirRecord> {
+        Arc::new(DirRecord {
+            tree: match unknown {
+                true => UNKNOWN_TREE,
+                false => Hash::of(&[seed]),
+            },
+            entries: Entries::default(),
+            exact_names: seed % 3 == 0,
+        })
+    }
+
+    fn path(n: u8) -> Vec<u8> {
+        format!("d{n}").into_bytes()
+    }
+
+    proptest! {
+        /// Through any changes to a loaded index's records (set, removed,
+        /// rebuilt as a full scan does), the delta built from what [`Dirs`]
+        /// tracked has the bytes of the walk over every record and every
+        /// path of the base, loads back as the index, and the unknown-tree
+        /// set is exact.
+        #[test]
+        fn the_tracked_delta_is_the_walked_one(
+            ix in arb_index(),
+            more in proptest::collection::vec(arb_index(), 3),
+            changes in proptest::collection::vec(arb_change(), 1..12),
+        ) {
+            // A base of up to 24 directories `d0`…
+            let mut big = ix;
+            for m in more {
+                let n = big.dirs.len();
+                for (i, (_, rec)) in m.dirs.iter().enumerate() {
+                    big.dirs.insert(path((n + i) as u8), Arc::clone(rec));
+                }
+            }
+            let bytes = big.encode();
+            let mut ix = Index::decode(&bytes).unwrap();
+            let base = ix.base.clone().unwrap();
+            for (i, c) in changes.iter().enumerate() {
+                match *c {
+                    Change::Put(n, t) => {
+                        ix.dirs.insert(path(n), fresh(t, t % 4 == 0));
+                    }
+                    Change::Remove(n) => {
+                        ix.dirs.remove(&path(n));
+                    }
+                    Change::Rebuild(mask, n) => {
+                        let mut records: Vec<(Vec<u8>, Arc<DirRecord>)> = Vec::new();
+                        for (p, rec) in ix.dirs.iter() {
+                            let k = p.len() as u32 * 7 + u32::from(p.last().copied().unwrap_or(0));
+                            let bits = mask.rotate_right(k % 64);
+                            match bits & 3 {
+                                0 | 1 => records.push((p.clone(), Arc::clone(rec))),
+                                2 => records.push((p.clone(), fresh(bits as u8, bits & 4 != 0))),
+                                _ => {}
+                            }
+                        }
+                        records.retain(|(p, _)| *p != path(n));
+                        records.push((path(n), fresh(n, false)));
+                        ix.dirs = Dirs::succeeding(&ix.dirs, records, true);
+                    }
+                }
+                let unknown: HashSet<Vec<u8>> = ix
+                    .dirs
+                    .iter()
+                    .filter(|(_, r)| r.tree == UNKNOWN_TREE)
+                    .map(|(p, _)| p.clone())
+                    .collect();
+                prop_assert_eq!(ix.dirs.unknown_trees(), &unknown);
+                let delta = ix.encode_delta(&base);
+                prop_assert_eq!(&delta, &ix.encode_delta_by_walk(&base).unwrap(), "change {}", i);
+                if let Some(d) = delta {
+                    let mut back = Index::decode(&bytes).unwrap();
+                    back.apply_delta(d).unwrap();
+                    prop_assert_eq!(&back.dirs, &ix.dirs, "change {}: loaded", i);
+                }
+            }
         }
     }
 }
