@@ -448,7 +448,9 @@ impl Watcher {
             }
             None => (None, format!("full scan: {}", self.full_reason)),
         };
+        let t = crate::trace::span("scan");
         let scan = save::scan_against(&self.ws, store, index, kind, dirs.as_ref())?;
+        drop(t);
         Ok(MemScan {
             scan,
             how,
@@ -607,7 +609,9 @@ impl Watcher {
             mode: Mode::HashOnly,
             on_unreadable: OnUnreadable::Record,
         };
+        let t = crate::trace::span("scan");
         let r = scan::scan_partial(&input, &dirs)?.scan;
+        drop(t);
         Ok(ScanReply {
             root: r.root.0,
             new_trees: r.new_trees.into_iter().map(|(h, b)| (h.0, b)).collect(),
@@ -658,6 +662,7 @@ impl Watcher {
         // (and a full scan or the parallel index load allocates in every
         // worker's arena): give what was freed back now that it is idle,
         // rather than keep it resident for the watcher's lifetime.
+        let _t = crate::trace::span("release memory");
         crate::platform::release_free_memory();
     }
 
