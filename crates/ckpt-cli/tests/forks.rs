@@ -187,6 +187,7 @@ fn four_forks_with(base: &Path, backend: Option<&str>) {
     if backend == Some("btrfs-subvolume") {
         let r = f.run(&["init", "--subvolume", "--json"]).ok().json();
         assert_eq!(r["subvolume"]["already"], false, "{r}");
+        assert_eq!(r["store_subvolume"]["already"], false, "{r}");
         assert_eq!(r["outcome"], "kept", "{r}");
     }
     build_tree(&f.ws.root, 6, 8, &mut rng);
@@ -228,8 +229,16 @@ fn four_forks_with(base: &Path, backend: Option<&str>) {
         .collect();
     assert_eq!(forks.len(), 4);
     for x in r["forks"].as_array().unwrap() {
-        // Same filesystem: the fork's store links the parent's objects.
-        assert!(x["objects"]["linked"].as_u64().unwrap() > 0, "{x}");
+        if backend == Some("btrfs-subvolume") {
+            // `init --subvolume` made the store a subvolume too: each
+            // fork's store is a snapshot of it, and no object moved.
+            assert_eq!(x["store_snapshot"], true, "{x}");
+            assert_eq!(x["objects"]["linked"], 0, "{x}");
+        } else {
+            // Same filesystem: the fork's store links the parent's objects.
+            assert_eq!(x["store_snapshot"], false, "{x}");
+            assert!(x["objects"]["linked"].as_u64().unwrap() > 0, "{x}");
+        }
         assert_eq!(x["objects"]["copied"], 0, "{x}");
         if let Some(b) = backend {
             assert_eq!(x["backend"], b, "{x}");
@@ -809,6 +818,7 @@ fn subvolume_backend_on_loop_btrfs() {
 
         let r = f.run(&["init", "--subvolume", "--json"]).ok().json();
         assert_eq!(r["subvolume"]["already"], false, "{r}");
+        assert_eq!(r["store_subvolume"]["already"], false, "{r}");
         assert_same(
             &before,
             &snapshot(&f.ws.root),
@@ -827,6 +837,10 @@ fn subvolume_backend_on_loop_btrfs() {
         assert!(left.is_empty(), "conversion leftovers: {left:?}");
         let doc = f.run(&["doctor", "--json"]).ok().json();
         assert_eq!(doc["fork_backend"]["backend"], "btrfs-subvolume", "{doc}");
+        assert!(
+            doc.to_string().contains("the store is a subvolume too"),
+            "{doc}"
+        );
 
         // Onto another filesystem than a snapshot can reach.
         let other = tempfile::tempdir_in(test_base()).unwrap();
@@ -852,6 +866,30 @@ fn subvolume_backend_on_loop_btrfs() {
             .ok()
             .json();
         assert_ne!(r["backend"], "btrfs-subvolume", "{r}");
+        // A fork's store on another filesystem cannot be a snapshot of
+        // ours: it is made, and the checkpoint's objects are copied in.
+        let near = f.dir("near");
+        let far_store = other.path().join("store");
+        let r = f
+            .run(&[
+                "fork",
+                &v1,
+                near.to_str().unwrap(),
+                "--store",
+                far_store.to_str().unwrap(),
+                "--json",
+            ])
+            .ok()
+            .json();
+        assert_eq!(r["backend"], "btrfs-subvolume", "{r}");
+        assert_eq!(r["store_snapshot"], false, "{r}");
+        assert!(r["objects"]["copied"].as_u64().unwrap() > 0, "{r}");
+        assert_same(&before, &snapshot(&near), "a fork with its store elsewhere");
+        let st = f.at(&near, &["status", "--json"]).ok().json();
+        assert_eq!(st["clean"], true, "{st}");
+        f.verify_store(&near);
+        f.run(&["fork", "--remove", near.to_str().unwrap()]).ok();
+        assert!(!near.exists() && !far_store.exists());
         // Into a non-empty directory.
         write(&d, "mine.txt", b"keep");
         let r = f.run(&[
@@ -871,6 +909,11 @@ fn subvolume_backend_on_loop_btrfs() {
             .ok()
             .json();
         assert_eq!(r["backend"], "btrfs-subvolume", "{r}");
+        assert_eq!(r["store_snapshot"], true, "{r}");
+        assert_same(&before, &snapshot(&d), "a fork whose store is a snapshot");
+        let st = f.at(&d, &["status", "--json"]).ok().json();
+        assert_eq!(st["clean"], true, "{st}");
+        f.verify_store(&d);
         let r = f
             .run(&["fork", "--remove", d.to_str().unwrap(), "--json"])
             .ok()

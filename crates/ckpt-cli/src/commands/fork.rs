@@ -117,7 +117,15 @@ fn print_one(rep: &ForkReport) {
         render::bytes(rep.report.bytes),
         render::ms(rep.elapsed)
     );
-    println!("store: {}", rep.store.display());
+    println!(
+        "store: {}{}",
+        rep.store.display(),
+        if rep.store_snapshot {
+            " (a snapshot of this workspace's store)"
+        } else {
+            ""
+        }
+    );
     match rep.restored {
         Some(r) => println!(
             "backend: {} ({}; {} written, {} removed after the snapshot)",

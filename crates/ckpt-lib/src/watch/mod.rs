@@ -108,22 +108,22 @@ pub const PROTOCOL: u32 = 1;
 
 /// The socket beside the store.
 pub fn socket_path(store: &Path) -> PathBuf {
-    store.join("watch.sock")
+    store.join(crate::store::WATCH_SOCKET)
 }
 
 /// The token file.
 pub fn token_path(store: &Path) -> PathBuf {
-    store.join("watch.token")
+    store.join(crate::store::WATCH_TOKEN)
 }
 
 /// The lock a running watcher holds (one watcher per store).
 pub fn lock_path(store: &Path) -> PathBuf {
-    store.join("watch.lock")
+    store.join(crate::store::WATCH_LOCK)
 }
 
 /// The log of a `--daemon` watcher.
 pub fn log_path(store: &Path) -> PathBuf {
-    store.join("watch.log")
+    store.join(crate::store::WATCH_LOG)
 }
 
 /// What a client asks.
