@@ -787,6 +787,80 @@ fn forced_backend_that_cannot_work_changes_nothing() {
     assert_eq!(f.run(&["log", "--json"]).ok().json(), log);
 }
 
+/// On loop btrfs with the parent's watcher running: a subvolume fork scans
+/// only what the watcher names (and the directories whose records do not
+/// claim every name), and is still exactly the checkpoint: unsaved edits
+/// and new files undone, a nested workspace that was there at the save
+/// left out, the checkpoint's agent state; a full scan in it finds nothing
+/// to save.
+#[test]
+fn subvolume_fork_through_the_parents_watcher() {
+    with_loop("btrfs", &[], |mnt| {
+        let mut rng = Rng::new("fork_watcher", 5);
+        let f = Fleet::new_in(mnt);
+        f.run(&["init", "--subvolume"]).ok();
+        build_tree(&f.ws.root, 4, 6, &mut rng);
+        write(
+            &f.ws.root,
+            "d01/inner/.ckpt",
+            b"another workspace's marker\n",
+        );
+        write(&f.ws.root, "d01/inner/theirs.txt", b"not ours");
+        f.run(&["state", "put", "plan", "base"]).ok();
+        let v1 = f.save(&f.ws.root)["id"].as_str().unwrap().to_string();
+        let want = {
+            let dest = f.dir("want");
+            f.run(&["restore", &v1, "--to", dest.to_str().unwrap()])
+                .ok();
+            snapshot(&dest)
+        };
+        let w = f.run(&["watch", "--daemon", "--json"]).ok().json();
+        assert_eq!(w["complete"], true, "{w}");
+        struct Stop<'a>(&'a Fleet);
+        impl Drop for Stop<'_> {
+            fn drop(&mut self) {
+                let _ = self.0.run(&["watch", "--stop"]);
+            }
+        }
+        let _stop = Stop(&f);
+        // The first save after the watcher started records its position
+        // with the index; from then on it vouches.
+        write(&f.ws.root, "after-watch.txt", b"saved as v2");
+        f.save(&f.ws.root);
+        edit(&f.ws.root, &mut rng, "unsaved");
+        write(&f.ws.root, "d02/new/deep.txt", b"not in v1");
+        f.run(&["state", "put", "plan", "later"]).ok();
+
+        let d = f.dir("through");
+        let run = f
+            .run(&["-v", "fork", &v1, d.to_str().unwrap(), "--json"])
+            .ok();
+        let r = run.json();
+        assert_eq!(r["backend"], "btrfs-subvolume", "{r}");
+        assert_eq!(r["store_snapshot"], true, "{r}");
+        assert_eq!(r["restored"]["watcher"], true, "{}", run.dump());
+        let x = &r["restored"];
+        assert!(
+            x["written"].as_u64().unwrap() + x["removed"].as_u64().unwrap() > 0,
+            "{r}"
+        );
+        assert!(
+            !d.join("d01/inner").exists(),
+            "the nested workspace came along"
+        );
+        assert_same(&want, &snapshot(&d), "a fork through the parent's watcher");
+        let st = f.at(&d, &["status", "--json"]).ok().json();
+        assert_eq!(st["clean"], true, "{st}");
+        let full = f.at(&d, &["--full-scan", "save", "--json"]).ok().json();
+        assert_eq!(full["saved"], false, "{full}");
+        assert_eq!(state_at(&f, &d, "plan").as_deref(), Some("base"));
+        f.verify_store(&d);
+        // The parent is untouched: its edits and its nested workspace.
+        assert!(f.ws.root.join("d01/inner/theirs.txt").exists());
+        assert!(f.ws.root.join("d02/new/deep.txt").exists());
+    });
+}
+
 /// On loop btrfs: `init --subvolume` keeps every file and the workspace,
 /// a subvolume fork is refused into another filesystem or a non-empty
 /// directory, a fork killed at each durable step (including the restore

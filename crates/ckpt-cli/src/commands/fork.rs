@@ -128,11 +128,16 @@ fn print_one(rep: &ForkReport) {
     );
     match rep.restored {
         Some(r) => println!(
-            "backend: {} ({}; {} written, {} removed after the snapshot)",
+            "backend: {} ({}; {} written, {} removed after the snapshot{})",
             rep.backend.name(),
             rep.why,
             render::count(r.written, "file", "files"),
-            r.removed
+            r.removed,
+            if r.watcher {
+                "; the watcher vouched for the unchanged directories"
+            } else {
+                ""
+            }
         ),
         None => println!("backend: {} ({})", rep.backend.name(), rep.why),
     }

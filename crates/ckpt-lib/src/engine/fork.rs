@@ -68,6 +68,7 @@ use crate::engine::save::{OnDisk, ScanKind, ScanPlan, Scanner};
 use crate::error::IoContext;
 use crate::platform::btrfs;
 use crate::store::catalog::{Checkpoint, Origin};
+use crate::store::index::Index;
 use crate::store::objects::Imported;
 use crate::store::Store;
 use crate::workspace::scan::{ScanResult, NESTED_WORKSPACE};
@@ -146,6 +147,7 @@ pub fn fork(
     config: &Config,
     choice: &Choice,
     opts: MaterializeOptions<'_>,
+    watcher_plan: &dyn Fn() -> ScanPlan,
 ) -> Result<Forked> {
     let missing = materialize::check_fresh(dest)?;
     let cp = store.catalog.reader()?.resolve(rev)?;
@@ -285,6 +287,7 @@ pub fn fork(
                     &ws.store_path,
                     &rec,
                     store_snapshot,
+                    watcher_plan,
                 )?);
             }
             objects
@@ -394,14 +397,15 @@ fn dev_of(p: &Path) -> Result<u64> {
 /// same index rewritten whole.
 ///
 /// [`Index::remap_dev`]: crate::store::index::Index::remap_dev
-fn snapshot_store_index(fork_store: &Store, from: u64, to: u64) -> Result<()> {
+fn snapshot_store_index(fork_store: &Store, from: u64, to: u64) -> Result<Index> {
     let _t = crate::trace::span("snapshot index");
     let mut ix = fork_store.load_index()?;
     if !ix.remap_dev(from, to) {
         let g = ix.generation;
         ix = inherit::snapshot_index(&ix, from, to, g, true);
     }
-    ix.save(&fork_store.index_path())
+    ix.save(&fork_store.index_path())?;
+    Ok(ix)
 }
 
 /// Whether [`clone_fork`] can copy the fork `template`: its store is a
@@ -496,6 +500,10 @@ pub struct SnapshotRestore {
     pub removed: u64,
     /// Bytes of the files written.
     pub bytes: u64,
+    /// The origin's live watcher vouched for every directory it did not
+    /// name, so only those (and the records that do not claim every name)
+    /// were scanned in the snapshot.
+    pub watcher: bool,
 }
 
 /// Snapshots the workspace subvolume `origin_root` at `staging` (which must
@@ -540,6 +548,17 @@ fn snapshot_into(origin_root: &Path, staging: &Path) -> Result<()> {
 /// store is a snapshot of `store`, so it holds every tree they name); else
 /// the fork's store holds only the checkpoint's trees, and every
 /// directory's tree is recomputed from its entries, without reading files.
+///
+/// With a store snapshot, the scan covers only what `watcher_plan` names
+/// when the origin's live watcher vouches (asked after the snapshot, so
+/// every change made before it is among the directories it names; the
+/// index is the origin's, which the watcher's answer is relative to, and
+/// the origin's store lock, held throughout, keeps both from moving),
+/// plus every directory whose record does not claim all its names: that
+/// is where a nested workspace can be (a scan that skips one never claims
+/// exact names), and the snapshot holds it, which the scanner must see to
+/// remove. Otherwise every directory of the snapshot is scanned.
+#[allow(clippy::too_many_arguments)]
 fn restore_snapshot(
     store: &Store,
     origin_root: &Path,
@@ -548,10 +567,23 @@ fn restore_snapshot(
     store_path: &Path,
     rec: &Checkpoint,
     store_snapshot: bool,
+    watcher_plan: &dyn Fn() -> ScanPlan,
 ) -> Result<SnapshotRestore> {
     let (from, to) = (dev_of(origin_root)?, dev_of(staging)?);
+    let mut plan = ScanPlan::Full;
     if store_snapshot {
-        snapshot_store_index(fork_store, from, to)?;
+        let index = snapshot_store_index(fork_store, from, to)?;
+        // Asked after the snapshot: what changed before it is named.
+        if let ScanPlan::Partial(mut dirs) = watcher_plan() {
+            dirs.extend(
+                index
+                    .dirs
+                    .iter()
+                    .filter(|(_, r)| !r.exact_names)
+                    .map(|(p, _)| p.clone()),
+            );
+            plan = ScanPlan::Partial(dirs);
+        }
     } else {
         let generation = fork_store.catalog.reader()?.generation()?;
         inherit::snapshot_index(&store.load_index()?, from, to, generation, false)
@@ -561,8 +593,9 @@ fn restore_snapshot(
         root: staging.to_path_buf(),
         store_path: store_path.to_path_buf(),
     };
+    let watcher = matches!(plan, ScanPlan::Partial(_));
     let mut scanner = SnapshotScanner {
-        inner: OnDisk::new(ScanPlan::Full),
+        inner: OnDisk::new(plan),
         root: staging,
     };
     let rep = restore::restore(
@@ -590,6 +623,7 @@ fn restore_snapshot(
         written: rep.written,
         removed: rep.removed,
         bytes,
+        watcher,
     })
 }
 

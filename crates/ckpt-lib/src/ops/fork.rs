@@ -19,7 +19,9 @@ use super::{normalize, Context};
 use crate::engine::backend::{self, Backend, Choice};
 use crate::engine::fork::{self, SnapshotRestore};
 use crate::engine::materialize::{MaterializeOptions, MaterializeReport, Verified};
+use crate::engine::save::ScanPlan;
 use crate::store::objects::Imported;
+use crate::watch::client::Plan;
 use crate::workspace::Workspace;
 use crate::{Error, Result};
 
@@ -70,7 +72,8 @@ pub struct ForkReport {
 impl ForkReport {
     /// The JSON form: `forked`, `to`, `store`, `backend`, `backend_why`,
     /// `files`, `dirs`, `bytes` (what was written: a subvolume fork writes
-    /// only the differences), `restored` (subvolume: `written`, `removed`;
+    /// only the differences), `restored` (subvolume: `written`, `removed`,
+    /// `watcher`;
     /// else null), `link`, `objects`, `store_snapshot` (the fork's store is
     /// a snapshot of ours: `objects` then moved none), `elapsed_ms`.
     pub fn to_json(&self) -> Value {
@@ -85,7 +88,7 @@ impl ForkReport {
             "files": rep.files,
             "dirs": rep.dirs,
             "bytes": rep.bytes,
-            "restored": self.restored.map(|r| json!({"written": r.written, "removed": r.removed})),
+            "restored": self.restored.map(|r| json!({"written": r.written, "removed": r.removed, "watcher": r.watcher})),
             "link": self.link,
             "objects": json::imported(&self.objects),
             "store_snapshot": self.store_snapshot,
@@ -147,6 +150,8 @@ fn fork_with(
     verified: Option<&Verified>,
 ) -> Result<ForkReport> {
     let t0 = Instant::now();
+    // A watcher's index and token on disk, before the lock is ours.
+    ctx.client().persist(&ws.store_path);
     let store = ws.open_store(&ctx.config)?;
     let new_store = opts.store.map(|s| ctx.abs(s));
     let forked = fork::fork(
@@ -163,6 +168,7 @@ fn fork_with(
             copier: None,
             verified,
         },
+        &|| watcher_plan(ctx, ws, &store),
     )?;
     Ok(ForkReport {
         link: opts.link,
@@ -298,6 +304,15 @@ pub fn fork_many(ctx: &Context, opts: &ForkOptions<'_>, n: usize) -> Result<Fork
     })
 }
 
+/// What a live watcher of this workspace vouches for (a subvolume fork then
+/// scans only what it names in the snapshot: [`fork::fork`]).
+fn watcher_plan(ctx: &Context, ws: &Workspace, store: &crate::store::Store) -> ScanPlan {
+    match ctx.client().plan(ws, store) {
+        Plan::Partial { dirs, .. } => ScanPlan::Partial(dirs),
+        Plan::Full { .. } => ScanPlan::Full,
+    }
+}
+
 /// The template of `fork --count` on the btrfs-subvolume backend: one
 /// ordinary fork into a hidden sibling of the first directory
 /// (`.<name>.ckpt-template.<pid>`), which every fork then copies by
@@ -313,8 +328,10 @@ fn make_template(
 ) -> Result<Option<fork::Forked>> {
     fork::remove_dead_siblings(first, TEMPLATE);
     let dir = fork::hidden_sibling(first, TEMPLATE, std::process::id())?;
+    ctx.client().persist(&ws.store_path);
+    let store = ws.open_store(&ctx.config)?;
     let t = fork::fork(
-        &ws.open_store(&ctx.config)?,
+        &store,
         &ws.root,
         opts.rev,
         &dir,
@@ -322,7 +339,9 @@ fn make_template(
         &ctx.config,
         choice,
         MaterializeOptions::default(),
+        &|| watcher_plan(ctx, ws, &store),
     )?;
+    drop(store);
     if fork::can_clone(&t.workspace) {
         return Ok(Some(t));
     }

@@ -62,7 +62,9 @@
 //! (`mem.seq`, the drain before that index's scan) and commits exactly as
 //! `ckpt save` does, but keeps the new index in memory instead of writing
 //! it. It writes index and token (`seq = mem.seq`) later, under the store
-//! lock, when no request came for a while and when it stops. Marks `≤ seq`
+//! lock, when no request came for a while, when it stops, and when a
+//! command that relies on the files asks (`op: persist`: `ckpt fork`, before
+//! it takes the lock, so that its snapshot's scan can be partial). Marks `≤ seq`
 //! are forgotten only up to `min(acked seq, mem.seq)`, so the in-memory
 //! index always has the marks it needs; the on-disk index and token are
 //! older but consistent, so commands that scan themselves stay correct. The
@@ -147,6 +149,11 @@ pub enum Op {
     /// Restore in place in the watcher's process, from and into its
     /// in-memory index (see "The in-memory engine" above).
     Restore,
+    /// Write the in-memory index and its token now, if they are newer than
+    /// the files: for a command about to rely on the on-disk index and
+    /// token (`ckpt fork` asks before it takes the store lock; with the
+    /// lock busy the watcher writes later, as usual).
+    Persist,
 }
 
 /// What an in-place restore asks (`op: restore`; never a dry run).
