@@ -3,7 +3,8 @@
 # side in one run, medians of N runs (default 3):
 #   - the parent's save after a 1-file edit (the reference for the next line)
 #   - a fork's first save after a 1-file edit
-#   - one fork (`ckpt fork HEAD DIR`), 8 forks (`ckpt fork HEAD --count 8 PREFIX`)
+#   - one fork (`ckpt fork HEAD DIR`), 8 forks (`ckpt fork HEAD --count 8 PREFIX`); on
+#     btrfs also one fork with the parent's `ckpt watch` running
 #   - disk used by a fresh fork (filesystem "used" before/after, after sync)
 #   - adopt (`ckpt adopt DIR` of a fork with a 1-file edit saved)
 #   - baseline: `git worktree add` + `cp -a node_modules` (the corpus as a git repo
@@ -87,6 +88,18 @@ bench_on() { # DIR LABEL
     report "floor: first lstat of a fresh snapshot (2 thr)" "${sf[@]}"
     awk -v a="$(printf '%s\n' "${s[@]}" | median 1)" -v b="$(printf '%s\n' "${sf[@]}" | median 1)" \
       'BEGIN{printf "%-44s %10.2f\n", "one fork / that floor", a/b}'
+  fi
+
+  if [ "$label" = "loop btrfs" ]; then
+    # With the parent's watcher running, a fork scans only what it names.
+    (cd "$ws" && "$CKPT" watch --daemon -q)
+    s=(); for ((i = 0; i < RUNS; i++)); do
+      echo "// w$i" >> "$f"; (cd "$ws" && "$CKPT" save -q)
+      s+=($(cd "$ws" && timed "$CKPT" fork HEAD "$base/wf$i"))
+    done
+    (cd "$ws" && "$CKPT" watch --stop -q)
+    report "one fork, parent's watcher running" "${s[@]}"
+    for ((i = 0; i < RUNS; i++)); do (cd "$ws" && "$CKPT" fork -q --remove "$base/wf$i"); done
   fi
 
   s=(); for ((i = 0; i < RUNS; i++)); do echo "// f$i" >> "$base/f$i/$rel"; s+=($(cd "$base/f$i" && timed "$CKPT" save -q)); done
