@@ -571,6 +571,7 @@ fn restore_snapshot(
 ) -> Result<SnapshotRestore> {
     let (from, to) = (dev_of(origin_root)?, dev_of(staging)?);
     let mut plan = ScanPlan::Full;
+    let mut loaded = None;
     if store_snapshot {
         let index = snapshot_store_index(fork_store, from, to)?;
         // Asked after the snapshot: what changed before it is named.
@@ -584,6 +585,7 @@ fn restore_snapshot(
             );
             plan = ScanPlan::Partial(dirs);
         }
+        loaded = Some(index);
     } else {
         let generation = fork_store.catalog.reader()?.generation()?;
         inherit::snapshot_index(&store.load_index()?, from, to, generation, false)
@@ -595,7 +597,10 @@ fn restore_snapshot(
     };
     let watcher = matches!(plan, ScanPlan::Partial(_));
     let mut scanner = SnapshotScanner {
-        inner: OnDisk::new(plan),
+        inner: OnDisk {
+            loaded,
+            ..OnDisk::new(plan)
+        },
         root: staging,
     };
     let rep = restore::restore(
