@@ -787,6 +787,60 @@ fn forced_backend_that_cannot_work_changes_nothing() {
     assert_eq!(f.run(&["log", "--json"]).ok().json(), log);
 }
 
+/// On loop btrfs, `fork --count 2` killed after each index write (the
+/// template's, then each copy's): every fork directory is missing or a
+/// complete fork, and the next `fork --count` into the same prefix leaves
+/// no template, and no template store, behind.
+#[test]
+fn fork_count_killed_leaves_no_template_behind() {
+    with_loop("btrfs", &[], |mnt| {
+        let mut rng = Rng::new("fork_count_killed", 3);
+        let f = Fleet::new_in(mnt);
+        f.run(&["init", "--subvolume"]).ok();
+        build_tree(&f.ws.root, 3, 5, &mut rng);
+        let v1 = f.save(&f.ws.root)["id"].as_str().unwrap().to_string();
+        let base = snapshot(&f.ws.root);
+        let stores = f.xdg.join("ckpt/stores");
+        let leftovers = || -> Vec<String> {
+            [f.ws.root.parent().unwrap(), stores.as_path()]
+                .iter()
+                .filter_map(|d| std::fs::read_dir(d).ok())
+                .flat_map(|r| r.flatten())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.contains("ckpt-template") || n.contains("ckpt-fork"))
+                .collect()
+        };
+        let mut killed = 0;
+        for n in 1..40 {
+            let p = f.dir("k");
+            let args = ["fork", v1.as_str(), "--count", "2", p.to_str().unwrap()];
+            let was_killed = killed_at(&f, &f.ws.root, &args, &format!("index.after_rename:{n}"));
+            for i in 1..=2 {
+                let d = f.dir(&format!("k{i}"));
+                if std::fs::read_dir(&d).is_ok_and(|mut r| r.next().is_some()) {
+                    assert_same(&base, &snapshot(&d), "a fork of a killed --count");
+                    f.run(&["fork", "--remove", d.to_str().unwrap()]).ok();
+                } else {
+                    let _ = std::fs::remove_dir(&d);
+                }
+            }
+            if !was_killed {
+                assert!(leftovers().is_empty(), "{:?}", leftovers());
+                break;
+            }
+            killed += 1;
+            f.run(&args).ok();
+            assert!(leftovers().is_empty(), "after kill {n}: {:?}", leftovers());
+            for i in 1..=2 {
+                let d = f.dir(&format!("k{i}"));
+                assert_same(&base, &snapshot(&d), "a fork after a killed --count");
+                f.run(&["fork", "--remove", d.to_str().unwrap()]).ok();
+            }
+        }
+        assert!(killed >= 3, "only {killed} index writes were reached");
+    });
+}
+
 /// On loop btrfs with the parent's watcher running: a subvolume fork scans
 /// only what the watcher names (and the directories whose records do not
 /// claim every name), and is still exactly the checkpoint: unsaved edits

@@ -73,9 +73,9 @@ impl ForkReport {
     /// The JSON form: `forked`, `to`, `store`, `backend`, `backend_why`,
     /// `files`, `dirs`, `bytes` (what was written: a subvolume fork writes
     /// only the differences), `restored` (subvolume: `written`, `removed`,
-    /// `watcher`;
-    /// else null), `link`, `objects`, `store_snapshot` (the fork's store is
-    /// a snapshot of ours: `objects` then moved none), `elapsed_ms`.
+    /// `watcher`; else null), `link`, `objects`, `store_snapshot` (the
+    /// fork's store is a snapshot of ours: `objects` then moved none),
+    /// `elapsed_ms`.
     pub fn to_json(&self) -> Value {
         let rep = &self.report;
         json!({
@@ -255,10 +255,11 @@ pub fn fork_many(ctx: &Context, opts: &ForkOptions<'_>, n: usize) -> Result<Fork
         dests.push(dest);
     }
     let choice = choose(&ws, &dests[0], opts)?;
-    let template = match n > 1 && choice.backend == Backend::BtrfsSubvolume && fork::can_clone(&ws)
-    {
-        true => make_template(ctx, &ws, opts, &dests[0], &choice)?,
-        false => None,
+    let cloned = n > 1 && choice.backend == Backend::BtrfsSubvolume && fork::can_clone(&ws);
+    let template = if cloned {
+        make_template(ctx, &ws, opts, &dests[0], &choice)?
+    } else {
+        None
     };
     // Each object is hashed once for all the forks.
     let verified = Verified::default();
@@ -326,8 +327,10 @@ fn make_template(
     first: &Path,
     choice: &Choice,
 ) -> Result<Option<fork::Forked>> {
-    fork::remove_dead_siblings(first, TEMPLATE);
-    let dir = fork::hidden_sibling(first, TEMPLATE, std::process::id())?;
+    remove_dead_templates(first);
+    let pid = std::process::id();
+    let dir = fork::hidden_sibling(first, TEMPLATE, pid)?;
+    let tstore = fork::hidden_sibling(first, TEMPLATE_STORE, pid)?;
     ctx.client().persist(&ws.store_path);
     let store = ws.open_store(&ctx.config)?;
     let t = fork::fork(
@@ -335,7 +338,7 @@ fn make_template(
         &ws.root,
         opts.rev,
         &dir,
-        None,
+        Some(&tstore),
         &ctx.config,
         choice,
         MaterializeOptions::default(),
@@ -349,11 +352,47 @@ fn make_template(
     Ok(None)
 }
 
-/// The tag of [`make_template`]'s directory.
+/// The tags of [`make_template`]'s directory and of its store, both
+/// beside the first fork's directory.
 const TEMPLATE: &str = "ckpt-template";
+const TEMPLATE_STORE: &str = "ckpt-template-store";
 
-/// Removes the template and its store (best effort: a leftover of a
-/// crash is removed by the next `fork --count` into the same prefix).
+/// Removes what a `fork --count` that died left beside `first`: its
+/// template, its template's staging directory
+/// (`..<name>.ckpt-template.<pid>.ckpt-fork.<pid>`) and its template's
+/// store.
+fn remove_dead_templates(first: &Path) {
+    let (Some(parent), Some(name)) = (first.parent(), first.file_name()) else {
+        return;
+    };
+    let name = name.to_string_lossy();
+    let Ok(rd) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let n = e.file_name().to_string_lossy().into_owned();
+        let Some(rest) = n
+            .strip_prefix('.')
+            .map(|r| r.strip_prefix('.').unwrap_or(r))
+        else {
+            continue;
+        };
+        let Some(rest) = rest.strip_prefix(&*name) else {
+            continue;
+        };
+        let pid = [TEMPLATE_STORE, TEMPLATE].iter().find_map(|tag| {
+            let digits = rest.strip_prefix(&format!(".{tag}."))?;
+            let end = digits.find('.').unwrap_or(digits.len());
+            digits[..end].parse::<u32>().ok()
+        });
+        if pid.is_some_and(|p| !Path::new(&format!("/proc/{p}")).exists()) {
+            fork::remove_tree(&e.path());
+        }
+    }
+}
+
+/// Removes the template and its store (best effort: what a crash leaves
+/// is removed by the next `fork --count` into the same prefix).
 fn drop_template(t: Option<&fork::Forked>) {
     if let Some(t) = t {
         fork::remove_tree(&t.workspace.store_path);
