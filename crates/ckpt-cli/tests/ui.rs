@@ -136,7 +136,11 @@ impl Server {
 
     /// A GET of `path_and_query` with the token.
     fn get(&self, path_and_query: &str) -> (u16, String) {
-        let sep = if path_and_query.contains('?') { '&' } else { '?' };
+        let sep = if path_and_query.contains('?') {
+            '&'
+        } else {
+            '?'
+        };
         self.raw(&format!(
             "GET {path_and_query}{sep}token={} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
             self.token,
@@ -147,7 +151,13 @@ impl Server {
     /// A POST done right (token, Host, Origin) of a JSON body.
     fn action(&self, path: &str, body: &serde_json::Value) -> (u16, String) {
         let (host, origin) = (self.host(), self.origin());
-        self.post(path, &host, Some(&origin), Some(&self.token), &body.to_string())
+        self.post(
+            path,
+            &host,
+            Some(&origin),
+            Some(&self.token),
+            &body.to_string(),
+        )
     }
 
     fn host(&self) -> String {
@@ -444,7 +454,10 @@ fn fork_actions_refused_read_only_and_for_bad_dirs() {
         ("/api/adopt", json!({"dir": "plain", "dry_run": false})),
         ("/api/fork/remove", json!({"dir": "plain"})),
         ("/api/fork/remove", json!({"dir": "other"})),
-        ("/api/adopt", json!({"dir": "f1", "id": "../ws", "dry_run": false})),
+        (
+            "/api/adopt",
+            json!({"dir": "f1", "id": "../ws", "dry_run": false}),
+        ),
         ("/api/fork/remove", json!({"dir": "no-such-fork"})),
     ];
     for (path, body) in refused {

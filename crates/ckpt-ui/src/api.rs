@@ -508,7 +508,18 @@ mod tests {
     fn fork_directories_are_siblings_or_plain_absolute_paths() {
         let root = Path::new("/w/ws");
         for bad in [
-            "", ".", "..", "a/", "a/b", "../x", "./x", "/", "/w/../etc", "/w/./x", "/w/x/", "a\0b",
+            "",
+            ".",
+            "..",
+            "a/",
+            "a/b",
+            "../x",
+            "./x",
+            "/",
+            "/w/../etc",
+            "/w/./x",
+            "/w/x/",
+            "a\0b",
             "/w/a\0b",
         ] {
             assert!(fork_dir(root, bad).is_err(), "{bad:?} accepted");
