@@ -724,7 +724,6 @@ async function loadForks() {
   if (n !== S.forksAsked || !box || S.view !== 'forks') return;
   clear(box, r.forks.length ? el('ul', { class: 'forks' }, r.forks.map(forkRow))
     : el('p', { class: 'muted', text: 'No forks. Fork\u2026 on a checkpoint (or `ckpt fork ID DIR`) makes one.' }));
-  box.dataset.count = String(r.forks.length);
 }
 
 function forkRow(f) {
