@@ -2,8 +2,10 @@
 //! files. Properties:
 //! - save → load is the identity on the directories, through any sequence
 //!   of loads, random edits (records changed, added, removed, kept) and
-//!   saves, whether a save wrote a delta or a whole base; a loaded record's
-//!   undecoded bytes read back as the same entries as the model's;
+//!   saves, whether a save wrote a delta or a whole base, and whether the
+//!   index was loaded before the edits or kept in memory since the last
+//!   save (as the watcher keeps it); a loaded record's undecoded bytes read
+//!   back as the same entries as the model's;
 //! - small edits really are written as a delta (the base file is left as
 //!   it was), and a delta that grows past its bound is compacted into a
 //!   new base, removing the delta;
@@ -12,6 +14,8 @@
 //!   history saved (or as empty) — never a mixture of two states;
 //! - a delta is applied only to the base it names: after the base is
 //!   replaced in any other way, the in-memory index writes a whole base;
+//!   the whole base an in-memory index writes is the base of its next
+//!   delta;
 //! - end to end (real saves and a restore): small changes write only the
 //!   delta, and the index loaded from base + delta keeps every unchanged
 //!   file from being read again.
@@ -210,18 +214,22 @@ proptest! {
     #[test]
     fn save_load_is_identity_and_crash_states_are_consistent(
         seed in any::<u64>(),
-        rounds in proptest::collection::vec(arb_ops(), 1..10),
+        rounds in proptest::collection::vec((arb_ops(), any::<bool>()), 1..10),
     ) {
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("index");
-        let (ix, mut model) = initial(seed);
+        let (mut ix, mut model) = initial(seed);
         ix.save(&path).unwrap();
+        let mut kept = Some(ix);
         // History: (files on disk, the state they hold) after each save.
         let mut states: Vec<Model> = vec![model.clone()];
         let mut bases = vec![std::fs::read(&path).unwrap()];
         let mut deltas: Vec<Vec<u8>> = Vec::new();
-        for (i, ops) in rounds.iter().enumerate() {
-            let mut ix = Index::load(&path, 4);
+        for (i, (ops, in_memory)) in rounds.iter().enumerate() {
+            let mut ix = match kept.take().filter(|_| *in_memory) {
+                Some(ix) => ix,
+                None => Index::load(&path, 4),
+            };
             assert_matches(&ix, &model, &format!("round {i} load"));
             ix.scan_start_ns = i as i64 + 2;
             apply(&mut ix, &mut model, ops);
@@ -244,6 +252,7 @@ proptest! {
             prop_assert_eq!(back.scan_start_ns, i as i64 + 2);
             // Another generation's index is never used.
             prop_assert!(Index::load(&path, 5).dirs.is_empty());
+            kept = Some(ix);
         }
         // Every pairing of a past base with a past delta (a crash or a lost
         // write can leave any of them) loads as a saved state.
@@ -275,7 +284,7 @@ proptest! {
 fn small_edits_write_a_delta_and_a_large_one_compacts() {
     let tmp = tempfile::tempdir().unwrap();
     let path = tmp.path().join("index");
-    let (ix, mut model) = initial(9);
+    let (mut ix, mut model) = initial(9);
     ix.save(&path).unwrap();
     assert!(!delta_path(&path).exists(), "first save writes a base");
     let base = std::fs::read(&path).unwrap();
@@ -308,7 +317,7 @@ fn small_edits_write_a_delta_and_a_large_one_compacts() {
 fn a_delta_is_written_only_against_the_base_on_disk() {
     let tmp = tempfile::tempdir().unwrap();
     let path = tmp.path().join("index");
-    let (ix, mut model) = initial(3);
+    let (mut ix, mut model) = initial(3);
     ix.save(&path).unwrap();
     let mut stale = Index::load(&path, 4);
     let mut stale_model = model.clone();
@@ -340,11 +349,45 @@ fn a_delta_is_written_only_against_the_base_on_disk() {
     assert_matches(&b, &bm, "refused delta");
 }
 
+/// An index kept in memory (the watcher's) whose save had to write a whole
+/// base, even one that never had a base, writes its next small change as a
+/// delta against that base.
+#[test]
+fn a_whole_base_written_is_the_base_of_the_next_delta() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("index");
+    let (mut ix, mut model) = initial(11);
+    ix.save(&path).unwrap();
+    let base = std::fs::read(&path).unwrap();
+    for (round, ops) in [
+        vec![Op::Put(4, 5, 3)],
+        (0..60u8).map(|d| Op::Put(d, 900 + d as u64, 3)).collect(),
+        vec![Op::Remove(9), Op::Flip(10)],
+    ]
+    .iter()
+    .enumerate()
+    {
+        apply(&mut ix, &mut model, ops);
+        let before = std::fs::read(&path).unwrap();
+        ix.save(&path).unwrap();
+        let delta = delta_path(&path).exists();
+        match round {
+            1 => assert!(!delta, "a large change compacts"),
+            _ => {
+                assert!(delta, "round {round}: a small change writes a delta");
+                assert_eq!(std::fs::read(&path).unwrap(), before);
+            }
+        }
+        assert_matches(&Index::load(&path, 4), &model, &format!("round {round}"));
+    }
+    assert_ne!(std::fs::read(&path).unwrap(), base);
+}
+
 #[test]
 fn gc_durable_save_removes_the_delta() {
     let tmp = tempfile::tempdir().unwrap();
     let path = tmp.path().join("index");
-    let (ix, mut model) = initial(5);
+    let (mut ix, mut model) = initial(5);
     ix.save(&path).unwrap();
     let mut ix = Index::load(&path, 4);
     apply(&mut ix, &mut model, &[Op::Put(7, 1, 1)]);

@@ -453,7 +453,7 @@ impl Watcher {
             }
             None => (None, format!("full scan: {}", self.full_reason)),
         };
-        let scan = save::scan_against(&self.ws, store, &index, kind, dirs.as_ref())?;
+        let scan = save::scan_against(&self.ws, store, index, kind, dirs.as_ref())?;
         Ok(MemScan {
             scan,
             how,
@@ -612,7 +612,7 @@ impl Watcher {
             mode: Mode::HashOnly,
             on_unreadable: OnUnreadable::Record,
         };
-        let r = scan::scan_partial(&input, &dirs)?;
+        let r = scan::scan_partial(&input, &dirs)?.scan;
         Ok(ScanReply {
             root: r.root.0,
             new_trees: r.new_trees.into_iter().map(|(h, b)| (h.0, b)).collect(),
@@ -627,13 +627,14 @@ impl Watcher {
     /// Writes the in-memory index and its token, under the store lock (if
     /// the lock is busy, later).
     fn persist(&mut self) {
-        let Some(m) = &self.mem else {
+        if self.mem.is_none() {
             self.persist_due = false;
             return;
-        };
+        }
         let Ok(store) = self.ws.open_store(&self.config_locking(0)) else {
             return;
         };
+        let Some(m) = &mut self.mem else { return };
         let generation = store.catalog.reader().and_then(|r| r.generation());
         if !matches!(generation, Ok(g) if g == m.index.generation) {
             // gc rewrote the index: ours is stale.
@@ -658,10 +659,10 @@ impl Watcher {
         }
         let upto = m.seq;
         self.dirty.retain(|_, s| *s > upto);
-        // A save through the watcher replaces the in-memory index's map and
-        // records (and the parallel index load allocates in every worker's
-        // arena): give what was freed back now that it is idle, rather than
-        // keep it resident for the watcher's lifetime.
+        // Saves through the watcher replace records of the in-memory index
+        // (and a full scan or the parallel index load allocates in every
+        // worker's arena): give what was freed back now that it is idle,
+        // rather than keep it resident for the watcher's lifetime.
         crate::platform::release_free_memory();
     }
 

@@ -275,7 +275,7 @@ pub fn fork(
             };
             if report.is_some() {
                 let reader = fork_store.catalog.reader()?;
-                let index =
+                let mut index =
                     inherit::inherited_index(&staging, &reader, rec.root, reader.generation()?)?;
                 index.save(&fork_store.index_path())?;
             } else {

@@ -196,7 +196,7 @@ pub fn inherited_index(
     Ok(Index {
         generation,
         scan_start_ns,
-        dirs: out.into_inner().unwrap(),
+        dirs: out.into_inner().unwrap().into(),
         base: None,
     })
 }

@@ -537,7 +537,7 @@ fn record_restored(
             dirty.insert(c.path.clone());
         }
     }
-    let mut rescan = save::scan_against(ws, store, &prior.index, ScanKind::Capture, Some(&dirty))?;
+    let mut rescan = save::scan_against(ws, store, prior.index, ScanKind::Capture, Some(&dirty))?;
     // Unchanged relative to the prior index, which may itself be newer than
     // the index file.
     rescan.index_unchanged &= prior.index_unchanged;
@@ -1186,12 +1186,15 @@ fn updated_index(
     written: &HashMap<Vec<u8>, Meta>,
     lookup: &TargetLookup<'_>,
 ) -> Result<Index> {
-    // Directories that went away take their records with them.
+    // Directories that went away take their records with them (and get
+    // none back below).
+    let mut gone: Vec<&[u8]> = Vec::new();
     for c in changes {
         let old_dir = matches!(c.old.as_ref().map(|e| &e.node), Some(Node::Dir { .. }));
         let new_dir = matches!(c.new.as_ref().map(|e| &e.node), Some(Node::Dir { .. }));
         if old_dir && (!new_dir || c.kind == ChangeKind::TypeChanged) {
-            index.dirs.retain(|p, _| !is_within(p, &c.path));
+            index.dirs.remove_subtree(&c.path);
+            gone.push(&c.path);
         }
     }
     // Changes grouped by parent directory.
@@ -1213,6 +1216,9 @@ fn updated_index(
         })
     });
     for d in dirs {
+        if gone.iter().any(|g| is_within(&d, g)) {
+            continue;
+        }
         let mut entries: BTreeMap<Vec<u8>, IndexEntry> = index
             .dirs
             .get(&d)

@@ -149,21 +149,23 @@ impl Scanner for OnDisk {
             ScanPlan::Full => None,
         };
         let _t = trace::span("scan");
-        scan_against(ws, store, &index, kind, dirty)
+        scan_against(ws, store, index, kind, dirty)
     }
 
-    fn keep_index(&mut self, store: &Store, scan: ScanResult) -> Result<()> {
-        save_index(store, &scan)
+    fn keep_index(&mut self, store: &Store, mut scan: ScanResult) -> Result<()> {
+        save_index(store, &mut scan)
     }
 }
 
 /// Scans the workspace against `index`: only the `dirty` directories (and
 /// the path from the root to each) when given, else every directory. A
-/// failed capture scan drops the pending objects it stored.
+/// partial scan's index is `index` updated in place (see
+/// [`scan::PartialScan::apply`]). A failed capture scan drops the pending
+/// objects it stored.
 pub fn scan_against(
     ws: &Workspace,
     store: &Store,
-    index: &Index,
+    index: Index,
     kind: ScanKind,
     dirty: Option<&HashSet<Vec<u8>>>,
 ) -> Result<ScanResult> {
@@ -171,7 +173,7 @@ pub fn scan_against(
     let exclude = ws.excluded();
     let input = ScanInput {
         root: &ws.root,
-        index,
+        index: &index,
         ignore: &ignore,
         exclude: &exclude,
         mode: match kind {
@@ -182,7 +184,7 @@ pub fn scan_against(
         on_unreadable: OnUnreadable::Record,
     };
     let result = match dirty {
-        Some(dirs) => scan::scan_partial(&input, dirs),
+        Some(dirs) => scan::scan_partial(&input, dirs).map(|p| p.apply(index)),
         None => scan::scan(&input),
     };
     if result.is_err() {
@@ -196,7 +198,7 @@ pub fn scan_against(
 /// are removed instead (the next scan reads everything; an old index left
 /// behind would not match the watch token recorded next, see
 /// [`crate::watch`]), and what was saved or restored stands.
-pub fn save_index(store: &Store, scan: &ScanResult) -> Result<()> {
+pub fn save_index(store: &Store, scan: &mut ScanResult) -> Result<()> {
     if scan.index_unchanged {
         return Ok(());
     }
@@ -249,9 +251,9 @@ pub fn capture(
 ) -> Result<Captured> {
     let t0 = Instant::now();
     let scan = scanner.scan(ws, store, ScanKind::Capture)?;
-    let captured = capture_scanned(ws, store, opts, scan, t0)?;
+    let mut captured = capture_scanned(ws, store, opts, scan, t0)?;
     let _t = trace::span("index save");
-    save_index(store, &captured.scan)?;
+    save_index(store, &mut captured.scan)?;
     Ok(captured)
 }
 

@@ -168,25 +168,31 @@ pub fn gc_excluding(store: &Store, exclude: &[u64], dry_run: bool) -> Result<GcR
 /// Drops index entries that reference dead objects and marks records whose
 /// tree is dead (or lost an entry) for rebuilding.
 fn prune_index(index: &mut Index, live_trees: &HashSet<Hash>, live_objects: &HashSet<Hash>) {
-    for rec in index.dirs.values_mut() {
-        let entry_live = |n: &Node| match n {
-            Node::File { hash, .. } => live_objects.contains(hash),
-            _ => true,
-        };
-        let all_live = rec.entries.iter().all(|e| entry_live(&e.entry.node));
-        if all_live && live_trees.contains(&rec.tree) {
-            continue;
-        }
-        let entries = rec
-            .entries
-            .iter()
-            .filter(|e| entry_live(&e.entry.node))
-            .cloned()
-            .collect();
-        *rec = Arc::new(DirRecord {
-            tree: UNKNOWN_TREE,
-            entries,
-            exact_names: false,
-        });
-    }
+    let entry_live = |n: &Node| match n {
+        Node::File { hash, .. } => live_objects.contains(hash),
+        _ => true,
+    };
+    let pruned: Vec<(Vec<u8>, Arc<DirRecord>)> = index
+        .dirs
+        .iter()
+        .filter(|(_, rec)| {
+            !(live_trees.contains(&rec.tree)
+                && rec.entries.iter().all(|e| entry_live(&e.entry.node)))
+        })
+        .map(|(p, rec)| {
+            let entries = rec
+                .entries
+                .iter()
+                .filter(|e| entry_live(&e.entry.node))
+                .cloned()
+                .collect();
+            let rec = DirRecord {
+                tree: UNKNOWN_TREE,
+                entries,
+                exact_names: false,
+            };
+            (p.clone(), Arc::new(rec))
+        })
+        .collect();
+    index.dirs.extend(pruned);
 }

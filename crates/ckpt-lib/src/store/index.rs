@@ -29,7 +29,17 @@
 //! old delta, or a lost write, leaves either the new state or an older,
 //! consistent one (see `docs/FORMAT.md`). A delta is written only while the
 //! index path still names the very file (inode, held open) the in-memory
-//! index was loaded from.
+//! index was loaded from or last wrote as a whole base.
+//!
+//! ## Work that follows the change
+//! [`Dirs`] keeps, as records change, which paths changed since the base
+//! (and whether the base holds each) and which records have an unknown
+//! tree. The delta is built from the changed paths alone and a partial scan
+//! lists the unknown ones without looking at the other records, so a
+//! watch-mode save, whose index stays in memory, costs what changed, not
+//! the size of the index. The sets are exact because every change to the
+//! records goes through [`Dirs`]; where they are not known (records made
+//! without a base to compare with) the next write is a whole base.
 //!
 //! ## Device map
 //! A btrfs snapshot of the workspace (a fork, docs/FORK.md) keeps every
@@ -80,7 +90,7 @@
 //! write. Files of any other version are not read (the next scan
 //! re-hashes, as for a missing index).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::ops::Range;
 use std::os::unix::fs::MetadataExt;
@@ -92,7 +102,7 @@ use rayon::prelude::*;
 use crate::error::IoContext;
 use crate::store::tree::{put_varint, valid_name, Entry, EntryRef, NodeRef, Reader};
 use crate::{Error, Hash, Result};
-use ckpt_copy::fs::Meta;
+use ckpt_copy::fs::{is_within, join, Meta};
 
 /// The tree hash of a record whose tree must be rebuilt by the next scan
 /// (set by restore and gc; never the hash of a real tree).
@@ -630,6 +640,196 @@ impl DirRecord {
     }
 }
 
+/// The directory records of an index by path (relative, `""` for the
+/// root), with two sets kept up to date as records change, so that what a
+/// watch-mode save does follows the change and not the tree:
+/// - the paths whose record has [`UNKNOWN_TREE`] (every partial scan lists
+///   them, see `crate::workspace::scan`);
+/// - the paths whose record was replaced or removed since the base file
+///   was loaded or written, each with whether the base holds that path:
+///   the delta is made of these alone ([`Index::encode_delta`]).
+///
+/// Reads go to the map (`Deref`); every change goes through the methods
+/// below, which keep both sets exact. A record replaced by the very same
+/// `Arc` (a scan keeping it) is not a change.
+#[derive(Clone, Debug, Default)]
+pub struct Dirs {
+    map: HashMap<Vec<u8>, Arc<DirRecord>>,
+    unknown: HashSet<Vec<u8>>,
+    /// Path → whether the base holds it, for every path whose record
+    /// changed since the base. `None`: not known (records made without a
+    /// base to compare with); the next write is then a whole base.
+    changed: Option<HashMap<Vec<u8>, bool>>,
+}
+
+impl std::ops::Deref for Dirs {
+    type Target = HashMap<Vec<u8>, Arc<DirRecord>>;
+    fn deref(&self) -> &Self::Target {
+        &self.map
+    }
+}
+
+impl PartialEq for Dirs {
+    fn eq(&self, other: &Self) -> bool {
+        self.map == other.map
+    }
+}
+
+impl Eq for Dirs {}
+
+/// Records with nothing known about what changed since a base.
+impl From<HashMap<Vec<u8>, Arc<DirRecord>>> for Dirs {
+    fn from(map: HashMap<Vec<u8>, Arc<DirRecord>>) -> Dirs {
+        let unknown = map
+            .iter()
+            .filter(|(_, r)| r.tree == UNKNOWN_TREE)
+            .map(|(p, _)| p.clone())
+            .collect();
+        Dirs {
+            map,
+            unknown,
+            changed: None,
+        }
+    }
+}
+
+impl<'a> IntoIterator for &'a Dirs {
+    type Item = (&'a Vec<u8>, &'a Arc<DirRecord>);
+    type IntoIter = std::collections::hash_map::Iter<'a, Vec<u8>, Arc<DirRecord>>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.map.iter()
+    }
+}
+
+impl FromIterator<(Vec<u8>, Arc<DirRecord>)> for Dirs {
+    fn from_iter<I: IntoIterator<Item = (Vec<u8>, Arc<DirRecord>)>>(it: I) -> Dirs {
+        Dirs::from(it.into_iter().collect::<HashMap<_, _>>())
+    }
+}
+
+impl Dirs {
+    /// The records of a base file: nothing changed since it.
+    fn of_base(records: Vec<(Vec<u8>, Arc<DirRecord>)>) -> Dirs {
+        let mut map = HashMap::with_capacity(records.len());
+        map.extend(records);
+        Dirs {
+            changed: Some(HashMap::new()),
+            ..Dirs::from(map)
+        }
+    }
+
+    /// A full scan's records, `records`, succeeding `old` (the records it
+    /// scanned against): what changed since `old`'s base is carried over
+    /// and completed when `track`, else left unknown. Costs a lookup per
+    /// record, as the scan did.
+    pub(crate) fn succeeding(
+        old: &Dirs,
+        records: Vec<(Vec<u8>, Arc<DirRecord>)>,
+        track: bool,
+    ) -> Dirs {
+        let mut new = Dirs {
+            changed: old.changed.clone().filter(|_| track),
+            ..Dirs::default()
+        };
+        new.map.reserve(records.len());
+        let mut held = 0;
+        for (p, rec) in records {
+            match old.map.get(&p) {
+                Some(o) => {
+                    held += 1;
+                    if !Arc::ptr_eq(o, &rec) {
+                        new.note(&p, true);
+                    }
+                }
+                None => new.note(&p, false),
+            }
+            if rec.tree == UNKNOWN_TREE {
+                new.unknown.insert(p.clone());
+            }
+            new.map.insert(p, rec);
+        }
+        if held != old.map.len() && new.changed.is_some() {
+            for p in old.map.keys() {
+                if !new.map.contains_key(p) {
+                    new.note(p, true);
+                }
+            }
+        }
+        new
+    }
+
+    /// Notes that `path`'s record changes; `held`: the map holds `path`
+    /// before the change (so does the base, if nothing changed it since).
+    fn note(&mut self, path: &[u8], held: bool) {
+        if let Some(c) = &mut self.changed {
+            if !c.contains_key(path) {
+                c.insert(path.to_vec(), held);
+            }
+        }
+    }
+
+    /// Sets `path`'s record; returns the one it replaces.
+    pub fn insert(&mut self, path: Vec<u8>, rec: Arc<DirRecord>) -> Option<Arc<DirRecord>> {
+        let held = match self.map.get(&path) {
+            Some(o) if Arc::ptr_eq(o, &rec) => return Some(rec),
+            o => o.is_some(),
+        };
+        self.note(&path, held);
+        if rec.tree == UNKNOWN_TREE {
+            self.unknown.insert(path.clone());
+        } else if !self.unknown.is_empty() {
+            self.unknown.remove(&path);
+        }
+        self.map.insert(path, rec)
+    }
+
+    /// Removes `path`'s record and returns it.
+    pub fn remove(&mut self, path: &[u8]) -> Option<Arc<DirRecord>> {
+        let old = self.map.remove(path)?;
+        self.unknown.remove(path);
+        self.note(path, true);
+        Some(old)
+    }
+
+    /// Removes the record of the directory `path` and of every directory
+    /// below it: those the records' directory entries lead to, and any
+    /// record with an unknown tree within `path` (an index written by an
+    /// older restore may hold such a record that no entry leads to). Costs
+    /// what the subtree holds, not the whole index.
+    pub fn remove_subtree(&mut self, path: &[u8]) {
+        let mut todo = vec![path.to_vec()];
+        while let Some(p) = todo.pop() {
+            let Some(rec) = self.remove(&p) else { continue };
+            for v in rec.entries.views() {
+                if matches!(v.entry.node, NodeRef::Dir { .. }) {
+                    todo.push(join(&p, v.entry.name));
+                }
+            }
+        }
+        let stray: Vec<Vec<u8>> = self
+            .unknown
+            .iter()
+            .filter(|u| is_within(u, path))
+            .cloned()
+            .collect();
+        for p in stray {
+            self.remove(&p);
+        }
+    }
+
+    /// Sets every record of `records`.
+    pub fn extend(&mut self, records: impl IntoIterator<Item = (Vec<u8>, Arc<DirRecord>)>) {
+        for (p, rec) in records {
+            self.insert(p, rec);
+        }
+    }
+
+    /// The paths whose record has [`UNKNOWN_TREE`].
+    pub fn unknown_trees(&self) -> &HashSet<Vec<u8>> {
+        &self.unknown
+    }
+}
+
 /// The whole index.
 #[derive(Clone, Debug, Default)]
 pub struct Index {
@@ -638,24 +838,29 @@ pub struct Index {
     /// When the scan that produced it started.
     pub scan_start_ns: i64,
     /// Directory path (relative, `""` for the root) → record.
-    pub dirs: HashMap<Vec<u8>, Arc<DirRecord>>,
-    /// The base file this index was loaded from, so that saving it again
-    /// writes only a delta against it (or copies the bytes of unchanged
-    /// records when it rewrites the whole file).
+    pub dirs: Dirs,
+    /// The base file this index was loaded from or last written as, so
+    /// that saving it again writes only a delta against it (and copies the
+    /// bytes of unchanged records when it rewrites the whole file).
     pub base: Option<Arc<Base>>,
 }
 
-/// A loaded base index file.
+/// A base index file, as loaded or written.
 pub struct Base {
-    /// The whole file.
-    buf: Arc<Vec<u8>>,
+    /// The file's bytes, when loaded (records loaded from it point into
+    /// them); `None` for a base this process wrote.
+    buf: Option<Arc<Vec<u8>>>,
+    /// Its length.
+    len: usize,
     /// Its trailer: BLAKE3 of everything before it (what a delta names).
     id: Hash,
     generation: u64,
-    /// Its `dir` blocks.
-    blocks: Vec<Range<usize>>,
-    /// The file it was read from, held open so that its inode cannot be
-    /// reused: a delta is written only while the path still names it.
+    /// Written in the current version: a delta (whose records are always
+    /// in the current encoding) is only made against such a base.
+    current: bool,
+    /// The file it was read from or written as, held open so that its
+    /// inode cannot be reused: a delta is written only while the path
+    /// still names it.
     file: Option<File>,
     /// Its device map (from its delta, or [`Index::remap_dev`]), which
     /// every delta against it repeats.
@@ -664,12 +869,7 @@ pub struct Base {
 
 impl std::fmt::Debug for Base {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "Base({} bytes, {} dirs)",
-            self.buf.len(),
-            self.blocks.len()
-        )
+        write!(f, "Base({} bytes, {:?})", self.len, self.id)
     }
 }
 
@@ -699,7 +899,8 @@ struct Parsed {
     /// A delta's device map for its base.
     dev_map: Option<DevMap>,
     removed: Vec<Vec<u8>>,
-    blocks: Vec<Range<usize>>,
+    /// In the current encoding (version 4 blocks).
+    v4: bool,
     records: Vec<(Vec<u8>, Arc<DirRecord>)>,
 }
 
@@ -781,7 +982,7 @@ fn parse(buf: &Arc<Vec<u8>>, delta: bool) -> Result<Parsed> {
         base_id,
         dev_map,
         removed,
-        blocks,
+        v4,
         records,
     })
 }
@@ -881,19 +1082,17 @@ impl Index {
     fn decode_owned(bytes: Vec<u8>) -> Result<Index> {
         let buf = Arc::new(bytes);
         let p = parse(&buf, false)?;
-        let id = Hash(buf[buf.len() - 32..].try_into().unwrap());
-        let mut dirs = HashMap::with_capacity(p.records.len());
-        dirs.extend(p.records);
         Ok(Index {
             generation: p.generation,
             scan_start_ns: p.scan_start_ns,
-            dirs,
+            dirs: Dirs::of_base(p.records),
             base: Some(Arc::new(Base {
-                buf,
-                id,
+                len: buf.len(),
+                id: trailer(&buf),
                 generation: p.generation,
-                blocks: p.blocks,
+                current: p.v4,
                 file: None,
+                buf: Some(buf),
                 dev_map: None,
             })),
         })
@@ -935,6 +1134,10 @@ impl Index {
     /// nothing changed, when the base is shared or its map does not end at
     /// `from`.
     pub fn remap_dev(&mut self, from: u64, to: u64) -> bool {
+        // A base this process wrote holds no record's bytes: rewrite whole.
+        if self.base.as_ref().is_some_and(|b| b.buf.is_none()) {
+            self.base = None;
+        }
         let mut map = None;
         if let Some(base) = self.base.as_mut() {
             let Some(b) = Arc::get_mut(base) else {
@@ -947,33 +1150,48 @@ impl Index {
             };
             b.dev_map = map;
         }
-        let base_buf = self.base.as_ref().map(|b| Arc::clone(&b.buf));
-        for rec in self.dirs.values_mut() {
-            let of_base =
-                |r: &&RawEntries| r.v4 && base_buf.as_ref().is_some_and(|b| Arc::ptr_eq(b, &r.buf));
-            let entries = match rec.entries.raw.as_ref().filter(of_base) {
-                Some(r) => Entries {
-                    raw: Some(RawEntries {
-                        dev_map: map,
-                        ..r.clone()
-                    }),
-                    decoded: OnceLock::new(),
-                },
-                None => rec
-                    .entries
-                    .iter()
-                    .map(|e| {
-                        let mut e = e.clone();
-                        e.meta.dev = remap(Some((from, to)), e.meta.dev);
-                        e
-                    })
-                    .collect(),
-            };
-            *rec = Arc::new(DirRecord {
+        let base_buf = self.base.as_ref().and_then(|b| b.buf.clone());
+        let of_base =
+            |r: &&RawEntries| r.v4 && base_buf.as_ref().is_some_and(|b| Arc::ptr_eq(b, &r.buf));
+        let mut moved = Vec::new();
+        for (p, rec) in self.dirs.map.iter_mut() {
+            match rec.entries.raw.as_ref().filter(of_base) {
+                // Still the base's bytes, read through its map: not a
+                // change since the base (the next delta carries the map).
+                Some(r) => {
+                    let entries = Entries {
+                        raw: Some(RawEntries {
+                            dev_map: map,
+                            ..r.clone()
+                        }),
+                        decoded: OnceLock::new(),
+                    };
+                    *rec = Arc::new(DirRecord {
+                        tree: rec.tree,
+                        entries,
+                        exact_names: rec.exact_names,
+                    });
+                }
+                None => moved.push(p.clone()),
+            }
+        }
+        for p in moved {
+            let rec = &self.dirs[&p];
+            let entries = rec
+                .entries
+                .iter()
+                .map(|e| {
+                    let mut e = e.clone();
+                    e.meta.dev = remap(Some((from, to)), e.meta.dev);
+                    e
+                })
+                .collect();
+            let rec = Arc::new(DirRecord {
                 tree: rec.tree,
                 entries,
                 exact_names: rec.exact_names,
             });
+            self.dirs.insert(p, rec);
         }
         true
     }
@@ -1026,44 +1244,53 @@ impl Index {
         out
     }
 
-    /// The delta of this index against `base`: every record that is not
-    /// `base`'s own block for its path, and every path of `base` that is
-    /// gone. `None` when it would be larger than the base allows.
+    /// The delta of this index against `base`: every record changed since
+    /// `base` (see [`Dirs`]) that is not `base`'s own block for its path,
+    /// and every path of `base` that is gone. `None` when it would be
+    /// larger than the base allows, or what changed is not known. Costs
+    /// what changed since `base`, not the whole index.
     pub fn encode_delta(&self, base: &Base) -> Option<Vec<u8>> {
-        if base.generation != self.generation {
+        if base.generation != self.generation || !base.current {
             return None;
         }
-        let mut same = 0usize;
+        let since = self.dirs.changed.as_ref()?;
         let mut changed: Vec<&Vec<u8>> = Vec::new();
-        let mut size = 0usize;
-        let limit = base.buf.len() / DELTA_MAX_FRACTION;
-        for (p, rec) in &self.dirs {
-            if rec.stored_block(p, Some(&base.buf)).is_some() {
-                same += 1;
-            } else {
-                changed.push(p);
-                // An estimate (a file or directory entry holds a 32-byte hash);
-                // the encoded size is checked below.
-                size += 40 + p.len() + rec.entries.len() * 40;
-                if size > limit {
-                    return None;
-                }
-            }
-        }
         let mut removed: Vec<&[u8]> = Vec::new();
-        if same != base.blocks.len() {
-            for b in &base.blocks {
-                let block = &base.buf[b.clone()];
-                let len = u32::from_le_bytes(block[..4].try_into().unwrap()) as usize;
-                let p = &block[4..4 + len];
-                if !self.dirs.contains_key(p) {
-                    removed.push(p);
+        let mut size = 0usize;
+        let limit = base.len / DELTA_MAX_FRACTION;
+        for (p, &in_base) in since {
+            match self.dirs.get(p) {
+                Some(rec) => {
+                    if base
+                        .buf
+                        .as_ref()
+                        .is_some_and(|b| rec.stored_block(p, Some(b)).is_some())
+                    {
+                        continue;
+                    }
+                    changed.push(p);
+                    // An estimate (a file or directory entry holds a 32-byte
+                    // hash); the encoded size is checked below.
+                    size += 40 + p.len() + rec.entries.len() * 40;
+                    if size > limit {
+                        return None;
+                    }
                 }
+                None if in_base => removed.push(p),
+                None => {}
             }
         }
         changed.sort_unstable();
         removed.sort_unstable();
-        let mut head = Vec::with_capacity(64 + removed.iter().map(|p| p.len() + 4).sum::<usize>());
+        let out = self.finish(self.delta_head(base, &removed), &changed);
+        (out.len() <= limit.max(1)).then_some(out)
+    }
+
+    /// A delta's header against `base`, up to its records: magic, version,
+    /// generation, scan start, the base's id and device map, the `removed`
+    /// paths (sorted).
+    fn delta_head(&self, base: &Base, removed: &[&[u8]]) -> Vec<u8> {
+        let mut head = Vec::with_capacity(80 + removed.iter().map(|p| p.len() + 4).sum::<usize>());
         head.extend_from_slice(DELTA_MAGIC);
         head.extend_from_slice(&DELTA_VERSION.to_le_bytes());
         head.extend_from_slice(&self.generation.to_le_bytes());
@@ -1078,20 +1305,19 @@ impl Index {
             }
         }
         head.extend_from_slice(&(removed.len() as u32).to_le_bytes());
-        for p in &removed {
+        for p in removed {
             head.extend_from_slice(&(p.len() as u32).to_le_bytes());
             head.extend_from_slice(p);
         }
-        let out = self.finish(head, &changed);
-        (out.len() <= limit.max(1)).then_some(out)
+        head
     }
 
     /// Records this index at `path` (a cache, see the module doc): as a
-    /// delta against the base file it was loaded from when `path` still
-    /// names that file and the delta is small, else as a whole new file
-    /// (which drops any delta). Each file is replaced atomically (temp +
-    /// rename, no fsync).
-    pub fn save(&self, path: &Path) -> Result<()> {
+    /// delta against its base when `path` still names that file and the
+    /// delta is small, else as a whole new file (which drops any delta) that
+    /// becomes its base, so that the next save can again write a delta.
+    /// Each file is replaced atomically (temp + rename, no fsync).
+    pub fn save(&mut self, path: &Path) -> Result<()> {
         let t = crate::trace::span("index encode");
         let delta = self
             .base
@@ -1101,13 +1327,25 @@ impl Index {
         if let Some(d) = delta {
             drop(t);
             let _t = crate::trace::span("index write delta");
-            return replace(&delta_path(path), &d, false);
+            replace(&delta_path(path), &d, false)?;
+            return Ok(());
         }
         let bytes = self.encode();
         drop(t);
         let _t = crate::trace::span("index write");
-        replace(path, &bytes, false)?;
-        remove_delta(path)
+        let file = replace(path, &bytes, false)?;
+        remove_delta(path)?;
+        self.base = Some(Arc::new(Base {
+            buf: None,
+            len: bytes.len(),
+            id: trailer(&bytes),
+            generation: self.generation,
+            current: true,
+            file: Some(file),
+            dev_map: None,
+        }));
+        self.dirs.changed = Some(HashMap::new());
+        Ok(())
     }
 
     /// Replaces the index file durably (temp + fsync + rename, the delta
@@ -1118,6 +1356,51 @@ impl Index {
         remove_delta(path)?;
         let dir = path.parent().unwrap_or(Path::new("."));
         File::open(dir).and_then(|d| d.sync_all()).ctx("fsync", dir)
+    }
+}
+
+/// The delta as it was made before [`Dirs`] tracked what changed: by a walk
+/// over every record and every path of the base (the reference the tracked
+/// [`Index::encode_delta`] is tested against). `None` when the base's bytes
+/// are not held (a base this process wrote).
+#[cfg(test)]
+impl Index {
+    pub(crate) fn encode_delta_by_walk(&self, base: &Base) -> Option<Option<Vec<u8>>> {
+        let buf = base.buf.as_ref()?;
+        Some(self.walk_delta(base, buf))
+    }
+
+    fn walk_delta(&self, base: &Base, buf: &Arc<Vec<u8>>) -> Option<Vec<u8>> {
+        if base.generation != self.generation || !base.current {
+            return None;
+        }
+        let mut changed: Vec<&Vec<u8>> = Vec::new();
+        let mut size = 0usize;
+        let limit = base.len / DELTA_MAX_FRACTION;
+        for (p, rec) in self.dirs.iter() {
+            if rec.stored_block(p, Some(buf)).is_none() {
+                changed.push(p);
+                size += 40 + p.len() + rec.entries.len() * 40;
+                if size > limit {
+                    return None;
+                }
+            }
+        }
+        let base_paths: Vec<Vec<u8>> = parse(buf, false)
+            .ok()?
+            .records
+            .into_iter()
+            .map(|(p, _)| p)
+            .collect();
+        let mut removed: Vec<&[u8]> = base_paths
+            .iter()
+            .filter(|p| !self.dirs.contains_key(*p))
+            .map(|p| p.as_slice())
+            .collect();
+        changed.sort_unstable();
+        removed.sort_unstable();
+        let out = self.finish(self.delta_head(base, &removed), &changed);
+        (out.len() <= limit.max(1)).then_some(out)
     }
 }
 
@@ -1144,7 +1427,9 @@ pub fn remove(path: &Path) -> Result<()> {
     Ok(())
 }
 
-fn replace(path: &Path, bytes: &[u8], durable: bool) -> Result<()> {
+/// Replaces `path` with `bytes` (temp file + rename, fsynced first when
+/// `durable`); returns the new file, open.
+fn replace(path: &Path, bytes: &[u8], durable: bool) -> Result<File> {
     use std::io::Write;
     let tmp = temp_path(path);
     let mut f = File::create(&tmp).ctx("create", &tmp)?;
@@ -1159,11 +1444,15 @@ fn replace(path: &Path, bytes: &[u8], durable: bool) -> Result<()> {
         let _ = std::fs::remove_file(&tmp);
     }
     written?;
-    drop(f);
     ckpt_fault::point("index.after_tmp_write");
     std::fs::rename(&tmp, path).ctx("rename", path)?;
     ckpt_fault::point("index.after_rename");
-    Ok(())
+    Ok(f)
+}
+
+/// The trailer of an index or delta file (BLAKE3 of what precedes it).
+fn trailer(bytes: &[u8]) -> Hash {
+    Hash(bytes[bytes.len() - 32..].try_into().expect("32 bytes"))
 }
 
 fn remove_delta(path: &Path) -> Result<()> {
@@ -1413,6 +1702,7 @@ mod tests {
         };
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("index");
+        let mut ix = ix;
         ix.save(&path).unwrap();
         let base = std::fs::read(&path).unwrap();
         let mut a = Index::load(&path, 3);
@@ -1482,13 +1772,14 @@ mod tests {
             let tmp = tempfile::tempdir().unwrap();
             let path = tmp.path().join("index");
             let g = ix.generation;
+            let mut ix = ix;
             ix.save(&path).unwrap();
             let mut a = Index::load(&path, g);
             prop_assert!(a.remap_dev(from, to));
             a.save(&path).unwrap();
             let want = moved(&ix.dirs, from, to);
             let mut b = Index::load(&path, g);
-            prop_assert_eq!(&b.dirs, &want);
+            prop_assert_eq!(&*b.dirs, &want);
 
             let added = Arc::new(DirRecord { tree: Hash([9; 32]), ..DirRecord::default() });
             b.dirs.insert(b"zz".to_vec(), Arc::clone(&added));
@@ -1496,17 +1787,118 @@ mod tests {
             let mut want = want;
             want.insert(b"zz".to_vec(), added);
             let mut c = Index::load(&path, g);
-            prop_assert_eq!(&c.dirs, &want);
+            prop_assert_eq!(&*c.dirs, &want);
 
             prop_assert!(c.remap_dev(to, to2));
             c.save(&path).unwrap();
             let want = moved(&want, to, to2);
             let d = Index::load(&path, g);
-            prop_assert_eq!(&d.dirs, &want);
+            prop_assert_eq!(&*d.dirs, &want);
 
             let whole = Index::decode(&d.encode()).unwrap();
-            prop_assert_eq!(&whole.dirs, &want);
+            prop_assert_eq!(&*whole.dirs, &want);
             prop_assert!(whole.base.as_ref().unwrap().dev_map.is_none());
+        }
+    }
+
+    /// A change to the records of a loaded index.
+    #[derive(Clone, Debug)]
+    enum Change {
+        /// A fresh record (tree seed) at path `d{n}`, which may be new.
+        Put(u8, u8),
+        /// Remove the record at `d{n}`.
+        Remove(u8),
+        /// Replace the records as a full scan does ([`Dirs::succeeding`]):
+        /// per record, by bits of the mask, keep it (the same `Arc`), make
+        /// it fresh or drop it; and add a fresh record at `d{n}`.
+        Rebuild(u64, u8),
+    }
+
+    fn arb_change() -> impl Strategy<Value = Change> {
+        prop_oneof![
+            3 => (0u8..28, any::<u8>()).prop_map(|(n, t)| Change::Put(n, t)),
+            2 => (0u8..28).prop_map(Change::Remove),
+            1 => (any::<u64>(), 0u8..28).prop_map(|(m, n)| Change::Rebuild(m, n)),
+        ]
+    }
+
+    fn fresh(seed: u8, unknown: bool) -> Arc<DirRecord> {
+        Arc::new(DirRecord {
+            tree: match unknown {
+                true => UNKNOWN_TREE,
+                false => Hash::of(&[seed]),
+            },
+            entries: Entries::default(),
+            exact_names: seed.is_multiple_of(3),
+        })
+    }
+
+    fn path(n: u8) -> Vec<u8> {
+        format!("d{n}").into_bytes()
+    }
+
+    proptest! {
+        /// Through any changes to a loaded index's records (set, removed,
+        /// rebuilt as a full scan does), the delta built from what [`Dirs`]
+        /// tracked has the bytes of the walk over every record and every
+        /// path of the base, loads back as the index, and the unknown-tree
+        /// set is exact.
+        #[test]
+        fn the_tracked_delta_is_the_walked_one(
+            ix in arb_index(),
+            more in proptest::collection::vec(arb_index(), 3),
+            changes in proptest::collection::vec(arb_change(), 1..12),
+        ) {
+            // A base of up to 24 directories `d0`…
+            let mut big = ix;
+            for m in more {
+                let n = big.dirs.len();
+                for (i, (_, rec)) in m.dirs.iter().enumerate() {
+                    big.dirs.insert(path((n + i) as u8), Arc::clone(rec));
+                }
+            }
+            let bytes = big.encode();
+            let mut ix = Index::decode(&bytes).unwrap();
+            let base = ix.base.clone().unwrap();
+            for (i, c) in changes.iter().enumerate() {
+                match *c {
+                    Change::Put(n, t) => {
+                        ix.dirs.insert(path(n), fresh(t, t % 4 == 0));
+                    }
+                    Change::Remove(n) => {
+                        ix.dirs.remove(&path(n));
+                    }
+                    Change::Rebuild(mask, n) => {
+                        let mut records: Vec<(Vec<u8>, Arc<DirRecord>)> = Vec::new();
+                        for (p, rec) in ix.dirs.iter() {
+                            let k = p.len() as u32 * 7 + u32::from(p.last().copied().unwrap_or(0));
+                            let bits = mask.rotate_right(k % 64);
+                            match bits & 3 {
+                                0 | 1 => records.push((p.clone(), Arc::clone(rec))),
+                                2 => records.push((p.clone(), fresh(bits as u8, bits & 4 != 0))),
+                                _ => {}
+                            }
+                        }
+                        records.retain(|(p, _)| *p != path(n));
+                        records.push((path(n), fresh(n, false)));
+                        ix.dirs = Dirs::succeeding(&ix.dirs, records, true);
+                    }
+                }
+                let unknown: HashSet<Vec<u8>> = ix
+                    .dirs
+                    .iter()
+                    .filter(|(_, r)| r.tree == UNKNOWN_TREE)
+                    .map(|(p, _)| p.clone())
+                    .collect();
+                prop_assert_eq!(ix.dirs.unknown_trees(), &unknown);
+                let delta = ix.encode_delta(&base);
+                prop_assert_eq!(&delta, &ix.encode_delta_by_walk(&base).unwrap(), "change {}", i);
+                if let Some(d) = delta {
+                    let mut back = Index::decode(&bytes).unwrap();
+                    back.apply_delta(d).unwrap();
+                    prop_assert_eq!(&back.dirs, &ix.dirs, "change {}: loaded", i);
+                }
+            }
         }
     }
 }

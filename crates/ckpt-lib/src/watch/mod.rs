@@ -61,10 +61,14 @@
 //! the directories dirty since its in-memory index's sequence number
 //! (`mem.seq`, the drain before that index's scan) and commits exactly as
 //! `ckpt save` does, but keeps the new index in memory instead of writing
-//! it. It writes index and token (`seq = mem.seq`) later, under the store
-//! lock, when no request came for a while, when it stops, and when a
-//! command that relies on the files asks (`op: persist`: `ckpt fork`, before
-//! it takes the lock, so that its snapshot's scan can be partial). Marks `≤ seq`
+//! it: the scan's records replace the old ones in that index, in place, so
+//! a save costs what changed, not the size of the index (see
+//! [`crate::workspace::scan::PartialScan::apply`]). It writes index and
+//! token (`seq = mem.seq`) later, under the store lock, when no request
+//! came for a while, when it stops, and when a command that relies on the
+//! files asks (`op: persist`: `ckpt fork`, before it takes the lock, so
+//! that its snapshot's scan can be partial): usually a delta holding only
+//! what changed since the base file (see [`crate::store::index`]). Marks `≤ seq`
 //! are forgotten only up to `min(acked seq, mem.seq)`, so the in-memory
 //! index always has the marks it needs; the on-disk index and token are
 //! older but consistent, so commands that scan themselves stay correct. The

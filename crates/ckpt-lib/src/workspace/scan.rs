@@ -23,6 +23,10 @@
 //! re-stated as above; directories on the path from the root to one of them
 //! keep their old listing but re-stat the subdirectories on that path; every
 //! other directory keeps its index record and tree without being opened.
+//! Its result says which records it made and which directories went away,
+//! and [`PartialScan::apply`] makes those changes to the index it scanned
+//! against, in place: nothing in a partial scan costs more than the dirty
+//! directories, the path to each and the records whose tree is unknown.
 //!
 //! ## Scans that store nothing
 //! The index may only name content and trees the store holds (see
@@ -81,12 +85,13 @@ use rustix::io::Errno;
 
 use crate::error::IoContext;
 use crate::store::catalog::Skipped;
-use crate::store::index::{DirRecord, EntryView, Index, IndexEntry, RACY_WINDOW_NS, UNKNOWN_TREE};
+use crate::store::index::{
+    DirRecord, Dirs, EntryView, Index, IndexEntry, RACY_WINDOW_NS, UNKNOWN_TREE,
+};
 use crate::store::objects::{hash_file, CaptureError, Objects};
 use crate::store::tree::{Entry, Node, NodeRef, Tree};
 use crate::workspace::ignore::Ignore;
 use crate::{Error, Hash, Result};
-use ckpt_copy::fs::is_within;
 use ckpt_copy::fs::{self, display_path, join, parent_of, Meta};
 
 /// The workspace marker file name (at the root only).
@@ -213,7 +218,7 @@ impl Collector {
         input: &ScanInput<'_>,
         scan_start_ns: i64,
         root: Hash,
-        dirs: HashMap<Vec<u8>, Arc<DirRecord>>,
+        dirs: Dirs,
         index_unchanged: bool,
     ) -> ScanResult {
         let mut unreadable = self.unreadable.into_inner().unwrap();
@@ -272,9 +277,55 @@ pub fn scan(input: &ScanInput<'_>) -> Result<ScanResult> {
     let records = std::mem::take(out.records.get_mut().unwrap());
     let index_unchanged = *out.reused_dirs.get_mut() == records.len() as u64
         && records.len() == input.index.dirs.len();
-    let mut dirs = HashMap::with_capacity(records.len());
-    dirs.extend(records);
+    // A hash-only scan's index is not kept: what changed in it is not
+    // tracked.
+    let track = !matches!(input.mode, Mode::HashOnly);
+    let dirs = Dirs::succeeding(&input.index.dirs, records, track);
     Ok(out.into_result(input, scan_start_ns, root, dirs, index_unchanged))
+}
+
+/// What a [`scan_partial`] found, and what it changes in the index it
+/// scanned against.
+#[derive(Debug)]
+pub struct PartialScan {
+    /// The result; its index holds no records until [`PartialScan::apply`].
+    pub scan: ScanResult,
+    /// `None` for a hash-only scan, whose result never becomes the index.
+    update: Option<IndexUpdate>,
+}
+
+/// The change a partial scan makes to the index it scanned against.
+#[derive(Debug)]
+struct IndexUpdate {
+    /// The directories no longer there: each loses its record and those of
+    /// every directory below it.
+    removed: Vec<Vec<u8>>,
+    /// The record of every directory the scan visited (most are the old
+    /// records, kept as the same `Arc`, which is no change).
+    records: Vec<(Vec<u8>, Arc<DirRecord>)>,
+    /// The scan's start, when it visited anything.
+    scan_start_ns: Option<i64>,
+}
+
+impl PartialScan {
+    /// The result with its index: `index`, the one the scan was made
+    /// against, updated in place (a hash-only scan's result keeps an empty
+    /// index and `index` is dropped). The cost follows the directories the
+    /// scan visited and those removed, not the size of `index`.
+    pub fn apply(self, mut index: Index) -> ScanResult {
+        let mut scan = self.scan;
+        if let Some(u) = self.update {
+            for r in &u.removed {
+                index.dirs.remove_subtree(r);
+            }
+            index.dirs.extend(u.records);
+            if let Some(t) = u.scan_start_ns {
+                index.scan_start_ns = t;
+            }
+            scan.index = index;
+        }
+        scan
+    }
 }
 
 /// Scans only what may have changed: the directories in `dirty` (and those
@@ -282,17 +333,14 @@ pub fn scan(input: &ScanInput<'_>) -> Result<ScanResult> {
 /// to each; every other directory keeps its index record. The caller
 /// guarantees (see [`crate::watch`]) that no directory outside `dirty` has
 /// changed since `input.index` was produced, and that the index holds the
-/// root's record.
-pub fn scan_partial(input: &ScanInput<'_>, dirty: &HashSet<Vec<u8>>) -> Result<ScanResult> {
+/// root's record. Nothing here costs more than the dirty directories, the
+/// path to each and the records with unknown trees: the index is updated in
+/// place by [`PartialScan::apply`], never copied.
+pub fn scan_partial(input: &ScanInput<'_>, dirty: &HashSet<Vec<u8>>) -> Result<PartialScan> {
     let scan_start_ns = fs::now_ns();
     let old_dirs = &input.index.dirs;
     let mut listed: HashSet<Vec<u8>> = dirty.clone();
-    listed.extend(
-        old_dirs
-            .iter()
-            .filter(|(_, r)| r.tree == UNKNOWN_TREE)
-            .map(|(p, _)| p.clone()),
-    );
+    listed.extend(old_dirs.unknown_trees().iter().cloned());
     if !old_dirs.contains_key(&Vec::new()) {
         listed.insert(Vec::new());
     }
@@ -303,29 +351,23 @@ pub fn scan_partial(input: &ScanInput<'_>, dirty: &HashSet<Vec<u8>>) -> Result<S
             p = parent_of(p);
         }
     }
+    let keeps_index = !matches!(input.mode, Mode::HashOnly);
     if !affected.contains(&Vec::new()) {
         let root = old_dirs[&Vec::new()].tree;
-        return Ok(ScanResult {
+        let scan = Collector::default().into_result(
+            input,
+            input.index.scan_start_ns,
             root,
-            new_trees: HashMap::new(),
-            index: Index {
-                generation: input.index.generation,
-                scan_start_ns: input.index.scan_start_ns,
-                dirs: match input.mode {
-                    Mode::HashOnly => HashMap::new(),
-                    Mode::Capture(_) | Mode::HashKeep(_) => old_dirs.clone(),
-                },
-                base: input.index.base.clone(),
-            },
-            skipped: Vec::new(),
-            unreadable: Vec::new(),
-            temp_files: Vec::new(),
-            files_read: 0,
-            new_objects: 0,
-            new_bytes: 0,
-            entries: 0,
-            dirs_listed: 0,
-            index_unchanged: true,
+            Dirs::default(),
+            true,
+        );
+        return Ok(PartialScan {
+            scan,
+            update: keeps_index.then(|| IndexUpdate {
+                removed: Vec::new(),
+                records: Vec::new(),
+                scan_start_ns: None,
+            }),
         });
     }
     let root_fd = fs::open_dir_path(input.root).ctx("open", input.root)?;
@@ -352,33 +394,31 @@ pub fn scan_partial(input: &ScanInput<'_>, dirty: &HashSet<Vec<u8>>) -> Result<S
             continue;
         }
         unchanged = false;
-        for e in &old.entries {
-            if matches!(e.entry.node, Node::Dir { .. })
+        for v in old.entries.views() {
+            if matches!(v.entry.node, NodeRef::Dir { .. })
                 && !rec
-                    .get(&e.entry.name)
+                    .get(v.entry.name)
                     .is_some_and(|n| matches!(n.entry.node, Node::Dir { .. }))
             {
-                removed.push(join(path, &e.entry.name));
+                removed.push(join(path, v.entry.name));
             }
         }
     }
+    let mut scan = out.into_result(input, scan_start_ns, root, Dirs::default(), unchanged);
     // A hash-only scan (status, diff, restore planning) never becomes the
-    // index: it returns none rather than copy every record of the old one.
-    let dirs = match input.mode {
-        Mode::HashOnly => {
-            unchanged = true;
-            HashMap::new()
-        }
-        Mode::Capture(_) | Mode::HashKeep(_) => {
-            let mut dirs = old_dirs.clone();
-            if !removed.is_empty() {
-                dirs.retain(|p, _| !removed.iter().any(|r| is_within(p, r)));
-            }
-            dirs.extend(records);
-            dirs
+    // index: it leaves the index it scanned against as it is.
+    let update = match keeps_index {
+        true => Some(IndexUpdate {
+            removed,
+            records,
+            scan_start_ns: Some(scan_start_ns),
+        }),
+        false => {
+            scan.index_unchanged = true;
+            None
         }
     };
-    Ok(out.into_result(input, scan_start_ns, root, dirs, unchanged))
+    Ok(PartialScan { scan, update })
 }
 
 /// What the parent knows of a directory it hands to [`Scanner::scan_dir`].
@@ -1108,5 +1148,306 @@ fn kind_name(ft: FileType) -> &'static str {
         FileType::CharacterDevice => "char-device",
         FileType::BlockDevice => "block-device",
         _ => "unknown",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Partial scans applied in place, against the model they replace: the
+    //! old index copied, the directories gone filtered out by a walk over
+    //! every record, the new records added; and against a full scan of the
+    //! same tree. On a real tree, through random edits.
+
+    use super::*;
+    use crate::store::Store;
+    use crate::Config;
+    use ckpt_copy::fs::is_within;
+    use proptest::prelude::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    /// One edit, its targets picked by index among what exists.
+    #[derive(Clone, Debug)]
+    enum Op {
+        /// Create or append to file `f{n}` in directory `i`.
+        Write(usize, u8),
+        /// Remove file `i`.
+        RemoveFile(usize),
+        /// Create directory `s{n}` in directory `i`, with a file and a
+        /// subdirectory in it.
+        Mkdir(usize, u8),
+        /// Remove directory `i` (not the root) and everything in it.
+        RemoveDir(usize),
+        /// Move directory `i` (not the root) into directory `j` as `m{n}`.
+        MoveDir(usize, usize, u8),
+        /// Change directory `i`'s permission bits.
+        ChmodDir(usize),
+    }
+
+    fn arb_op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            4 => (any::<usize>(), 0u8..6).prop_map(|(i, n)| Op::Write(i, n)),
+            2 => any::<usize>().prop_map(Op::RemoveFile),
+            2 => (any::<usize>(), 0u8..4).prop_map(|(i, n)| Op::Mkdir(i, n)),
+            2 => any::<usize>().prop_map(Op::RemoveDir),
+            1 => (any::<usize>(), any::<usize>(), 0u8..4).prop_map(|(i, j, n)| Op::MoveDir(i, j, n)),
+            1 => any::<usize>().prop_map(Op::ChmodDir),
+        ]
+    }
+
+    /// Every directory (`""` first) and every file below `root`, sorted.
+    fn listing(root: &Path) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
+        use std::os::unix::ffi::OsStrExt;
+        let (mut dirs, mut files) = (vec![Vec::new()], Vec::new());
+        let mut i = 0;
+        while i < dirs.len() {
+            let rel = dirs[i].clone();
+            for e in std::fs::read_dir(display_path(root, &rel)).unwrap() {
+                let e = e.unwrap();
+                let p = join(&rel, e.file_name().as_bytes());
+                match e.file_type().unwrap().is_dir() {
+                    true => dirs.push(p),
+                    false => files.push(p),
+                }
+            }
+            i += 1;
+        }
+        dirs.sort();
+        files.sort();
+        (dirs, files)
+    }
+
+    /// Applies `op` and adds to `dirty` what a watcher would mark: the
+    /// directory whose entries changed, a directory whose own stat changed
+    /// and its parent, and every directory that appeared.
+    fn edit(root: &Path, op: &Op, dirty: &mut HashSet<Vec<u8>>) {
+        let (dirs, files) = listing(root);
+        let abs = |rel: &[u8]| display_path(root, rel);
+        let pick = |v: &[Vec<u8>], i: usize| v[i % v.len()].clone();
+        let appeared = |rel: &[u8], dirty: &mut HashSet<Vec<u8>>| {
+            let (below, _) = listing(&abs(rel));
+            dirty.extend(below.iter().map(|b| match b.is_empty() {
+                true => rel.to_vec(),
+                false => join(rel, b),
+            }));
+        };
+        match *op {
+            Op::Write(i, n) => {
+                let d = pick(&dirs, i);
+                let p = abs(&join(&d, format!("f{n}").as_bytes()));
+                let mut f = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(p)
+                    .unwrap();
+                std::io::Write::write_all(&mut f, b"x\n").unwrap();
+                dirty.insert(d);
+            }
+            Op::RemoveFile(i) if !files.is_empty() => {
+                let f = pick(&files, i);
+                std::fs::remove_file(abs(&f)).unwrap();
+                dirty.insert(parent_of(&f).to_vec());
+            }
+            Op::Mkdir(i, n) => {
+                let d = join(&pick(&dirs, i), format!("s{n}").as_bytes());
+                if std::fs::create_dir(abs(&d)).is_ok() {
+                    std::fs::write(abs(&join(&d, b"g")), b"g\n").unwrap();
+                    std::fs::create_dir(abs(&join(&d, b"t"))).unwrap();
+                    dirty.insert(parent_of(&d).to_vec());
+                    appeared(&d, dirty);
+                }
+            }
+            Op::RemoveDir(i) if dirs.len() > 1 => {
+                let d = pick(&dirs[1..], i);
+                std::fs::remove_dir_all(abs(&d)).unwrap();
+                dirty.insert(parent_of(&d).to_vec());
+                dirty.insert(d);
+            }
+            Op::MoveDir(i, j, n) if dirs.len() > 1 => {
+                let from = pick(&dirs[1..], i);
+                let into = pick(&dirs, j);
+                let to = join(&into, format!("m{n}").as_bytes());
+                if !is_within(&into, &from) && std::fs::rename(abs(&from), abs(&to)).is_ok() {
+                    dirty.insert(parent_of(&from).to_vec());
+                    dirty.insert(into);
+                    appeared(&to, dirty);
+                }
+            }
+            Op::ChmodDir(i) => {
+                let d = pick(&dirs, i);
+                let m = std::fs::metadata(abs(&d)).unwrap().permissions().mode();
+                let m = if m & 0o020 != 0 { 0o755 } else { 0o775 };
+                std::fs::set_permissions(abs(&d), std::fs::Permissions::from_mode(m)).unwrap();
+                if !d.is_empty() {
+                    dirty.insert(parent_of(&d).to_vec());
+                }
+                dirty.insert(d);
+            }
+            _ => {}
+        }
+    }
+
+    /// The index the way a partial scan made it before it was updated in
+    /// place: the whole map copied, the directories gone (and everything
+    /// within them) filtered out by a walk over every record, the records
+    /// it made added.
+    fn copied_update(index: &Index, u: &IndexUpdate) -> HashMap<Vec<u8>, Arc<DirRecord>> {
+        let mut dirs: HashMap<_, _> = (*index.dirs).clone();
+        dirs.retain(|p, _| !u.removed.iter().any(|r| is_within(p, r)));
+        dirs.extend(u.records.iter().cloned());
+        dirs
+    }
+
+    /// 31 directories, so that a round's changes usually fit a delta; few
+    /// distinct contents, so that capturing stores (and syncs) few objects.
+    fn build(root: &Path) {
+        for a in 0..6 {
+            for b in 0..4 {
+                let d = root.join(format!("a{a}/b{b}"));
+                std::fs::create_dir_all(&d).unwrap();
+                for f in 0..3 {
+                    let p = d.join(format!("f{f}"));
+                    std::fs::write(&p, b"f").unwrap();
+                    // Not racy: a full scan takes it from the index.
+                    std::fs::File::options()
+                        .write(true)
+                        .open(&p)
+                        .and_then(|f| f.set_modified(std::time::UNIX_EPOCH))
+                        .unwrap();
+                }
+            }
+            std::fs::write(root.join(format!("a{a}/top")), b"t").unwrap();
+        }
+    }
+
+    /// Each round: random edits, then a partial scan of what a watcher
+    /// would mark, applied in place to the index of the round before (kept
+    /// in memory, as the watcher does, or loaded from the file the round
+    /// before saved, as a command does) — or, some rounds, a full scan
+    /// against it. A partial scan's index equals the copying update's; for
+    /// both, the unknown-tree set is exact, root and records are those a
+    /// full scan of the tree finds, the delta has the bytes the walk over
+    /// every record made, and what is saved loads back as the index.
+    #[test]
+    fn partial_scans_applied_in_place_equal_the_copying_update_and_a_full_scan() {
+        // One store for every case (making one costs more than a case).
+        let shared = tempfile::tempdir().unwrap();
+        Store::create(&shared.path().join("store")).unwrap();
+        let store = Store::open(&shared.path().join("store"), &Config::default()).unwrap();
+        let objects = &store.objects;
+        let rounds = proptest::collection::vec(
+            (
+                proptest::collection::vec(arb_op(), 1..5),
+                any::<bool>(),
+                any::<bool>(),
+                proptest::bool::weighted(0.3),
+            ),
+            1..7,
+        );
+        let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
+            cases: 64,
+            ..ProptestConfig::default()
+        });
+        runner
+            .run(&rounds, |rounds| {
+                let tmp = tempfile::tempdir().unwrap();
+                let root = tmp.path().join("ws");
+                build(&root);
+                let ignore = Ignore::default();
+                let path = tmp.path().join("index");
+                let first = scan(&ScanInput {
+                    root: &root,
+                    index: &Index::default(),
+                    ignore: &ignore,
+                    exclude: &[],
+                    mode: Mode::Capture(objects),
+                    on_unreadable: OnUnreadable::Record,
+                })
+                .unwrap();
+                let mut first = first.index;
+                first.save(&path).unwrap();
+                let mut index = Index::load(&path, 0);
+                prop_assert_eq!(&index.dirs, &first.dirs);
+                for (i, (ops, capture, reload, whole)) in rounds.iter().enumerate() {
+                    let mut dirty = HashSet::new();
+                    for op in ops {
+                        edit(&root, op, &mut dirty);
+                    }
+                    let mode = match capture {
+                        true => Mode::Capture(objects),
+                        false => Mode::HashKeep(objects),
+                    };
+                    let input = ScanInput {
+                        root: &root,
+                        index: &index,
+                        ignore: &ignore,
+                        exclude: &[],
+                        mode,
+                        on_unreadable: OnUnreadable::Record,
+                    };
+                    let mut scanned = match whole {
+                        true => scan(&input).unwrap(),
+                        false => {
+                            let partial = scan_partial(&input, &dirty).unwrap();
+                            let copied = copied_update(&index, partial.update.as_ref().unwrap());
+                            let scanned = partial.apply(index);
+                            prop_assert_eq!(
+                                &*scanned.index.dirs,
+                                &copied,
+                                "round {}: in place vs copied",
+                                i
+                            );
+                            scanned
+                        }
+                    };
+                    let ix = &mut scanned.index;
+                    let unknown: HashSet<Vec<u8>> = ix
+                        .dirs
+                        .iter()
+                        .filter(|(_, r)| r.tree == UNKNOWN_TREE)
+                        .map(|(p, _)| p.clone())
+                        .collect();
+                    prop_assert_eq!(ix.dirs.unknown_trees(), &unknown);
+
+                    let full = scan(&ScanInput {
+                        root: &root,
+                        index: ix,
+                        ignore: &ignore,
+                        exclude: &[],
+                        mode: Mode::HashOnly,
+                        on_unreadable: OnUnreadable::Record,
+                    })
+                    .unwrap();
+                    prop_assert_eq!(full.root, scanned.root, "round {}: root", i);
+                    let mut got: Vec<&Vec<u8>> = ix.dirs.keys().collect();
+                    let mut want: Vec<&Vec<u8>> = full.index.dirs.keys().collect();
+                    got.sort();
+                    want.sort();
+                    prop_assert_eq!(got, want, "round {}: directories", i);
+                    for (p, rec) in full.index.dirs.iter() {
+                        let mine = &ix.dirs[p];
+                        prop_assert!(mine.tree == rec.tree || mine.tree == UNKNOWN_TREE);
+                        let a: Vec<&Entry> = mine.entries.iter().map(|e| &e.entry).collect();
+                        let b: Vec<&Entry> = rec.entries.iter().map(|e| &e.entry).collect();
+                        prop_assert_eq!(a, b, "round {}: entries of {:?}", i, p);
+                    }
+
+                    if let Some(base) = ix.base.clone() {
+                        if let Some(walked) = ix.encode_delta_by_walk(&base) {
+                            eprintln!("COMPARED {}", walked.is_some());
+                            prop_assert_eq!(ix.encode_delta(&base), walked, "round {}: delta", i);
+                        }
+                    }
+                    ix.save(&path).unwrap();
+                    let back = Index::load(&path, 0);
+                    prop_assert_eq!(&back.dirs, &ix.dirs, "round {}: saved and loaded", i);
+                    prop_assert_eq!(back.scan_start_ns, ix.scan_start_ns);
+                    index = match reload {
+                        true => back,
+                        false => std::mem::take(ix),
+                    };
+                }
+                Ok(())
+            })
+            .unwrap();
     }
 }
