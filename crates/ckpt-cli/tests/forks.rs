@@ -467,6 +467,36 @@ fn state_at(f: &Fleet, dir: &Path, key: &str) -> Option<String> {
     }
 }
 
+/// `ckpt adopt DIR` of a fork whose directory name holds a `#` adopts that
+/// fork's head (the name is not split into DIR#ID), and `DIR#ID` still
+/// names a checkpoint of it.
+#[test]
+fn adopt_names_a_fork_whose_directory_holds_a_hash() {
+    let f = Fleet::new();
+    write(&f.ws.root, "a.txt", b"parent\n");
+    let v1 = f.save(&f.ws.root)["id"].as_str().unwrap().to_string();
+    let d = f.dir("x#1");
+    f.run(&["fork", &v1, d.to_str().unwrap()]).ok();
+    write(&d, "a.txt", b"fork edit\n");
+    let fv = f.save(&d)["id"].as_str().unwrap().to_string();
+    let dry = f
+        .run(&["adopt", "--dry-run", "--json", d.to_str().unwrap()])
+        .ok()
+        .json();
+    assert_eq!(dry["fork_checkpoint"], fv.as_str(), "{dry}");
+    f.run(&["adopt", d.to_str().unwrap()]).ok();
+    assert_eq!(
+        std::fs::read(f.ws.root.join("a.txt")).unwrap(),
+        b"fork edit\n"
+    );
+    let with_id = format!("{}#{v1}", d.display());
+    let r = f
+        .run(&["adopt", "--dry-run", "--json", &with_id])
+        .ok()
+        .json();
+    assert_eq!(r["fork_checkpoint"], v1.as_str(), "{r}");
+}
+
 #[test]
 fn fork_remove_deletes_the_fork_and_its_store() {
     let mut rng = Rng::new("fork_remove", 3);
