@@ -3,7 +3,8 @@
 # side in one run, medians of N runs (default 3):
 #   - the parent's save after a 1-file edit (the reference for the next line)
 #   - a fork's first save after a 1-file edit
-#   - one fork (`ckpt fork HEAD DIR`), 8 forks (`ckpt fork HEAD --count 8 PREFIX`)
+#   - one fork (`ckpt fork HEAD DIR`), 8 forks (`ckpt fork HEAD --count 8 PREFIX`); on
+#     btrfs also one fork with the parent's `ckpt watch` running
 #   - disk used by a fresh fork (filesystem "used" before/after, after sync)
 #   - adopt (`ckpt adopt DIR` of a fork with a 1-file edit saved)
 #   - baseline: `git worktree add` + `cp -a node_modules` (the corpus as a git repo
@@ -15,7 +16,10 @@
 # forks use the btrfs-subvolume backend; on xfs reflink; on the scratch ext4 copy. With
 # FLOOR=path/to/clone_floor (cargo build --release -p ckpt-copy --example clone_floor),
 # the xfs section also reports the kernel floor (create + FICLONE of the same files)
-# and one fork ÷ floor. Loop images are 4 GiB, one at a time, deleted after.
+# and one fork ÷ floor. With STAT_FLOOR=path/to/stat_floor (cargo build --release -p ckpt-lib
+# --example stat_floor), the btrfs section reports the floor of a subvolume fork's scan:
+# the first lstat of every entry of a fresh snapshot (2 threads; btrfs reads each inode
+# then), and one fork ÷ that floor. Loop images are 4 GiB, one at a time, deleted after.
 #
 # Usage: bench/fork.sh [--runs N] [--corpus DIR] [--scratch DIR] [--ckpt PATH] [--fs btrfs,xfs,scratch]
 set -euo pipefail
@@ -29,6 +33,7 @@ EXTRA_OPT=--fs EXTRA_VAR=FSS
 # The kernel floor of a reflink fork: create + FICLONE of every file only
 # (crates/ckpt-copy/examples/clone_floor.rs), when built.
 FLOOR=${FLOOR:-}
+STAT_FLOOR=${STAT_FLOOR:-}
 
 # timed CMD...: prints elapsed ms (float).
 timed() { local t0 t1; t0=$(now_ns); "$@" >/dev/null; t1=$(now_ns); awk -v d=$((t1 - t0)) 'BEGIN{printf "%.1f\n", d/1e6}'; }
@@ -69,6 +74,32 @@ bench_on() { # DIR LABEL
     report "kernel floor: create + FICLONE only" "${fl[@]}"
     awk -v a="$(printf '%s\n' "${s[@]}" | median 1)" -v b="$(printf '%s\n' "${fl[@]}" | median 1)" \
       'BEGIN{printf "%-44s %10.2f\n", "one fork / kernel floor", a/b}'
+  fi
+
+  if [ -n "$STAT_FLOOR" ] && [ "$label" = "loop btrfs" ]; then
+    # A fork's scan is the first lstat of every inode of a fresh snapshot:
+    # its floor is stat_floor's first round on one (btrfs reads each inode).
+    local sf=() k
+    for ((k = 0; k < RUNS; k++)); do
+      btrfs subvolume snapshot "$ws" "$base/floorsnap" >/dev/null
+      sf+=($("$STAT_FLOOR" "$base/floorsnap" 2 | awk '/^first round/{print $(NF-1)}'))
+      btrfs subvolume delete "$base/floorsnap" >/dev/null
+    done
+    report "floor: first lstat of a fresh snapshot (2 thr)" "${sf[@]}"
+    awk -v a="$(printf '%s\n' "${s[@]}" | median 1)" -v b="$(printf '%s\n' "${sf[@]}" | median 1)" \
+      'BEGIN{printf "%-44s %10.2f\n", "one fork / that floor", a/b}'
+  fi
+
+  if [ "$label" = "loop btrfs" ]; then
+    # With the parent's watcher running, a fork scans only what it names.
+    (cd "$ws" && "$CKPT" watch --daemon -q)
+    s=(); for ((i = 0; i < RUNS; i++)); do
+      echo "// w$i" >> "$f"; (cd "$ws" && "$CKPT" save -q)
+      s+=($(cd "$ws" && timed "$CKPT" fork HEAD "$base/wf$i"))
+    done
+    (cd "$ws" && "$CKPT" watch --stop -q)
+    report "one fork, parent's watcher running" "${s[@]}"
+    for ((i = 0; i < RUNS; i++)); do (cd "$ws" && "$CKPT" fork -q --remove "$base/wf$i"); done
   fi
 
   s=(); for ((i = 0; i < RUNS; i++)); do echo "// f$i" >> "$base/f$i/$rel"; s+=($(cd "$base/f$i" && timed "$CKPT" save -q)); done

@@ -25,8 +25,10 @@ pub struct Ctx {
     /// it, `ckpt doctor` shows it, every other command ignores it.
     pub bad_copy_strategy: Option<String>,
     /// How remote commands reach object storage: credentials, endpoint and
-    /// region from the environment and the AWS config files ([`remote_settings`]).
-    pub remote: ckpt_remote::Settings,
+    /// region from the environment and the AWS config files
+    /// ([`remote_settings`]); why not, when a `CKPT_REMOTE_*` value does
+    /// not parse (only remote commands refuse it: [`Ctx::remote`]).
+    remote: std::result::Result<ckpt_remote::Settings, String>,
 }
 
 /// The global flags.
@@ -107,6 +109,18 @@ impl Ctx {
     }
 }
 
+impl Ctx {
+    /// The remote settings, or a usage error naming the `CKPT_REMOTE_*`
+    /// value that does not parse.
+    pub fn remote(&self) -> Result<&ckpt_remote::Settings> {
+        self.remote.as_ref().map_err(|why| {
+            Error::Usage(format!(
+                "{why}; fix or unset it (nothing was changed; docs/CLI.md, \"Environment\")"
+            ))
+        })
+    }
+}
+
 /// Environment variables handed to object_store (as lower-case
 /// configuration keys: `AWS_ENDPOINT` → `aws_endpoint`). The AWS names are
 /// the usual ones; `AWS_ENDPOINT_URL` is accepted for `AWS_ENDPOINT`.
@@ -142,7 +156,9 @@ const REMOTE_ENV: &[&str] = &[
 /// requests in flight, `CKPT_REMOTE_PACK_BYTES` the pack size,
 /// `CKPT_REMOTE_COMMIT_BYTES` how much a pull fetches between two durable
 /// commits. Documented in docs/CLI.md ("Environment").
-pub fn remote_settings(env: &impl Fn(&str) -> Option<String>) -> ckpt_remote::Settings {
+pub fn remote_settings(
+    env: &impl Fn(&str) -> Option<String>,
+) -> std::result::Result<ckpt_remote::Settings, String> {
     let set = |k: &str| env(k).filter(|v| !v.is_empty());
     let mut options: Vec<(String, String)> = Vec::new();
     let mut put = |k: &str, v: String| {
@@ -201,16 +217,24 @@ pub fn remote_settings(env: &impl Fn(&str) -> Option<String>) -> ckpt_remote::Se
         options,
         ..ckpt_remote::Settings::default()
     };
-    if let Some(n) = set("CKPT_REMOTE_CONCURRENCY").and_then(|v| v.parse::<usize>().ok()) {
-        s.concurrency = n.clamp(1, 256);
+    let number = |k: &str| -> std::result::Result<Option<u64>, String> {
+        set(k)
+            .map(|v| match v.parse::<u64>() {
+                Ok(n) if n > 0 => Ok(n),
+                _ => Err(format!("{k}={v:?} is not a positive whole number")),
+            })
+            .transpose()
+    };
+    if let Some(n) = number("CKPT_REMOTE_CONCURRENCY")? {
+        s.concurrency = n.min(256) as usize;
     }
-    if let Some(n) = set("CKPT_REMOTE_PACK_BYTES").and_then(|v| v.parse::<u64>().ok()) {
-        s.pack_target = n.max(1);
+    if let Some(n) = number("CKPT_REMOTE_PACK_BYTES")? {
+        s.pack_target = n;
     }
-    if let Some(n) = set("CKPT_REMOTE_COMMIT_BYTES").and_then(|v| v.parse::<u64>().ok()) {
-        s.commit_bytes = n.max(1);
+    if let Some(n) = number("CKPT_REMOTE_COMMIT_BYTES")? {
+        s.commit_bytes = n;
     }
-    s
+    Ok(s)
 }
 
 /// The `key = value` lines of `[section]` in an AWS config file.
@@ -256,7 +280,7 @@ mod tests {
             "CKPT_REMOTE_CONCURRENCY" => Some("3".to_string()),
             _ => None,
         };
-        let s = remote_settings(&env);
+        let s = remote_settings(&env).unwrap();
         let get = |k: &str| {
             s.options
                 .iter()
@@ -273,7 +297,7 @@ mod tests {
             "AWS_PROFILE" => Some("other".to_string()),
             _ => None,
         };
-        let s = remote_settings(&env2);
+        let s = remote_settings(&env2).unwrap();
         let get = |k: &str| {
             s.options
                 .iter()
@@ -283,5 +307,20 @@ mod tests {
         assert_eq!(get("aws_access_key_id"), Some("OTHER"));
         assert_eq!(get("aws_region"), Some("eu-west-3"));
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_remote_number_that_does_not_parse_is_refused_not_ignored() {
+        for (k, v) in [
+            ("CKPT_REMOTE_CONCURRENCY", "eight"),
+            ("CKPT_REMOTE_PACK_BYTES", "0"),
+            ("CKPT_REMOTE_COMMIT_BYTES", "-5"),
+        ] {
+            let env = |key: &str| (key == k).then(|| v.to_string());
+            let err = remote_settings(&env).unwrap_err();
+            assert!(err.contains(k) && err.contains(v), "{err}");
+        }
+        let env = |key: &str| (key == "CKPT_REMOTE_PACK_BYTES").then(|| "1048576".to_string());
+        assert_eq!(remote_settings(&env).unwrap().pack_target, 1 << 20);
     }
 }

@@ -187,6 +187,7 @@ fn four_forks_with(base: &Path, backend: Option<&str>) {
     if backend == Some("btrfs-subvolume") {
         let r = f.run(&["init", "--subvolume", "--json"]).ok().json();
         assert_eq!(r["subvolume"]["already"], false, "{r}");
+        assert_eq!(r["store_subvolume"]["already"], false, "{r}");
         assert_eq!(r["outcome"], "kept", "{r}");
     }
     build_tree(&f.ws.root, 6, 8, &mut rng);
@@ -228,8 +229,16 @@ fn four_forks_with(base: &Path, backend: Option<&str>) {
         .collect();
     assert_eq!(forks.len(), 4);
     for x in r["forks"].as_array().unwrap() {
-        // Same filesystem: the fork's store links the parent's objects.
-        assert!(x["objects"]["linked"].as_u64().unwrap() > 0, "{x}");
+        if backend == Some("btrfs-subvolume") {
+            // `init --subvolume` made the store a subvolume too: each
+            // fork's store is a snapshot of it, and no object moved.
+            assert_eq!(x["store_snapshot"], true, "{x}");
+            assert_eq!(x["objects"]["linked"], 0, "{x}");
+        } else {
+            // Same filesystem: the fork's store links the parent's objects.
+            assert_eq!(x["store_snapshot"], false, "{x}");
+            assert!(x["objects"]["linked"].as_u64().unwrap() > 0, "{x}");
+        }
         assert_eq!(x["objects"]["copied"], 0, "{x}");
         if let Some(b) = backend {
             assert_eq!(x["backend"], b, "{x}");
@@ -456,6 +465,36 @@ fn state_at(f: &Fleet, dir: &Path, key: &str) -> Option<String> {
         Some(0) => Some(r.stdout.trim_end().to_string()),
         _ => None,
     }
+}
+
+/// `ckpt adopt DIR` of a fork whose directory name holds a `#` adopts that
+/// fork's head (the name is not split into DIR#ID), and `DIR#ID` still
+/// names a checkpoint of it.
+#[test]
+fn adopt_names_a_fork_whose_directory_holds_a_hash() {
+    let f = Fleet::new();
+    write(&f.ws.root, "a.txt", b"parent\n");
+    let v1 = f.save(&f.ws.root)["id"].as_str().unwrap().to_string();
+    let d = f.dir("x#1");
+    f.run(&["fork", &v1, d.to_str().unwrap()]).ok();
+    write(&d, "a.txt", b"fork edit\n");
+    let fv = f.save(&d)["id"].as_str().unwrap().to_string();
+    let dry = f
+        .run(&["adopt", "--dry-run", "--json", d.to_str().unwrap()])
+        .ok()
+        .json();
+    assert_eq!(dry["fork_checkpoint"], fv.as_str(), "{dry}");
+    f.run(&["adopt", d.to_str().unwrap()]).ok();
+    assert_eq!(
+        std::fs::read(f.ws.root.join("a.txt")).unwrap(),
+        b"fork edit\n"
+    );
+    let with_id = format!("{}#{v1}", d.display());
+    let r = f
+        .run(&["adopt", "--dry-run", "--json", &with_id])
+        .ok()
+        .json();
+    assert_eq!(r["fork_checkpoint"], v1.as_str(), "{r}");
 }
 
 #[test]
@@ -778,6 +817,134 @@ fn forced_backend_that_cannot_work_changes_nothing() {
     assert_eq!(f.run(&["log", "--json"]).ok().json(), log);
 }
 
+/// On loop btrfs, `fork --count 2` killed after each index write (the
+/// template's, then each copy's): every fork directory is missing or a
+/// complete fork, and the next `fork --count` into the same prefix leaves
+/// no template, and no template store, behind.
+#[test]
+fn fork_count_killed_leaves_no_template_behind() {
+    with_loop("btrfs", &[], |mnt| {
+        let mut rng = Rng::new("fork_count_killed", 3);
+        let f = Fleet::new_in(mnt);
+        f.run(&["init", "--subvolume"]).ok();
+        build_tree(&f.ws.root, 3, 5, &mut rng);
+        let v1 = f.save(&f.ws.root)["id"].as_str().unwrap().to_string();
+        let base = snapshot(&f.ws.root);
+        let stores = f.xdg.join("ckpt/stores");
+        let leftovers = || -> Vec<String> {
+            [f.ws.root.parent().unwrap(), stores.as_path()]
+                .iter()
+                .filter_map(|d| std::fs::read_dir(d).ok())
+                .flat_map(|r| r.flatten())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.contains("ckpt-template") || n.contains("ckpt-fork"))
+                .collect()
+        };
+        let mut killed = 0;
+        for n in 1..40 {
+            let p = f.dir("k");
+            let args = ["fork", v1.as_str(), "--count", "2", p.to_str().unwrap()];
+            let was_killed = killed_at(&f, &f.ws.root, &args, &format!("index.after_rename:{n}"));
+            for i in 1..=2 {
+                let d = f.dir(&format!("k{i}"));
+                if std::fs::read_dir(&d).is_ok_and(|mut r| r.next().is_some()) {
+                    assert_same(&base, &snapshot(&d), "a fork of a killed --count");
+                    f.run(&["fork", "--remove", d.to_str().unwrap()]).ok();
+                } else {
+                    let _ = std::fs::remove_dir(&d);
+                }
+            }
+            if !was_killed {
+                assert!(leftovers().is_empty(), "{:?}", leftovers());
+                break;
+            }
+            killed += 1;
+            f.run(&args).ok();
+            assert!(leftovers().is_empty(), "after kill {n}: {:?}", leftovers());
+            for i in 1..=2 {
+                let d = f.dir(&format!("k{i}"));
+                assert_same(&base, &snapshot(&d), "a fork after a killed --count");
+                f.run(&["fork", "--remove", d.to_str().unwrap()]).ok();
+            }
+        }
+        assert!(killed >= 3, "only {killed} index writes were reached");
+    });
+}
+
+/// On loop btrfs with the parent's watcher running: a subvolume fork scans
+/// only what the watcher names (and the directories whose records do not
+/// claim every name), and is still exactly the checkpoint: unsaved edits
+/// and new files undone, a nested workspace that was there at the save
+/// left out, the checkpoint's agent state; a full scan in it finds nothing
+/// to save.
+#[test]
+fn subvolume_fork_through_the_parents_watcher() {
+    with_loop("btrfs", &[], |mnt| {
+        let mut rng = Rng::new("fork_watcher", 5);
+        let f = Fleet::new_in(mnt);
+        f.run(&["init", "--subvolume"]).ok();
+        build_tree(&f.ws.root, 4, 6, &mut rng);
+        write(
+            &f.ws.root,
+            "d01/inner/.ckpt",
+            b"another workspace's marker\n",
+        );
+        write(&f.ws.root, "d01/inner/theirs.txt", b"not ours");
+        f.run(&["state", "put", "plan", "base"]).ok();
+        let v1 = f.save(&f.ws.root)["id"].as_str().unwrap().to_string();
+        let want = {
+            let dest = f.dir("want");
+            f.run(&["restore", &v1, "--to", dest.to_str().unwrap()])
+                .ok();
+            snapshot(&dest)
+        };
+        let w = f.run(&["watch", "--daemon", "--json"]).ok().json();
+        assert_eq!(w["complete"], true, "{w}");
+        struct Stop<'a>(&'a Fleet);
+        impl Drop for Stop<'_> {
+            fn drop(&mut self) {
+                let _ = self.0.run(&["watch", "--stop"]);
+            }
+        }
+        let _stop = Stop(&f);
+        // The first save after the watcher started records its position
+        // with the index; from then on it vouches.
+        write(&f.ws.root, "after-watch.txt", b"saved as v2");
+        f.save(&f.ws.root);
+        edit(&f.ws.root, &mut rng, "unsaved");
+        write(&f.ws.root, "d02/new/deep.txt", b"not in v1");
+        f.run(&["state", "put", "plan", "later"]).ok();
+
+        let d = f.dir("through");
+        let run = f
+            .run(&["-v", "fork", &v1, d.to_str().unwrap(), "--json"])
+            .ok();
+        let r = run.json();
+        assert_eq!(r["backend"], "btrfs-subvolume", "{r}");
+        assert_eq!(r["store_snapshot"], true, "{r}");
+        assert_eq!(r["restored"]["watcher"], true, "{}", run.dump());
+        let x = &r["restored"];
+        assert!(
+            x["written"].as_u64().unwrap() + x["removed"].as_u64().unwrap() > 0,
+            "{r}"
+        );
+        assert!(
+            !d.join("d01/inner").exists(),
+            "the nested workspace came along"
+        );
+        assert_same(&want, &snapshot(&d), "a fork through the parent's watcher");
+        let st = f.at(&d, &["status", "--json"]).ok().json();
+        assert_eq!(st["clean"], true, "{st}");
+        let full = f.at(&d, &["--full-scan", "save", "--json"]).ok().json();
+        assert_eq!(full["saved"], false, "{full}");
+        assert_eq!(state_at(&f, &d, "plan").as_deref(), Some("base"));
+        f.verify_store(&d);
+        // The parent is untouched: its edits and its nested workspace.
+        assert!(f.ws.root.join("d01/inner/theirs.txt").exists());
+        assert!(f.ws.root.join("d02/new/deep.txt").exists());
+    });
+}
+
 /// On loop btrfs: `init --subvolume` keeps every file and the workspace,
 /// a subvolume fork is refused into another filesystem or a non-empty
 /// directory, a fork killed at each durable step (including the restore
@@ -809,6 +976,7 @@ fn subvolume_backend_on_loop_btrfs() {
 
         let r = f.run(&["init", "--subvolume", "--json"]).ok().json();
         assert_eq!(r["subvolume"]["already"], false, "{r}");
+        assert_eq!(r["store_subvolume"]["already"], false, "{r}");
         assert_same(
             &before,
             &snapshot(&f.ws.root),
@@ -827,6 +995,10 @@ fn subvolume_backend_on_loop_btrfs() {
         assert!(left.is_empty(), "conversion leftovers: {left:?}");
         let doc = f.run(&["doctor", "--json"]).ok().json();
         assert_eq!(doc["fork_backend"]["backend"], "btrfs-subvolume", "{doc}");
+        assert!(
+            doc.to_string().contains("the store is a subvolume too"),
+            "{doc}"
+        );
 
         // Onto another filesystem than a snapshot can reach.
         let other = tempfile::tempdir_in(test_base()).unwrap();
@@ -852,6 +1024,30 @@ fn subvolume_backend_on_loop_btrfs() {
             .ok()
             .json();
         assert_ne!(r["backend"], "btrfs-subvolume", "{r}");
+        // A fork's store on another filesystem cannot be a snapshot of
+        // ours: it is made, and the checkpoint's objects are copied in.
+        let near = f.dir("near");
+        let far_store = other.path().join("store");
+        let r = f
+            .run(&[
+                "fork",
+                &v1,
+                near.to_str().unwrap(),
+                "--store",
+                far_store.to_str().unwrap(),
+                "--json",
+            ])
+            .ok()
+            .json();
+        assert_eq!(r["backend"], "btrfs-subvolume", "{r}");
+        assert_eq!(r["store_snapshot"], false, "{r}");
+        assert!(r["objects"]["copied"].as_u64().unwrap() > 0, "{r}");
+        assert_same(&before, &snapshot(&near), "a fork with its store elsewhere");
+        let st = f.at(&near, &["status", "--json"]).ok().json();
+        assert_eq!(st["clean"], true, "{st}");
+        f.verify_store(&near);
+        f.run(&["fork", "--remove", near.to_str().unwrap()]).ok();
+        assert!(!near.exists() && !far_store.exists());
         // Into a non-empty directory.
         write(&d, "mine.txt", b"keep");
         let r = f.run(&[
@@ -871,6 +1067,11 @@ fn subvolume_backend_on_loop_btrfs() {
             .ok()
             .json();
         assert_eq!(r["backend"], "btrfs-subvolume", "{r}");
+        assert_eq!(r["store_snapshot"], true, "{r}");
+        assert_same(&before, &snapshot(&d), "a fork whose store is a snapshot");
+        let st = f.at(&d, &["status", "--json"]).ok().json();
+        assert_eq!(st["clean"], true, "{st}");
+        f.verify_store(&d);
         let r = f
             .run(&["fork", "--remove", d.to_str().unwrap(), "--json"])
             .ok()

@@ -782,6 +782,19 @@ fn bad_input_is_refused_clearly() {
     assert!(r.stderr.contains("unknown scheme"), "{}", r.stderr);
     let r = ws.run(&["push"]).code(2);
     assert!(r.stderr.contains("ckpt remote add"), "{}", r.stderr);
+    // A remote setting that does not parse is refused, not ignored, and
+    // nothing reaches the remote.
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", dir.path().join("r").display());
+    let bad = [("CKPT_REMOTE_CONCURRENCY", "eight".to_string())];
+    let r = run_env(&ws.root, &bad, &["push", &url]).code(2);
+    assert!(
+        r.stderr.contains("CKPT_REMOTE_CONCURRENCY=\"eight\"")
+            && r.stderr.contains("nothing was changed"),
+        "{}",
+        r.stderr
+    );
+    assert!(!dir.path().join("r").exists());
     let Some(m) = moto() else { return };
     let env = s3_env(m.port);
     let r = run_env(&ws.root, &env, &["push", "s3://no-such-bucket-here/p"]).code(10);

@@ -19,6 +19,15 @@
 //!   firing; `--read-only` hides the actions and the server
 //!   refuses them. With `CKPT_UI_SCREENSHOTS=DIR` the script saves the
 //!   screenshots `docs/UI.md` shows.
+//! - The fleet: a fork made on the page into a directory with a hostile
+//!   name is listed in Forks (rendered as text); edited and saved there
+//!   with the CLI, its divergence shows after Refresh; Compare shows the
+//!   fork's change in the diff view; Adopt's dry run changes nothing, its
+//!   confirm makes the workspace the fork's files and Undo puts them back;
+//!   Remove deletes the directory. Over raw HTTP, `--read-only` refuses
+//!   adopt and remove, and a fork directory with path tricks (`..`, a
+//!   relative path, NUL, the workspace itself, a directory that is no
+//!   fork) is refused with the workspace, the fork and the log unchanged.
 //!
 //! Python is `$CKPT_UI_PYTHON`, else `target/ui-venv/bin/python` (what
 //! `.ci/run` creates), else `python3`; it must `import playwright`. The
@@ -28,6 +37,7 @@
 
 mod common;
 
+use std::ffi::OsStr;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
@@ -45,9 +55,24 @@ struct Server {
 
 impl Server {
     fn start(ws: &Ws, extra: &[&str]) -> Server {
+        Server::start_in(ws, extra, None)
+    }
+
+    /// With `xdg`: the data home the server shares with [`fleet`]
+    /// commands, so it finds their forks.
+    fn start_in(ws: &Ws, extra: &[&str], xdg: Option<&Path>) -> Server {
         let mut args = vec!["ui", "--port", "0"];
         args.extend_from_slice(extra);
-        let mut child = spawn(&ws.root, &args);
+        let args: Vec<&OsStr> = args.iter().map(OsStr::new).collect();
+        let mut cmd = command(&ws.root, &args);
+        if let Some(x) = xdg {
+            cmd.env("XDG_DATA_HOME", x);
+        }
+        let mut child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn ckpt ui");
         let mut out = BufReader::new(child.stdout.take().unwrap());
         let mut url = String::new();
         out.read_line(&mut url).unwrap();
@@ -107,6 +132,32 @@ impl Server {
             body.len()
         );
         self.raw(&req)
+    }
+
+    /// A GET of `path_and_query` with the token.
+    fn get(&self, path_and_query: &str) -> (u16, String) {
+        let sep = if path_and_query.contains('?') {
+            '&'
+        } else {
+            '?'
+        };
+        self.raw(&format!(
+            "GET {path_and_query}{sep}token={} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
+            self.token,
+            self.host()
+        ))
+    }
+
+    /// A POST done right (token, Host, Origin) of a JSON body.
+    fn action(&self, path: &str, body: &serde_json::Value) -> (u16, String) {
+        let (host, origin) = (self.host(), self.origin());
+        self.post(
+            path,
+            &host,
+            Some(&origin),
+            Some(&self.token),
+            &body.to_string(),
+        )
     }
 
     fn host(&self) -> String {
@@ -308,6 +359,162 @@ fn read_only_refuses_actions_over_http() {
     assert!(resp.contains(r#""total":2"#), "{resp}");
 }
 
+/// `ckpt ARGS` in `cwd` with the data home `xdg` (forks are found through
+/// its list of stores).
+fn fleet(xdg: &Path, cwd: &Path, args: &[&str]) -> Run {
+    let a: Vec<&OsStr> = args.iter().map(OsStr::new).collect();
+    let mut c = command(cwd, &a);
+    c.env("XDG_DATA_HOME", xdg);
+    run_command(c, format!("ckpt {}", args.join(" ")))
+}
+
+/// A fork `name` of `ws`'s v2 next to it, with `a.txt` changed and saved
+/// there; returns the data home and the fork's directory.
+fn forked(ws: &Ws, name: &str) -> (PathBuf, PathBuf) {
+    let xdg = ws.tmp.path().join("xdg");
+    let dir = ws.tmp.path().join(name);
+    fleet(&xdg, &ws.root, &["fork", "v2", dir.to_str().unwrap()]).ok();
+    write(&dir, "a.txt", b"fork edit\n");
+    fleet(&xdg, &dir, &["save", "-m", "in the fork"]).ok();
+    (xdg, dir)
+}
+
+#[test]
+fn fork_actions_refused_read_only_and_for_bad_dirs() {
+    use serde_json::json;
+    let ws = workspace_with_history();
+    let (xdg, fork) = forked(&ws, "f1");
+    let other = ws.tmp.path().join("other");
+    std::fs::create_dir(&other).unwrap();
+    fleet(&xdg, ws.tmp.path(), &["init", other.to_str().unwrap()]).ok();
+    let plain = ws.tmp.path().join("plain");
+    std::fs::create_dir(&plain).unwrap();
+    let before_log = ws.log_ids();
+    let (before, fork_before) = (snapshot(&ws.root), snapshot(&fork));
+    let unchanged = |what: &str| {
+        assert_eq!(ws.log_ids(), before_log, "{what}: the log changed");
+        assert_same(&before, &snapshot(&ws.root), what);
+        assert_same(&fork_before, &snapshot(&fork), what);
+        assert!(other.is_dir() && plain.is_dir(), "{what}");
+    };
+    let f = fork.to_str().unwrap();
+    {
+        let srv = Server::start_in(&ws, &["--read-only"], Some(&xdg));
+        for (path, body) in [
+            ("/api/adopt", json!({"dir": f, "dry_run": false})),
+            ("/api/adopt", json!({"dir": "f1", "dry_run": true})),
+            ("/api/fork/remove", json!({"dir": f})),
+        ] {
+            let (s, resp) = srv.action(path, &body);
+            assert_eq!(s, 403, "{path} {body}: {resp}");
+            assert!(resp.contains("--read-only"), "{resp}");
+            unchanged(path);
+        }
+        // Reading the fleet still works.
+        let (s, resp) = srv.get("/api/forks");
+        assert_eq!(s, 200, "{resp}");
+        assert!(resp.contains(&format!(r#""dir":"{f}""#)), "{resp}");
+    }
+    let srv = Server::start_in(&ws, &[], Some(&xdg));
+    let root = ws.root.to_str().unwrap().to_string();
+    let tricks = [
+        "../f1".to_string(),
+        "f1/".to_string(),
+        "./f1".to_string(),
+        "ws/../f1".to_string(),
+        format!("{root}/../f1"),
+        format!("{f}/."),
+        "f1\0".to_string(),
+        String::new(),
+    ];
+    for dir in &tricks {
+        for (path, body) in [
+            ("/api/adopt", json!({"dir": dir, "dry_run": false})),
+            ("/api/fork/remove", json!({"dir": dir})),
+        ] {
+            let (s, resp) = srv.action(path, &body);
+            assert_eq!(s, 400, "{path} {body}: {resp}");
+            assert!(resp.contains("nothing was done"), "{path} {body}: {resp}");
+            unchanged(path);
+        }
+        // (An empty `fork` is no fork: the ordinary diff.)
+        if !dir.is_empty() {
+            let q = format!("/api/diff?fork={}", url_escape(dir));
+            let (s, resp) = srv.get(&q);
+            assert_eq!(s, 400, "{q}: {resp}");
+        }
+    }
+    // Well-formed, but not a fork: the workspace itself (by name and by
+    // path), a directory that is no workspace, another workspace (remove
+    // only removes forks of this one), a checkpoint id that would change
+    // the path.
+    let refused = [
+        ("/api/adopt", json!({"dir": "ws", "dry_run": false})),
+        ("/api/fork/remove", json!({"dir": root})),
+        ("/api/adopt", json!({"dir": "plain", "dry_run": false})),
+        ("/api/fork/remove", json!({"dir": "plain"})),
+        ("/api/fork/remove", json!({"dir": "other"})),
+        (
+            "/api/adopt",
+            json!({"dir": "f1", "id": "../ws", "dry_run": false}),
+        ),
+        ("/api/fork/remove", json!({"dir": "no-such-fork"})),
+    ];
+    for (path, body) in refused {
+        let (s, resp) = srv.action(path, &body);
+        assert!((400..500).contains(&s), "{path} {body}: {s} {resp}");
+        assert!(resp.contains("\"error\""), "{path} {body}: {resp}");
+        unchanged(path);
+    }
+    // The same done right: a dry run changes nothing, the comparison
+    // shows the fork's change.
+    let (s, resp) = srv.action("/api/adopt", &json!({"dir": f, "dry_run": true}));
+    assert_eq!(s, 200, "{resp}");
+    assert!(resp.contains(r#""path":"a.txt""#), "{resp}");
+    unchanged("adopt dry run");
+    let (s, resp) = srv.get(&format!("/api/diff?fork={}&content=true", url_escape(f)));
+    assert_eq!(s, 200, "{resp}");
+    assert!(resp.contains("+fork edit"), "{resp}");
+    let (s, resp) = srv.action("/api/fork/remove", &json!({"dir": "f1"}));
+    assert_eq!(s, 200, "{resp}");
+    assert!(!fork.exists(), "{resp}");
+}
+
+/// Percent-encodes a query value.
+fn url_escape(v: &str) -> String {
+    v.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+#[test]
+fn browser_fleet_fork_compare_adopt_undo_remove() {
+    let ws = workspace_with_history();
+    let xdg = ws.tmp.path().join("xdg");
+    std::fs::create_dir(&xdg).unwrap();
+    let saved = std::fs::read(ws.root.join("a.txt")).unwrap();
+    let srv = Server::start_in(&ws, &[], Some(&xdg));
+    if browser_in("fleet", &ws, &srv, Some(&xdg)).is_none() {
+        return;
+    }
+    // The script adopted the fork, checked the files, pressed Undo and
+    // removed the fork.
+    assert_eq!(std::fs::read(ws.root.join("a.txt")).unwrap(), saved);
+    let forks = fleet(&xdg, &ws.root, &["forks", "--json"]).ok().json();
+    assert_eq!(forks["forks"], serde_json::json!([]), "{forks}");
+    let left: Vec<_> = std::fs::read_dir(ws.tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .filter(|n| n.to_string_lossy().starts_with("fork"))
+        .collect();
+    assert!(left.is_empty(), "fork directories left: {left:?}");
+}
+
 fn python() -> Result<(PathBuf, PathBuf), String> {
     let chromium = std::env::var_os("CKPT_CHROMIUM")
         .map(PathBuf::from)
@@ -324,6 +531,11 @@ fn python() -> Result<(PathBuf, PathBuf), String> {
 
 /// Runs the browser script in `mode` against `srv`; returns its stdout.
 fn browser(mode: &str, ws: &Ws, srv: &Server) -> Option<String> {
+    browser_in(mode, ws, srv, None)
+}
+
+/// [`browser`], the script's `ckpt` commands using the data home `xdg`.
+fn browser_in(mode: &str, ws: &Ws, srv: &Server, xdg: Option<&Path>) -> Option<String> {
     let (py, chromium) = match python() {
         Ok(p) => p,
         Err(why) => {
@@ -332,15 +544,17 @@ fn browser(mode: &str, ws: &Ws, srv: &Server) -> Option<String> {
         }
     };
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ui_browser.py");
-    let out = Command::new(py)
-        .arg(script)
+    let mut cmd = Command::new(py);
+    cmd.arg(script)
         .args([mode, &srv.url])
         .arg(&ws.root)
         .arg(bin())
         .env("CKPT_CHROMIUM", chromium)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+        .stdin(Stdio::null());
+    if let Some(x) = xdg {
+        cmd.env("XDG_DATA_HOME", x);
+    }
+    let out = cmd.output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -380,10 +594,13 @@ fn browser_timeline_live_diff_restore_undo_and_hostile_names() {
 #[test]
 fn browser_read_only_hides_actions() {
     let ws = workspace_with_history();
-    let srv = Server::start(&ws, &["--read-only"]);
+    let (xdg, fork) = forked(&ws, "f1");
+    let fork_before = snapshot(&fork);
+    let srv = Server::start_in(&ws, &["--read-only"], Some(&xdg));
     let before = ws.log_ids();
-    if browser("readonly", &ws, &srv).is_none() {
+    if browser_in("readonly", &ws, &srv, Some(&xdg)).is_none() {
         return;
     }
     assert_eq!(ws.log_ids(), before);
+    assert_same(&fork_before, &snapshot(&fork), "the fork");
 }

@@ -328,23 +328,26 @@ function renderState(box, changes) {
 
 const IMAGE = /\.(png|jpe?g|gif|svg)$/i;
 
-// The diff of one path between `from` and `to` (to '' = working directory).
-async function showDiff(from, to, change) {
+// The diff of one path between `from` and `to` (to '' = working directory;
+// with `fork`, `to` is the fork's checkpoint, '' its head).
+async function showDiff(from, to, change, fork) {
   const p = pathOf(change);
   const box = $('diff');
   clear(box, el('p', { class: 'muted', text: 'loading diff of ' + p.text + '\u2026' }));
   let r = { changes: [] };
-  if (from) r = await api('/api/diff', Object.assign({ from, to, content: true }, pathParams(p)));
+  if (from) r = await api('/api/diff', Object.assign({ from, to, fork, content: true }, pathParams(p)));
   const c = r.changes.find((x) => x.path === change.path) || change;
+  const toLabel = fork ? (r.to || fork) : (to || 'working directory');
   const head = el('div', { class: 'diff-head' },
-    el('h3', {}, el('span', { text: p.text }), el('span', { class: 'muted', text: '  ' + (from || '(empty)') + ' \u2192 ' + (to || 'working directory') })),
+    el('h3', {}, el('span', { text: p.text }), el('span', { class: 'muted', text: '  ' + (from || '(empty)') + ' \u2192 ' + toLabel })),
     el('div', { class: 'actions' },
       el('button', { type: 'button', onclick: () => historyOf(p.text), text: 'History of this path' }),
-      (!S.readOnly && to) ? el('button', { type: 'button', id: 'act-restore-path', onclick: () => restoreFlow(to, [p]).catch(fail), text: 'Restore this path to ' + to + '\u2026' }) : null,
-      el('label', {}, el('input', { type: 'checkbox', id: 'side', checked: S.side, onchange: (e) => { S.side = e.target.checked; showDiff(from, to, change).catch(fail); } }), ' side by side')));
+      (!S.readOnly && to && !fork) ? el('button', { type: 'button', id: 'act-restore-path', onclick: () => restoreFlow(to, [p]).catch(fail), text: 'Restore this path to ' + to + '\u2026' }) : null,
+      el('label', {}, el('input', { type: 'checkbox', id: 'side', checked: S.side, onchange: (e) => { S.side = e.target.checked; showDiff(from, to, change, fork).catch(fail); } }), ' side by side')));
   const body = el('div', { class: 'diff-body' });
   clear(box, head, body);
-  if (IMAGE.test(p.text)) {
+  // A fork's files are in its own store, which /api/file does not read.
+  if (IMAGE.test(p.text) && !fork) {
     const img = (id, e) => (e && e.kind === 'file') ? el('figure', {},
       el('img', { alt: p.text + ' at ' + id, src: '/api/file?' + new URLSearchParams(Object.assign({ token: TOKEN, id }, pathParams(p))) }),
       el('figcaption', { text: id + ': ' + bytes(e.size) })) : el('figure', {}, el('figcaption', { text: id + ': absent' }));
@@ -517,15 +520,17 @@ async function compareFlow(from, to) {
 
 // A comparison on screen: what it compares, the signature of the last
 // answer (redraw only when it changed), and the path whose diff is open.
-// Against the working directory (`to` empty) it is live: asked again every
-// POLL_MS while the Compare view is open and the page visible, and at once
-// when the catalog changes (HEAD may have moved).
+// With a fork, `to` is a checkpoint of the fork's store ('' its head).
+// Against the working directory (`to` empty, no fork) it is live: asked
+// again every POLL_MS while the Compare view is open and the page visible,
+// and at once when the catalog changes (HEAD may have moved).
 const POLL_MS = 1500;
 
 async function runCompare() {
   const from = $('cmp-from').value.trim() || 'HEAD';
   const to = $('cmp-to').value.trim();
-  S.cmp = { from, to, sig: null, open: null, busy: false };
+  const fork = $('cmp-fork').value.trim();
+  S.cmp = { from, to, fork, sig: null, open: null, busy: false };
   clear($('cmp-out'), el('p', { class: 'muted', text: 'comparing\u2026' }));
   await updateCompare();
 }
@@ -535,16 +540,16 @@ async function updateCompare() {
   if (!c || c.busy) return;
   c.busy = true;
   let r;
-  try { r = await api('/api/diff', { from: c.from, to: c.to }); } finally { c.busy = false; }
+  try { r = await api('/api/diff', { from: c.from, to: c.to, fork: c.fork }); } finally { c.busy = false; }
   const out = $('cmp-out');
   const sig = JSON.stringify([r.from, r.to, r.changes, r.state_changes]);
   if (S.cmp !== c || !out || sig === c.sig) return;
   c.sig = sig;
-  const to = c.to ? r.to : '';
-  const open = (ch) => { c.open = ch.path; return showDiff(r.from, to, ch); };
+  const to = c.fork ? c.to : (c.to ? r.to : '');
+  const open = (ch) => { c.open = ch.path; return showDiff(r.from, to, ch, c.fork); };
   clear(out,
     el('h3', {}, el('span', { text: r.from + ' \u2192 ' + r.to + ': ' + r.changes.length + ' changed paths' }),
-      c.to ? null : el('span', { class: 'muted', id: 'cmp-live', text: '  live: follows the files as they change' })),
+      (c.to || c.fork) ? null : el('span', { class: 'muted', id: 'cmp-live', text: '  live: follows the files as they change' })),
     r.changes.length ? treeList(pathTree(r.changes), (ch) => open(ch).catch(fail)) : el('p', { class: 'muted', text: 'no differences' }),
     el('div', { id: 'state' }), el('div', { id: 'diff' }));
   renderState($('state'), r.state_changes);
@@ -553,7 +558,7 @@ async function updateCompare() {
 }
 
 function pollCompare() {
-  if (S.view === 'compare' && S.cmp && !S.cmp.to && !document.hidden) updateCompare().catch(() => {});
+  if (S.view === 'compare' && S.cmp && !S.cmp.to && !S.cmp.fork && !document.hidden) updateCompare().catch(() => {});
 }
 
 function historyOf(path) {
@@ -567,8 +572,9 @@ function compareView() {
     el('div', { class: 'actions' },
       el('label', { text: 'from ' }, el('input', { id: 'cmp-from', placeholder: 'HEAD~1', value: 'HEAD~1' })),
       el('label', { text: ' to ' }, el('input', { id: 'cmp-to', placeholder: 'working directory', value: 'HEAD' })),
+      el('label', { text: ' of fork ' }, el('input', { id: 'cmp-fork', placeholder: 'this workspace', 'aria-label': 'fork directory (empty: this workspace)' })),
       el('button', { type: 'button', id: 'cmp-go', onclick: () => runCompare().catch(fail), text: 'Compare' }),
-      el('button', { type: 'button', id: 'cmp-workdir', onclick: () => { $('cmp-to').value = ''; runCompare().catch(fail); }, text: 'vs working directory' })),
+      el('button', { type: 'button', id: 'cmp-workdir', onclick: () => { $('cmp-to').value = ''; $('cmp-fork').value = ''; runCompare().catch(fail); }, text: 'vs working directory' })),
     el('div', { id: 'cmp-out' }));
 }
 
@@ -649,10 +655,17 @@ async function restoreFlow(id, paths, undoOf) {
     if (!ok) return;
   }
   const r = await post('/api/restore', Object.assign({ dry_run: false }, body));
+  restored((undoOf ? 'Undone: ' : 'Restored ') + what + ' to ' + r.restored, r, undoOf ? null : paths);
+}
+
+// What a restore (or an adopt, which is one) did, on top of the detail
+// pane: the undo checkpoint's id and, unless this was an undo (`paths`
+// null), an Undo button restoring `paths` (all when empty) to it.
+function restored(what, r, paths) {
   const box = el('div', { class: 'done', id: 'restore-done' },
-    el('p', { text: (undoOf ? 'Undone: ' : 'Restored ') + what + ' to ' + r.restored + ' (' + r.changes.length + ' paths changed).' }),
+    el('p', { text: what + ' (' + r.changes.length + ' paths changed).' }),
     r.undo ? el('p', {}, 'Undo checkpoint: ', el('code', { id: 'undo-id', text: r.undo }), ' ',
-      undoOf ? null : el('button', { type: 'button', id: 'act-undo', onclick: () => restoreFlow(r.undo, paths, id).catch(fail), text: 'Undo' })) : null);
+      paths ? el('button', { type: 'button', id: 'act-undo', onclick: () => restoreFlow(r.undo, paths, r.restored).catch(fail), text: 'Undo' }) : null) : null);
   const old = $('restore-done');
   if (old) old.replaceWith(box); else $('detail').prepend(box);
 }
@@ -663,6 +676,7 @@ async function forkFlow(id) {
     el('div', {}, el('p', { text: 'A new directory next to this workspace:' }), input), 'Fork');
   if (!ok) return;
   const r = await post('/api/fork', { id, name: input.value });
+  setView('forks');
   note('Forked ' + r.forked + ' into ' + r.to + ' (' + r.files + ' files, ' + bytes(r.bytes) + ')', 'ok');
 }
 
@@ -685,15 +699,91 @@ async function gcFlow() {
   note('Freed ' + bytes((r.gc || r).bytes_freed) + '.', 'ok');
 }
 
+// ---- forks (the fleet) ------------------------------------------------------
+
+// The Forks view: every fork of this workspace (`ckpt forks`), each with
+// Compare (our HEAD against its latest checkpoint, in the Compare view),
+// Adopt (dry run, confirm, then the undo checkpoint like a restore) and
+// Remove (confirm). The list is asked again on Refresh, when our catalog
+// changes, and after a fork, an adopt or a remove made here; a fork's own
+// saves do not reach this server's watch, hence Refresh.
+function forksView() {
+  clear($('detail'),
+    el('h2', { text: 'Forks' }),
+    el('p', { class: 'muted', text: 'Workspaces forked from this one. Divergence counts from the checkpoint a fork came from to its latest checkpoint: save in the fork to count its work.' }),
+    el('div', { class: 'actions' }, el('button', { type: 'button', id: 'forks-refresh', onclick: () => loadForks().catch(fail), text: 'Refresh' })),
+    el('div', { id: 'forks-list' }, el('p', { class: 'muted', text: 'listing forks\u2026' })));
+  loadForks().catch(fail);
+}
+
+// Asks for the list; only the newest answer is drawn.
+async function loadForks() {
+  const n = S.forksAsked = (S.forksAsked || 0) + 1;
+  const r = await api('/api/forks');
+  const box = $('forks-list');
+  if (n !== S.forksAsked || !box || S.view !== 'forks') return;
+  clear(box, r.forks.length ? el('ul', { class: 'forks' }, r.forks.map(forkRow))
+    : el('p', { class: 'muted', text: 'No forks. Fork\u2026 on a checkpoint (or `ckpt fork ID DIR`) makes one.' }));
+}
+
+function forkRow(f) {
+  const d = f.diverged; const l = f.latest;
+  const id = l ? l.id : '';
+  return el('li', { class: 'fork', 'data-dir': f.dir },
+    el('div', { class: 'fork-dir mono', title: f.dir, text: f.dir }),
+    el('dl', { class: 'meta' },
+      el('dt', { text: 'forked from' }), el('dd', { class: 'fork-origin', text: f.origin }),
+      el('dt', { text: 'latest' }), el('dd', { class: 'fork-latest' }, l ? [
+        el('span', { class: 'mono', text: l.id }), ' ', el('span', { text: l.message || '(no message)' }), ' ',
+        el('span', { class: 'muted', title: exact(l.time_ns), text: ago(l.time_ns) })] : '(none)'),
+      el('dt', { text: 'diverged' }), el('dd', { class: 'fork-diverged' },
+        el('span', { class: 'add', text: '+' + d.files_added }), el('span', { class: 'mod', text: '~' + d.files_modified }),
+        el('span', { class: 'del', text: '\u2212' + d.files_deleted }),
+        ' files; ' + bytes(d.bytes_added) + ' added, ' + bytes(d.bytes_modified) + ' modified, ' + bytes(d.bytes_deleted) + ' deleted')),
+    el('div', { class: 'actions' },
+      el('button', { type: 'button', class: 'fork-compare', onclick: () => forkCompare(f.dir, id).catch(fail), text: 'Compare' }),
+      S.readOnly ? null : el('button', { type: 'button', class: 'fork-adopt', onclick: () => adoptFlow(f.dir, id).catch(fail), text: 'Adopt\u2026' }),
+      S.readOnly ? null : el('button', { type: 'button', class: 'fork-remove danger', onclick: () => removeForkFlow(f.dir).catch(fail), text: 'Remove\u2026' })));
+}
+
+async function forkCompare(dir, id) {
+  setView('compare');
+  $('cmp-from').value = 'HEAD'; $('cmp-to').value = id; $('cmp-fork').value = dir;
+  await runCompare();
+}
+
+async function adoptFlow(dir, id) {
+  const body = { dir, id: id || null };
+  const dry = await post('/api/adopt', Object.assign({ dry_run: true }, body));
+  const what = dry.fork + '#' + dry.fork_checkpoint;
+  const ok = await confirmBox('Adopt ' + what + '?', el('div', {},
+    el('p', { text: 'This workspace becomes exactly that checkpoint of the fork, files and agent state. These paths will change (the current state is saved first, so this can be undone):' }),
+    changeList(dry.restore.changes)), 'Adopt');
+  if (!ok) return;
+  const r = await post('/api/adopt', Object.assign({ dry_run: false }, body));
+  restored('Adopted ' + what + ' as ' + r.adopted, r.restore, []);
+  await loadForks();
+}
+
+async function removeForkFlow(dir) {
+  const ok = await confirmBox('Remove the fork ' + dir + '?',
+    el('p', { text: 'Its directory and its store are deleted; this cannot be undone. This workspace does not change.' }), 'Remove');
+  if (!ok) return;
+  const r = await post('/api/fork/remove', { dir });
+  await loadForks();
+  note('Removed ' + r.removed + (r.note ? ' (' + r.note + ')' : '') + '.', 'ok');
+}
+
 // ---- views, keys, live ----------------------------------------------------
 
 function setView(v) {
-  if (S.view === v && v !== 'timeline') return;
+  if (S.view === v && v !== 'timeline' && v !== 'forks') return;
   S.view = v;
   if (v !== 'compare') S.cmp = null;
-  for (const t of ['timeline', 'compare', 'usage']) $('nav-' + t).classList.toggle('active', t === v);
+  for (const t of ['timeline', 'compare', 'usage', 'forks']) $('nav-' + t).classList.toggle('active', t === v);
   if (v === 'compare') compareView();
   if (v === 'usage') usageView().catch(fail);
+  if (v === 'forks') forksView();
 }
 
 function debounce(f, ms) { let t; return (...a) => { clearTimeout(t); t = setTimeout(() => f(...a), ms); }; }
@@ -710,7 +800,10 @@ function live() {
   const es = new EventSource('/api/events?token=' + TOKEN);
   const dot = $('live');
   es.addEventListener('hello', () => { dot.classList.add('on'); dot.title = 'live updates: connected'; });
-  es.addEventListener('changed', () => { refresh().catch(fail); pollCompare(); });
+  es.addEventListener('changed', () => {
+    refresh().catch(fail); pollCompare();
+    if (S.view === 'forks') loadForks().catch(() => {});
+  });
   es.onerror = () => { dot.classList.remove('on'); dot.title = 'live updates: reconnecting'; };
 }
 
@@ -724,6 +817,7 @@ async function main() {
   $('nav-timeline').addEventListener('click', () => setView('timeline'));
   $('nav-compare').addEventListener('click', () => setView('compare'));
   $('nav-usage').addEventListener('click', () => setView('usage'));
+  $('nav-forks').addEventListener('click', () => setView('forks'));
   $('more').addEventListener('click', () => older().catch(fail));
   $('search').addEventListener('input', debounce((e) => { S.search = e.target.value.trim(); reload().catch(fail); }, 150));
   $('path').addEventListener('input', debounce((e) => { S.path = e.target.value.trim(); reload().catch(fail); }, 300));

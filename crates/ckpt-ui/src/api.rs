@@ -12,13 +12,16 @@
 //! | `GET /api/info` | the workspace root and whether actions are allowed |
 //! | `GET /api/log?limit&before&search&path` | `ops::log::log` |
 //! | `GET /api/show?id` | `ops::show::show` |
-//! | `GET /api/diff?from&to&path&content` | `ops::diff::diff` (`to` absent: the working directory) |
+//! | `GET /api/diff?from&to&path&content&fork` | `ops::diff::diff` (`to` absent: the working directory; with `fork`, `to` is the fork's checkpoint, default its head) |
 //! | `GET /api/status` | `ops::status::status` |
 //! | `GET /api/du` | `ops::du::du` |
 //! | `GET /api/file?id&path` | `ops::cat::cat`, the raw bytes (images before/after) |
+//! | `GET /api/forks` | `ops::forks::forks` |
 //! | `GET /api/events` | Server-Sent Events from [`crate::live`] |
 //! | `POST /api/restore {id, paths, dry_run}` | `ops::restore::restore` |
 //! | `POST /api/fork {id, name}` | `ops::fork::fork` into the sibling directory `name` |
+//! | `POST /api/fork/remove {dir}` | `ops::forks::remove` |
+//! | `POST /api/adopt {dir, id, dry_run}` | `ops::adopt::adopt` of `dir#id` (`id` absent: the fork's head) |
 //! | `POST /api/delete {id}` | `ops::delete::delete` |
 //! | `POST /api/annotate {id, set, remove, note}` | `ops::annotate::annotate` |
 //! | `POST /api/gc {dry_run}` | `ops::gc::gc` (no retention rules: only unreferenced data) |
@@ -26,7 +29,10 @@
 //! Every path parameter goes through [`rel_path`] (relative, no `..`, no
 //! NUL; non-UTF-8 names arrive as `path_hex`) before the operation checks
 //! it against the workspace; a fork target is a single directory name next
-//! to the workspace.
+//! to the workspace. A fork to compare, adopt or remove ([`fork_dir`]) is
+//! such a name or an absolute path made of plain names (what `ckpt forks`
+//! reports); the operation then checks it is another workspace's root
+//! ([`ops::adopt::fork_workspace`]) and, to remove it, a fork of this one.
 
 use std::convert::Infallible;
 use std::ffi::OsString;
@@ -65,9 +71,12 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/api/status", get(status))
         .route("/api/du", get(du))
         .route("/api/file", get(file))
+        .route("/api/forks", get(forks))
         .route("/api/events", get(events))
         .route("/api/restore", post(restore))
         .route("/api/fork", post(fork))
+        .route("/api/fork/remove", post(fork_remove))
+        .route("/api/adopt", post(adopt))
         .route("/api/delete", post(delete))
         .route("/api/annotate", post(annotate))
         .route("/api/gc", post(gc))
@@ -124,6 +133,30 @@ pub fn rel_path(text: Option<&str>, hex: Option<&str>) -> Result<PathBuf> {
         )));
     }
     Ok(p)
+}
+
+/// A directory name next to the workspace: one plain name (no `/`, `.`,
+/// `..` or NUL).
+fn sibling(root: &Path, name: &str) -> Option<PathBuf> {
+    let single = !matches!(name, "" | "." | "..") && !name.contains(['/', '\0']);
+    root.parent().filter(|_| single).map(|p| p.join(name))
+}
+
+/// A fork to compare, adopt or remove: one directory name next to the
+/// workspace `root`, or an absolute path of plain names (no `.`, `..` or
+/// NUL), as `ckpt forks` reports it.
+pub fn fork_dir(root: &Path, dir: &str) -> Result<PathBuf> {
+    let plain = dir.strip_prefix('/').is_some_and(|rest| {
+        rest.split('/')
+            .all(|n| !matches!(n, "" | "." | "..") && !n.contains('\0'))
+    });
+    match sibling(root, dir) {
+        Some(d) => Ok(d),
+        None if plain => Ok(PathBuf::from(dir)),
+        None => Err(Error::Usage(format!(
+            "fork directory {dir:?} must be one directory name next to the workspace, or an absolute path without `..` as `ckpt forks` reports it (nothing was done)"
+        ))),
+    }
 }
 
 fn asset(ctype: &'static str, body: impl Into<axum::body::Body>) -> Response {
@@ -198,6 +231,7 @@ struct DiffQuery {
     path_hex: Option<String>,
     #[serde(default)]
     content: bool,
+    fork: Option<String>,
 }
 
 async fn diff(State(s): S, Query(q): Query<DiffQuery>) -> Response {
@@ -208,12 +242,19 @@ async fn diff(State(s): S, Query(q): Query<DiffQuery>) -> Response {
             Err(e) => return error(&e),
         },
     };
+    let fork = match q.fork.as_deref().filter(|f| !f.is_empty()) {
+        None => None,
+        Some(f) => match fork_dir(&s.root, f) {
+            Ok(d) => Some(d),
+            Err(e) => return error(&e),
+        },
+    };
     let opts = ops::diff::DiffOptions {
         from: q.from,
         to: q.to.filter(|t| !t.is_empty()),
         paths,
         content: q.content,
-        fork: None,
+        fork,
     };
     run(&s, move |c| ops::diff::diff(c, &opts)).await
 }
@@ -225,6 +266,10 @@ async fn status(State(s): S) -> Response {
 
 async fn du(State(s): S) -> Response {
     run(&s, ops::du::du).await
+}
+
+async fn forks(State(s): S) -> Response {
+    run(&s, ops::forks::forks).await
 }
 
 #[derive(Deserialize)]
@@ -326,18 +371,12 @@ struct ForkBody {
 }
 
 async fn fork(State(s): S, Json(b): Json<ForkBody>) -> Response {
-    let name = Path::new(&b.name);
-    let single = matches!(
-        name.components().collect::<Vec<_>>()[..],
-        [Component::Normal(_)]
-    );
-    let Some(parent) = s.root.parent().filter(|_| single && !b.name.contains('\0')) else {
+    let Some(dir) = sibling(&s.root, &b.name) else {
         return error(&Error::Usage(format!(
             "fork target {:?} must be one directory name (it is made next to the workspace; nothing was done)",
             b.name
         )));
     };
-    let dir = parent.join(name);
     run(&s, move |c| {
         ops::fork::fork(
             c,
@@ -352,6 +391,53 @@ async fn fork(State(s): S, Json(b): Json<ForkBody>) -> Response {
         )
     })
     .await
+}
+
+#[derive(Deserialize)]
+struct ForkDirBody {
+    dir: String,
+}
+
+async fn fork_remove(State(s): S, Json(b): Json<ForkDirBody>) -> Response {
+    let dir = match fork_dir(&s.root, &b.dir) {
+        Ok(d) => d,
+        Err(e) => return error(&e),
+    };
+    run(&s, move |c| ops::forks::remove(c, &dir)).await
+}
+
+#[derive(Deserialize)]
+struct AdoptBody {
+    dir: String,
+    id: Option<String>,
+    dry_run: bool,
+}
+
+/// `dir#id` for `ops::adopt`, refused unless it splits back into exactly
+/// `dir` and `id` (an id with `/` would make a different path).
+fn adopt_arg(root: &Path, dir: &str, id: Option<&str>) -> Result<String> {
+    let path = fork_dir(root, dir)?;
+    let id = id.filter(|i| !i.is_empty()).unwrap_or("HEAD");
+    let arg = format!("{}#{id}", path.display());
+    let (d, i) = ops::adopt::split_fork_arg(&arg);
+    if Path::new(d) != path || i != Some(id) {
+        return Err(Error::Usage(format!(
+            "checkpoint {id:?} of fork {dir:?} is not a checkpoint id (nothing was done)"
+        )));
+    }
+    Ok(arg)
+}
+
+async fn adopt(State(s): S, Json(b): Json<AdoptBody>) -> Response {
+    let fork = match adopt_arg(&s.root, &b.dir, b.id.as_deref()) {
+        Ok(f) => f,
+        Err(e) => return error(&e),
+    };
+    let opts = ops::adopt::AdoptOptions {
+        fork,
+        dry_run: b.dry_run,
+    };
+    run(&s, move |c| ops::adopt::adopt(c, &opts)).await
 }
 
 #[derive(Deserialize)]
@@ -416,5 +502,41 @@ mod tests {
         );
         assert!(rel_path(None, Some("2e2e")).is_err(), "hex `..` accepted");
         assert!(rel_path(None, Some("zz")).is_err());
+    }
+
+    #[test]
+    fn fork_directories_are_siblings_or_plain_absolute_paths() {
+        let root = Path::new("/w/ws");
+        for bad in [
+            "",
+            ".",
+            "..",
+            "a/",
+            "a/b",
+            "../x",
+            "./x",
+            "/",
+            "/w/../etc",
+            "/w/./x",
+            "/w/x/",
+            "a\0b",
+            "/w/a\0b",
+        ] {
+            assert!(fork_dir(root, bad).is_err(), "{bad:?} accepted");
+        }
+        assert_eq!(fork_dir(root, "f1").unwrap(), Path::new("/w/f1"));
+        assert_eq!(fork_dir(root, "/x/y#1").unwrap(), Path::new("/x/y#1"));
+        assert_eq!(
+            fork_dir(root, "<img src=x>").unwrap(),
+            Path::new("/w/<img src=x>")
+        );
+        assert_eq!(adopt_arg(root, "f#1", None).unwrap(), "/w/f#1#HEAD");
+        assert_eq!(adopt_arg(root, "/x/f", Some("v3")).unwrap(), "/x/f#v3");
+        for bad_id in ["a/b", "/../../etc", "v1#"] {
+            assert!(
+                adopt_arg(root, "f", Some(bad_id)).is_err(),
+                "{bad_id:?} accepted"
+            );
+        }
     }
 }

@@ -32,7 +32,7 @@ pub struct CloneArgs {
 
 /// Runs `ckpt clone`.
 pub fn run(ctx: &Ctx, args: &CloneArgs) -> Result<()> {
-    let settings = args.transfer.settings(ctx);
+    let settings = args.transfer.settings(ctx)?;
     let progress = Progress::default();
     let opts = CloneOptions {
         source: &args.source,

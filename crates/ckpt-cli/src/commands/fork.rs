@@ -117,14 +117,27 @@ fn print_one(rep: &ForkReport) {
         render::bytes(rep.report.bytes),
         render::ms(rep.elapsed)
     );
-    println!("store: {}", rep.store.display());
+    println!(
+        "store: {}{}",
+        rep.store.display(),
+        if rep.store_snapshot {
+            " (a snapshot of this workspace's store)"
+        } else {
+            ""
+        }
+    );
     match rep.restored {
         Some(r) => println!(
-            "backend: {} ({}; {} written, {} removed after the snapshot)",
+            "backend: {} ({}; {} written, {} removed after the snapshot{})",
             rep.backend.name(),
             rep.why,
             render::count(r.written, "file", "files"),
-            r.removed
+            r.removed,
+            if r.watcher {
+                "; the watcher vouched for the unchanged directories"
+            } else {
+                ""
+            }
         ),
         None => println!("backend: {} ({})", rep.backend.name(), rep.why),
     }

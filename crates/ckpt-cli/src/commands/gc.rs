@@ -179,7 +179,7 @@ fn remote_gc(ctx: &Ctx, args: &GcArgs, remote: &str) -> Result<()> {
         remote: Some(remote),
         grace: args.grace,
         dry_run: args.dry_run,
-        settings: &ctx.remote,
+        settings: ctx.remote()?,
     };
     let rep = ckpt_remote::gc::gc(&ctx.ops, &opts)?;
     if args.json {

@@ -73,14 +73,21 @@ pub fn run(ctx: &Ctx, args: &InitArgs) -> Result<()> {
             );
             return Ok(());
         }
-        match &rep.subvolume {
-            Some(c) if c.already => println!("{} already is a btrfs subvolume", c.dir.display()),
-            Some(c) => println!(
-                "{} is now a btrfs subvolume ({} entries copied as reflinks and verified); forks of it are snapshots",
-                c.dir.display(),
-                c.entries
-            ),
-            None => {}
+        for (c, what) in [
+            (&rep.subvolume, "forks of it are snapshots"),
+            (&rep.store_subvolume, "forks' stores are snapshots of it"),
+        ] {
+            match c {
+                Some(c) if c.already => {
+                    println!("{} already is a btrfs subvolume", c.dir.display())
+                }
+                Some(c) => println!(
+                    "{} is now a btrfs subvolume ({} entries copied as reflinks and verified); {what}",
+                    c.dir.display(),
+                    c.entries
+                ),
+                None => {}
+            }
         }
         if rep.outcome == Outcome::Kept && rep.subvolume.is_some() {
             return Ok(());

@@ -88,7 +88,7 @@ fn remote_log(ctx: &Ctx, args: &LogArgs, remote: &str) -> Result<()> {
         remote: Some(remote),
         workspace: args.workspace.as_deref(),
         limit: args.limit,
-        settings: &ctx.remote,
+        settings: ctx.remote()?,
     };
     let rep = ckpt_remote::log::log(&ctx.ops, &opts)?;
     if args.json {

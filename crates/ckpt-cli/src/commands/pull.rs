@@ -27,7 +27,7 @@ pub struct PullArgs {
 
 /// Runs `ckpt pull`.
 pub fn run(ctx: &Ctx, args: &PullArgs) -> Result<()> {
-    let settings = args.transfer.settings(ctx);
+    let settings = args.transfer.settings(ctx)?;
     let progress = Progress::default();
     let opts = PullOptions {
         remote: args.remote.as_deref(),

@@ -30,7 +30,7 @@ pub struct PushArgs {
 
 /// Runs `ckpt push`.
 pub fn run(ctx: &Ctx, args: &PushArgs) -> Result<()> {
-    let settings = args.transfer.settings(ctx);
+    let settings = args.transfer.settings(ctx)?;
     let progress = Progress::default();
     let opts = PushOptions {
         remote: args.remote.as_deref(),

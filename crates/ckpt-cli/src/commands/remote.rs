@@ -19,12 +19,12 @@ pub struct TransferArgs {
 impl TransferArgs {
     /// The remote settings from the environment, with this command's
     /// `--concurrency`.
-    pub fn settings(&self, ctx: &Ctx) -> ckpt_remote::Settings {
-        let mut settings = ctx.remote.clone();
+    pub fn settings(&self, ctx: &Ctx) -> Result<ckpt_remote::Settings> {
+        let mut settings = ctx.remote()?.clone();
         if let Some(n) = self.concurrency {
             settings.concurrency = n.max(1);
         }
-        settings
+        Ok(settings)
     }
 }
 

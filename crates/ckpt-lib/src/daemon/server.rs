@@ -409,6 +409,11 @@ impl Watcher {
                 None => r.error = Some("restore without parameters".into()),
             },
             Op::Status => r.status = Some(self.status()),
+            Op::Persist => {
+                if self.persist_due {
+                    self.persist();
+                }
+            }
             Op::Stop => {}
         }
         r

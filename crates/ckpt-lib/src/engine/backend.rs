@@ -162,7 +162,13 @@ fn probe_subvolume(
             dest_dir.display()
         ));
     }
-    Ok("the workspace is a btrfs subvolume and the fork's directory is on the same filesystem: a snapshot, then a restore of only the paths that differ from the checkpoint".into())
+    let store = match fs::open_dir_path(store_root) {
+        Ok(s) if btrfs::is_subvolume(s.as_fd()) && btrfs::fsid(s.as_fd()).ok() == btrfs::fsid(ws.as_fd()).ok() => {
+            "the store is a subvolume too, so the fork's store is its snapshot"
+        }
+        _ => "the store is not a subvolume on this filesystem (`ckpt init --subvolume` makes it one), so the fork's store links the checkpoint's objects",
+    };
+    Ok(format!("the workspace is a btrfs subvolume and the fork's directory is on the same filesystem: a snapshot, then a restore of only the paths that differ from the checkpoint; {store}"))
 }
 
 fn probe_reflink(store_root: &Path, dest_dir: &Path) -> std::result::Result<String, String> {

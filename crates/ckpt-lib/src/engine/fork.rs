@@ -24,6 +24,20 @@
 //! ([`crate::engine::inherit::inherited_index`]). So the fork's first save
 //! after a small edit reads only that edit, like the parent's.
 //!
+//! ## The store of a subvolume fork
+//! When the origin's store is itself a btrfs subvolume (`ckpt init
+//! --subvolume` makes it one) on the filesystem of the fork's store, a
+//! subvolume fork's store is a snapshot of it ([`snapshot_store`]) instead
+//! of a new store that imports the checkpoint: no object is linked or
+//! copied, every tree and record is shared copy-on-write, and the fork
+//! holds the origin's whole history as of the fork. One catalog
+//! transaction makes it the fork's ([`Catalog::start_fork`]: workspace,
+//! origin, head, no journal), and the restore in the snapshot sets its
+//! agent state and stat index. Otherwise (or when the kernel refuses the
+//! snapshot) the store is made and imported as above.
+//!
+//! [`Catalog::start_fork`]: crate::store::catalog::Catalog::start_fork
+//!
 //! ## All or nothing
 //! Everything is built in a staging directory beside DIR
 //! (`.<name>.ckpt-fork.<pid>`; for a subvolume fork, the snapshot): the
@@ -54,6 +68,7 @@ use crate::engine::save::{OnDisk, ScanKind, ScanPlan, Scanner};
 use crate::error::IoContext;
 use crate::platform::btrfs;
 use crate::store::catalog::{Checkpoint, Origin};
+use crate::store::index::Index;
 use crate::store::objects::Imported;
 use crate::store::Store;
 use crate::workspace::scan::{ScanResult, NESTED_WORKSPACE};
@@ -68,8 +83,11 @@ pub struct Forked {
     pub report: MaterializeReport,
     /// The new workspace.
     pub workspace: Workspace,
-    /// How the fork's store got its origin's objects.
+    /// How the fork's store got its origin's objects (none moved when it
+    /// is a snapshot of the origin's store).
     pub objects: Imported,
+    /// The fork's store is a btrfs snapshot of the origin's store.
+    pub store_snapshot: bool,
     /// The backend that made it.
     pub backend: Backend,
     /// A subvolume fork: what the restore after the snapshot changed.
@@ -129,6 +147,7 @@ pub fn fork(
     config: &Config,
     choice: &Choice,
     opts: MaterializeOptions<'_>,
+    watcher_plan: &dyn Fn() -> ScanPlan,
 ) -> Result<Forked> {
     let missing = materialize::check_fresh(dest)?;
     let cp = store.catalog.reader()?.resolve(rev)?;
@@ -162,9 +181,10 @@ pub fn fork(
         note = Some(format!("{why}: used {} instead", backend.name()));
     }
     let store_made = inner.is_some() || !ws.store_path.exists();
+    let mut store_snapshot = false;
     let undo = || {
         if store_made {
-            let _ = std::fs::remove_dir_all(&store_at);
+            remove_tree(&store_at);
         }
         remove_tree(&staging);
         if missing {
@@ -192,10 +212,15 @@ pub fn fork(
             std::fs::create_dir(&staging).ctx("create", &staging)?;
         }
         // The store first (outside DIR) while the files are not written
-        // yet: its fsyncs then flush a nearly empty filesystem journal.
+        // yet: its fsyncs then flush a nearly empty filesystem journal. A
+        // subvolume fork whose origin store is a subvolume gets a snapshot
+        // of that store (see "The store of a subvolume fork").
         if inner.is_none() {
             let _t = crate::trace::span("fork store init");
-            Store::create_for(&store_at, Some(&staging))?;
+            store_snapshot = backend == Backend::BtrfsSubvolume && snapshot_store(store, &store_at);
+            if !store_snapshot {
+                Store::create_for(&store_at, Some(&staging))?;
+            }
         }
         let report = match backend {
             Backend::BtrfsSubvolume => None,
@@ -223,24 +248,31 @@ pub fn fork(
         }
         let objects = {
             let fork_store = Store::open(&store_at, config)?;
-            let (rec, objects) = inherit::import(
-                store,
-                &cp,
-                &fork_store,
-                BTreeMap::new(),
-                Placement {
-                    seq: Some(cp.seq),
-                    make_head: true,
-                    keep_latest_state: false,
-                },
-            )?;
-            fork_store.catalog.set_workspace(&ws.root)?;
-            fork_store.catalog.set_origin(&Origin {
+            let origin = Origin {
                 workspace: origin_root.to_path_buf(),
                 store: store.root.clone(),
                 checkpoint: cp.seq,
                 root: cp.root,
-            })?;
+            };
+            let (rec, objects) = if store_snapshot {
+                fork_store.catalog.start_fork(&ws.root, &origin, cp.seq)?;
+                (cp.clone(), Imported::default())
+            } else {
+                let imported = inherit::import(
+                    store,
+                    &cp,
+                    &fork_store,
+                    BTreeMap::new(),
+                    Placement {
+                        seq: Some(cp.seq),
+                        make_head: true,
+                        keep_latest_state: false,
+                    },
+                )?;
+                fork_store.catalog.set_workspace(&ws.root)?;
+                fork_store.catalog.set_origin(&origin)?;
+                imported
+            };
             if report.is_some() {
                 let reader = fork_store.catalog.reader()?;
                 let mut index =
@@ -254,20 +286,13 @@ pub fn fork(
                     &staging,
                     &ws.store_path,
                     &rec,
+                    store_snapshot,
+                    watcher_plan,
                 )?);
             }
             objects
         };
-        Workspace {
-            root: staging.clone(),
-            store_path: ws.store_path.clone(),
-        }
-        .write_marker()?;
-        std::fs::rename(&staging, &ws.root).ctx("rename", &ws.root)?;
-        if let Some(parent) = ws.root.parent() {
-            let d = ckpt_copy::fs::open_dir_path(parent).ctx("open", parent)?;
-            rustix::fs::fsync(&d).ctx("fsync", parent)?;
-        }
+        publish(&staging, &ws)?;
         let report = match (report, written) {
             (Some(r), _) => r,
             (None, w) => {
@@ -284,9 +309,183 @@ pub fn fork(
             report,
             workspace: ws.clone(),
             objects,
+            store_snapshot,
             backend,
             restored: written,
             note: note.clone(),
+        })
+    };
+    run().inspect_err(|_| undo())
+}
+
+/// Makes the fork's store at `at` (which must not exist) a btrfs snapshot
+/// of `store`, when `store` is a subvolume and `at` is on its filesystem;
+/// false, with nothing left at `at`, when it is not or the kernel refuses
+/// (the caller then makes a new store and imports the checkpoint).
+///
+/// Why the snapshot is a sound store: the caller holds `store`'s lock, so
+/// no other process is writing it, and everything this process wrote is
+/// in it (a snapshot first flushes the subvolume's dirty data); every redb
+/// commit and every object is therefore whole in the snapshot, as after a
+/// clean stop. The snapshot is a separate tree of inodes: a write or a
+/// delete on either side (a save, `gc`, even deleting the whole origin
+/// store) never reaches the other, and no object is writable on either.
+/// The watcher's files ([`crate::store::WATCH_FILES`]) are removed from it:
+/// they belong to the origin's running watcher.
+fn snapshot_store(store: &Store, at: &Path) -> bool {
+    let _t = crate::trace::span("store snapshot");
+    let Ok(src) = ckpt_copy::fs::open_dir_path(&store.root) else {
+        return false;
+    };
+    if !btrfs::is_subvolume(src.as_fd()) || at.exists() {
+        return false;
+    }
+    let (Some(parent), Some(name)) = (at.parent(), at.file_name()) else {
+        return false;
+    };
+    if std::fs::create_dir_all(parent).is_err() {
+        return false;
+    }
+    let Ok(dir) = ckpt_copy::fs::open_dir_path(parent) else {
+        return false;
+    };
+    if btrfs::snapshot(src.as_fd(), dir.as_fd(), name.as_bytes()).is_err() {
+        return false;
+    }
+    for f in crate::store::WATCH_FILES {
+        match std::fs::remove_file(at.join(f)) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(_) => {
+                remove_tree(at);
+                return false;
+            }
+        }
+    }
+    true
+}
+
+/// Writes the workspace marker of `ws` into `staging`, then puts `staging`
+/// at `ws.root` with one `rename` and makes that durable.
+fn publish(staging: &Path, ws: &Workspace) -> Result<()> {
+    Workspace {
+        root: staging.to_path_buf(),
+        store_path: ws.store_path.clone(),
+    }
+    .write_marker()?;
+    std::fs::rename(staging, &ws.root).ctx("rename", &ws.root)?;
+    if let Some(parent) = ws.root.parent() {
+        let d = ckpt_copy::fs::open_dir_path(parent).ctx("open", parent)?;
+        rustix::fs::fsync(&d).ctx("fsync", parent)?;
+    }
+    Ok(())
+}
+
+/// The device number of the directory `p`.
+fn dev_of(p: &Path) -> Result<u64> {
+    let fd = ckpt_copy::fs::open_dir_path(p).ctx("open", p)?;
+    Ok(ckpt_copy::fs::stat_fd(fd.as_fd()).ctx("stat", p)?.dev)
+}
+
+/// Gives `fork_store`, a snapshot of the store whose stat index describes
+/// the tree on device `from`, the index of that tree's snapshot on device
+/// `to`: the same index read through a device map, written as a small
+/// delta against the snapshotted base file ([`Index::remap_dev`]), tree
+/// hashes and exact-names claims kept (the store holds every tree; a
+/// snapshot keeps every directory's stat, see [`inherit::snapshot_index`]
+/// for why the entries stay true); or, when the map cannot be composed, the
+/// same index rewritten whole.
+///
+/// [`Index::remap_dev`]: crate::store::index::Index::remap_dev
+fn snapshot_store_index(fork_store: &Store, from: u64, to: u64) -> Result<Index> {
+    let _t = crate::trace::span("snapshot index");
+    let mut ix = fork_store.load_index()?;
+    if !ix.remap_dev(from, to) {
+        let g = ix.generation;
+        ix = inherit::snapshot_index(&ix, from, to, g, true);
+    }
+    ix.save(&fork_store.index_path())?;
+    Ok(ix)
+}
+
+/// Whether [`clone_fork`] can copy the fork `template`: its store is a
+/// btrfs subvolume outside it.
+pub fn can_clone(template: &Workspace) -> bool {
+    !template.store_path.starts_with(&template.root)
+        && ckpt_copy::fs::open_dir_path(&template.store_path)
+            .is_ok_and(|fd| btrfs::is_subvolume(fd.as_fd()))
+}
+
+/// Makes the new or empty directory `dest` another fork equal to the
+/// subvolume fork `template` (`ckpt fork --count N`: the template is made
+/// once, then copied N times), with two snapshots and no scan: its files
+/// are a snapshot of the template's, its store a snapshot of the
+/// template's store ([`can_clone`]), made this fork's in one catalog
+/// transaction, and its stat index is the template's with the device
+/// number replaced, tree hashes kept (both stores hold the same trees).
+///
+/// Why no scan is needed: the template is a hidden directory that only
+/// this process knows, and it is exactly its head checkpoint with an index
+/// written by the restore that made it so; a snapshot keeps every inode's
+/// number, mode, size, mtime and ctime (see [`inherit::snapshot_index`]).
+/// All or nothing as [`fork`]: built in a staging snapshot, published by
+/// one rename.
+pub fn clone_fork(template: &Workspace, dest: &Path, config: &Config) -> Result<Forked> {
+    let missing = materialize::check_fresh(dest)?;
+    let ws = Workspace::plan(dest, None, config.data_home.as_deref())?;
+    remove_dead_siblings(&ws.root, "ckpt-fork");
+    let staging = hidden_sibling(&ws.root, "ckpt-fork", std::process::id())?;
+    if ws.store_path.starts_with(&ws.root) || ws.store_path.exists() {
+        return Err(Error::Usage(format!(
+            "{} cannot be the store of a copied fork: it exists or is inside the fork (nothing was changed)",
+            ws.store_path.display()
+        )));
+    }
+    let undo = || {
+        remove_tree(&ws.store_path);
+        remove_tree(&staging);
+        if missing {
+            let _ = std::fs::remove_dir(&ws.root);
+        }
+    };
+    let run = || -> Result<Forked> {
+        let tstore = Store::open(&template.store_path, config)?;
+        if !snapshot_store(&tstore, &ws.store_path) {
+            return Err(Error::io(
+                "btrfs snapshot of the store",
+                &template.store_path,
+                std::io::Error::other(format!(
+                    "refused, or {} is on another filesystem",
+                    ws.store_path.display()
+                )),
+            ));
+        }
+        snapshot_into(&template.root, &staging)?;
+        let reader = tstore.catalog.reader()?;
+        let (Some(cp), Some(origin)) = (reader.head_checkpoint()?, reader.origin()?) else {
+            return Err(Error::Corrupt(format!(
+                "the fork template {} has no head or origin",
+                template.store_path.display()
+            )));
+        };
+        let fork_store = Store::open(&ws.store_path, config)?;
+        fork_store.catalog.start_fork(&ws.root, &origin, cp.seq)?;
+        snapshot_store_index(&fork_store, dev_of(&template.root)?, dev_of(&staging)?)?;
+        drop(fork_store);
+        publish(&staging, &ws)?;
+        Ok(Forked {
+            report: MaterializeReport {
+                target: cp,
+                files: 0,
+                dirs: 0,
+                bytes: 0,
+            },
+            workspace: ws.clone(),
+            objects: Imported::default(),
+            store_snapshot: true,
+            backend: Backend::BtrfsSubvolume,
+            restored: Some(SnapshotRestore::default()),
+            note: None,
         })
     };
     run().inspect_err(|_| undo())
@@ -301,6 +500,10 @@ pub struct SnapshotRestore {
     pub removed: u64,
     /// Bytes of the files written.
     pub bytes: u64,
+    /// The origin's live watcher vouched for every directory it did not
+    /// name, so only those (and the records that do not claim every name)
+    /// were scanned in the snapshot.
+    pub watcher: bool,
 }
 
 /// Snapshots the workspace subvolume `origin_root` at `staging` (which must
@@ -341,9 +544,21 @@ fn snapshot_into(origin_root: &Path, staging: &Path) -> Result<()> {
 /// every inode's number, size, mode, mtime and ctime, so an entry matches
 /// exactly when the parent's would have matched the same file (a file
 /// changed after the parent's last scan has another ctime and is hashed).
-/// Tree hashes are not carried over (the fork's store holds only the
-/// checkpoint's trees), so every directory's tree is recomputed from its
-/// entries, without reading files.
+/// Tree hashes are carried over only when `store_snapshot` (the fork's
+/// store is a snapshot of `store`, so it holds every tree they name); else
+/// the fork's store holds only the checkpoint's trees, and every
+/// directory's tree is recomputed from its entries, without reading files.
+///
+/// With a store snapshot, the scan covers only what `watcher_plan` names
+/// when the origin's live watcher vouches (asked after the snapshot, so
+/// every change made before it is among the directories it names; the
+/// index is the origin's, which the watcher's answer is relative to, and
+/// the origin's store lock, held throughout, keeps both from moving),
+/// plus every directory whose record does not claim all its names: that
+/// is where a nested workspace can be (a scan that skips one never claims
+/// exact names), and the snapshot holds it, which the scanner must see to
+/// remove. Otherwise every directory of the snapshot is scanned.
+#[allow(clippy::too_many_arguments)]
 fn restore_snapshot(
     store: &Store,
     origin_root: &Path,
@@ -351,25 +566,41 @@ fn restore_snapshot(
     staging: &Path,
     store_path: &Path,
     rec: &Checkpoint,
+    store_snapshot: bool,
+    watcher_plan: &dyn Fn() -> ScanPlan,
 ) -> Result<SnapshotRestore> {
-    let dev_of = |p: &Path| -> Result<u64> {
-        let fd = ckpt_copy::fs::open_dir_path(p).ctx("open", p)?;
-        Ok(ckpt_copy::fs::stat_fd(fd.as_fd()).ctx("stat", p)?.dev)
-    };
-    let generation = fork_store.catalog.reader()?.generation()?;
-    let mut index = inherit::snapshot_index(
-        &store.load_index()?,
-        dev_of(origin_root)?,
-        dev_of(staging)?,
-        generation,
-    );
-    index.save(&fork_store.index_path())?;
+    let (from, to) = (dev_of(origin_root)?, dev_of(staging)?);
+    let mut plan = ScanPlan::Full;
+    let mut loaded = None;
+    if store_snapshot {
+        let index = snapshot_store_index(fork_store, from, to)?;
+        // Asked after the snapshot: what changed before it is named.
+        if let ScanPlan::Partial(mut dirs) = watcher_plan() {
+            dirs.extend(
+                index
+                    .dirs
+                    .iter()
+                    .filter(|(_, r)| !r.exact_names)
+                    .map(|(p, _)| p.clone()),
+            );
+            plan = ScanPlan::Partial(dirs);
+        }
+        loaded = Some(index);
+    } else {
+        let generation = fork_store.catalog.reader()?.generation()?;
+        inherit::snapshot_index(&store.load_index()?, from, to, generation, false)
+            .save(&fork_store.index_path())?;
+    }
     let ws = Workspace {
         root: staging.to_path_buf(),
         store_path: store_path.to_path_buf(),
     };
+    let watcher = matches!(plan, ScanPlan::Partial(_));
     let mut scanner = SnapshotScanner {
-        inner: OnDisk::new(ScanPlan::Full),
+        inner: OnDisk {
+            loaded,
+            ..OnDisk::new(plan)
+        },
         root: staging,
     };
     let rep = restore::restore(
@@ -397,6 +628,7 @@ fn restore_snapshot(
         written: rep.written,
         removed: rep.removed,
         bytes,
+        watcher,
     })
 }
 

@@ -203,8 +203,10 @@ pub fn inherited_index(
 
 /// The stat index of a btrfs snapshot of a workspace whose own index is
 /// `parent`: the same entries, with device `from_dev` (the workspace's)
-/// replaced by `to_dev` (the snapshot's), every tree hash unknown and no
-/// record claiming exact names, for the store of `generation`.
+/// replaced by `to_dev` (the snapshot's), no record claiming exact names,
+/// for the store of `generation`; every tree hash is kept when
+/// `trees_known` (the snapshot's store is a snapshot of the workspace's
+/// store, so it holds every tree the index names), else unknown.
 ///
 /// Why it is correct: a snapshot shares its inodes with the workspace as
 /// they were at that instant, so each keeps its number, mode, size, mtime
@@ -213,11 +215,21 @@ pub fn inherited_index(
 /// snapshot, which is the trust a scan of the workspace puts in the same
 /// entry (a file changed since the parent's last scan has a new ctime and
 /// is hashed; racy entries stay racy). Entries on any other device (a
-/// nested subvolume, which a snapshot leaves empty) never match. The
-/// parent's tree hashes name trees the fork's store may not hold, so they
-/// are dropped: the scan recomputes each directory's tree from its entries
-/// (no file is read for that).
-pub fn snapshot_index(parent: &Index, from_dev: u64, to_dev: u64, generation: u64) -> Index {
+/// nested subvolume, which a snapshot leaves empty) never match. A
+/// record's exact-names claim would stay true as well (a snapshot keeps
+/// each directory's ctime, which any change to its names moves): the
+/// device-mapped index of a store snapshot keeps them
+/// (`crate::engine::fork`); this whole rewrite drops them. Unless
+/// `trees_known`, the parent's tree hashes name trees the fork's store may
+/// not hold, so they are dropped: the scan recomputes each directory's
+/// tree from its entries (no file is read for that).
+pub fn snapshot_index(
+    parent: &Index,
+    from_dev: u64,
+    to_dev: u64,
+    generation: u64,
+    trees_known: bool,
+) -> Index {
     let dirs = parent
         .dirs
         .iter()
@@ -236,7 +248,7 @@ pub fn snapshot_index(parent: &Index, from_dev: u64, to_dev: u64, generation: u6
             (
                 path.clone(),
                 Arc::new(DirRecord {
-                    tree: UNKNOWN_TREE,
+                    tree: if trees_known { rec.tree } else { UNKNOWN_TREE },
                     entries: entries.into(),
                     exact_names: false,
                 }),

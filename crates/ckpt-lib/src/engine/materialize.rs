@@ -509,7 +509,7 @@ pub fn remove_partial(dest: &Path, remove_dest: bool) {
 }
 
 /// What `restore --to` did.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct MaterializeReport {
     /// The checkpoint materialised.
     pub target: Checkpoint,

@@ -115,6 +115,9 @@ pub struct OnDisk {
     pub plan: ScanPlan,
     /// Why a planned partial scan became a full one (for `--verbose`).
     pub notes: Vec<String>,
+    /// The index files as the caller just loaded (or wrote) them: the next
+    /// scan uses it instead of reading them again.
+    pub loaded: Option<Index>,
 }
 
 impl OnDisk {
@@ -123,6 +126,7 @@ impl OnDisk {
         OnDisk {
             plan,
             notes: Vec::new(),
+            loaded: None,
         }
     }
 }
@@ -130,7 +134,10 @@ impl OnDisk {
 impl Scanner for OnDisk {
     fn scan(&mut self, ws: &Workspace, store: &Store, kind: ScanKind) -> Result<ScanResult> {
         let t = trace::span("load index");
-        let index = store.load_index()?;
+        let index = match self.loaded.take() {
+            Some(ix) => ix,
+            None => store.load_index()?,
+        };
         drop(t);
         let dirty = match &self.plan {
             ScanPlan::Partial(dirs) if index.dirs.contains_key(&Vec::new()) => Some(dirs),

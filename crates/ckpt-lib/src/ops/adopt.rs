@@ -82,7 +82,8 @@ impl AdoptReport {
 serialize_via_to_json!(AdoptReport);
 
 /// Splits `DIR#ID` (the last `#`, when what follows is non-empty and has
-/// no `/`) into the directory and the checkpoint.
+/// no `/`) into the directory and the checkpoint. [`adopt`] first takes
+/// the whole argument as the directory when it names one.
 pub fn split_fork_arg(arg: &str) -> (&str, Option<&str>) {
     match arg.rsplit_once('#') {
         Some((dir, id)) if !id.is_empty() && !id.contains('/') && !dir.is_empty() => {
@@ -117,7 +118,11 @@ pub fn fork_workspace(ctx: &Context, ws: &Workspace, dir: &Path) -> Result<Works
 pub fn adopt(ctx: &Context, opts: &AdoptOptions) -> Result<AdoptReport> {
     let t0 = Instant::now();
     let ws = ctx.workspace()?;
-    let (dir, id) = split_fork_arg(&opts.fork);
+    // A fork whose directory name holds a `#` is named whole.
+    let (dir, id) = match ctx.abs(Path::new(&opts.fork)).is_dir() {
+        true => (opts.fork.as_str(), None),
+        false => split_fork_arg(&opts.fork),
+    };
     let fork = fork_workspace(ctx, &ws, Path::new(dir))?;
     if opts.dry_run {
         return dry_run(ctx, &ws, fork, id, t0);

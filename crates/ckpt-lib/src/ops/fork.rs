@@ -19,7 +19,9 @@ use super::{normalize, Context};
 use crate::engine::backend::{self, Backend, Choice};
 use crate::engine::fork::{self, SnapshotRestore};
 use crate::engine::materialize::{MaterializeOptions, MaterializeReport, Verified};
+use crate::engine::save::ScanPlan;
 use crate::store::objects::Imported;
+use crate::watch::client::Plan;
 use crate::workspace::Workspace;
 use crate::{Error, Result};
 
@@ -55,6 +57,8 @@ pub struct ForkReport {
     pub link: bool,
     /// How the fork's store got the checkpoint's objects.
     pub objects: Imported,
+    /// The fork's store is a btrfs snapshot of this workspace's store.
+    pub store_snapshot: bool,
     /// The backend that made it.
     pub backend: Backend,
     /// Why that backend (or why another than the chosen one was used).
@@ -68,8 +72,10 @@ pub struct ForkReport {
 impl ForkReport {
     /// The JSON form: `forked`, `to`, `store`, `backend`, `backend_why`,
     /// `files`, `dirs`, `bytes` (what was written: a subvolume fork writes
-    /// only the differences), `restored` (subvolume: `written`, `removed`;
-    /// else null), `link`, `objects`, `elapsed_ms`.
+    /// only the differences), `restored` (subvolume: `written`, `removed`,
+    /// `watcher`; else null), `link`, `objects`, `store_snapshot` (the
+    /// fork's store is a snapshot of ours: `objects` then moved none),
+    /// `elapsed_ms`.
     pub fn to_json(&self) -> Value {
         let rep = &self.report;
         json!({
@@ -82,9 +88,10 @@ impl ForkReport {
             "files": rep.files,
             "dirs": rep.dirs,
             "bytes": rep.bytes,
-            "restored": self.restored.map(|r| json!({"written": r.written, "removed": r.removed})),
+            "restored": self.restored.map(|r| json!({"written": r.written, "removed": r.removed, "watcher": r.watcher})),
             "link": self.link,
             "objects": json::imported(&self.objects),
+            "store_snapshot": self.store_snapshot,
             "elapsed_ms": json::ms(self.elapsed),
         })
     }
@@ -143,6 +150,8 @@ fn fork_with(
     verified: Option<&Verified>,
 ) -> Result<ForkReport> {
     let t0 = Instant::now();
+    // A watcher's index and token on disk, before the lock is ours.
+    ctx.client().persist(&ws.store_path);
     let store = ws.open_store(&ctx.config)?;
     let new_store = opts.store.map(|s| ctx.abs(s));
     let forked = fork::fork(
@@ -159,20 +168,31 @@ fn fork_with(
             copier: None,
             verified,
         },
+        &|| watcher_plan(ctx, ws, &store),
     )?;
+    Ok(ForkReport {
+        link: opts.link,
+        ..report(ctx, forked, choice, t0)
+    })
+}
+
+/// The report of the fork `forked`, started at `t0`, whose store is
+/// recorded in the data home's list.
+fn report(ctx: &Context, forked: fork::Forked, choice: &Choice, t0: Instant) -> ForkReport {
     let store_path = forked.workspace.store_path;
     crate::workspace::known::record(ctx.config.data_home.as_deref(), &store_path);
-    Ok(ForkReport {
+    ForkReport {
         report: forked.report,
         to: forked.workspace.root,
         store: store_path,
-        link: opts.link,
+        link: false,
         objects: forked.objects,
+        store_snapshot: forked.store_snapshot,
         backend: forked.backend,
         why: forked.note.unwrap_or_else(|| choice.why.clone()),
         restored: forked.restored,
         elapsed: t0.elapsed(),
-    })
+    }
 }
 
 /// What [`fork_many`] made.
@@ -212,7 +232,9 @@ pub fn numbered(prefix: &std::path::Path, n: usize) -> Vec<PathBuf> {
 /// --count`). Every directory is checked (new or empty, outside the
 /// workspace) before the first fork is made; if one fork fails, the
 /// earlier ones stay (each is complete and independent) and the error says
-/// which were made.
+/// which were made. On the btrfs-subvolume backend, when this
+/// workspace's store is a subvolume, one hidden template fork is made and
+/// each fork copies it by two snapshots, without a scan ([`make_template`]).
 pub fn fork_many(ctx: &Context, opts: &ForkOptions<'_>, n: usize) -> Result<ForkManyReport> {
     let t0 = Instant::now();
     if n == 0 {
@@ -233,15 +255,40 @@ pub fn fork_many(ctx: &Context, opts: &ForkOptions<'_>, n: usize) -> Result<Fork
         dests.push(dest);
     }
     let choice = choose(&ws, &dests[0], opts)?;
+    let cloned = n > 1 && choice.backend == Backend::BtrfsSubvolume && fork::can_clone(&ws);
+    let template = if cloned {
+        make_template(ctx, &ws, opts, &dests[0], &choice)?
+    } else {
+        None
+    };
     // Each object is hashed once for all the forks.
     let verified = Verified::default();
     let mut forks = Vec::with_capacity(n);
     for d in &dests {
         let one = ForkOptions { dir: d, ..*opts };
-        match fork_with(ctx, &ws, &one, d, &choice, Some(&verified)) {
+        let made = match &template {
+            Some(t) => {
+                let t0 = Instant::now();
+                fork::clone_fork(&t.workspace, d, &ctx.config).map(|f| {
+                    // What the template's restore wrote is this fork's too.
+                    let f = fork::Forked {
+                        report: t.report.clone(),
+                        restored: t.restored,
+                        ..f
+                    };
+                    report(ctx, f, &choice, t0)
+                })
+            }
+            None => fork_with(ctx, &ws, &one, d, &choice, Some(&verified)),
+        };
+        match made {
             Ok(r) => forks.push(r),
-            Err(e) if forks.is_empty() => return Err(e),
+            Err(e) if forks.is_empty() => {
+                drop_template(template.as_ref());
+                return Err(e);
+            }
             Err(e) => {
+                drop_template(template.as_ref());
                 let made: Vec<String> = forks.iter().map(|f| f.to.display().to_string()).collect();
                 return Err(Error::Usage(format!(
                     "fork into {} failed: {e}; the forks made before it stay: {}",
@@ -251,8 +298,104 @@ pub fn fork_many(ctx: &Context, opts: &ForkOptions<'_>, n: usize) -> Result<Fork
             }
         }
     }
+    drop_template(template.as_ref());
     Ok(ForkManyReport {
         forks,
         elapsed: t0.elapsed(),
     })
+}
+
+/// What a live watcher of this workspace vouches for (a subvolume fork then
+/// scans only what it names in the snapshot: [`fork::fork`]).
+fn watcher_plan(ctx: &Context, ws: &Workspace, store: &crate::store::Store) -> ScanPlan {
+    match ctx.client().plan(ws, store) {
+        Plan::Partial { dirs, .. } => ScanPlan::Partial(dirs),
+        Plan::Full { .. } => ScanPlan::Full,
+    }
+}
+
+/// The template of `fork --count` on the btrfs-subvolume backend: one
+/// ordinary fork into a hidden sibling of the first directory
+/// (`.<name>.ckpt-template.<pid>`), which every fork then copies by
+/// snapshots without a scan ([`fork::clone_fork`]). None when its store is
+/// not a subvolume (the origin's store is not one): then each fork is made
+/// on its own.
+fn make_template(
+    ctx: &Context,
+    ws: &Workspace,
+    opts: &ForkOptions<'_>,
+    first: &Path,
+    choice: &Choice,
+) -> Result<Option<fork::Forked>> {
+    remove_dead_templates(first);
+    let pid = std::process::id();
+    let dir = fork::hidden_sibling(first, TEMPLATE, pid)?;
+    let tstore = fork::hidden_sibling(first, TEMPLATE_STORE, pid)?;
+    ctx.client().persist(&ws.store_path);
+    let store = ws.open_store(&ctx.config)?;
+    let t = fork::fork(
+        &store,
+        &ws.root,
+        opts.rev,
+        &dir,
+        Some(&tstore),
+        &ctx.config,
+        choice,
+        MaterializeOptions::default(),
+        &|| watcher_plan(ctx, ws, &store),
+    )?;
+    drop(store);
+    if fork::can_clone(&t.workspace) {
+        return Ok(Some(t));
+    }
+    drop_template(Some(&t));
+    Ok(None)
+}
+
+/// The tags of [`make_template`]'s directory and of its store, both
+/// beside the first fork's directory.
+const TEMPLATE: &str = "ckpt-template";
+const TEMPLATE_STORE: &str = "ckpt-template-store";
+
+/// Removes what a `fork --count` that died left beside `first`: its
+/// template, its template's staging directory
+/// (`..<name>.ckpt-template.<pid>.ckpt-fork.<pid>`) and its template's
+/// store.
+fn remove_dead_templates(first: &Path) {
+    let (Some(parent), Some(name)) = (first.parent(), first.file_name()) else {
+        return;
+    };
+    let name = name.to_string_lossy();
+    let Ok(rd) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let n = e.file_name().to_string_lossy().into_owned();
+        let Some(rest) = n
+            .strip_prefix('.')
+            .map(|r| r.strip_prefix('.').unwrap_or(r))
+        else {
+            continue;
+        };
+        let Some(rest) = rest.strip_prefix(&*name) else {
+            continue;
+        };
+        let pid = [TEMPLATE_STORE, TEMPLATE].iter().find_map(|tag| {
+            let digits = rest.strip_prefix(&format!(".{tag}."))?;
+            let end = digits.find('.').unwrap_or(digits.len());
+            digits[..end].parse::<u32>().ok()
+        });
+        if pid.is_some_and(|p| !Path::new(&format!("/proc/{p}")).exists()) {
+            fork::remove_tree(&e.path());
+        }
+    }
+}
+
+/// Removes the template and its store (best effort: what a crash leaves
+/// is removed by the next `fork --count` into the same prefix).
+fn drop_template(t: Option<&fork::Forked>) {
+    if let Some(t) = t {
+        fork::remove_tree(&t.workspace.store_path);
+        fork::remove_tree(&t.workspace.root);
+    }
 }

@@ -212,9 +212,13 @@ pub fn remove(ctx: &Context, dir: &Path) -> Result<RemovedFork> {
     std::fs::rename(&fork.root, &hidden).ctx("rename", &fork.root)?;
     if !fork.store_path.starts_with(&fork.root) {
         // Under its lock, so no command of the fork is halfway through.
+        // A store that is a snapshot of ours goes as one subvolume delete.
         let lock = Store::open_read_only(&fork.store_path, &ctx.config)?;
-        std::fs::remove_dir_all(&fork.store_path).ctx("remove", &fork.store_path)?;
+        crate::engine::fork::remove_tree(&fork.store_path);
         drop(lock);
+        if fork.store_path.exists() {
+            std::fs::remove_dir_all(&fork.store_path).ctx("remove", &fork.store_path)?;
+        }
     }
     let subvolume = ckpt_copy::fs::open_dir_path(&hidden)
         .is_ok_and(|fd| crate::platform::btrfs::is_subvolume(std::os::fd::AsFd::as_fd(&fd)));

@@ -88,12 +88,15 @@ pub struct InitReport {
     pub outcome: Outcome,
     /// What `--subvolume` did.
     pub subvolume: Option<Converted>,
+    /// What `--subvolume` did to the store (None: not asked, or the store
+    /// is inside the workspace or on another filesystem).
+    pub store_subvolume: Option<Converted>,
 }
 
 impl InitReport {
     /// The JSON form: `root`, `store`, `outcome` (`created`, `kept`,
     /// `attached`), `subvolume` (with `--subvolume`: `dir`, `already`,
-    /// `entries`; else null).
+    /// `entries`; else null), `store_subvolume` (the same for the store).
     pub fn to_json(&self) -> Value {
         json!({
             "schema": SCHEMA,
@@ -105,6 +108,7 @@ impl InitReport {
                 Outcome::Attached => "attached",
             },
             "subvolume": self.subvolume,
+            "store_subvolume": self.store_subvolume,
         })
     }
 }
@@ -138,7 +142,30 @@ pub fn init(ctx: &Context, opts: &InitOptions) -> Result<InitReport> {
         )));
     }
     rep.subvolume = Some(make_subvolume(&rep.workspace.root)?);
+    rep.store_subvolume = store_subvolume(ctx, &rep.workspace)?;
     Ok(rep)
+}
+
+/// Makes the store of `ws` a subvolume too, under its lock, when it is
+/// outside the workspace on the same btrfs filesystem, so that a fork's
+/// store is a snapshot of it (docs/FORK.md). Its files are copied as
+/// reflinks and verified like the workspace's (nothing else writes the
+/// store while its lock is held).
+fn store_subvolume(ctx: &Context, ws: &Workspace) -> Result<Option<Converted>> {
+    use std::os::fd::AsFd;
+    if ws.store_path.starts_with(&ws.root) {
+        return Ok(None);
+    }
+    let fsid = |p: &std::path::Path| {
+        ckpt_copy::fs::open_dir_path(p)
+            .ok()
+            .and_then(|fd| crate::platform::btrfs::fsid(fd.as_fd()).ok())
+    };
+    if fsid(&ws.store_path).is_none() || fsid(&ws.store_path) != fsid(&ws.root) {
+        return Ok(None);
+    }
+    let _lock = Store::open_read_only(&ws.store_path, &ctx.config)?;
+    make_subvolume(&ws.store_path).map(Some)
 }
 
 fn init_workspace(ctx: &Context, opts: &InitOptions) -> Result<InitReport> {
@@ -170,6 +197,7 @@ fn init_workspace(ctx: &Context, opts: &InitOptions) -> Result<InitReport> {
             workspace,
             outcome: Outcome::Attached,
             subvolume: None,
+            store_subvolume: None,
         });
     }
     if let Some(s) = store.as_deref().filter(|s| Store::exists_at(s)) {
@@ -194,6 +222,7 @@ fn init_workspace(ctx: &Context, opts: &InitOptions) -> Result<InitReport> {
                 workspace: Workspace::discover(&dir)?,
                 outcome: Outcome::Kept,
                 subvolume: None,
+                store_subvolume: None,
             });
         }
         (r, _) => r?,
@@ -204,5 +233,6 @@ fn init_workspace(ctx: &Context, opts: &InitOptions) -> Result<InitReport> {
         workspace,
         outcome: Outcome::Created { copy_strategy },
         subvolume: None,
+        store_subvolume: None,
     })
 }

@@ -463,6 +463,19 @@ impl Catalog {
         self.set_meta(&[(Meta::Origin, Some(json_bytes(origin)))])
     }
 
+    /// Makes a snapshot of another store the store of the fork `root`, in
+    /// one transaction: its workspace, its origin, checkpoint `head` as its
+    /// head, and no restore journal (the fork is restored to `head` next,
+    /// whatever the origin was doing).
+    pub fn start_fork(&self, root: &std::path::Path, origin: &Origin, head: u64) -> Result<()> {
+        self.set_meta(&[
+            (Meta::Workspace, Some(json_bytes(&root))),
+            (Meta::Origin, Some(json_bytes(origin))),
+            (Meta::Head, Some(u64_bytes(head).to_vec())),
+            (Meta::Journal, None),
+        ])
+    }
+
     /// Records (or clears) the restore journal.
     pub fn set_journal(&self, journal: Option<&Journal>) -> Result<()> {
         self.set_meta(&[(Meta::Journal, journal.map(json_bytes))])

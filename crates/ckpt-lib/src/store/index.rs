@@ -41,6 +41,18 @@
 //! records goes through [`Dirs`]; where they are not known (records made
 //! without a base to compare with) the next write is a whole base.
 //!
+//! ## Device map
+//! A btrfs snapshot of the workspace (a fork, docs/FORK.md) keeps every
+//! inode's number and times, but its files are on another device. Its
+//! index is the workspace's with that one number changed, so instead of a
+//! whole new file the fork writes a delta against the (snapshotted) base
+//! that says "device `from` reads as `to`" ([`Index::remap_dev`]). Base
+//! records are then read through the map; their bytes are reused in every
+//! later delta against the same base (each repeats the map), but never
+//! copied into a new whole file: that re-encodes them with the devices
+//! they read as. A second snapshot composes the maps (`a → b`, then
+//! `b → c` is `a → c`).
+//!
 //! ## Loading without parsing
 //! Loading checks the trailer and validates every record, but keeps each
 //! directory's entries as bytes of the file ([`Entries`]); a scan compares
@@ -106,9 +118,24 @@ const VERSION: u32 = 4;
 /// its records are re-encoded when the index is next written.
 const OLD_VERSION: u32 = 3;
 const DELTA_MAGIC: &[u8; 4] = b"CKID";
-/// Delta versions: 3 holds version-4 blocks, 2 version-3 blocks.
-const DELTA_VERSION: u32 = 3;
+/// Delta versions: 4 holds version-4 blocks and the base's device map, 3
+/// version-4 blocks, 2 version-3 blocks (3 and 2 are still read).
+const DELTA_VERSION: u32 = 4;
+const DELTA_VERSION_NO_MAP: u32 = 3;
 const OLD_DELTA_VERSION: u32 = 2;
+
+/// A base's device map `(from, to)`: its entries on device `from` are on
+/// device `to` (the index of a btrfs snapshot of the tree it describes,
+/// see "Device map" in the module doc).
+pub type DevMap = (u64, u64);
+
+/// `dev` through `map`.
+fn remap(map: Option<DevMap>, dev: u64) -> u64 {
+    match map {
+        Some((from, to)) if dev == from => to,
+        _ => dev,
+    }
+}
 /// A delta is written instead of the whole file while it stays at most
 /// this fraction (1/N) of the base's size; beyond, the index is compacted.
 const DELTA_MAX_FRACTION: usize = 4;
@@ -179,6 +206,9 @@ pub(crate) struct Bases {
     dev: u64,
     mtime_ns: i64,
     ctime_ns: i64,
+    /// The device map the entries are read through (never encoded: it is
+    /// the base file's, from its delta).
+    map: Option<DevMap>,
 }
 
 // Version-4 entry flags: kind in bits 0-1, then the optional fields.
@@ -207,6 +237,7 @@ impl Bases {
                 dev: first.meta.dev,
                 mtime_ns: first.entry.mtime_ns,
                 ctime_ns: first.meta.ctime_ns,
+                map: None,
             },
             |b, v| Bases {
                 mtime_ns: b.mtime_ns.min(v.entry.mtime_ns),
@@ -221,7 +252,17 @@ impl Bases {
             dev: r.varint()?,
             mtime_ns: unzigzag(r.varint()?),
             ctime_ns: unzigzag(r.varint()?),
+            map: None,
         })
+    }
+
+    /// These bases read through the device map `map`.
+    fn mapped(self, map: Option<DevMap>) -> Bases {
+        Bases {
+            dev: remap(map, self.dev),
+            map,
+            ..self
+        }
     }
 
     fn encode(&self, out: &mut Vec<u8>) {
@@ -287,7 +328,7 @@ fn decode_v4<'a>(r: &mut Reader<'a>, b: &Bases) -> Result<EntryView<'a>> {
     let ctime_ns = b.ctime_ns.wrapping_add(r.varint()? as i64);
     let ino = r.varint()?;
     let dev = if flags & E_DEV != 0 {
-        r.varint()?
+        remap(b.map, r.varint()?)
     } else {
         b.dev
     };
@@ -390,6 +431,10 @@ struct RawEntries {
     n: u32,
     /// The block is in the version-4 encoding.
     v4: bool,
+    /// The device map its entries are read through (a base record's, see
+    /// "Device map"): its bytes are then reused only in a delta against
+    /// the same base, never in a new whole file.
+    dev_map: Option<DevMap>,
 }
 
 impl RawEntries {
@@ -410,7 +455,11 @@ impl RawEntries {
         let mut rd = Reader::new(self.bytes());
         // Validated when loaded: these reads cannot fail.
         let codec = match self.v4 {
-            true => Codec::V4(Bases::decode(&mut rd).unwrap_or_default()),
+            true => Codec::V4(
+                Bases::decode(&mut rd)
+                    .unwrap_or_default()
+                    .mapped(self.dev_map),
+            ),
             false => Codec::V3,
         };
         let _ = rd.u32();
@@ -576,10 +625,14 @@ impl DirRecord {
 
     /// This record's block as stored in `buf` under `path`, when it is
     /// exactly that (same path, tree and entries).
+    /// Bytes read through a device map are reused only in a delta against
+    /// their own base (`buf`), which carries the map on.
     fn stored_block(&self, path: &[u8], buf: Option<&Arc<Vec<u8>>>) -> Option<&[u8]> {
         let r = self.entries.raw.as_ref().filter(|r| r.v4)?;
-        if buf.is_some_and(|b| !Arc::ptr_eq(b, &r.buf)) {
-            return None;
+        match buf {
+            Some(b) if !Arc::ptr_eq(b, &r.buf) => return None,
+            None if r.dev_map.is_some() => return None,
+            _ => {}
         }
         let (p, t, flags) = r.head();
         (p == path && t == self.tree.0 && flags == block_flags(self))
@@ -809,6 +862,9 @@ pub struct Base {
     /// inode cannot be reused: a delta is written only while the path
     /// still names it.
     file: Option<File>,
+    /// Its device map (from its delta, or [`Index::remap_dev`]), which
+    /// every delta against it repeats.
+    dev_map: Option<DevMap>,
 }
 
 impl std::fmt::Debug for Base {
@@ -840,6 +896,8 @@ struct Parsed {
     generation: u64,
     scan_start_ns: i64,
     base_id: Option<Hash>,
+    /// A delta's device map for its base.
+    dev_map: Option<DevMap>,
     removed: Vec<Vec<u8>>,
     /// In the current encoding (version 4 blocks).
     v4: bool,
@@ -868,24 +926,33 @@ fn parse(buf: &Arc<Vec<u8>>, delta: bool) -> Result<Parsed> {
     drop(t);
     let _t = crate::trace::span("index parse");
     let mut r = Reader::new(body);
-    let (magic, new, old) = match delta {
-        false => (MAGIC, VERSION, OLD_VERSION),
-        true => (DELTA_MAGIC, DELTA_VERSION, OLD_DELTA_VERSION),
-    };
+    let magic = if delta { DELTA_MAGIC } else { MAGIC };
     if r.take(4)? != magic {
         return Err(bad());
     }
-    let v4 = match r.u32()? {
-        v if v == new => true,
-        v if v == old => false,
+    // (blocks in version 4, a device map follows the base id)
+    let (v4, has_map) = match (delta, r.u32()?) {
+        (false, VERSION) => (true, false),
+        (false, OLD_VERSION) => (false, false),
+        (true, DELTA_VERSION) => (true, true),
+        (true, DELTA_VERSION_NO_MAP) => (true, false),
+        (true, OLD_DELTA_VERSION) => (false, false),
         _ => return Err(bad()),
     };
     let generation = r.u64()?;
     let scan_start_ns = r.u64()? as i64;
     let mut base_id = None;
+    let mut dev_map = None;
     let mut removed = Vec::new();
     if delta {
         base_id = Some(r.hash()?);
+        if has_map {
+            dev_map = match r.u8()? {
+                0 => None,
+                1 => Some((r.u64()?, r.u64()?)),
+                _ => return Err(bad()),
+            };
+        }
         let n = r.u32()? as usize;
         removed.reserve(n.min(body.len() / 4));
         for _ in 0..n {
@@ -913,6 +980,7 @@ fn parse(buf: &Arc<Vec<u8>>, delta: bool) -> Result<Parsed> {
         generation,
         scan_start_ns,
         base_id,
+        dev_map,
         removed,
         v4,
         records,
@@ -959,6 +1027,7 @@ fn parse_dir(
             at,
             n,
             v4,
+            dev_map: None,
         }),
         decoded: OnceLock::new(),
     };
@@ -1024,6 +1093,7 @@ impl Index {
                 current: p.v4,
                 file: None,
                 buf: Some(buf),
+                dev_map: None,
             })),
         })
     }
@@ -1042,12 +1112,88 @@ impl Index {
         if p.generation != self.generation {
             return Err(bad("wrong generation"));
         }
+        if let Some((from, to)) = p.dev_map {
+            if !self.remap_dev(from, to) {
+                return Err(bad("a device map on a base that has one"));
+            }
+        }
         for r in &p.removed {
             self.dirs.remove(r);
         }
         self.dirs.extend(p.records);
         self.scan_start_ns = p.scan_start_ns;
         Ok(())
+    }
+
+    /// Makes this index describe a btrfs snapshot of the tree it was made
+    /// for (see "Device map" in the module doc): every entry on device
+    /// `from` is on device `to`. Records of the base file stay its bytes,
+    /// read through the base's device map (composed with the map it
+    /// already has), so that saving this index writes only a delta, which
+    /// carries the map; other records are re-encoded. Returns false, with
+    /// nothing changed, when the base is shared or its map does not end at
+    /// `from`.
+    pub fn remap_dev(&mut self, from: u64, to: u64) -> bool {
+        // A base this process wrote holds no record's bytes: rewrite whole.
+        if self.base.as_ref().is_some_and(|b| b.buf.is_none()) {
+            self.base = None;
+        }
+        let mut map = None;
+        if let Some(base) = self.base.as_mut() {
+            let Some(b) = Arc::get_mut(base) else {
+                return false;
+            };
+            map = match b.dev_map {
+                None => Some((from, to)),
+                Some((first, last)) if last == from => Some((first, to)),
+                Some(_) => return false,
+            };
+            b.dev_map = map;
+        }
+        let base_buf = self.base.as_ref().and_then(|b| b.buf.clone());
+        let of_base =
+            |r: &&RawEntries| r.v4 && base_buf.as_ref().is_some_and(|b| Arc::ptr_eq(b, &r.buf));
+        let mut moved = Vec::new();
+        for (p, rec) in self.dirs.map.iter_mut() {
+            match rec.entries.raw.as_ref().filter(of_base) {
+                // Still the base's bytes, read through its map: not a
+                // change since the base (the next delta carries the map).
+                Some(r) => {
+                    let entries = Entries {
+                        raw: Some(RawEntries {
+                            dev_map: map,
+                            ..r.clone()
+                        }),
+                        decoded: OnceLock::new(),
+                    };
+                    *rec = Arc::new(DirRecord {
+                        tree: rec.tree,
+                        entries,
+                        exact_names: rec.exact_names,
+                    });
+                }
+                None => moved.push(p.clone()),
+            }
+        }
+        for p in moved {
+            let rec = &self.dirs[&p];
+            let entries = rec
+                .entries
+                .iter()
+                .map(|e| {
+                    let mut e = e.clone();
+                    e.meta.dev = remap(Some((from, to)), e.meta.dev);
+                    e
+                })
+                .collect();
+            let rec = Arc::new(DirRecord {
+                tree: rec.tree,
+                entries,
+                exact_names: rec.exact_names,
+            });
+            self.dirs.insert(p, rec);
+        }
+        true
     }
 
     /// Serialises the whole index (directory blocks encoded in parallel;
@@ -1136,19 +1282,34 @@ impl Index {
         }
         changed.sort_unstable();
         removed.sort_unstable();
-        let mut head = Vec::with_capacity(64 + removed.iter().map(|p| p.len() + 4).sum::<usize>());
+        let out = self.finish(self.delta_head(base, &removed), &changed);
+        (out.len() <= limit.max(1)).then_some(out)
+    }
+
+    /// A delta's header against `base`, up to its records: magic, version,
+    /// generation, scan start, the base's id and device map, the `removed`
+    /// paths (sorted).
+    fn delta_head(&self, base: &Base, removed: &[&[u8]]) -> Vec<u8> {
+        let mut head = Vec::with_capacity(80 + removed.iter().map(|p| p.len() + 4).sum::<usize>());
         head.extend_from_slice(DELTA_MAGIC);
         head.extend_from_slice(&DELTA_VERSION.to_le_bytes());
         head.extend_from_slice(&self.generation.to_le_bytes());
         head.extend_from_slice(&self.scan_start_ns.to_le_bytes());
         head.extend_from_slice(&base.id.0);
+        match base.dev_map {
+            None => head.push(0),
+            Some((from, to)) => {
+                head.push(1);
+                head.extend_from_slice(&from.to_le_bytes());
+                head.extend_from_slice(&to.to_le_bytes());
+            }
+        }
         head.extend_from_slice(&(removed.len() as u32).to_le_bytes());
-        for p in &removed {
+        for p in removed {
             head.extend_from_slice(&(p.len() as u32).to_le_bytes());
             head.extend_from_slice(p);
         }
-        let out = self.finish(head, &changed);
-        (out.len() <= limit.max(1)).then_some(out)
+        head
     }
 
     /// Records this index at `path` (a cache, see the module doc): as a
@@ -1181,6 +1342,7 @@ impl Index {
             generation: self.generation,
             current: true,
             file: Some(file),
+            dev_map: None,
         }));
         self.dirs.changed = Some(HashMap::new());
         Ok(())
@@ -1237,18 +1399,7 @@ impl Index {
             .collect();
         changed.sort_unstable();
         removed.sort_unstable();
-        let mut head = Vec::new();
-        head.extend_from_slice(DELTA_MAGIC);
-        head.extend_from_slice(&DELTA_VERSION.to_le_bytes());
-        head.extend_from_slice(&self.generation.to_le_bytes());
-        head.extend_from_slice(&self.scan_start_ns.to_le_bytes());
-        head.extend_from_slice(&base.id.0);
-        head.extend_from_slice(&(removed.len() as u32).to_le_bytes());
-        for p in &removed {
-            head.extend_from_slice(&(p.len() as u32).to_le_bytes());
-            head.extend_from_slice(p);
-        }
-        let out = self.finish(head, &changed);
+        let out = self.finish(self.delta_head(base, &removed), &changed);
         (out.len() <= limit.max(1)).then_some(out)
     }
 }
@@ -1331,7 +1482,7 @@ fn encode_dir(path: &[u8], d: &DirRecord) -> Vec<u8> {
     out.extend_from_slice(&d.tree.0);
     out.push(block_flags(d));
     match &d.entries.raw {
-        Some(r) if r.v4 => out.extend_from_slice(r.bytes()),
+        Some(r) if r.v4 && r.dev_map.is_none() => out.extend_from_slice(r.bytes()),
         _ => {
             let bases = Bases::of(d.entries.views());
             bases.encode(&mut out);
@@ -1349,6 +1500,7 @@ mod tests {
     use super::*;
     use crate::store::tree::Node;
     use proptest::prelude::*;
+    use std::collections::HashSet;
 
     #[test]
     fn round_trip_and_corruption_detected() {
@@ -1509,6 +1661,67 @@ mod tests {
             })
     }
 
+    /// A device map on a real-sized index is a delta of a few bytes, and
+    /// the base file is left as it was.
+    #[test]
+    fn a_device_map_is_a_small_delta() {
+        let entry = |i: u32| IndexEntry {
+            entry: Entry {
+                name: format!("f{i:04}").into_bytes(),
+                mode: 0o644,
+                mtime_ns: 1_700_000_000_000_000_000,
+                node: Node::File {
+                    size: 10,
+                    hash: Hash([i as u8; 32]),
+                },
+            },
+            meta: Meta {
+                dev: 7,
+                ino: u64::from(i),
+                mode: libc::S_IFREG | 0o644,
+                size: 10,
+                mtime_ns: 1_700_000_000_000_000_000,
+                ctime_ns: 1_700_000_000_000_000_000,
+            },
+            racy: false,
+        };
+        let ix = Index {
+            generation: 3,
+            scan_start_ns: 0,
+            dirs: (0..100)
+                .map(|d| {
+                    let rec = DirRecord {
+                        tree: Hash([d as u8; 32]),
+                        entries: (0..20).map(entry).collect(),
+                        exact_names: true,
+                    };
+                    (format!("d{d}").into_bytes(), Arc::new(rec))
+                })
+                .collect(),
+            base: None,
+        };
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("index");
+        let mut ix = ix;
+        ix.save(&path).unwrap();
+        let base = std::fs::read(&path).unwrap();
+        let mut a = Index::load(&path, 3);
+        assert!(a.remap_dev(7, 8));
+        a.save(&path).unwrap();
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            base,
+            "the base was rewritten"
+        );
+        let delta = std::fs::metadata(delta_path(&path)).unwrap().len();
+        assert!(delta < 200, "a device map took {delta} bytes");
+        let b = Index::load(&path, 3);
+        assert!(b
+            .dirs
+            .values()
+            .all(|r| r.exact_names && r.entries.iter().all(|e| e.meta.dev == 8)));
+    }
+
     proptest! {
         /// Every entry survives the compact encoding, whatever its fields;
         /// an index written by the previous version (3) loads to the same
@@ -1523,6 +1736,68 @@ mod tests {
             let again = v3.encode();
             prop_assert_eq!(&again[4..8], &VERSION.to_le_bytes()[..]);
             prop_assert_eq!(&Index::decode(&again).unwrap().dirs, &ix.dirs);
+        }
+
+        /// An index moved to another device by a device map reads as the
+        /// same index with every entry on that device rewritten: from the
+        /// base and a delta, after a further change (the
+        /// next delta carries the map on), after a second map (composed
+        /// with the first), and written whole (no map left).
+        #[test]
+        fn a_device_map_reads_as_the_rewritten_devices(
+            ix in arb_index(),
+            to in any::<u64>(),
+            to2 in any::<u64>(),
+        ) {
+            let from = 7u64;
+            let devs: HashSet<u64> = ix.dirs.values().flat_map(|r| r.entries.iter().map(|e| e.meta.dev)).collect();
+            prop_assume!(to != from && to2 != to && !devs.contains(&to) && !devs.contains(&to2));
+            let moved = |dirs: &HashMap<Vec<u8>, Arc<DirRecord>>, from: u64, to: u64| {
+                dirs.iter()
+                    .map(|(p, r)| {
+                        let entries = r.entries.iter().map(|e| {
+                            let mut e = e.clone();
+                            e.meta.dev = remap(Some((from, to)), e.meta.dev);
+                            e
+                        });
+                        let rec = DirRecord {
+                            tree: r.tree,
+                            entries: entries.collect(),
+                            exact_names: r.exact_names,
+                        };
+                        (p.clone(), Arc::new(rec))
+                    })
+                    .collect::<HashMap<_, _>>()
+            };
+            let tmp = tempfile::tempdir().unwrap();
+            let path = tmp.path().join("index");
+            let g = ix.generation;
+            let mut ix = ix;
+            ix.save(&path).unwrap();
+            let mut a = Index::load(&path, g);
+            prop_assert!(a.remap_dev(from, to));
+            a.save(&path).unwrap();
+            let want = moved(&ix.dirs, from, to);
+            let mut b = Index::load(&path, g);
+            prop_assert_eq!(&*b.dirs, &want);
+
+            let added = Arc::new(DirRecord { tree: Hash([9; 32]), ..DirRecord::default() });
+            b.dirs.insert(b"zz".to_vec(), Arc::clone(&added));
+            b.save(&path).unwrap();
+            let mut want = want;
+            want.insert(b"zz".to_vec(), added);
+            let mut c = Index::load(&path, g);
+            prop_assert_eq!(&*c.dirs, &want);
+
+            prop_assert!(c.remap_dev(to, to2));
+            c.save(&path).unwrap();
+            let want = moved(&want, to, to2);
+            let d = Index::load(&path, g);
+            prop_assert_eq!(&*d.dirs, &want);
+
+            let whole = Index::decode(&d.encode()).unwrap();
+            prop_assert_eq!(&*whole.dirs, &want);
+            prop_assert!(whole.base.as_ref().unwrap().dev_map.is_none());
         }
     }
 
@@ -1554,7 +1829,7 @@ mod tests {
                 false => Hash::of(&[seed]),
             },
             entries: Entries::default(),
-            exact_names: seed % 3 == 0,
+            exact_names: seed.is_multiple_of(3),
         })
     }
 

@@ -12,6 +12,8 @@
 //!   state.redb      agent state, created on first write (crate::store::state)
 //!   state.redb.lock its per-process lock
 //!   reserve         space held back for a restore's own commits
+//!   watch.sock, watch.token, watch.lock, watch.log
+//!                   a running watcher's (crate::watch), not the store's
 //! ```
 //!
 //! [`Store::open`] takes the lock before anything else and holds it until
@@ -65,6 +67,19 @@ pub const RESERVE_BYTES: u64 = 1 << 20;
 /// small redb commits).
 pub const RESERVE_CHUNK: u64 = 256 << 10;
 const MARKER_TEXT: &str = "ckpt store v1\n";
+
+/// The watcher's socket, token, lock and log ([`crate::watch`] has what
+/// each is for). They belong to a running watcher, not to the store's
+/// content, so a copy of the store (a fork's snapshot) leaves them out.
+pub const WATCH_FILES: [&str; 4] = [WATCH_SOCKET, WATCH_TOKEN, WATCH_LOCK, WATCH_LOG];
+/// See [`WATCH_FILES`].
+pub const WATCH_SOCKET: &str = "watch.sock";
+/// See [`WATCH_FILES`].
+pub const WATCH_TOKEN: &str = "watch.token";
+/// See [`WATCH_FILES`].
+pub const WATCH_LOCK: &str = "watch.lock";
+/// See [`WATCH_FILES`].
+pub const WATCH_LOG: &str = "watch.log";
 
 /// An open, locked store.
 pub struct Store {

@@ -230,6 +230,18 @@ impl Client<'_> {
         Plan::Partial { dirs, token }
     }
 
+    /// Asks a live watcher to write its in-memory index and token now
+    /// ([`Op::Persist`]), so that a [`plan`](Self::plan) made afterwards can
+    /// vouch for them. Best effort; call it without holding the store lock.
+    pub fn persist(&self, store: &Path) {
+        if self.full_scan || !socket_path(store).exists() {
+            return;
+        }
+        if let Err(e) = request(store, Op::Persist, 0, 0) {
+            self.notes.push(format!("watcher persist failed: {e}"));
+        }
+    }
+
     /// Records `token` after the index of its scan was saved, then lets the
     /// watcher forget what it covers. Failures only cost a full scan later.
     pub fn record(&self, store: &Store, token: &Token) {

@@ -65,8 +65,10 @@
 //! a save costs what changed, not the size of the index (see
 //! [`crate::workspace::scan::PartialScan::apply`]). It writes index and
 //! token (`seq = mem.seq`) later, under the store lock, when no request
-//! came for a while and when it stops: usually a delta holding only what
-//! changed since the base file (see [`crate::store::index`]). Marks `≤ seq`
+//! came for a while, when it stops, and when a command that relies on the
+//! files asks (`op: persist`: `ckpt fork`, before it takes the lock, so
+//! that its snapshot's scan can be partial): usually a delta holding only
+//! what changed since the base file (see [`crate::store::index`]). Marks `≤ seq`
 //! are forgotten only up to `min(acked seq, mem.seq)`, so the in-memory
 //! index always has the marks it needs; the on-disk index and token are
 //! older but consistent, so commands that scan themselves stay correct. The
@@ -112,22 +114,22 @@ pub const PROTOCOL: u32 = 1;
 
 /// The socket beside the store.
 pub fn socket_path(store: &Path) -> PathBuf {
-    store.join("watch.sock")
+    store.join(crate::store::WATCH_SOCKET)
 }
 
 /// The token file.
 pub fn token_path(store: &Path) -> PathBuf {
-    store.join("watch.token")
+    store.join(crate::store::WATCH_TOKEN)
 }
 
 /// The lock a running watcher holds (one watcher per store).
 pub fn lock_path(store: &Path) -> PathBuf {
-    store.join("watch.lock")
+    store.join(crate::store::WATCH_LOCK)
 }
 
 /// The log of a `--daemon` watcher.
 pub fn log_path(store: &Path) -> PathBuf {
-    store.join("watch.log")
+    store.join(crate::store::WATCH_LOG)
 }
 
 /// What a client asks.
@@ -151,6 +153,11 @@ pub enum Op {
     /// Restore in place in the watcher's process, from and into its
     /// in-memory index (see "The in-memory engine" above).
     Restore,
+    /// Write the in-memory index and its token now, if they are newer than
+    /// the files: for a command about to rely on the on-disk index and
+    /// token (`ckpt fork` asks before it takes the store lock; with the
+    /// lock busy the watcher writes later, as usual).
+    Persist,
 }
 
 /// What an in-place restore asks (`op: restore`; never a dry run).
