@@ -680,17 +680,21 @@ impl Eq for Dirs {}
 /// Records with nothing known about what changed since a base.
 impl From<HashMap<Vec<u8>, Arc<DirRecord>>> for Dirs {
     fn from(map: HashMap<Vec<u8>, Arc<DirRecord>>) -> Dirs {
-        let unknown = map
-            .iter()
-            .filter(|(_, r)| r.tree == UNKNOWN_TREE)
-            .map(|(p, _)| p.clone())
-            .collect();
         Dirs {
+            unknown: unknown_trees(&map),
             map,
-            unknown,
             changed: None,
         }
     }
+}
+
+/// The paths whose record has [`UNKNOWN_TREE`], by a walk over `map` (the
+/// set [`Dirs`] keeps is tested against it).
+pub(crate) fn unknown_trees(map: &HashMap<Vec<u8>, Arc<DirRecord>>) -> HashSet<Vec<u8>> {
+    map.iter()
+        .filter(|(_, r)| r.tree == UNKNOWN_TREE)
+        .map(|(p, _)| p.clone())
+        .collect()
 }
 
 impl<'a> IntoIterator for &'a Dirs {
@@ -1884,13 +1888,7 @@ mod tests {
                         ix.dirs = Dirs::succeeding(&ix.dirs, records, true);
                     }
                 }
-                let unknown: HashSet<Vec<u8>> = ix
-                    .dirs
-                    .iter()
-                    .filter(|(_, r)| r.tree == UNKNOWN_TREE)
-                    .map(|(p, _)| p.clone())
-                    .collect();
-                prop_assert_eq!(ix.dirs.unknown_trees(), &unknown);
+                prop_assert_eq!(ix.dirs.unknown_trees(), &unknown_trees(&ix.dirs));
                 let delta = ix.encode_delta(&base);
                 prop_assert_eq!(&delta, &ix.encode_delta_by_walk(&base).unwrap(), "change {}", i);
                 if let Some(d) = delta {

@@ -1400,13 +1400,10 @@ mod tests {
                         }
                     };
                     let ix = &mut scanned.index;
-                    let unknown: HashSet<Vec<u8>> = ix
-                        .dirs
-                        .iter()
-                        .filter(|(_, r)| r.tree == UNKNOWN_TREE)
-                        .map(|(p, _)| p.clone())
-                        .collect();
-                    prop_assert_eq!(ix.dirs.unknown_trees(), &unknown);
+                    prop_assert_eq!(
+                        ix.dirs.unknown_trees(),
+                        &crate::store::index::unknown_trees(&ix.dirs)
+                    );
 
                     let full = scan(&ScanInput {
                         root: &root,
