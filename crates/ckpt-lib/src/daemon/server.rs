@@ -7,8 +7,9 @@
 //! - a watch is added before its directory is listed;
 //! - every request drains the inotify queue before answering;
 //! - a directory that appears (created or moved in) is walked, watched and
-//!   marked dirty with all its subdirectories; one that goes (deleted or
-//!   moved away) loses its watches;
+//!   marked dirty with all its subdirectories; one that goes loses its
+//!   watches (deleted: the kernel drops them and reports `IN_IGNORED`;
+//!   moved away: the watcher drops them);
 //! - an event on a directory itself also marks its parent (where its own
 //!   mode and mtime are recorded);
 //! - a lost event (`IN_Q_OVERFLOW`) makes it drop every watch, walk the tree
@@ -311,14 +312,16 @@ impl Watcher {
         self.mark(&base);
         if ev.is_dir() {
             let child = join(&base, &ev.name);
-            if ev
-                .mask
-                .intersects(ReadFlags::MOVED_FROM | ReadFlags::DELETE)
-            {
+            // Moved away, its directories keep their watches: drop them
+            // (a scan of every watch, once per directory moved). A deleted
+            // directory needs nothing here: the kernel drops its watch and
+            // reports `IN_IGNORED` (its subdirectories went before it), so
+            // creating or deleting many directories costs each its own
+            // events, not a scan of every watch.
+            if ev.mask.contains(ReadFlags::MOVED_FROM) {
                 self.unwatch_subtree(&child);
             }
             if ev.mask.intersects(ReadFlags::CREATE | ReadFlags::MOVED_TO) {
-                self.unwatch_subtree(&child);
                 self.walk(child, true);
             }
         }
