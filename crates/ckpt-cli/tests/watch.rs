@@ -820,6 +820,22 @@ fn scripted_edge_cases_through_the_watcher_save_what_a_full_scan_saves() {
             }),
         ),
         (
+            // The old directory's inode outlives its name, so the kernel's
+            // IN_IGNORED for its watch may come late: the new directory's
+            // watch must not be lost to it.
+            "directory deleted while held open, then recreated and filled",
+            Box::new(|r| {
+                std::fs::create_dir_all(r.join("held")).unwrap();
+                std::mem::forget(std::fs::File::open(r.join("held")).unwrap());
+                remove_tree(&r.join("held"));
+                write(r, "held/f", b"new");
+            }),
+        ),
+        (
+            "a file written into the recreated directory",
+            Box::new(|r| write(r, "held/g", b"later")),
+        ),
+        (
             "directory replaced by a moved-in one under the same name",
             Box::new(|r| {
                 remove_tree(&r.join("x/a"));
