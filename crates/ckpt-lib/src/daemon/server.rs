@@ -431,10 +431,10 @@ impl Watcher {
         let generation = store.catalog.reader()?.generation()?;
         let ignore = client::ignore_hash(&self.ws);
         let seq = self.seq;
+        let from_disk = !matches!(&self.mem,
+            Some(m) if m.index.generation == generation && m.ignore == ignore);
         let (index, base) = match self.mem.take() {
-            Some(m) if m.index.generation == generation && m.ignore == ignore => {
-                (m.index, Some(m.seq))
-            }
+            Some(m) if !from_disk => (m.index, Some(m.seq)),
             _ => {
                 let index = store.load_index()?;
                 let base = client::read_token(&self.ws.store_path)
@@ -459,6 +459,11 @@ impl Watcher {
         let t = crate::trace::span("scan");
         let scan = save::scan_against(&self.ws, store, index, kind, dirs.as_ref())?;
         drop(t);
+        if from_disk {
+            // Loading read every page of the mapped index file; from now
+            // on a save reads the pages of its dirty directories only.
+            scan.index.release_pages();
+        }
         Ok(MemScan {
             scan,
             how,
@@ -669,8 +674,11 @@ impl Watcher {
         // Saves through the watcher replace records of the in-memory index
         // (and a full scan or the parallel index load allocates in every
         // worker's arena): give what was freed back now that it is idle,
-        // rather than keep it resident for the watcher's lifetime.
+        // rather than keep it resident for the watcher's lifetime, and
+        // with it the pages of the mapped index file (the page cache keeps
+        // them; the next save maps the few it reads).
         let _t = crate::trace::span("release memory");
+        m.index.release_pages();
         crate::platform::release_free_memory();
     }
 

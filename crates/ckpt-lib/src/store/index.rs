@@ -421,7 +421,7 @@ fn encode_v4(v: &EntryView<'_>, b: &Bases, out: &mut Vec<u8>) {
 #[derive(Clone)]
 struct RawEntries {
     /// The whole file.
-    buf: Arc<Vec<u8>>,
+    buf: Buf,
     /// The `dir` block (from `u32:path_len` to its last entry).
     block: Range<usize>,
     /// Offset within `buf` of what follows the block's flags byte
@@ -627,7 +627,7 @@ impl DirRecord {
     /// exactly that (same path, tree and entries).
     /// Bytes read through a device map are reused only in a delta against
     /// their own base (`buf`), which carries the map on.
-    fn stored_block(&self, path: &[u8], buf: Option<&Arc<Vec<u8>>>) -> Option<&[u8]> {
+    fn stored_block(&self, path: &[u8], buf: Option<&Buf>) -> Option<&[u8]> {
         let r = self.entries.raw.as_ref().filter(|r| r.v4)?;
         match buf {
             Some(b) if !Arc::ptr_eq(b, &r.buf) => return None,
@@ -853,7 +853,7 @@ pub struct Index {
 pub struct Base {
     /// The file's bytes, when loaded (records loaded from it point into
     /// them); `None` for a base this process wrote.
-    buf: Option<Arc<Vec<u8>>>,
+    buf: Option<Buf>,
     /// Its length.
     len: usize,
     /// Its trailer: BLAKE3 of everything before it (what a delta names).
@@ -869,6 +869,10 @@ pub struct Base {
     /// Its device map (from its delta, or [`Index::remap_dev`]), which
     /// every delta against it repeats.
     dev_map: Option<DevMap>,
+    /// The bytes of the file this index was last loaded from, which its
+    /// unchanged records still point into: `buf` for a loaded base, and
+    /// carried over to the bases this process writes after it.
+    loaded: Option<Buf>,
 }
 
 impl std::fmt::Debug for Base {
@@ -895,6 +899,63 @@ pub fn delta_path(path: &Path) -> PathBuf {
     PathBuf::from(p)
 }
 
+/// An index file's bytes. A loaded base is mapped, not read: records
+/// point into it, and a long-lived process (the watcher) can hand its
+/// pages back to the page cache when idle ([`Index::release_pages`])
+/// instead of keeping a private copy of the whole file for its lifetime.
+///
+/// Mapping is sound because no index file is ever written in place: every
+/// one is written whole under a temporary name and renamed (see the module
+/// doc), and the base's file is held open, so the bytes a mapping shows
+/// never change while it lives. A file shortened in place by something
+/// other than ckpt would fault the process reading it (`SIGBUS`); the
+/// index is only a cache, so no checkpoint depends on it.
+pub(crate) enum Bytes {
+    Owned(Vec<u8>),
+    Mapped(memmap2::Mmap),
+}
+
+/// A shared index file's bytes.
+type Buf = Arc<Bytes>;
+
+impl Bytes {
+    /// Maps `f` read-only (reads it when it cannot be mapped: an empty
+    /// file, or a filesystem without `mmap`).
+    fn map(f: &File) -> std::io::Result<Bytes> {
+        // SAFETY: index files are never modified in place (type doc).
+        match unsafe { memmap2::Mmap::map(f) } {
+            Ok(m) => Ok(Bytes::Mapped(m)),
+            Err(_) => {
+                use std::io::Read;
+                let mut v = Vec::new();
+                (&*f).read_to_end(&mut v)?;
+                Ok(Bytes::Owned(v))
+            }
+        }
+    }
+
+    /// Drops this process's mapping of the pages (they stay in the page
+    /// cache, and are mapped again on the next read).
+    fn release(&self) {
+        if let Bytes::Mapped(m) = self {
+            // SAFETY: a read-only shared mapping of a file never modified
+            // in place: dropping its pages loses nothing, and the next
+            // read maps the same bytes again.
+            let _ = unsafe { m.unchecked_advise(memmap2::UncheckedAdvice::DontNeed) };
+        }
+    }
+}
+
+impl std::ops::Deref for Bytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Bytes::Owned(v) => v,
+            Bytes::Mapped(m) => m,
+        }
+    }
+}
+
 /// A parsed file: header fields, then `u32:ndirs (u32:block_len dir)*`.
 struct Parsed {
     generation: u64,
@@ -910,7 +971,7 @@ struct Parsed {
 
 /// Checks the trailer, parses and validates every record of an index
 /// (`delta == false`) or delta file.
-fn parse(buf: &Arc<Vec<u8>>, delta: bool) -> Result<Parsed> {
+fn parse(buf: &Buf, delta: bool) -> Result<Parsed> {
     let bad = || Error::Corrupt(if delta { "index delta" } else { "index" }.into());
     let bytes: &[u8] = buf;
     if bytes.len() < 32 + 28 {
@@ -993,11 +1054,7 @@ fn parse(buf: &Arc<Vec<u8>>, delta: bool) -> Result<Parsed> {
 
 /// Validates one `dir` block (every entry parses, names strictly
 /// increasing) and makes its record, leaving the entries undecoded.
-fn parse_dir(
-    buf: &Arc<Vec<u8>>,
-    block: Range<usize>,
-    v4: bool,
-) -> Result<(Vec<u8>, Arc<DirRecord>)> {
+fn parse_dir(buf: &Buf, block: Range<usize>, v4: bool) -> Result<(Vec<u8>, Arc<DirRecord>)> {
     let mut r = Reader::new(&buf[block.clone()]);
     let len = r.u32()? as usize;
     let path = r.take(len)?.to_vec();
@@ -1052,18 +1109,15 @@ impl Index {
     /// re-hashes. A missing, corrupt or mismatched delta is ignored: the
     /// base alone is an older but consistent index.
     pub fn load(path: &Path, generation: u64) -> Index {
-        use std::io::Read;
         let t = crate::trace::span("index read");
-        let Ok(mut f) = File::open(path) else {
+        let Ok(f) = File::open(path) else {
             return Index::default();
         };
-        let cap = f.metadata().map_or(0, |m| m.len() as usize);
-        let mut bytes = Vec::with_capacity(cap + 1);
-        if f.read_to_end(&mut bytes).is_err() {
+        let Ok(bytes) = Bytes::map(&f) else {
             return Index::default();
-        }
+        };
         drop(t);
-        let mut ix = match Self::decode_owned(bytes) {
+        let mut ix = match Self::decode_buf(Arc::new(bytes)) {
             Ok(ix) if ix.generation == generation => ix,
             _ => return Index::default(),
         };
@@ -1080,11 +1134,10 @@ impl Index {
     /// Parses an index file's bytes, checking its trailer hash and every
     /// record (public so fuzz targets and property tests reach it).
     pub fn decode(bytes: &[u8]) -> Result<Index> {
-        Self::decode_owned(bytes.to_vec())
+        Self::decode_buf(Arc::new(Bytes::Owned(bytes.to_vec())))
     }
 
-    fn decode_owned(bytes: Vec<u8>) -> Result<Index> {
-        let buf = Arc::new(bytes);
+    fn decode_buf(buf: Buf) -> Result<Index> {
         let p = parse(&buf, false)?;
         Ok(Index {
             generation: p.generation,
@@ -1096,6 +1149,7 @@ impl Index {
                 generation: p.generation,
                 current: p.v4,
                 file: None,
+                loaded: Some(buf.clone()),
                 buf: Some(buf),
                 dev_map: None,
             })),
@@ -1108,7 +1162,7 @@ impl Index {
     pub fn apply_delta(&mut self, bytes: Vec<u8>) -> Result<()> {
         let bad = |why: &str| Error::Corrupt(format!("index delta: {why}"));
         let base_id = self.base.as_ref().ok_or_else(|| bad("no base"))?.id;
-        let buf = Arc::new(bytes);
+        let buf = Arc::new(Bytes::Owned(bytes));
         let p = parse(&buf, true)?;
         if p.base_id != Some(base_id) {
             return Err(bad("made for another index"));
@@ -1339,6 +1393,7 @@ impl Index {
         let _t = crate::trace::span("index write");
         let file = replace(path, &bytes, false)?;
         remove_delta(path)?;
+        let loaded = self.base.as_ref().and_then(|b| b.loaded.clone());
         self.base = Some(Arc::new(Base {
             buf: None,
             len: bytes.len(),
@@ -1347,9 +1402,20 @@ impl Index {
             current: true,
             file: Some(file),
             dev_map: None,
+            loaded,
         }));
         self.dirs.changed = Some(HashMap::new());
         Ok(())
+    }
+
+    /// Hands the pages of the loaded index file back to the page cache
+    /// (see [`Bytes`]): a long-lived holder of the index (the watcher)
+    /// then keeps resident only the records it decoded, not the file.
+    /// The next read of a record maps its page again.
+    pub fn release_pages(&self) {
+        if let Some(b) = self.base.as_ref().and_then(|b| b.loaded.as_ref()) {
+            b.release();
+        }
     }
 
     /// Replaces the index file durably (temp + fsync + rename, the delta
@@ -1374,7 +1440,7 @@ impl Index {
         Some(self.walk_delta(base, buf))
     }
 
-    fn walk_delta(&self, base: &Base, buf: &Arc<Vec<u8>>) -> Option<Vec<u8>> {
+    fn walk_delta(&self, base: &Base, buf: &Buf) -> Option<Vec<u8>> {
         if base.generation != self.generation || !base.current {
             return None;
         }
@@ -1740,6 +1806,20 @@ mod tests {
             let again = v3.encode();
             prop_assert_eq!(&again[4..8], &VERSION.to_le_bytes()[..]);
             prop_assert_eq!(&Index::decode(&again).unwrap().dirs, &ix.dirs);
+        }
+
+        /// A loaded index maps its file, and after its pages are handed
+        /// back (what the idle watcher does) it reads the same records.
+        #[test]
+        fn a_mapped_index_reads_the_same_after_its_pages_are_released(ix in arb_index()) {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("index");
+            std::fs::write(&path, ix.encode()).unwrap();
+            let loaded = Index::load(&path, ix.generation);
+            let base = loaded.base.as_ref().unwrap();
+            prop_assert!(matches!(base.loaded.as_deref(), Some(Bytes::Mapped(_))));
+            loaded.release_pages();
+            prop_assert_eq!(&loaded.dirs, &ix.dirs);
         }
 
         /// An index moved to another device by a device map reads as the
