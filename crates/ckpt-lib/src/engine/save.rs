@@ -153,7 +153,9 @@ impl Scanner for OnDisk {
     }
 
     fn keep_index(&mut self, store: &Store, mut scan: ScanResult) -> Result<()> {
-        save_index(store, &mut scan)
+        let saved = save_index(store, &mut scan);
+        crate::platform::drop_later(scan);
+        saved
     }
 }
 
@@ -391,7 +393,7 @@ pub struct Status {
 }
 
 /// Computes [`Status`] from a hash-only scan, without writing anything.
-pub fn status(store: &Store, filter: &PathFilter, scan: ScanResult) -> Result<Status> {
+pub fn status(store: &Store, filter: &PathFilter, mut scan: ScanResult) -> Result<Status> {
     let reader = store.catalog.reader()?;
     let head = reader.head_checkpoint()?;
     let src = TreeSource {
@@ -399,10 +401,12 @@ pub fn status(store: &Store, filter: &PathFilter, scan: ScanResult) -> Result<St
         catalog: &reader,
     };
     let changes = diff::diff_trees(&src, head.as_ref().map(|h| h.root), Some(scan.root), filter)?;
-    Ok(Status {
+    let status = Status {
         head,
         changes,
-        skipped: scan.skipped,
+        skipped: std::mem::take(&mut scan.skipped),
         journal: reader.journal()?,
-    })
+    };
+    crate::platform::drop_later(scan);
+    Ok(status)
 }

@@ -9,6 +9,7 @@
 //!   inotify limits, for `ckpt doctor`.
 //! - [`release_free_memory`]: hands the allocator's free pages back to the
 //!   kernel (the long-running watcher, when idle).
+//! - [`drop_later`]: frees a large value off the caller's path.
 
 pub mod btrfs;
 pub mod doctor;
@@ -21,4 +22,15 @@ pub fn release_free_memory() {
     unsafe {
         libc::malloc_trim(0);
     }
+}
+
+/// Frees `value` on a thread of its own: a command that is about to exit
+/// (a scan-mode save or status, whose index of a million entries takes tens
+/// of milliseconds to free) does not wait for it, and a long-lived caller
+/// frees it all the same. If no thread can be started, the failed spawn
+/// drops the value here.
+pub fn drop_later<T: Send + 'static>(value: T) {
+    let _ = std::thread::Builder::new()
+        .name("ckpt-drop".into())
+        .spawn(move || drop(value));
 }
