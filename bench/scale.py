@@ -45,6 +45,8 @@ ROWS = [
     ("scan_status_floor", "scan status ÷ floor", "x"),
     ("watch_start", "watcher start (`watch --daemon` until ready)", "ms"),
     ("watch_startup_ms", "watcher's own initial walk (`startup_ms`)", "ms"),
+    ("watch_floor", "`watch_floor`, 1 thread (walk + inotify_add_watch only)", "ms"),
+    ("watch_start_floor", "watcher's walk ÷ watch floor", "x"),
     ("watch_save1", "watch-mode save after a 1-file edit", "ms"),
     ("watch_status", "watch-mode status (1 file changed)", "ms"),
     ("watch_restore1", "watch-mode restore after a 1-file edit", "ms"),
@@ -64,7 +66,7 @@ ROWS = [
 TITLES = {k: t for k, t, _ in ROWS}
 UNITS = {k: u for k, _, u in ROWS}
 # Rows whose per-entry cost is shown (time or bytes that should follow the tree).
-PER_ENTRY = {"stat_floor", "scan_save1", "scan_status", "scan_restore1", "watch_start",
+PER_ENTRY = {"stat_floor", "watch_floor", "scan_save1", "scan_status", "scan_restore1", "watch_start",
              "watch_startup_ms", "first_save", "cp_sync", "verify", "du", "gc", "watch_rss",
              "watch_rss_idle", "watch_hwm", "first_save_rss", "scan_save_rss", "index_bytes"}
 
@@ -289,6 +291,13 @@ class Scale:
             raise BenchError(f"stat_floor: unexpected output {o!r}")
         return float(m.group(1))
 
+    def watch_floor(self, ws) -> float:
+        o, _, _, _ = run([self.a.watch_floor, ws, "1"])
+        m = re.search(rb"in ([\d.]+) ms median", o)
+        if not m:
+            raise BenchError(f"watch_floor: unexpected output {o!r}")
+        return float(m.group(1))
+
     def first_saves_and_copies(self, rec, ws, scratch):
         """Order-fair: rounds alternate which goes first; nothing is deleted until the
         size is done, so no timed run follows a mass deletion."""
@@ -371,6 +380,7 @@ class Scale:
             rec["scan_status_floor"] = rec["scan_status"] / floor
 
             log(f"== {k}x: watch mode")
+            rec["watch_floor"] = self.watch_floor(ws)
             o, _, ms, _ = self.ck(ws, "watch", "--daemon", "--json")
             st = json.loads(o)
             WATCHERS[ws] = int(st["pid"])
@@ -387,6 +397,8 @@ class Scale:
             st = json.loads(self.ck(ws, "watch", "--status", "--json")[0])
             s = st.get("status", st)
             rec["watch_startup_ms"] = s.get("startup_ms")
+            if rec["watch_startup_ms"]:
+                rec["watch_start_floor"] = rec["watch_startup_ms"] / rec["watch_floor"]
             rec["watch_rss"] = s.get("rss_bytes", 0) / 1048576
             # The watcher writes its in-memory index after 1 s without requests.
             time.sleep(2)
@@ -540,6 +552,7 @@ def main():
     rel = default_release_dir() if (a.ckpt is None or a.stat_floor is None) else ""
     a.ckpt = os.path.abspath(a.ckpt or os.path.join(rel, "ckpt"))
     a.stat_floor = os.path.abspath(a.stat_floor or os.path.join(rel, "examples", "stat_floor"))
+    a.watch_floor = os.path.join(os.path.dirname(a.stat_floor), "watch_floor")
     sizes = sorted({int(s) for s in a.sizes.split(",") if s.strip()} | ({25} if a.x25 else set()))
     if not sizes or min(sizes) < 1:
         ap.error("--sizes: positive replica counts")
@@ -547,7 +560,7 @@ def main():
         log("warning: no 1x size: growth columns are empty")
     if a.fair_rounds < 1 or a.runs < 1:
         ap.error("--runs and --fair-rounds must be >= 1")
-    for p, what in ((a.ckpt, "ckpt"), (a.stat_floor, "stat_floor")):
+    for p, what in ((a.ckpt, "ckpt"), (a.stat_floor, "stat_floor"), (a.watch_floor, "watch_floor")):
         if not os.access(p, os.X_OK):
             ap.error(f"{what} binary {p} missing (bench/scale.sh builds it)")
     a.corpus = os.path.abspath(a.corpus)

@@ -23,8 +23,8 @@ if [ "$custom_ckpt" = 0 ] && [ ! -x "$rel/ckpt" ]; then
   echo "bench: $rel/ckpt missing; cargo build --release -p ckpt-cli" >&2
   (cd "$repo" && cargo build --release -p ckpt-cli)
 fi
-if [ "$custom_floor" = 0 ] && [ ! -x "$rel/examples/stat_floor" ]; then
-  echo "bench: $rel/examples/stat_floor missing; cargo build --release -p ckpt-lib --example stat_floor" >&2
-  (cd "$repo" && cargo build --release -p ckpt-lib --example stat_floor)
+if [ "$custom_floor" = 0 ] && { [ ! -x "$rel/examples/stat_floor" ] || [ ! -x "$rel/examples/watch_floor" ]; }; then
+  echo "bench: $rel/examples/{stat,watch}_floor missing; cargo build --release -p ckpt-lib --example stat_floor --example watch_floor" >&2
+  (cd "$repo" && cargo build --release -p ckpt-lib --example stat_floor --example watch_floor)
 fi
 exec python3 "$here/scale.py" --command-line "bench/scale.sh $*" "$@"
