@@ -43,7 +43,8 @@ fn round(root: &PathBuf, threads: usize) -> (f64, usize) {
                     std::thread::yield_now();
                     continue;
                 };
-                ino.add_dir(&dir).expect("inotify_add_watch (raise fs.inotify.max_user_watches?)");
+                ino.add_dir(&dir)
+                    .expect("inotify_add_watch (raise fs.inotify.max_user_watches?)");
                 dirs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let mut found = Vec::new();
                 if let Ok(rd) = std::fs::read_dir(&dir) {
