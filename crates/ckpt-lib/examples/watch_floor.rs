@@ -11,7 +11,7 @@
 //!
 //! Run: `cargo run --release -p ckpt-lib --example watch_floor -- DIR [THREADS...]`
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Instant;
 
@@ -19,9 +19,9 @@ use ckpt_lib::platform::inotify::Inotify;
 
 /// One round: every directory watched and listed by `threads` threads;
 /// (ms, directories).
-fn round(root: &PathBuf, threads: usize) -> (f64, usize) {
+fn round(root: &Path, threads: usize) -> (f64, usize) {
     let ino = Inotify::new().expect("inotify_init");
-    let stack = Mutex::new(vec![root.clone()]);
+    let stack = Mutex::new(vec![root.to_path_buf()]);
     let busy = std::sync::atomic::AtomicUsize::new(0);
     let dirs = std::sync::atomic::AtomicUsize::new(0);
     let start = Instant::now();
