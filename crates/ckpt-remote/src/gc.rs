@@ -6,8 +6,10 @@
 //! 1. **Lock.** `gc/lock` is created with create-if-absent; a second gc
 //!    fails clearly (a lock older than a day is taken over as stale).
 //! 2. **Mark.** Every ref's current generation, every checkpoint record it
-//!    lists, and every tree below them are read; every blob they reach is
-//!    live, and so is every pack holding one (packs are never rewritten).
+//!    lists, and every mtimes node and tree below them are read (a ref in
+//!    another remote format stops the gc, deleting nothing); every blob
+//!    they reach is live, and so is every pack holding one (packs are never
+//!    rewritten).
 //! 3. **Sweep.** A pack condemned by an earlier gc at least `grace` before
 //!    this gc read the refs, and still unreachable, is deleted (its index
 //!    first, so nobody sees an index whose pack is gone).
@@ -34,7 +36,7 @@ use bytes::Bytes;
 use ckpt_copy::fs::now_ns;
 use ckpt_lib::ops::json::SCHEMA;
 use ckpt_lib::ops::Context;
-use ckpt_lib::store::tree::{Node, Tree};
+use ckpt_lib::store::tree::Node;
 use ckpt_lib::Hash;
 use serde_json::{json, Value};
 
@@ -46,6 +48,7 @@ use crate::pull::fetch_blobs;
 use crate::push::read_ref;
 use crate::remotes;
 use crate::report::{with_transfer, Transfer};
+use crate::trees::{self, MNode};
 use crate::{Error, Result, Settings};
 
 pub use crate::layout::Condemned;
@@ -228,9 +231,10 @@ async fn sweep(
         let ids = ref_ids(&body)?;
         rep.checkpoints += ids.len() as u64;
         let recs = fetch_records(client, cache, &ids).await?;
+        // Mtimes nodes and trees (crate::trees), level by level.
         let mut frontier: Vec<Hash> = Vec::new();
         for r in &recs {
-            frontier.push(r.root()?);
+            frontier.push(r.mtimes()?);
             if let Some(s) = r.state()? {
                 live.insert(s);
             }
@@ -241,15 +245,19 @@ async fn sweep(
                 break;
             }
             let got = std::sync::Mutex::new(Vec::new());
-            fetch_blobs(client, &known, &need, &|_, raw| {
-                got.lock().unwrap().push(raw);
+            fetch_blobs(client, &known, &need, &|h, raw| {
+                got.lock().unwrap().push((h, raw));
                 Ok(())
             })
             .await?;
-            for raw in got.into_inner().unwrap() {
-                let t =
-                    Tree::decode(&raw).map_err(|e| Error::Corrupt(format!("remote tree: {e}")))?;
-                for e in t.entries {
+            for (h, raw) in got.into_inner().unwrap() {
+                if trees::is_node(&raw) {
+                    let m = MNode::decode(&raw, &h.to_hex())?;
+                    frontier.push(m.shape);
+                    frontier.extend(m.children());
+                    continue;
+                }
+                for e in trees::decode_shape(&raw, &h)?.entries {
                     match e.node {
                         Node::Dir { tree } => frontier.push(tree),
                         Node::File { hash, .. } => {
