@@ -63,6 +63,18 @@ def push_json(ws, name, env):
     return {k: j[k] for k in ("bytes_sent", "requests", "objects", "packs", "raw_bytes")}
 
 
+def edit_one_file(ws, env):
+    """The 1-file edit: a line appended to the first file below app/ in
+    sorted order, then saved."""
+    edit = None
+    for dp, dn, fn in sorted(os.walk(os.path.join(ws, "app"))):
+        if fn:
+            edit = os.path.join(dp, sorted(fn)[0]); break
+    with open(edit, "a") as f:
+        f.write("\n// edited\n")
+    subprocess.run([ckpt, "save", "-m", "edit"], cwd=ws, env=env, check=True, capture_output=True)
+
+
 def counts(work):
     moto, endpoint, env, s3 = start_moto()
     res = {}
@@ -75,13 +87,7 @@ def counts(work):
         res[name] = push_json(ws, name, env)
     res["second_over_first_bytes"] = res["second"]["bytes_sent"] / res["first"]["bytes_sent"]
     ws = os.path.join(work, "first")
-    edit = None
-    for dp, dn, fn in sorted(os.walk(os.path.join(ws, "app"))):
-        if fn:
-            edit = os.path.join(dp, sorted(fn)[0]); break
-    with open(edit, "a") as f:
-        f.write("\n// edited\n")
-    subprocess.run([ckpt, "save", "-m", "edit"], cwd=ws, env=env, check=True, capture_output=True)
+    edit_one_file(ws, env)
     res["edit"] = push_json(ws, "first", env)
     moto.kill(); moto.wait()
     return res
@@ -118,14 +124,7 @@ def run_once(work):
     timed(["restic", "-r", repo, "init"])
     dt, _ = timed(["restic", "-r", repo, "backup", "-q", "."], cwd=ws)
     res["restic_first_backup"] = dict(s=dt)
-    # One-file edit: the first file below app/ in sorted order.
-    edit = None
-    for dp, dn, fn in sorted(os.walk(os.path.join(ws, "app"))):
-        if fn:
-            edit = os.path.join(dp, sorted(fn)[0]); break
-    with open(edit, "a") as f:
-        f.write("\n// edited\n")
-    subprocess.run([ckpt, "save", "-m", "edit"], cwd=ws, env=env, check=True, capture_output=True)
+    edit_one_file(ws, env)
     dt, out = timed([ckpt, "push", url, "--workspace", "corpus", "--json"], cwd=ws)
     j = json.loads(out); res["ckpt_edit_push"] = dict(s=dt, requests=j["requests"], sent=j["bytes_sent"], objects=j["objects"], packs=j["packs"])
     dt, _ = timed(["restic", "-r", repo, "backup", "-q", "."], cwd=ws)

@@ -399,20 +399,27 @@ fn duplicates_and_commits(url: &str, env: &[(&str, String)]) {
     ckpt(&dest, &["verify", "--store"]).ok();
 
     // A pull of both into an unrelated workspace, then each restored.
+    pull_all_and_restore_each(url, &env, &[ws.materialise(&v1), ws.materialise(&v2)]);
+}
+
+/// Pulls every checkpoint of workspace `w` into a new workspace, restores
+/// each there and checks it is `wants[i]` (oldest first); the store
+/// verifies.
+fn pull_all_and_restore_each(url: &str, env: &[(&str, String)], wants: &[Snapshot]) {
     let other = Ws::new();
     other.init();
     let pl = run_env(
         &other.root,
-        &env,
+        env,
         &["pull", url, "--workspace", "w", "--json"],
     )
     .ok()
     .json();
-    assert_eq!(pl["pulled"].as_array().unwrap().len(), 2, "{pl}");
-    for (i, want) in [&v1, &v2].into_iter().enumerate() {
+    assert_eq!(pl["pulled"].as_array().unwrap().len(), wants.len(), "{pl}");
+    for (i, want) in wants.iter().enumerate() {
         let local = pl["pulled"][i]["id"].as_str().unwrap().to_string();
         ckpt(&other.root, &["restore", &local]).ok();
-        assert_same(&ws.materialise(want), &snapshot(&other.root), "pulled");
+        assert_same(want, &snapshot(&other.root), "pulled and restored");
     }
     ckpt(&other.root, &["verify", "--store"]).ok();
 }
@@ -715,22 +722,7 @@ fn mtime_only_change(url: &str, env: &[(&str, String)]) {
         .ok();
         assert_same(want, &snapshot(&dest), &format!("clone of {v}"));
     }
-    let other = Ws::new();
-    other.init();
-    let pl = run_env(
-        &other.root,
-        env,
-        &["pull", url, "--workspace", "w", "--json"],
-    )
-    .ok()
-    .json();
-    assert_eq!(pl["pulled"].as_array().unwrap().len(), 2, "{pl}");
-    for (i, want) in [&want1, &want2].into_iter().enumerate() {
-        let local = pl["pulled"][i]["id"].as_str().unwrap().to_string();
-        ckpt(&other.root, &["restore", &local]).ok();
-        assert_same(want, &snapshot(&other.root), "pulled and restored");
-    }
-    ckpt(&other.root, &["verify", "--store"]).ok();
+    pull_all_and_restore_each(url, env, &[want1, want2]);
 }
 
 on_both_remotes!(

@@ -132,31 +132,28 @@ impl MNode {
     pub fn decode(bytes: &[u8], what: &str) -> Result<MNode> {
         let bad = |why: &str| corrupt(format!("remote mtimes node {what}: {why}"));
         let mut r = Reader::new(bytes);
-        let parse =
-            |r: &mut Reader<'_>| -> ckpt_lib::Result<(Hash, Vec<(u64, Vec<Option<Hash>>)>)> {
-                if r.take(4)? != NODE_MAGIC {
-                    return Err(ckpt_lib::Error::Corrupt("bad magic".into()));
+        let parse = |r: &mut Reader<'_>| -> ckpt_lib::Result<(Hash, Vec<RawDir>)> {
+            if r.take(4)? != NODE_MAGIC {
+                return Err(ckpt_lib::Error::Corrupt("bad magic".into()));
+            }
+            let shape = r.hash()?;
+            let n = r.varint()? as usize;
+            let mut raw = Vec::with_capacity(n.min(bytes.len()));
+            for _ in 0..n {
+                let entries = r.varint()?;
+                let k = r.varint()? as usize;
+                let mut subs = Vec::with_capacity(k.min(bytes.len()));
+                for _ in 0..k {
+                    subs.push(match r.u8()? {
+                        0 => None,
+                        1 => Some(r.hash()?),
+                        _ => return Err(ckpt_lib::Error::Corrupt("bad subdirectory tag".into())),
+                    });
                 }
-                let shape = r.hash()?;
-                let n = r.varint()? as usize;
-                let mut raw = Vec::with_capacity(n.min(bytes.len()));
-                for _ in 0..n {
-                    let entries = r.varint()?;
-                    let k = r.varint()? as usize;
-                    let mut subs = Vec::with_capacity(k.min(bytes.len()));
-                    for _ in 0..k {
-                        subs.push(match r.u8()? {
-                            0 => None,
-                            1 => Some(r.hash()?),
-                            _ => {
-                                return Err(ckpt_lib::Error::Corrupt("bad subdirectory tag".into()))
-                            }
-                        });
-                    }
-                    raw.push((entries, subs));
-                }
-                Ok((shape, raw))
-            };
+                raw.push((entries, subs));
+            }
+            Ok((shape, raw))
+        };
         let (shape, raw) = parse(&mut r).map_err(|e| bad(&e.to_string()))?;
         if raw.is_empty() {
             return Err(bad("no directory"));
@@ -205,6 +202,10 @@ impl MNode {
         Ok(MNode { shape, dirs })
     }
 }
+
+/// A directory record as read: entries, and each subdirectory's node (None:
+/// inlined).
+type RawDir = (u64, Vec<Option<Hash>>);
 
 /// Whether `bytes` are an mtimes node (else a shape).
 pub fn is_node(bytes: &[u8]) -> bool {
@@ -326,6 +327,14 @@ impl Cache {
     }
 }
 
+/// What [`Encoder::derive`] finds of a local tree.
+struct Derived {
+    shape: Tree,
+    weight: u64,
+    /// (child tree, inlined?) per subdirectory, in entry order.
+    subs: Vec<(Hash, bool)>,
+}
+
 /// Computes shapes and mtimes nodes of local trees (see the module doc).
 pub struct Encoder<'a> {
     load: &'a dyn Fn(&Hash) -> ckpt_lib::Result<Tree>,
@@ -362,10 +371,10 @@ impl<'a> Encoder<'a> {
         if let Some(i) = self.cache.infos.get(h) {
             return Ok(*i);
         }
-        let (shape, weight, _) = self.derive(h)?;
+        let d = self.derive(h)?;
         let info = Info {
-            shape: shape.encode_and_hash().0,
-            weight,
+            shape: d.shape.encode_and_hash().0,
+            weight: d.weight,
             node: None,
         };
         self.cache.insert(*h, info);
@@ -374,18 +383,18 @@ impl<'a> Encoder<'a> {
 
     /// The shape's bytes.
     pub fn shape_bytes(&mut self, h: &Hash) -> Result<Vec<u8>> {
-        Ok(self.derive(h)?.0.encode())
+        Ok(self.derive(h)?.shape.encode())
     }
 
     /// The subdirectories of local tree `h` (child tree, inlined in `h`'s
     /// region?), in entry order.
     pub fn subdirs(&mut self, h: &Hash) -> Result<Vec<(Hash, bool)>> {
-        Ok(self.derive(h)?.2)
+        Ok(self.derive(h)?.subs)
     }
 
     /// The shape of `h`, its region's weight, and its subdirectories (the
     /// one place the inlining rule is applied).
-    fn derive(&mut self, h: &Hash) -> Result<(Tree, u64, Vec<(Hash, bool)>)> {
+    fn derive(&mut self, h: &Hash) -> Result<Derived> {
         let t = self.tree(h)?;
         let mut shape = Tree {
             entries: Vec::with_capacity(t.entries.len()),
@@ -406,7 +415,11 @@ impl<'a> Encoder<'a> {
             }
             shape.entries.push(e);
         }
-        Ok((shape, weight, subs))
+        Ok(Derived {
+            shape,
+            weight,
+            subs,
+        })
     }
 
     /// The hash of an mtimes node rebuilding `h` (from the cache, else
