@@ -10,6 +10,11 @@ edit vs a second `restic backup`, clone vs `restic restore`, bytes stored in
 the bucket by each, and ckpt's request counts (its --json summary).
 Each run starts a fresh moto server and a fresh copy of the corpus; prints
 every run, the load average before it, medians and per-run ratios.
+
+`--counts` measures bytes and requests only (no restic, no timing, one
+run): the first push, a second workspace holding the same files copied
+anew (`cp -R`: same content and modes, new mtimes, as a second `npm
+install` gives) pushed to the same bucket, and a 1-file edit pushed.
 """
 import argparse, json, os, shutil, socket, statistics, subprocess, sys, tempfile, time
 
@@ -20,6 +25,7 @@ ap.add_argument("--corpus", default="/work/corpus")
 ap.add_argument("--ckpt", default=None)
 ap.add_argument("--work", default=None, help="scratch directory (default: a temp dir)")
 ap.add_argument("--runs", type=int, default=3)
+ap.add_argument("--counts", action="store_true", help="bytes and requests only (see above)")
 args = ap.parse_args()
 
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -29,7 +35,7 @@ venv = os.path.dirname(sys.executable)
 moto_bin = os.path.join(venv, "moto_server")
 
 
-def run_once(work):
+def start_moto():
     s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
     moto = subprocess.Popen([moto_bin, "-H", "127.0.0.1", "-p", str(port)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -45,6 +51,50 @@ def run_once(work):
     s3 = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="testing",
                       aws_secret_access_key="testing", region_name="us-east-1")
     s3.create_bucket(Bucket="bench")
+    return moto, endpoint, env, s3
+
+
+def push_json(ws, name, env):
+    r = subprocess.run([ckpt, "push", "s3://bench/ckpt", "--workspace", name, "--json"], cwd=ws,
+                       env=env, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"push failed:\n{r.stdout}\n{r.stderr}")
+    j = json.loads(r.stdout)
+    return {k: j[k] for k in ("bytes_sent", "requests", "objects", "packs", "raw_bytes")}
+
+
+def edit_one_file(ws, env):
+    """The 1-file edit: a line appended to the first file below app/ in
+    sorted order, then saved."""
+    edit = None
+    for dp, dn, fn in sorted(os.walk(os.path.join(ws, "app"))):
+        if fn:
+            edit = os.path.join(dp, sorted(fn)[0]); break
+    with open(edit, "a") as f:
+        f.write("\n// edited\n")
+    subprocess.run([ckpt, "save", "-m", "edit"], cwd=ws, env=env, check=True, capture_output=True)
+
+
+def counts(work):
+    moto, endpoint, env, s3 = start_moto()
+    res = {}
+    for name, cp in (("first", ["cp", "-a"]), ("second", ["cp", "-R"])):
+        ws = os.path.join(work, name)
+        subprocess.run(cp + [args.corpus, ws], check=True)
+        subprocess.run([ckpt, "init", ws, "--store", os.path.join(work, name + "-store")], env=env,
+                       check=True, capture_output=True)
+        subprocess.run([ckpt, "save", "-m", "base"], cwd=ws, env=env, check=True, capture_output=True)
+        res[name] = push_json(ws, name, env)
+    res["second_over_first_bytes"] = res["second"]["bytes_sent"] / res["first"]["bytes_sent"]
+    ws = os.path.join(work, "first")
+    edit_one_file(ws, env)
+    res["edit"] = push_json(ws, "first", env)
+    moto.kill(); moto.wait()
+    return res
+
+
+def run_once(work):
+    moto, endpoint, env, s3 = start_moto()
 
     def stored(prefix):
         n = size = 0
@@ -74,14 +124,7 @@ def run_once(work):
     timed(["restic", "-r", repo, "init"])
     dt, _ = timed(["restic", "-r", repo, "backup", "-q", "."], cwd=ws)
     res["restic_first_backup"] = dict(s=dt)
-    # One-file edit: the first file below app/ in sorted order.
-    edit = None
-    for dp, dn, fn in sorted(os.walk(os.path.join(ws, "app"))):
-        if fn:
-            edit = os.path.join(dp, sorted(fn)[0]); break
-    with open(edit, "a") as f:
-        f.write("\n// edited\n")
-    subprocess.run([ckpt, "save", "-m", "edit"], cwd=ws, env=env, check=True, capture_output=True)
+    edit_one_file(ws, env)
     dt, out = timed([ckpt, "push", url, "--workspace", "corpus", "--json"], cwd=ws)
     j = json.loads(out); res["ckpt_edit_push"] = dict(s=dt, requests=j["requests"], sent=j["bytes_sent"], objects=j["objects"], packs=j["packs"])
     dt, _ = timed(["restic", "-r", repo, "backup", "-q", "."], cwd=ws)
@@ -102,6 +145,12 @@ def run_once(work):
 
 
 base = args.work or tempfile.mkdtemp(prefix="ckpt-remote-bench-")
+if args.counts:
+    work = os.path.join(base, "counts")
+    os.makedirs(work, exist_ok=True)
+    print(json.dumps(counts(work), indent=1))
+    shutil.rmtree(work, ignore_errors=True)
+    sys.exit(0)
 runs = []
 for i in range(args.runs):
     work = os.path.join(base, f"run{i}")

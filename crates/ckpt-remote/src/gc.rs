@@ -5,9 +5,12 @@
 //!
 //! 1. **Lock.** `gc/lock` is created with create-if-absent; a second gc
 //!    fails clearly (a lock older than a day is taken over as stale).
-//! 2. **Mark.** Every ref's current generation, every checkpoint record it
-//!    lists, and every tree below them are read; every blob they reach is
-//!    live, and so is every pack holding one (packs are never rewritten).
+//! 2. **Mark.** Every ref's current generation and every checkpoint record
+//!    it lists are read (a ref in another remote format stops the gc,
+//!    deleting nothing), then the pack indexes (after the refs, so a push
+//!    that wrote its ref meanwhile is indexed too), then every mtimes node
+//!    and tree below the records; every blob they reach is live, and so is
+//!    every pack holding one (packs are never rewritten).
 //! 3. **Sweep.** A pack condemned by an earlier gc at least `grace` before
 //!    this gc read the refs, and still unreachable, is deleted (its index
 //!    first, so nobody sees an index whose pack is gone).
@@ -34,7 +37,7 @@ use bytes::Bytes;
 use ckpt_copy::fs::now_ns;
 use ckpt_lib::ops::json::SCHEMA;
 use ckpt_lib::ops::Context;
-use ckpt_lib::store::tree::{Node, Tree};
+use ckpt_lib::store::tree::Node;
 use ckpt_lib::Hash;
 use serde_json::{json, Value};
 
@@ -46,6 +49,7 @@ use crate::pull::fetch_blobs;
 use crate::push::read_ref;
 use crate::remotes;
 use crate::report::{with_transfer, Transfer};
+use crate::trees::{self, MNode};
 use crate::{Error, Result, Settings};
 
 pub use crate::layout::Condemned;
@@ -201,10 +205,6 @@ async fn sweep(
     // Packs first, then refs: a pack uploaded after this listing is not a
     // candidate at all.
     let listed = client.list("packs").await?;
-    let mut known = Known::load(client, cache).await?;
-    known
-        .recover_orphans(client, cache, &HashSet::new())
-        .await?;
     let refs_read_ns = now_ns();
     let mut names: Vec<(String, Vec<u64>)> = Vec::new();
     {
@@ -219,44 +219,55 @@ async fn sweep(
         names.extend(by);
     }
     rep.workspaces = names.len() as u64;
-    // Mark.
+    // Mark: the roots of every checkpoint the refs list.
     let mut live: HashSet<Hash> = HashSet::new();
+    let mut frontier: Vec<Hash> = Vec::new();
     for (name, _) in &names {
         let Some((_, body)) = read_ref(client, name).await? else {
             continue;
         };
         let ids = ref_ids(&body)?;
         rep.checkpoints += ids.len() as u64;
-        let recs = fetch_records(client, cache, &ids).await?;
-        let mut frontier: Vec<Hash> = Vec::new();
-        for r in &recs {
-            frontier.push(r.root()?);
+        for r in fetch_records(client, cache, &ids).await? {
+            frontier.push(r.mtimes()?);
             if let Some(s) = r.state()? {
                 live.insert(s);
             }
         }
-        while !frontier.is_empty() {
-            let need: Vec<Hash> = frontier.drain(..).filter(|h| live.insert(*h)).collect();
-            if need.is_empty() {
-                break;
+    }
+    // The indexes after the refs: a ref read above was written after the
+    // indexes of everything it reaches (data before refs), so they are all
+    // listed now, also for a push that finished during this gc.
+    let mut known = Known::load(client, cache).await?;
+    known
+        .recover_orphans(client, cache, &HashSet::new())
+        .await?;
+    // Then mtimes nodes and trees (crate::trees), level by level.
+    while !frontier.is_empty() {
+        let need: Vec<Hash> = frontier.drain(..).filter(|h| live.insert(*h)).collect();
+        if need.is_empty() {
+            break;
+        }
+        let got = std::sync::Mutex::new(Vec::new());
+        fetch_blobs(client, &known, &need, &|h, raw| {
+            got.lock().unwrap().push((h, raw));
+            Ok(())
+        })
+        .await?;
+        for (h, raw) in got.into_inner().unwrap() {
+            if trees::is_node(&raw) {
+                let m = MNode::decode(&raw, &h.to_hex())?;
+                frontier.push(m.shape);
+                frontier.extend(m.children());
+                continue;
             }
-            let got = std::sync::Mutex::new(Vec::new());
-            fetch_blobs(client, &known, &need, &|_, raw| {
-                got.lock().unwrap().push(raw);
-                Ok(())
-            })
-            .await?;
-            for raw in got.into_inner().unwrap() {
-                let t =
-                    Tree::decode(&raw).map_err(|e| Error::Corrupt(format!("remote tree: {e}")))?;
-                for e in t.entries {
-                    match e.node {
-                        Node::Dir { tree } => frontier.push(tree),
-                        Node::File { hash, .. } => {
-                            live.insert(hash);
-                        }
-                        Node::Symlink { .. } => {}
+            for e in trees::decode_shape(&raw, &h)?.entries {
+                match e.node {
+                    Node::Dir { tree } => frontier.push(tree),
+                    Node::File { hash, .. } => {
+                        live.insert(hash);
                     }
+                    Node::Symlink { .. } => {}
                 }
             }
         }

@@ -49,7 +49,8 @@ pub fn cache_dir(store_root: &Path, url: &str) -> PathBuf {
     store_root.join("remote-cache").join(&id[..16])
 }
 
-fn write_cache(dir: &Path, name: &str, bytes: &[u8]) {
+/// Writes a cache file (temp + rename; a failure only costs a refetch).
+pub(crate) fn write_cache(dir: &Path, name: &str, bytes: &[u8]) {
     let _ = std::fs::create_dir_all(dir);
     let tmp = dir.join(format!(".{name}.tmp{}", std::process::id()));
     if std::fs::write(&tmp, bytes).is_ok() && std::fs::rename(&tmp, dir.join(name)).is_err() {

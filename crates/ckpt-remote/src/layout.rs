@@ -3,8 +3,9 @@
 //!
 //! ```text
 //! <prefix>/
-//!   packs/<P>               pack files: blobs (file contents, trees, agent-state
-//!                           snapshots), zstd where it pays (crate::pack); P = BLAKE3 of the pack
+//!   packs/<P>               pack files: blobs (file contents, trees without mtimes,
+//!                           mtimes nodes, agent-state snapshots), zstd where it pays
+//!                           (crate::pack); P = BLAKE3 of the pack
 //!   index/<P>               the index of pack P (also at the end of the pack)
 //!   checkpoints/<C>         one checkpoint record, JSON ([`Record`]); C = BLAKE3 of its [`Identity`]
 //!   refs/<name>/<gen>       the checkpoints of workspace <name>: generation <gen> (20 digits), JSON [`RefBody`]
@@ -13,16 +14,20 @@
 //! ```
 //!
 //! - **Content-addressed and shared.** Blobs are named by the BLAKE3 of
-//!   their raw bytes, as in the local store; a pusher loads every pack index
-//!   (cached locally, only new ones fetched) and uploads only blobs no pack
-//!   holds, so workspaces pushing to one prefix share everything they have
-//!   in common.
+//!   their raw bytes; a pusher loads every pack index (cached locally, only
+//!   new ones fetched) and uploads only blobs no pack holds, so workspaces
+//!   pushing to one prefix share everything they have in common. Trees are
+//!   stored without their mtimes (crate::trees), so the same files written
+//!   at other times share their trees too; the mtimes travel apart, in
+//!   mtimes nodes, and a pull rebuilds the exact local trees from both.
 //! - **Data before refs.** A push uploads packs of file contents and state
 //!   snapshots, then (one at a time, children before parents) the packs of
-//!   trees, then the checkpoint records, and only then a new ref
-//!   generation. So a tree on the remote implies its whole subtree is there
-//!   (a pusher may skip a subtree whose tree it finds), and a ref never
-//!   names a checkpoint whose data is missing.
+//!   trees and mtimes nodes, then the checkpoint records, and only then a
+//!   new ref generation. So a tree on the remote implies its whole subtree
+//!   and every file content in it is there, an mtimes node implies the
+//!   trees of its region and the nodes it names are there (a pusher skips
+//!   what it finds), and a ref never names a checkpoint whose data is
+//!   missing.
 //! - **Refs by conditional create.** A ref is a sequence of immutable
 //!   generations; the current one is the highest. A push reads generation
 //!   n, merges its checkpoints into the list, and creates generation n+1
@@ -34,6 +39,10 @@
 //!   snapshot), not of its local sequence number: the same checkpoint pulled
 //!   to another machine and pushed again keeps its id, so it is never
 //!   stored twice.
+//! - **Versioned.** Refs and records carry [`FORMAT`]; one written in
+//!   another format is refused with an error that says what to do (format
+//!   1 stored trees with their mtimes and is not read: push to a new
+//!   prefix), never half-read.
 
 use std::collections::BTreeMap;
 
@@ -43,8 +52,25 @@ use serde::{Deserialize, Serialize};
 
 use crate::{corrupt, usage, Result};
 
-/// Remote format of everything below (records, refs).
-pub const FORMAT: u32 = 1;
+/// Remote format of everything below (records, refs). 2: trees without
+/// mtimes, and mtimes nodes (crate::trees); 1 stored the local trees.
+pub const FORMAT: u32 = 2;
+
+/// The error for a ref or record (`what`) in remote format `found`.
+pub fn format_error(what: &str, found: u32) -> crate::Error {
+    if found < FORMAT {
+        usage(format!(
+            "{what} is in remote format {found}, written by an older ckpt; this ckpt reads and writes \
+             format {FORMAT} (trees shared across workspaces) and does not read it: push to a new \
+             prefix (or another workspace name), or use the older ckpt for this one (nothing was changed)"
+        ))
+    } else {
+        usage(format!(
+            "{what} is in remote format {found}, newer than this ckpt reads ({FORMAT}); upgrade ckpt \
+             (nothing was changed)"
+        ))
+    }
+}
 
 /// Key of a pack.
 pub fn pack_key(p: &Hash) -> String {
@@ -145,6 +171,9 @@ pub struct Record {
     pub id: String,
     /// What the id covers.
     pub identity: Identity,
+    /// The mtimes node of the root (hex, crate::trees): with the trees it
+    /// rebuilds the local root tree.
+    pub mtimes: Option<String>,
     /// The parent's remote id, if it was pushed with it (informational).
     pub parent: Option<String>,
     /// The sequence number it had where it was made (a clone keeps it).
@@ -161,7 +190,8 @@ pub struct Record {
 
 impl Record {
     /// The remote record of a local checkpoint whose state snapshot is
-    /// `state` and whose parent has remote id `parent`.
+    /// `state` and whose parent has remote id `parent` (`mtimes` is filled
+    /// in by the push that sends its trees).
     pub fn of(
         cp: &Checkpoint,
         state: Option<Hash>,
@@ -180,6 +210,7 @@ impl Record {
             format: FORMAT,
             id: identity.id().to_hex(),
             identity,
+            mtimes: None,
             parent: parent.map(|h| h.to_hex()),
             seq: cp.seq,
             workspace: workspace.to_string(),
@@ -194,9 +225,14 @@ impl Record {
         let r: Record = serde_json::from_slice(bytes)
             .map_err(|e| corrupt(format!("remote checkpoint record {id}: {e}")))?;
         if r.format != FORMAT {
-            return Err(usage(format!(
-                "remote checkpoint record {id} has format {} (this ckpt reads {FORMAT}); upgrade ckpt",
-                r.format
+            return Err(format_error(
+                &format!("remote checkpoint record {id}"),
+                r.format,
+            ));
+        }
+        if r.mtimes.is_none() {
+            return Err(corrupt(format!(
+                "remote checkpoint record {id} names no mtimes node"
             )));
         }
         if r.identity.id() != *id || r.id != id.to_hex() {
@@ -215,6 +251,14 @@ impl Record {
     /// Root tree.
     pub fn root(&self) -> Result<Hash> {
         parse_hash(&self.identity.root, "checkpoint record root")
+    }
+
+    /// The root's mtimes node.
+    pub fn mtimes(&self) -> Result<Hash> {
+        parse_hash(
+            self.mtimes.as_deref().unwrap_or_default(),
+            "checkpoint record mtimes",
+        )
     }
 
     /// State snapshot blob.

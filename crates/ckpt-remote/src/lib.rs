@@ -39,6 +39,7 @@ pub mod pull;
 pub mod push;
 pub mod remotes;
 pub mod report;
+pub mod trees;
 pub mod url;
 
 use std::time::Duration;

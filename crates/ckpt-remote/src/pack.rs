@@ -6,8 +6,9 @@
 //! entry  := u8:kind [32]:hash u64:offset u64:stored_len u64:raw_len u8:codec
 //! ```
 //!
-//! (little-endian). `kind` is 1 for file content, 2 for a tree, 3 for an
-//! agent-state snapshot ([`crate::state`]); `codec` 0 stores the bytes as
+//! (little-endian). `kind` is 1 for file content, 2 for a tree (a shape,
+//! [`crate::trees`]), 3 for an agent-state snapshot, 4 for an mtimes node
+//! ([`crate::trees`]); `codec` 0 stores the bytes as
 //! they are, 1 stores them zstd-compressed. `offset` counts from the start
 //! of the pack. A blob's `hash` is the BLAKE3 of its raw (uncompressed)
 //! bytes, the same name the local store gives it, so a reader checks every
@@ -41,10 +42,12 @@ const MIN_COMPRESS: usize = 64;
 pub enum Kind {
     /// File content (an object of the local store).
     Object = 1,
-    /// An encoded tree.
+    /// A tree without mtimes (a shape, [`crate::trees`]).
     Tree = 2,
     /// An agent-state snapshot.
     State = 3,
+    /// An mtimes node ([`crate::trees`]).
+    Mtimes = 4,
 }
 
 impl Kind {
@@ -53,6 +56,7 @@ impl Kind {
             1 => Some(Kind::Object),
             2 => Some(Kind::Tree),
             3 => Some(Kind::State),
+            4 => Some(Kind::Mtimes),
             _ => None,
         }
     }

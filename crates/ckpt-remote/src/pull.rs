@@ -2,16 +2,19 @@
 //! from a remote into a store.
 //!
 //! Nothing becomes visible before it is verified:
-//! 1. Trees are fetched level by level (one batch of range requests per
-//!    level, grouped by pack), each checked against its BLAKE3 name and
-//!    decoded; subtrees the local catalog already holds are not fetched.
+//! 1. Trees (without mtimes) and mtimes nodes are fetched level by level
+//!    (one batch of range requests per level, grouped by pack), each
+//!    checked against its BLAKE3 name and decoded; a node whose local tree
+//!    the store already holds is not fetched. The exact local trees are
+//!    rebuilt from them ([`crate::trees::rebuild`]) and the root must be
+//!    the record's root tree.
 //! 2. Every file content the local store lacks is fetched (adjacent blobs
 //!    of a pack in one range request), decompressed, checked against its
 //!    BLAKE3 name and length, and added to the store as a pending object;
 //!    they are made durable (the store's usual temp → fsync → rename) every
 //!    [`Settings::commit_bytes`] (64 MiB) and at the end, so a killed pull keeps what arrived and a
 //!    re-run fetches only the rest.
-//! 3. The checkpoint's LtHash digest is recomputed from the fetched trees
+//! 3. The checkpoint's LtHash digest is recomputed from the rebuilt trees
 //!    and compared with the record's: a mismatch stops the pull.
 //! 4. The agent-state snapshot is applied as a state commit, giving the
 //!    local version the record will pin. A pull into a workspace then
@@ -54,6 +57,7 @@ use crate::pack::{self, Entry};
 use crate::push::{read_ref, records};
 use crate::remotes;
 use crate::report::{with_transfer, Transfer};
+use crate::trees::{self, MNode, Rebuild, Sub};
 use crate::url::RemoteUrl;
 use crate::{usage, Error, Result, Settings};
 
@@ -198,6 +202,7 @@ fn import(
     progress: Option<&Progress>,
 ) -> Result<Imported> {
     let mut out = Imported::default();
+    let mut cache = trees::Cache::load(&store.root);
     // Remote id → local seq, for parents.
     let mut local_ids: HashMap<String, u64> = HashMap::new();
     {
@@ -233,47 +238,26 @@ fn import(
             continue;
         }
         let root = rec.root()?;
-        // 1. Trees, level by level.
-        let fresh: std::sync::Mutex<HashMap<Hash, Vec<u8>>> = Default::default();
-        let mut files: Vec<Hash> = Vec::new();
-        let mut seen_files: HashSet<Hash> = HashSet::new();
-        let mut frontier = vec![root];
-        while !frontier.is_empty() {
-            let mut need = Vec::new();
-            for h in frontier.drain(..) {
-                if !fresh.lock().unwrap().contains_key(&h) && !store.catalog.has_tree(&h)? {
-                    need.push(h);
-                }
-            }
-            need.sort();
-            need.dedup();
-            if need.is_empty() {
-                break;
-            }
-            let (n, _) = rt.block_on(fetch_blobs(client, known, &need, &|h, raw| {
-                fresh.lock().unwrap().insert(h, raw);
-                Ok(())
-            }))?;
-            out.transfer.objects += n;
-            let fresh_now = fresh.lock().unwrap();
-            for h in &need {
-                let bytes = &fresh_now[h];
-                out.transfer.raw_bytes += bytes.len() as u64;
-                let t = Tree::decode(bytes)
-                    .map_err(|e| Error::Corrupt(format!("remote tree {h}: {e}")))?;
-                for e in &t.entries {
-                    match &e.node {
-                        Node::Dir { tree } => frontier.push(*tree),
-                        Node::File { hash, .. } => {
-                            if seen_files.insert(*hash) && !store.objects.contains(hash) {
-                                files.push(*hash);
-                            }
+        // 1. Trees and mtimes nodes, level by level; the local trees rebuilt.
+        let (fresh, files) = if store.catalog.has_tree(&root)? {
+            (HashMap::new(), Vec::new())
+        } else {
+            let (fresh, t) = fetch_trees(store, client, rt, known, &mut cache, rec)?;
+            out.transfer.objects += t.objects;
+            out.transfer.raw_bytes += t.raw_bytes;
+            let mut files: Vec<Hash> = Vec::new();
+            let mut seen_files: HashSet<Hash> = HashSet::new();
+            for bytes in fresh.values() {
+                for e in Tree::decode(bytes)?.entries {
+                    if let Node::File { hash, .. } = e.node {
+                        if seen_files.insert(hash) && !store.objects.contains(&hash) {
+                            files.push(hash);
                         }
-                        Node::Symlink { .. } => {}
                     }
                 }
             }
-        }
+            (fresh, files)
+        };
         // 2. File contents (and the state snapshot).
         let state_blob = rec.state()?;
         let state_bytes: std::sync::Mutex<Option<Vec<u8>>> = Default::default();
@@ -292,7 +276,6 @@ fn import(
         }
         store.objects.commit()?;
         // 3. The digest.
-        let fresh = fresh.into_inner().unwrap();
         let mut cp = rec.to_local()?;
         {
             let reader = store.catalog.reader()?;
@@ -319,17 +302,135 @@ fn import(
         cp.state_version = apply_state(store, &entries, mode)?;
         // 5. The record.
         cp.parent = rec.parent.as_ref().and_then(|p| local_ids.get(p).copied());
-        let trees: Vec<(Hash, Vec<u8>)> = fresh.into_iter().collect();
+        let new_trees: Vec<(Hash, Vec<u8>)> = fresh.into_iter().collect();
         let seq = keep_seq.then_some(rec.seq);
         let imported =
             store
                 .catalog
-                .import_checkpoint(&trees, cp, seq, mode == StateMode::Become)?;
+                .import_checkpoint(&new_trees, cp, seq, mode == StateMode::Become)?;
         local_ids.insert(rec.id.clone(), imported.seq);
         out.done.push((rec.clone(), imported));
     }
+    cache.save();
     out.transfer.raw_bytes += raw_files.load(Ordering::Relaxed);
     Ok(out)
+}
+
+/// Fetches the trees and mtimes nodes of `rec` the store lacks, level by
+/// level (one batch of range requests per level), and rebuilds its local
+/// trees, checking the root against the record; returns the rebuilt trees
+/// and what was fetched. A node whose local tree the store holds (known
+/// from `cache`) is not fetched; what the rebuild learns goes into `cache`.
+fn fetch_trees(
+    store: &Store,
+    client: &Client,
+    rt: &tokio::runtime::Runtime,
+    known: &Known,
+    cache: &mut trees::Cache,
+    rec: &Record,
+) -> Result<(HashMap<Hash, Vec<u8>>, Transfer)> {
+    let mut t = Transfer::default();
+    let held: HashMap<Hash, (Hash, Hash)> = cache
+        .infos
+        .iter()
+        .filter_map(|(l, i)| Some((i.node?, (*l, i.shape))))
+        .collect();
+    let mut local: HashMap<Hash, (Hash, Hash)> = HashMap::new();
+    let mut fetched = trees::Fetched::default();
+    let mut nodes = vec![rec.mtimes()?];
+    // Directories whose tree is wanted: (tree, node, index of its record).
+    let mut dirs: Vec<(Hash, Hash, usize)> = Vec::new();
+    while !nodes.is_empty() || !dirs.is_empty() {
+        let mut need: Vec<Hash> = Vec::new();
+        let mut expand: Vec<Hash> = Vec::new();
+        nodes.sort();
+        nodes.dedup();
+        for n in nodes.drain(..) {
+            if local.contains_key(&n) || fetched.nodes.contains_key(&n) {
+                continue;
+            }
+            if let Some(&(l, s)) = held.get(&n) {
+                if store.catalog.has_tree(&l)? {
+                    local.insert(n, (l, s));
+                    continue;
+                }
+            }
+            need.push(n);
+            expand.push(n);
+        }
+        need.extend(
+            dirs.iter()
+                .map(|d| d.0)
+                .filter(|s| !fetched.shapes.contains_key(s)),
+        );
+        need.sort();
+        need.dedup();
+        let got: std::sync::Mutex<Vec<(Hash, Vec<u8>)>> = Default::default();
+        let (n, _) = rt.block_on(fetch_blobs(client, known, &need, &|h, raw| {
+            got.lock().unwrap().push((h, raw));
+            Ok(())
+        }))?;
+        t.objects += n;
+        for (h, raw) in got.into_inner().unwrap() {
+            t.raw_bytes += raw.len() as u64;
+            if trees::is_node(&raw) {
+                fetched.nodes.insert(h, MNode::decode(&raw, &h.to_hex())?);
+            } else {
+                fetched.shapes.insert(h, trees::decode_shape(&raw, &h)?);
+            }
+        }
+        let mut next: Vec<(Hash, Hash, usize)> = Vec::new();
+        for (shape, node, at) in dirs.drain(..) {
+            let (Some(s), Some(m)) = (fetched.shapes.get(&shape), fetched.nodes.get(&node)) else {
+                return Err(Error::Corrupt(format!(
+                    "remote tree {shape} was not fetched"
+                )));
+            };
+            let children = s.entries.iter().filter_map(|e| match e.node {
+                Node::Dir { tree } => Some(tree),
+                _ => None,
+            });
+            for (child, sub) in children.zip(&m.dirs[at].subs) {
+                match sub {
+                    Sub::Inline(i) => next.push((child, node, *i)),
+                    Sub::Node(n) => nodes.push(*n),
+                }
+            }
+        }
+        for n in expand {
+            let m = fetched.nodes.get(&n).ok_or_else(|| {
+                Error::Corrupt(format!("remote mtimes node {n} is not an mtimes node"))
+            })?;
+            next.push((m.shape, n, 0));
+        }
+        dirs = next;
+    }
+    let mut r = Rebuild {
+        fetched: &fetched,
+        local: &local,
+        trees: HashMap::new(),
+        nodes: HashMap::new(),
+    };
+    let (root, _) = trees::rebuild(&mut r, &rec.mtimes()?)?;
+    if root != rec.root()? {
+        return Err(Error::Corrupt(format!(
+            "remote checkpoint {} ({}): its trees and mtimes do not rebuild its root tree {}; nothing was imported",
+            rec.id,
+            client.shown("GET", &layout::record_key(&rec.hash())),
+            rec.identity.root
+        )));
+    }
+    for (n, (l, shape, weight)) in &r.nodes {
+        cache.insert(
+            *l,
+            trees::Info {
+                shape: *shape,
+                weight: *weight,
+                node: Some(*n),
+            },
+        );
+    }
+    Ok((r.trees, t))
 }
 
 /// Picks records of a ref by id: a remote-id prefix (≥ 4 hex digits),

@@ -4,14 +4,18 @@
 //!
 //! Order (the argument is in [`crate::layout`]): blobs of file contents and
 //! state snapshots in packs, uploaded in parallel, each pack before its
-//! index → tree packs one after another, children before parents →
+//! index → packs of trees (without mtimes) and mtimes nodes
+//! ([`crate::trees`]) one after another, children before parents →
 //! checkpoint records → one new ref generation by create-if-absent,
 //! retried on top of a concurrent pusher's. Nothing the remote already
-//! holds is sent: the pack indexes say which blobs it has, and a tree it
-//! has stands for its whole subtree, so a push after a one-file edit walks
-//! and sends only the changed path (a handful of requests: two listings,
-//! the ref, one pack and its index, the record, the new ref generation,
-//! and the gc check).
+//! holds is sent: the pack indexes say which blobs it has; an mtimes node
+//! it has stands for its whole subtree, and a tree it has for its subtree's
+//! trees and contents (so a second workspace with the same files sends
+//! only its mtimes). A push after a one-file edit walks and sends only the
+//! changed path (a handful of requests: two listings, the ref, one pack and
+//! its index, the record, the new ref generation, and the gc check); the
+//! shapes and nodes of unchanged subtrees come from the store's cache
+//! ([`crate::trees::Cache`]), not from reading their trees.
 //!
 //! Resuming: a killed push leaves whole packs (and maybe a pack without its
 //! index, which the next push recovers, see [`crate::known`]); the re-run
@@ -43,6 +47,7 @@ use crate::layout::{self, Record, RefBody};
 use crate::pack::{self, Builder, Kind};
 use crate::remotes;
 use crate::report::{with_transfer, Transfer};
+use crate::trees::{self, Encoder};
 use crate::{Error, Result, Settings};
 
 /// What [`push`] sends.
@@ -133,12 +138,13 @@ pub async fn read_ref(client: &Client, name: &str) -> Result<Option<(u64, RefBod
         let body: RefBody = serde_json::from_slice(&b)
             .map_err(|e| Error::Corrupt(format!("{}: {e}", client.shown("GET", &key))))?;
         if body.format != layout::FORMAT {
-            return Err(Error::Usage(format!(
-                "{} has format {} (this ckpt reads {}); upgrade ckpt",
-                client.shown("GET", &key),
+            return Err(layout::format_error(
+                &format!(
+                    "workspace {name:?} at {}",
+                    client.shown("", &key).trim_start()
+                ),
                 body.format,
-                layout::FORMAT
-            )));
+            ));
         }
         return Ok(Some((generation, body)));
     }
@@ -239,62 +245,95 @@ struct Want {
 struct Walk {
     /// File contents the remote lacks.
     objects: Vec<Want>,
-    /// Trees the remote lacks, children before parents, with their bytes.
-    trees: Vec<(Hash, Vec<u8>)>,
+    /// Trees and mtimes nodes the remote lacks, children before parents
+    /// (and a region's trees before its node), with their bytes.
+    trees: Vec<(Kind, Hash, Vec<u8>)>,
     /// Packs holding blobs this push relies on instead of sending.
     relied: HashSet<Hash>,
+    /// Blobs sent or found so far.
+    seen: HashSet<Hash>,
+    /// The mtimes node of each root pushed.
+    roots: HashMap<Hash, Hash>,
     skipped: u64,
 }
 
-fn walk(reader: &CatalogReader<'_>, roots: &[Hash], known: &Known) -> Result<Walk> {
-    let mut w = Walk::default();
-    let mut seen: HashSet<Hash> = HashSet::new();
-    // Iterative post-order: (tree, children pushed?).
-    for root in roots {
-        let mut stack: Vec<(Hash, Option<Vec<u8>>)> = vec![(*root, None)];
-        while let Some((h, done)) = stack.pop() {
-            if let Some(bytes) = done {
-                w.trees.push((h, bytes));
-                continue;
+impl Walk {
+    /// Whether blob `h` is on the remote or already on its way (noting the
+    /// pack relied on).
+    fn have(&mut self, known: &Known, h: &Hash) -> bool {
+        if self.seen.contains(h) {
+            return true;
+        }
+        match known.blobs.get(h) {
+            Some(l) => {
+                self.relied.insert(l.pack);
+                self.skipped += 1;
+                self.seen.insert(*h);
+                true
             }
-            if !seen.insert(h) {
-                continue;
+            None => false,
+        }
+    }
+
+    /// Sends local tree `l` as a node of its own (unless the remote has
+    /// it); returns the node's hash.
+    fn node(&mut self, enc: &mut Encoder<'_>, known: &Known, l: &Hash) -> Result<Hash> {
+        let cached = enc.node(l)?;
+        if self.have(known, &cached) {
+            return Ok(cached);
+        }
+        self.dir(enc, known, l)?;
+        // Encoded anew: subdirectory nodes are named as just sent or found.
+        let bytes = enc.node_bytes(l)?;
+        let h = Hash::of(&bytes);
+        enc.set_node(l, h);
+        if !self.have(known, &h) {
+            self.seen.insert(h);
+            self.trees.push((Kind::Mtimes, h, bytes));
+        }
+        Ok(h)
+    }
+
+    /// Sends the region of directory `l`: its subdirectories (inlined ones
+    /// as regions, the others as nodes), then its file contents and tree,
+    /// unless the remote has its tree.
+    fn dir(&mut self, enc: &mut Encoder<'_>, known: &Known, l: &Hash) -> Result<()> {
+        for (child, inline) in enc.subdirs(l)? {
+            if inline {
+                self.dir(enc, known, &child)?;
+            } else {
+                self.node(enc, known, &child)?;
             }
-            if let Some(l) = known.blobs.get(&h) {
-                w.relied.insert(l.pack);
-                w.skipped += 1;
-                continue;
-            }
-            let tree = reader.tree(&h)?;
-            let (hh, bytes) = tree.encode_and_hash();
-            if hh != h {
-                return Err(Error::Corrupt(format!(
-                    "tree {h} does not re-encode to its hash"
-                )));
-            }
-            stack.push((h, Some(bytes)));
-            for e in &tree.entries {
-                match &e.node {
-                    Node::Dir { tree } => stack.push((*tree, None)),
-                    Node::File { size, hash } => {
-                        if !seen.insert(*hash) {
-                            continue;
-                        }
-                        if let Some(l) = known.blobs.get(hash) {
-                            w.relied.insert(l.pack);
-                            w.skipped += 1;
-                        } else {
-                            w.objects.push(Want {
-                                kind: Kind::Object,
-                                hash: *hash,
-                                size: *size,
-                            });
-                        }
-                    }
-                    Node::Symlink { .. } => {}
+        }
+        let shape = enc.info(l)?.shape;
+        if self.have(known, &shape) {
+            return Ok(());
+        }
+        for e in &enc.tree(l)?.entries {
+            if let Node::File { size, hash } = e.node {
+                if !self.have(known, &hash) {
+                    self.seen.insert(hash);
+                    self.objects.push(Want {
+                        kind: Kind::Object,
+                        hash,
+                        size,
+                    });
                 }
             }
         }
+        let bytes = enc.shape_bytes(l)?;
+        self.seen.insert(shape);
+        self.trees.push((Kind::Tree, shape, bytes));
+        Ok(())
+    }
+}
+
+/// What of `roots` (local root trees) the remote lacks, in upload order.
+fn walk(enc: &mut Encoder<'_>, roots: &[Hash], known: &Known) -> Result<Walk> {
+    let mut w = Walk::default();
+    for root in roots {
+        let n = w.node(enc, known, root)?;
+        w.roots.insert(*root, n);
     }
     Ok(w)
 }
@@ -464,7 +503,11 @@ pub fn push(ctx: &Context, opts: &PushOptions<'_>) -> Result<PushReport> {
     };
     let todo: Vec<&Pushable> = todo.iter().map(|&i| &recs[i]).collect();
     let roots: Vec<Hash> = todo.iter().map(|(c, _, _)| c.root).collect();
-    let mut w = walk(&reader, &roots, &known)?;
+    let load = |h: &Hash| reader.tree(h);
+    let mut enc = Encoder::new(&load, trees::Cache::load(&store.root));
+    let walked = walk(&mut enc, &roots, &known);
+    enc.cache.save();
+    let mut w = walked?;
     let mut states: HashMap<Hash, Vec<u8>> = HashMap::new();
     for (_, _, blob) in &todo {
         if let Some((h, b)) = blob {
@@ -517,8 +560,8 @@ pub fn push(ctx: &Context, opts: &PushOptions<'_>) -> Result<PushReport> {
     rt.block_on(async {
         // Phase C: trees, children before parents, one pack at a time.
         let mut b = Builder::default();
-        for (h, bytes) in &w.trees {
-            b.add(Kind::Tree, *h, bytes);
+        for (kind, h, bytes) in &w.trees {
+            b.add(*kind, *h, bytes);
             if b.raw_len() >= opts.settings.pack_target {
                 let (n, r) = upload(&client, &cache, finish(std::mem::take(&mut b)), opts.progress, &sent).await?;
                 report.transfer.objects += n;
@@ -533,17 +576,24 @@ pub fn push(ctx: &Context, opts: &PushOptions<'_>) -> Result<PushReport> {
             report.transfer.packs += 1;
         }
 
-        // Phase D: checkpoint records.
+        // Phase D: checkpoint records. One already there (a re-run) must
+        // be in this format.
         stream::iter(todo.iter())
-            .map(|(_, r, _)| {
+            .map(|(c, r, _)| {
                 let client = &client;
+                let mut r = r.clone();
+                r.mtimes = w.roots.get(&c.root).map(|n| n.to_hex());
                 async move {
-                    let body = serde_json::to_vec(r).expect("record serialises");
-                    client.create(&layout::record_key(&r.hash()), Bytes::from(body)).await
+                    let body = serde_json::to_vec(&r).expect("record serialises");
+                    let key = layout::record_key(&r.hash());
+                    if client.create(&key, Bytes::from(body)).await? == Created::AlreadyThere {
+                        Record::decode(&client.get_existing(&key).await?, &r.hash())?;
+                    }
+                    Ok::<_, Error>(())
                 }
             })
             .buffer_unordered(client.concurrency())
-            .try_collect::<Vec<Created>>()
+            .try_collect::<Vec<()>>()
             .await?;
 
         ckpt_fault::point("remote.push.before_ref");

@@ -23,7 +23,8 @@ pub struct Counters {
 /// What went over the wire.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Transfer {
-    /// Blobs (file contents, trees, state snapshots) sent or received.
+    /// Blobs (file contents, trees, mtimes nodes, state snapshots) sent or
+    /// received.
     pub objects: u64,
     /// Their raw (uncompressed) bytes.
     pub raw_bytes: u64,

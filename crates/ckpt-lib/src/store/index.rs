@@ -100,7 +100,9 @@ use std::sync::{Arc, OnceLock};
 use rayon::prelude::*;
 
 use crate::error::IoContext;
-use crate::store::tree::{put_varint, valid_name, Entry, EntryRef, NodeRef, Reader};
+use crate::store::tree::{
+    put_varint, unzigzag, valid_name, zigzag, Entry, EntryRef, NodeRef, Reader,
+};
 use crate::{Error, Hash, Result};
 use ckpt_copy::fs::{is_within, join, Meta};
 
@@ -218,14 +220,6 @@ const E_DEV: u8 = 1 << 3;
 const E_MODE: u8 = 1 << 4;
 const E_SIZE: u8 = 1 << 5;
 const E_KNOWN: u8 = E_KIND | E_RACY | E_DEV | E_MODE | E_SIZE;
-
-fn zigzag(v: i64) -> u64 {
-    ((v << 1) ^ (v >> 63)) as u64
-}
-
-fn unzigzag(v: u64) -> i64 {
-    ((v >> 1) as i64) ^ -((v & 1) as i64)
-}
 
 impl Bases {
     fn of<'a>(mut views: impl Iterator<Item = EntryView<'a>>) -> Bases {

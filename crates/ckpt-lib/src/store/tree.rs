@@ -291,23 +291,28 @@ pub fn valid_name(name: &[u8]) -> bool {
 }
 
 /// A bounds-checked cursor over a byte buffer; every overrun is reported as
-/// corruption rather than a panic.
-pub(crate) struct Reader<'a> {
+/// corruption rather than a panic (also used by the remote encodings in
+/// `ckpt-remote`).
+pub struct Reader<'a> {
     buf: &'a [u8],
     pos: usize,
 }
 
 impl<'a> Reader<'a> {
-    pub(crate) fn new(buf: &'a [u8]) -> Self {
+    /// A cursor at the start of `buf`.
+    pub fn new(buf: &'a [u8]) -> Self {
         Reader { buf, pos: 0 }
     }
-    pub(crate) fn position(&self) -> usize {
+    /// Bytes consumed so far.
+    pub fn position(&self) -> usize {
         self.pos
     }
-    pub(crate) fn at_end(&self) -> bool {
+    /// Whether every byte was consumed.
+    pub fn at_end(&self) -> bool {
         self.pos == self.buf.len()
     }
-    pub(crate) fn take(&mut self, n: usize) -> Result<&'a [u8]> {
+    /// The next `n` bytes.
+    pub fn take(&mut self, n: usize) -> Result<&'a [u8]> {
         let end = self
             .pos
             .checked_add(n)
@@ -317,20 +322,24 @@ impl<'a> Reader<'a> {
         self.pos = end;
         Ok(s)
     }
-    pub(crate) fn u32(&mut self) -> Result<u32> {
+    /// A little-endian u32.
+    pub fn u32(&mut self) -> Result<u32> {
         Ok(u32::from_le_bytes(self.take(4)?.try_into().unwrap()))
     }
-    pub(crate) fn u64(&mut self) -> Result<u64> {
+    /// A little-endian u64.
+    pub fn u64(&mut self) -> Result<u64> {
         Ok(u64::from_le_bytes(self.take(8)?.try_into().unwrap()))
     }
-    pub(crate) fn hash(&mut self) -> Result<Hash> {
+    /// A 32-byte hash.
+    pub fn hash(&mut self) -> Result<Hash> {
         Ok(Hash(self.take(32)?.try_into().unwrap()))
     }
-    pub(crate) fn u8(&mut self) -> Result<u8> {
+    /// One byte.
+    pub fn u8(&mut self) -> Result<u8> {
         Ok(self.take(1)?[0])
     }
     /// An unsigned LEB128 number (at most 10 bytes, no bits beyond 64).
-    pub(crate) fn varint(&mut self) -> Result<u64> {
+    pub fn varint(&mut self) -> Result<u64> {
         let mut v = 0u64;
         for shift in (0..64).step_by(7) {
             let b = self.u8()?;
@@ -347,12 +356,23 @@ impl<'a> Reader<'a> {
 }
 
 /// Appends `v` as unsigned LEB128 (the encoding [`Reader::varint`] reads).
-pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+pub fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
         out.push(v as u8 | 0x80);
         v >>= 7;
     }
     out.push(v as u8);
+}
+
+/// A signed number as an unsigned one whose LEB128 is short when the
+/// number is near zero (zigzag: 0, -1, 1, -2 … → 0, 1, 2, 3 …).
+pub fn zigzag(v: i64) -> u64 {
+    ((v << 1) ^ (v >> 63)) as u64
+}
+
+/// The inverse of [`zigzag`].
+pub fn unzigzag(v: u64) -> i64 {
+    ((v >> 1) as i64) ^ -((v & 1) as i64)
 }
 
 /// Any node (for property tests here and in the stat index).
