@@ -600,6 +600,7 @@ pub const STORE_NAMES: &[&str] = &[
     "state.redb",
     "state.redb.lock",
     "reserve",
+    "lowers",
 ];
 
 /// Leftover temporaries anywhere in a store: unknown names at its top, and

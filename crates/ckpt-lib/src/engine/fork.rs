@@ -382,7 +382,7 @@ fn publish(staging: &Path, ws: &Workspace) -> Result<()> {
 }
 
 /// The device number of the directory `p`.
-fn dev_of(p: &Path) -> Result<u64> {
+pub(crate) fn dev_of(p: &Path) -> Result<u64> {
     let fd = ckpt_copy::fs::open_dir_path(p).ctx("open", p)?;
     Ok(ckpt_copy::fs::stat_fd(fd.as_fd()).ctx("stat", p)?.dev)
 }
@@ -397,7 +397,7 @@ fn dev_of(p: &Path) -> Result<u64> {
 /// same index rewritten whole.
 ///
 /// [`Index::remap_dev`]: crate::store::index::Index::remap_dev
-fn snapshot_store_index(fork_store: &Store, from: u64, to: u64) -> Result<Index> {
+pub(crate) fn snapshot_store_index(fork_store: &Store, from: u64, to: u64) -> Result<Index> {
     let _t = crate::trace::span("snapshot index");
     let mut ix = fork_store.load_index()?;
     if !ix.remap_dev(from, to) {
