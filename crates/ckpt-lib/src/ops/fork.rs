@@ -174,6 +174,11 @@ fn choose(ws: &Workspace, dest: &Path, opts: &ForkOptions<'_>) -> Result<Choice>
         forced,
         opts.command.is_some(),
     )?;
+    if opts.command.is_some() && opts.backend.is_none() {
+        choice.why = choice
+            .why
+            .replacen("forced by --backend", "asked for by `-- CMD`", 1);
+    }
     if opts.link && choice.backend == Backend::BtrfsSubvolume {
         choice.backend = choice.after(Backend::BtrfsSubvolume);
         choice.why = "--link writes every file as a hard link to its store object".into();
