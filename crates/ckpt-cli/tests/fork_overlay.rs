@@ -30,79 +30,8 @@ use std::ffi::OsStr;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
+use common::fleet::Fleet;
 use common::*;
-
-/// A workspace, its store and a data home, all in one temporary directory.
-struct Fleet {
-    ws: Ws,
-    xdg: PathBuf,
-}
-
-impl Fleet {
-    fn new() -> Fleet {
-        let ws = Ws::new_in(&test_base());
-        let xdg = ws.tmp.path().join("xdg");
-        std::fs::create_dir(&xdg).unwrap();
-        let f = Fleet { ws, xdg };
-        let root = f.ws.root.to_str().unwrap().to_string();
-        f.at(f.ws.tmp.path(), &["init", &root]).ok();
-        f
-    }
-
-    fn cmd(&self, cwd: &Path, args: &[&str]) -> std::process::Command {
-        let a: Vec<&OsStr> = args.iter().map(OsStr::new).collect();
-        let mut c = command(cwd, &a);
-        c.env("XDG_DATA_HOME", &self.xdg);
-        c
-    }
-
-    fn at(&self, cwd: &Path, args: &[&str]) -> Run {
-        run_command(self.cmd(cwd, args), format!("ckpt {}", args.join(" ")))
-    }
-
-    fn run(&self, args: &[&str]) -> Run {
-        self.at(&self.ws.root, args)
-    }
-
-    fn save(&self, dir: &Path) -> String {
-        let r = self.at(dir, &["save", "--json"]).ok().json();
-        r["id"].as_str().unwrap().to_string()
-    }
-
-    fn dir(&self, name: &str) -> PathBuf {
-        self.ws.tmp.path().join(name)
-    }
-
-    fn verify_store(&self, dir: &Path) {
-        let r = self.at(dir, &["verify", "--store", "--json"]);
-        assert_eq!(
-            r.code,
-            Some(0),
-            "verify --store in {}:\n{}",
-            dir.display(),
-            r.dump()
-        );
-    }
-
-    /// The store the workspace `dir` names.
-    fn store_of(&self, dir: &Path) -> PathBuf {
-        let m: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(dir.join(".ckpt")).unwrap()).unwrap();
-        PathBuf::from(m["store"].as_str().unwrap())
-    }
-
-    /// Whether overlay mounts work here (`namespace`: for `-- CMD`); else
-    /// the test is skipped with doctor's reason.
-    fn overlay_works(&self, namespace: bool) -> bool {
-        let doc = self.run(&["doctor", "--json"]).ok().json();
-        let p = &doc["overlay_mount"][if namespace { "namespace" } else { "mount" }];
-        if p["works"] == true {
-            return true;
-        }
-        skip_needs_root(&format!("overlay mounts: {}", p["why"]));
-        false
-    }
-}
 
 /// Unmounts whatever is still mounted below the test's directory when a
 /// test fails half way (so its temporary directory can be removed).
@@ -223,7 +152,7 @@ fn overlay_forks_share_a_lower_and_see_only_their_own_edits() {
     }
     let mut rng = build(&f, 1);
     f.run(&["state", "put", "plan", "base"]).ok();
-    let v1 = f.save(&f.ws.root);
+    let v1 = f.save(&f.ws.root)["id"].as_str().unwrap().to_string();
     let base = snapshot(&f.ws.root);
 
     let (a, b) = (f.dir("a"), f.dir("b"));
@@ -294,7 +223,7 @@ fn overlay_forks_share_a_lower_and_see_only_their_own_edits() {
     );
     let mut heads = Vec::new();
     for (d, want) in [(&a, &want_a), (&b, &want_b)] {
-        let id = f.save(d);
+        let id = f.save(d)["id"].as_str().unwrap().to_string();
         assert_same(want, &files(d), "a fork after its save");
         let dest = f.dir(&format!(
             "check-{id}-{}",
@@ -355,7 +284,7 @@ fn an_unmounted_overlay_fork_is_listed_and_mounts_again() {
         return;
     }
     let mut rng = build(&f, 2);
-    let v1 = f.save(&f.ws.root);
+    let v1 = f.save(&f.ws.root)["id"].as_str().unwrap().to_string();
     let d = f.dir("fork");
     f.run(&["fork", &v1, d.to_str().unwrap(), "--backend", "overlay"])
         .ok();
@@ -481,7 +410,7 @@ fn a_command_runs_over_an_overlay_fork_in_a_namespace() {
         return;
     }
     build(&f, 3);
-    let v1 = f.save(&f.ws.root);
+    let v1 = f.save(&f.ws.root)["id"].as_str().unwrap().to_string();
     command_fork(&f, &v1, &f.dir("cmd"), &|c| c);
     // Bad input: -- CMD with another backend, or with --count.
     let d = f.dir("bad");
@@ -595,7 +524,7 @@ fn overlay_fork_killed_at_each_step_is_absent_or_complete() {
         return;
     }
     build(&f, 5);
-    let v1 = f.save(&f.ws.root);
+    let v1 = f.save(&f.ws.root)["id"].as_str().unwrap().to_string();
     let base = snapshot(&f.ws.root);
     let mut faults: Vec<&str> = ckpt_fault::OVERLAY_POINTS.to_vec();
     faults.extend(["catalog.after_commit", "index.after_rename"]);

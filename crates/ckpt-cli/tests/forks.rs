@@ -30,71 +30,8 @@ use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use common::fleet::Fleet;
 use common::*;
-
-/// A data home shared by every command of a test (forks find each other
-/// through its list of stores).
-struct Fleet {
-    ws: Ws,
-    xdg: PathBuf,
-}
-
-impl Fleet {
-    fn new() -> Fleet {
-        Fleet::new_in(&test_base())
-    }
-
-    fn new_in(base: &Path) -> Fleet {
-        let ws = Ws::new_in(base);
-        let xdg = ws.tmp.path().join("xdg");
-        std::fs::create_dir(&xdg).unwrap();
-        let f = Fleet { ws, xdg };
-        let root = f.ws.root.to_str().unwrap().to_string();
-        f.at(f.ws.tmp.path(), &["init", &root]).ok();
-        f
-    }
-
-    fn cmd(&self, cwd: &Path, args: &[&str]) -> std::process::Command {
-        let a: Vec<&OsStr> = args.iter().map(OsStr::new).collect();
-        let mut c = command(cwd, &a);
-        c.env("XDG_DATA_HOME", &self.xdg);
-        c
-    }
-
-    fn at(&self, cwd: &Path, args: &[&str]) -> Run {
-        run_command(self.cmd(cwd, args), format!("ckpt {}", args.join(" ")))
-    }
-
-    fn run(&self, args: &[&str]) -> Run {
-        self.at(&self.ws.root, args)
-    }
-
-    fn save(&self, dir: &Path) -> serde_json::Value {
-        self.at(dir, &["save", "--json"]).ok().json()
-    }
-
-    fn dir(&self, name: &str) -> PathBuf {
-        self.ws.tmp.path().join(name)
-    }
-
-    fn verify_store(&self, dir: &Path) {
-        let r = self.at(dir, &["verify", "--store", "--json"]);
-        assert_eq!(
-            r.code,
-            Some(0),
-            "verify --store in {}:\n{}",
-            dir.display(),
-            r.dump()
-        );
-        assert_eq!(r.json()["ok"], true);
-    }
-
-    fn store_of(&self, dir: &Path) -> PathBuf {
-        let m: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(dir.join(".ckpt")).unwrap()).unwrap();
-        PathBuf::from(m["store"].as_str().unwrap())
-    }
-}
 
 /// Random edits below `root`: modify, add, delete, chmod (each a file of
 /// the original tree or a new one). Returns nothing: the test compares
@@ -158,13 +95,7 @@ fn four_subvolume_forks_on_loop_btrfs() {
 /// shared lower; fork_overlay.rs has the rest of their tests).
 #[test]
 fn four_overlay_forks() {
-    let probe = Fleet::new();
-    let doc = probe.run(&["doctor", "--json"]).ok().json();
-    if doc["overlay_mount"]["mount"]["works"] != true {
-        skip_needs_root(&format!(
-            "overlay forks: {}",
-            doc["overlay_mount"]["mount"]["why"]
-        ));
+    if !Fleet::new().overlay_works(false) {
         return;
     }
     four_forks_with(&test_base(), Some("overlay"));

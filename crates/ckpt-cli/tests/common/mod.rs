@@ -13,6 +13,7 @@ use std::process::{Child, Command, Output, Stdio};
 
 use serde_json::Value;
 
+pub mod fleet;
 pub mod loopfs;
 #[path = "../../../ckpt-lib/tests/common/walk.rs"]
 mod walk;

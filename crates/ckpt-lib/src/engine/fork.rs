@@ -258,20 +258,7 @@ pub fn fork(
                 fork_store.catalog.start_fork(&ws.root, &origin, cp.seq)?;
                 (cp.clone(), Imported::default())
             } else {
-                let imported = inherit::import(
-                    store,
-                    &cp,
-                    &fork_store,
-                    BTreeMap::new(),
-                    Placement {
-                        seq: Some(cp.seq),
-                        make_head: true,
-                        keep_latest_state: false,
-                    },
-                )?;
-                fork_store.catalog.set_workspace(&ws.root)?;
-                fork_store.catalog.set_origin(&origin)?;
-                imported
+                start_store(store, &cp, &fork_store, &ws.root, &origin)?
             };
             if report.is_some() {
                 let reader = fork_store.catalog.reader()?;
@@ -316,6 +303,33 @@ pub fn fork(
         })
     };
     run().inspect_err(|_| undo())
+}
+
+/// Starts the new store `fork_store` of the fork `root` at checkpoint `cp`
+/// of `store` ([`inherit::import`]: same number, made its head) and
+/// records the fork's workspace and `origin`; returns the record as
+/// stored there and how the objects moved.
+pub(crate) fn start_store(
+    store: &Store,
+    cp: &Checkpoint,
+    fork_store: &Store,
+    root: &Path,
+    origin: &Origin,
+) -> Result<(Checkpoint, Imported)> {
+    let imported = inherit::import(
+        store,
+        cp,
+        fork_store,
+        BTreeMap::new(),
+        Placement {
+            seq: Some(cp.seq),
+            make_head: true,
+            keep_latest_state: false,
+        },
+    )?;
+    fork_store.catalog.set_workspace(root)?;
+    fork_store.catalog.set_origin(origin)?;
+    Ok(imported)
 }
 
 /// Makes the fork's store at `at` (which must not exist) a btrfs snapshot

@@ -35,13 +35,12 @@
 //! indexed. Layers on different filesystems get no map (overlayfs then
 //! reports other device numbers), and the first save hashes every file.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus};
 
 use crate::engine::backend::Backend;
 use crate::engine::fork::{self, Forked};
-use crate::engine::inherit::{self, Placement};
+use crate::engine::inherit;
 use crate::engine::materialize::{self, MaterializeOptions, MaterializeReport};
 use crate::error::IoContext;
 use crate::platform::overlay::{self as ovl, Layers, Prepared};
@@ -212,24 +211,13 @@ fn fork_into(
         }
         Store::create_for(&ws.store_path, Some(&staging))?;
         let fork_store = Store::open(&ws.store_path, config)?;
-        let (rec, objects) = inherit::import(
-            store,
-            cp,
-            &fork_store,
-            BTreeMap::new(),
-            Placement {
-                seq: Some(cp.seq),
-                make_head: true,
-                keep_latest_state: false,
-            },
-        )?;
-        fork_store.catalog.set_workspace(&ws.root)?;
-        fork_store.catalog.set_origin(&Origin {
+        let origin = Origin {
             workspace: origin_root.to_path_buf(),
             store: store.root.clone(),
             checkpoint: cp.seq,
             root: cp.root,
-        })?;
+        };
+        let (rec, objects) = fork::start_store(store, cp, &fork_store, &ws.root, &origin)?;
         let tree = lower.join("tree");
         let reader = fork_store.catalog.reader()?;
         inherit::inherited_index(&tree, &reader, rec.root, reader.generation()?)?
