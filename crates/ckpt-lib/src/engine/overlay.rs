@@ -415,12 +415,9 @@ pub struct RemovedOverlay {
     pub lower_removed: bool,
 }
 
-/// Removes the files of the overlay fork `root` (layers `layers`, store
-/// `store_path`, already removed or about to be by the caller): unmounts
-/// it (refused, nothing changed, while a process uses it), removes its
-/// upper and work directories and its mount point, and its lower when no
-/// other fork uses it (the caller holds the origin store's lock, so no
-/// fork of the same checkpoint is being made meanwhile).
+/// The first step of removing the overlay fork `root`: unmounts it when
+/// it is mounted here (refused, nothing changed, while a process uses
+/// it); returns whether it was.
 pub fn unmount_for_remove(root: &Path) -> Result<bool> {
     if !ovl::is_overlay(root) {
         return Ok(false);
@@ -434,8 +431,10 @@ pub fn unmount_for_remove(root: &Path) -> Result<bool> {
     Ok(true)
 }
 
-/// The second half of removing an overlay fork: its layers, and its lower
-/// when no fork uses it any more (see [`unmount_for_remove`]).
+/// The second step of removing an overlay fork (store `store_path`): its
+/// upper and work directories, and its lower when no fork uses it any
+/// more (the caller holds the origin store's lock, so no fork of the same
+/// checkpoint is being made meanwhile).
 pub fn remove_layers(layers: &OverlayLayers, store_path: &Path) -> Result<RemovedOverlay> {
     let lower = layers.lower.parent().unwrap_or(&layers.lower).to_path_buf();
     if let Some(dir) = layers.upper.parent() {
