@@ -26,7 +26,6 @@
 
 mod common;
 
-use std::ffi::OsStr;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 

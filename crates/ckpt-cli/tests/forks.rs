@@ -26,7 +26,6 @@
 
 mod common;
 
-use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
