@@ -7,6 +7,8 @@
 #     btrfs also one fork with the parent's `ckpt watch` running
 #   - disk used by a fresh fork (filesystem "used" before/after, after sync)
 #   - adopt (`ckpt adopt DIR` of a fork with a 1-file edit saved)
+#   - as root, overlay forks: the first (which writes the shared lower), one more, and
+#     a fork's first save after a 1-file edit
 #   - baseline: `git worktree add` + `cp -a node_modules` (the corpus as a git repo
 #     without node_modules), one and 8
 # Filesystems: a loop btrfs and a loop xfs (root only; skipped otherwise) and the
@@ -113,6 +115,19 @@ bench_on() { # DIR LABEL
   for ((i = 0; i < RUNS; i++)); do
     for ((k = 1; k <= 8; k++)); do (cd "$ws" && "$CKPT" fork -q --remove "$base/g$i-$k"); done
   done
+
+  if [ "$ROOT" = yes ]; then
+    # Overlay forks (root): a mount over the checkpoint's lower, which the
+    # first overlay fork of a checkpoint writes (reported apart).
+    s=($(cd "$ws" && timed "$CKPT" fork HEAD "$base/ov-first" --backend overlay))
+    report "overlay: first fork (writes the lower)" "${s[@]}"
+    s=(); for ((i = 0; i < RUNS; i++)); do s+=($(cd "$ws" && timed "$CKPT" fork HEAD "$base/ov$i" --backend overlay)); done
+    report "overlay: one fork (lower shared)" "${s[@]}"
+    s=(); for ((i = 0; i < RUNS; i++)); do echo "// o$i" >> "$base/ov$i/$rel"; s+=($(cd "$base/ov$i" && timed "$CKPT" save -q)); done
+    report "overlay: fork's first save after a 1-file edit" "${s[@]}"
+    for ((i = 0; i < RUNS; i++)); do (cd "$ws" && "$CKPT" fork -q --remove "$base/ov$i"); done
+    (cd "$ws" && "$CKPT" fork -q --remove "$base/ov-first")
+  fi
 
   # Baseline: git worktree add + cp -a node_modules.
   local repo=$base/repo

@@ -26,75 +26,11 @@
 
 mod common;
 
-use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use common::fleet::Fleet;
 use common::*;
-
-/// A data home shared by every command of a test (forks find each other
-/// through its list of stores).
-struct Fleet {
-    ws: Ws,
-    xdg: PathBuf,
-}
-
-impl Fleet {
-    fn new() -> Fleet {
-        Fleet::new_in(&test_base())
-    }
-
-    fn new_in(base: &Path) -> Fleet {
-        let ws = Ws::new_in(base);
-        let xdg = ws.tmp.path().join("xdg");
-        std::fs::create_dir(&xdg).unwrap();
-        let f = Fleet { ws, xdg };
-        let root = f.ws.root.to_str().unwrap().to_string();
-        f.at(f.ws.tmp.path(), &["init", &root]).ok();
-        f
-    }
-
-    fn cmd(&self, cwd: &Path, args: &[&str]) -> std::process::Command {
-        let a: Vec<&OsStr> = args.iter().map(OsStr::new).collect();
-        let mut c = command(cwd, &a);
-        c.env("XDG_DATA_HOME", &self.xdg);
-        c
-    }
-
-    fn at(&self, cwd: &Path, args: &[&str]) -> Run {
-        run_command(self.cmd(cwd, args), format!("ckpt {}", args.join(" ")))
-    }
-
-    fn run(&self, args: &[&str]) -> Run {
-        self.at(&self.ws.root, args)
-    }
-
-    fn save(&self, dir: &Path) -> serde_json::Value {
-        self.at(dir, &["save", "--json"]).ok().json()
-    }
-
-    fn dir(&self, name: &str) -> PathBuf {
-        self.ws.tmp.path().join(name)
-    }
-
-    fn verify_store(&self, dir: &Path) {
-        let r = self.at(dir, &["verify", "--store", "--json"]);
-        assert_eq!(
-            r.code,
-            Some(0),
-            "verify --store in {}:\n{}",
-            dir.display(),
-            r.dump()
-        );
-        assert_eq!(r.json()["ok"], true);
-    }
-
-    fn store_of(&self, dir: &Path) -> PathBuf {
-        let m: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(dir.join(".ckpt")).unwrap()).unwrap();
-        PathBuf::from(m["store"].as_str().unwrap())
-    }
-}
 
 /// Random edits below `root`: modify, add, delete, chmod (each a file of
 /// the original tree or a new one). Returns nothing: the test compares
@@ -154,6 +90,16 @@ fn four_subvolume_forks_on_loop_btrfs() {
     });
 }
 
+/// The property test with overlay forks (root: each fork a mount over one
+/// shared lower; fork_overlay.rs has the rest of their tests).
+#[test]
+fn four_overlay_forks() {
+    if !Fleet::new().overlay_works(false) {
+        return;
+    }
+    four_forks_with(&test_base(), Some("overlay"));
+}
+
 #[test]
 fn four_forks_on_loop_xfs() {
     on_loop("xfs", &["-m", "reflink=1"]);
@@ -210,17 +156,19 @@ fn four_forks_with(base: &Path, backend: Option<&str>) {
     let dirty = snapshot(&f.ws.root);
 
     let prefix = f.dir("agent");
-    let r = f
-        .run(&[
-            "fork",
-            &v1,
-            "--count",
-            "4",
-            prefix.to_str().unwrap(),
-            "--json",
-        ])
-        .ok()
-        .json();
+    let mut args = vec![
+        "fork",
+        &v1,
+        "--count",
+        "4",
+        prefix.to_str().unwrap(),
+        "--json",
+    ];
+    let overlay = backend == Some("overlay");
+    if overlay {
+        args.extend(["--backend", "overlay"]);
+    }
+    let r = f.run(&args).ok().json();
     let forks: Vec<PathBuf> = r["forks"]
         .as_array()
         .unwrap()
@@ -378,6 +326,20 @@ fn four_forks_with(base: &Path, backend: Option<&str>) {
         f.verify_store(d);
     }
 
+    if overlay {
+        // An overlay fork's lower is in the parent's store (docs/FORK.md):
+        // removing the forks unmounts them and removes the lower.
+        for d in &forks {
+            f.run(&["fork", "--remove", d.to_str().unwrap()]).ok();
+        }
+        assert!(!f
+            .store_of(&f.ws.root)
+            .join("lowers")
+            .read_dir()
+            .unwrap()
+            .any(|_| true));
+        return;
+    }
     // Forks do not need the parent's store.
     let parent_store = f.store_of(&f.ws.root);
     remove_tree(&parent_store);
@@ -799,7 +761,7 @@ fn forced_backend_that_cannot_work_changes_nothing() {
     }
     assert!(
         refused >= 1,
-        "overlay is not implemented, so at least it is refused"
+        "off btrfs the subvolume backend at least is refused"
     );
     let r = f.run(&["fork", &v1, d.to_str().unwrap(), "--backend", "zfs"]);
     assert_ne!(r.code, Some(0));

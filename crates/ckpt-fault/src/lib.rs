@@ -56,6 +56,17 @@ pub const POINTS: &[&str] = &[
 /// after its records before the ref).
 pub const REMOTE_POINTS: &[&str] = &["remote.push.after_pack", "remote.push.before_ref"];
 
+/// Crash points of an overlay fork (crate ckpt-lib, engine/overlay.rs),
+/// kept apart from [`POINTS`] because they need overlay mounts: exercised
+/// by `crates/ckpt-cli/tests/fork_overlay.rs` (after the lower is written,
+/// before it is renamed in; before the fork's layers are published; before
+/// the mount).
+pub const OVERLAY_POINTS: &[&str] = &[
+    "overlay.before_lower_rename",
+    "overlay.before_publish",
+    "overlay.before_mount",
+];
+
 /// The environment variable that arms one point: `NAME` or `NAME:N`.
 pub const ENV: &str = "CKPT_FAULT";
 
@@ -104,7 +115,9 @@ mod imp {
     pub(super) fn hit(name: &'static str) {
         let Some(a) = armed() else { return };
         debug_assert!(
-            super::POINTS.contains(&name) || super::REMOTE_POINTS.contains(&name),
+            super::POINTS.contains(&name)
+                || super::REMOTE_POINTS.contains(&name)
+                || super::OVERLAY_POINTS.contains(&name),
             "fault point {name} missing from ckpt_fault::POINTS"
         );
         if a.name == name && a.hits.fetch_add(1, Ordering::SeqCst) + 1 == a.nth {

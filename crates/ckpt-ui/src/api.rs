@@ -387,6 +387,7 @@ async fn fork(State(s): S, Json(b): Json<ForkBody>) -> Response {
                 link: false,
                 progress: None,
                 backend: None,
+                command: None,
             },
         )
     })

@@ -35,6 +35,18 @@ pub fn run(ctx: &Ctx, args: &DoctorArgs) -> Result<()> {
     for p in f.probes.iter().filter(|p| !p.works) {
         println!("  not {}: {}", p.backend.name(), p.why);
     }
+    let yn = |w: bool| if w { "works" } else { "does not work" };
+    let o = &rep.overlay;
+    println!(
+        "overlay mount here (root): {} — {}",
+        yn(o.mount.works),
+        o.mount.why
+    );
+    println!(
+        "overlay mount in a namespace (`fork … -- CMD`): {} — {}",
+        yn(o.namespace.works),
+        o.namespace.why
+    );
     Ok(())
 }
 

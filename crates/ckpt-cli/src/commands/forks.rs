@@ -44,6 +44,15 @@ pub fn run(ctx: &Ctx, args: &ForksArgs) -> Result<()> {
             render::bytes(d.bytes_modified),
             render::bytes(d.bytes_deleted)
         );
+        match &f.overlay {
+            Some((_, true)) => println!("  overlay, mounted"),
+            Some((_, false)) => println!(
+                "  overlay, not mounted (after a reboot, or a `-- CMD` run): `ckpt fork --mount {}` mounts it again (root), `ckpt fork --mount {} -- CMD` runs CMD over it",
+                f.root.display(),
+                f.root.display()
+            ),
+            None => {}
+        }
     }
     Ok(())
 }

@@ -134,8 +134,9 @@ pub struct ForkArgs {
     /// How many forks (default 1).
     #[serde(default)]
     pub count: Option<usize>,
-    /// Force a backend: "btrfs-subvolume", "reflink" or "copy" (default:
-    /// the fastest that works, as `ckpt doctor` shows).
+    /// Force a backend: "btrfs-subvolume", "reflink", "overlay" (root: a
+    /// mount that lasts until fork_remove or a reboot) or "copy" (default:
+    /// the fastest that works, never overlay, as `ckpt doctor` shows).
     #[serde(default)]
     pub backend: Option<String>,
 }
@@ -403,6 +404,7 @@ impl CkptServer {
                         link: false,
                         progress: None,
                         backend,
+                        command: None,
                     };
                     ops::fork::fork_many(c, &opts, n)
                 },

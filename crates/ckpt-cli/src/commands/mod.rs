@@ -146,7 +146,7 @@ pub fn run(cmd: &Command, ctx: &Ctx, chdir_given: bool) -> Result<ExitCode> {
         Command::Hash(args) => hash::run(ctx, args),
         Command::State { cmd } => return state::run(ctx, cmd),
         Command::Cp(args) => cp::run(ctx, args),
-        Command::Fork(args) => fork::run(ctx, args),
+        Command::Fork(args) => return fork::run(ctx, args),
         Command::Forks(args) => forks::run(ctx, args),
         Command::Adopt(args) => adopt::run(ctx, args),
         Command::Doctor(args) => doctor::run(ctx, args),

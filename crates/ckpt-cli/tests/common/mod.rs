@@ -13,6 +13,7 @@ use std::process::{Child, Command, Output, Stdio};
 
 use serde_json::Value;
 
+pub mod fleet;
 pub mod loopfs;
 #[path = "../../../ckpt-lib/tests/common/walk.rs"]
 mod walk;
@@ -600,6 +601,7 @@ pub const STORE_NAMES: &[&str] = &[
     "state.redb",
     "state.redb.lock",
     "reserve",
+    "lowers",
 ];
 
 /// Leftover temporaries anywhere in a store: unknown names at its top, and

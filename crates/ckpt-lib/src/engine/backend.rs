@@ -13,10 +13,14 @@
 //!   ([`crate::engine::fork`]);
 //! - **reflink**: a real `FICLONE` between temporary files in the store and
 //!   in the fork's parent directory ([`probe_pair`]);
+//! - **overlay**: a real overlayfs mount of empty layers in a scratch
+//!   directory beside the fork's directory ([`overlay::probe`]), in this
+//!   mount namespace (root) or, for a fork that runs a command (`-- CMD`),
+//!   in a child's new user and mount namespace, exactly as the fork will.
+//!   Never chosen automatically: a fork's directory stays an ordinary
+//!   directory unless `--backend overlay` or `-- CMD` asks for a mount
+//!   (which does not survive a reboot);
 //! - **copy**: always works.
-//!
-//! The overlay backend of docs/FORK.md is not implemented; it is named
-//! here so that `--backend overlay` says so instead of failing to parse.
 
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
@@ -24,6 +28,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::platform::btrfs;
+use crate::platform::overlay;
 use crate::{Error, Result};
 use ckpt_copy::copy::probe_pair;
 use ckpt_copy::fs;
@@ -35,7 +40,8 @@ pub enum Backend {
     /// A btrfs snapshot of the workspace subvolume, then a restore of the
     /// paths that differ from the checkpoint.
     BtrfsSubvolume,
-    /// An overlay mount over a materialised checkpoint (not implemented).
+    /// An overlayfs mount of a shared read-only materialised checkpoint
+    /// and the fork's own upper layer.
     Overlay,
     /// Every file a `FICLONE` of its store object.
     Reflink,
@@ -44,11 +50,12 @@ pub enum Backend {
 }
 
 impl Backend {
-    /// Every backend, fastest first (the order [`choose`] tries them).
+    /// Every backend, in the order [`choose`] tries them (overlay only
+    /// when asked for).
     pub const ALL: [Backend; 4] = [
         Backend::BtrfsSubvolume,
-        Backend::Overlay,
         Backend::Reflink,
+        Backend::Overlay,
         Backend::Copy,
     ];
 
@@ -191,17 +198,79 @@ fn probe_reflink(store_root: &Path, dest_dir: &Path) -> std::result::Result<Stri
     }
 }
 
+/// Whether overlay mounts work beside `dir` (the fork's parent
+/// directory): in this mount namespace (root), and in a new user and mount
+/// namespace of a child (what `ckpt fork … -- CMD` does).
+#[derive(Clone, Debug, Serialize)]
+pub struct OverlayProbes {
+    /// A mount here, which lasts until unmounted (root only).
+    pub mount: OverlayCheck,
+    /// A mount in a child's new namespace, for `-- CMD`.
+    pub namespace: OverlayCheck,
+}
+
+/// One overlay probe.
+#[derive(Clone, Debug, Serialize)]
+pub struct OverlayCheck {
+    /// It works.
+    pub works: bool,
+    /// Why (not), in a sentence.
+    pub why: String,
+}
+
+/// One overlay probe beside `dir`: `namespace`: in a child's new namespace.
+fn probe_overlay_one(dir: &Path, namespace: bool) -> std::result::Result<String, String> {
+    if !namespace && !overlay::is_root() {
+        return Err("mounting outside a namespace needs root; as this user `ckpt fork ID DIR -- CMD` mounts the fork in a user namespace for CMD".into());
+    }
+    let scratch = dir.join(format!(".ckpt-overlay-probe.{}", std::process::id()));
+    overlay::probe(&scratch, namespace).map(|()| {
+        if namespace {
+            format!(
+                "an overlay mounts in a new {}mount namespace beside {}: `ckpt fork ID DIR -- CMD` runs CMD in it",
+                if overlay::is_root() { "" } else { "user and " },
+                dir.display()
+            )
+        } else {
+            format!("an overlay mounts beside {} (as root)", dir.display())
+        }
+    })
+}
+
+/// Both overlay probes beside the fork `dest` (see [`OverlayProbes`]).
+pub fn probe_overlay(dest: &Path) -> OverlayProbes {
+    let dir = existing_ancestor(dest);
+    let check = |namespace| match probe_overlay_one(&dir, namespace) {
+        Ok(why) => OverlayCheck { works: true, why },
+        Err(why) => OverlayCheck { works: false, why },
+    };
+    OverlayProbes {
+        mount: check(false),
+        namespace: check(true),
+    }
+}
+
 /// Probes every backend for a fork of the workspace `ws_root` (store
 /// `store_root`) into `dest` (a new or empty directory; its nearest
-/// existing ancestor is probed).
-pub fn probe_all(ws_root: &Path, store_root: &Path, dest: &Path) -> Vec<Probe> {
+/// existing ancestor is probed). `overlay`: probe an overlay mount as the
+/// fork would make it (`Some(true)`: in a namespace, for `-- CMD`); None:
+/// not probed (never chosen automatically).
+pub fn probe_all(
+    ws_root: &Path,
+    store_root: &Path,
+    dest: &Path,
+    overlay_ns: Option<bool>,
+) -> Vec<Probe> {
     let dir = existing_ancestor(dest);
     Backend::ALL
         .into_iter()
         .map(|backend| {
             let r = match backend {
                 Backend::BtrfsSubvolume => probe_subvolume(ws_root, store_root, &dir),
-                Backend::Overlay => Err("not implemented yet (docs/FORK.md)".into()),
+                Backend::Overlay => match overlay_ns {
+                    Some(ns) => probe_overlay_one(&dir, ns),
+                    None => Err("not probed: an overlay fork is made only when asked for (`--backend overlay`, or `-- CMD`), as its mount does not survive a reboot".into()),
+                },
                 Backend::Reflink => probe_reflink(store_root, &dir),
                 Backend::Copy => Ok(
                     "copies work everywhere: every file is written from its verified store object"
@@ -222,14 +291,18 @@ pub fn probe_all(ws_root: &Path, store_root: &Path, dest: &Path) -> Vec<Probe> {
 }
 
 /// The backend for a fork into `dest`: `forced` if it works here (else a
-/// usage error, nothing changed), otherwise the first that works.
+/// usage error, nothing changed), otherwise the first that works, never
+/// overlay. `namespace`: the fork runs a command in a namespace (`--
+/// CMD`), which is how its overlay mount is probed.
 pub fn choose(
     ws_root: &Path,
     store_root: &Path,
     dest: &Path,
     forced: Option<Backend>,
+    namespace: bool,
 ) -> Result<Choice> {
-    let probes = probe_all(ws_root, store_root, dest);
+    let ovl = (forced == Some(Backend::Overlay)).then_some(namespace);
+    let probes = probe_all(ws_root, store_root, dest, ovl);
     let pick = |b: Backend| {
         probes
             .iter()
@@ -257,7 +330,7 @@ pub fn choose(
         None => {
             let p = probes
                 .iter()
-                .find(|p| p.works)
+                .find(|p| p.works && p.backend != Backend::Overlay)
                 .expect("copy always works")
                 .clone();
             Ok(Choice {

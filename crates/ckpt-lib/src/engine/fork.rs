@@ -258,20 +258,7 @@ pub fn fork(
                 fork_store.catalog.start_fork(&ws.root, &origin, cp.seq)?;
                 (cp.clone(), Imported::default())
             } else {
-                let imported = inherit::import(
-                    store,
-                    &cp,
-                    &fork_store,
-                    BTreeMap::new(),
-                    Placement {
-                        seq: Some(cp.seq),
-                        make_head: true,
-                        keep_latest_state: false,
-                    },
-                )?;
-                fork_store.catalog.set_workspace(&ws.root)?;
-                fork_store.catalog.set_origin(&origin)?;
-                imported
+                start_store(store, &cp, &fork_store, &ws.root, &origin)?
             };
             if report.is_some() {
                 let reader = fork_store.catalog.reader()?;
@@ -316,6 +303,33 @@ pub fn fork(
         })
     };
     run().inspect_err(|_| undo())
+}
+
+/// Starts the new store `fork_store` of the fork `root` at checkpoint `cp`
+/// of `store` ([`inherit::import`]: same number, made its head) and
+/// records the fork's workspace and `origin`; returns the record as
+/// stored there and how the objects moved.
+pub(crate) fn start_store(
+    store: &Store,
+    cp: &Checkpoint,
+    fork_store: &Store,
+    root: &Path,
+    origin: &Origin,
+) -> Result<(Checkpoint, Imported)> {
+    let imported = inherit::import(
+        store,
+        cp,
+        fork_store,
+        BTreeMap::new(),
+        Placement {
+            seq: Some(cp.seq),
+            make_head: true,
+            keep_latest_state: false,
+        },
+    )?;
+    fork_store.catalog.set_workspace(root)?;
+    fork_store.catalog.set_origin(origin)?;
+    Ok(imported)
 }
 
 /// Makes the fork's store at `at` (which must not exist) a btrfs snapshot
@@ -382,7 +396,7 @@ fn publish(staging: &Path, ws: &Workspace) -> Result<()> {
 }
 
 /// The device number of the directory `p`.
-fn dev_of(p: &Path) -> Result<u64> {
+pub(crate) fn dev_of(p: &Path) -> Result<u64> {
     let fd = ckpt_copy::fs::open_dir_path(p).ctx("open", p)?;
     Ok(ckpt_copy::fs::stat_fd(fd.as_fd()).ctx("stat", p)?.dev)
 }
@@ -397,7 +411,7 @@ fn dev_of(p: &Path) -> Result<u64> {
 /// same index rewritten whole.
 ///
 /// [`Index::remap_dev`]: crate::store::index::Index::remap_dev
-fn snapshot_store_index(fork_store: &Store, from: u64, to: u64) -> Result<Index> {
+pub(crate) fn snapshot_store_index(fork_store: &Store, from: u64, to: u64) -> Result<Index> {
     let _t = crate::trace::span("snapshot index");
     let mut ix = fork_store.load_index()?;
     if !ix.remap_dev(from, to) {

@@ -13,7 +13,8 @@
 //! - [`verify`]: re-read a workspace or the store and check digests.
 //! - [`fork`]: a checkpoint as a new, independent workspace; [`backend`]:
 //!   which way its files are made; [`subvolume`]: making a workspace a
-//!   btrfs subvolume so forks are snapshots.
+//!   btrfs subvolume so forks are snapshots; [`overlay`]: a fork as an
+//!   overlayfs mount over a shared read-only materialised checkpoint.
 //! - [`inherit`]: a checkpoint brought from one store into another (a
 //!   fork's store starts at its origin; adopt brings a fork's back).
 
@@ -23,6 +24,7 @@ pub mod digest;
 pub mod fork;
 pub mod inherit;
 pub mod materialize;
+pub mod overlay;
 pub mod restore;
 pub mod save;
 pub mod subvolume;

@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use super::json::{serialize_via_to_json, with_schema};
 use super::Context;
-use crate::engine::backend::{self, Choice};
+use crate::engine::backend::{self, Backend, Choice, OverlayProbes};
 use crate::platform::doctor::{self, Report};
 use crate::Result;
 
@@ -28,16 +28,22 @@ pub struct DoctorReport {
     /// The diagnosis.
     pub report: Report,
     /// The backend a fork beside the workspace (`../NAME-fork`) gets, and
-    /// every backend's probe.
+    /// every backend's probe (overlay's: either of `overlay`'s works).
     pub fork: Choice,
+    /// Whether overlay mounts work there: as root, and in a namespace.
+    pub overlay: OverlayProbes,
 }
 
 impl DoctorReport {
-    /// The JSON form: the [`Report`] fields, and `fork_backend` (`backend`,
-    /// `why`, `probes`: each `backend`, `works`, `why`).
+    /// The JSON form: the [`Report`] fields, `fork_backend` (`backend`,
+    /// `why`, `probes`: each `backend`, `works`, `why`) and
+    /// `overlay_mount` (`mount` (here, as root) and `namespace` (a new
+    /// user and mount namespace, for `fork … -- CMD`): each `works`,
+    /// `why`).
     pub fn to_json(&self) -> Value {
         let mut v = with_schema(&self.report);
         v["fork_backend"] = serde_json::to_value(&self.fork).unwrap_or(Value::Null);
+        v["overlay_mount"] = serde_json::to_value(&self.overlay).unwrap_or(Value::Null);
         v
     }
 }
@@ -63,11 +69,23 @@ pub fn doctor(ctx: &Context, opts: &DoctorOptions) -> Result<DoctorReport> {
     let report = doctor::diagnose(&ws.root, &ws.store_path, cached, forced, dirs)?;
     let mut beside = ws.root.as_os_str().to_owned();
     beside.push("-fork");
-    let fork = backend::choose(
-        &ws.root,
-        &ws.store_path,
-        std::path::Path::new(&beside),
-        None,
-    )?;
-    Ok(DoctorReport { report, fork })
+    let beside = std::path::Path::new(&beside);
+    let mut fork = backend::choose(&ws.root, &ws.store_path, beside, None, false)?;
+    let overlay = backend::probe_overlay(beside);
+    if let Some(p) = fork
+        .probes
+        .iter_mut()
+        .find(|p| p.backend == Backend::Overlay)
+    {
+        p.works = overlay.mount.works || overlay.namespace.works;
+        p.why = format!(
+            "{}; in a namespace (`-- CMD`): {} (used only when asked for: `--backend overlay` or `-- CMD`)",
+            overlay.mount.why, overlay.namespace.why
+        );
+    }
+    Ok(DoctorReport {
+        report,
+        fork,
+        overlay,
+    })
 }

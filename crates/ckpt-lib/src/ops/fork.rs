@@ -19,6 +19,7 @@ use super::{normalize, Context};
 use crate::engine::backend::{self, Backend, Choice};
 use crate::engine::fork::{self, SnapshotRestore};
 use crate::engine::materialize::{MaterializeOptions, MaterializeReport, Verified};
+use crate::engine::overlay;
 use crate::engine::save::ScanPlan;
 use crate::store::objects::Imported;
 use crate::watch::client::Plan;
@@ -42,6 +43,10 @@ pub struct ForkOptions<'a> {
     pub progress: Option<&'a Progress>,
     /// Use this backend or fail (`--backend`); None: the best that works.
     pub backend: Option<Backend>,
+    /// `-- CMD ARGS…`: an overlay fork mounted in a new namespace where
+    /// this command runs; the fork returns when it exits (the mount is then
+    /// gone, the fork's layers and store stay).
+    pub command: Option<&'a [std::ffi::OsString]>,
 }
 
 /// What [`fork()`] did.
@@ -65,8 +70,36 @@ pub struct ForkReport {
     pub why: String,
     /// A subvolume fork: what the restore after the snapshot changed.
     pub restored: Option<SnapshotRestore>,
+    /// An overlay fork: its layers and mount.
+    pub overlay: Option<OverlayReport>,
     /// How long it took.
     pub elapsed: Duration,
+}
+
+/// An overlay fork's layers and how it was mounted.
+#[derive(Debug)]
+pub struct OverlayReport {
+    /// The shared lower directory (in this workspace's store).
+    pub lower: PathBuf,
+    /// This fork wrote the lower (else an earlier fork of the checkpoint).
+    pub lower_made: bool,
+    /// The mount.
+    pub mounted: overlay::Mounted,
+}
+
+impl OverlayReport {
+    /// The JSON form (the fork's `overlay`, and `ckpt fork --mount`'s).
+    pub fn to_json(&self) -> Value {
+        json!({
+            "lower": self.lower.display().to_string(),
+            "lower_made": self.lower_made,
+            "upper": self.mounted.layers.upper.display().to_string(),
+            "work": self.mounted.layers.work.display().to_string(),
+            "mount": if self.mounted.status.is_some() { "namespace" } else { "persistent" },
+            "index_mapped": self.mounted.index_mapped,
+            "command_status": self.mounted.status.map(json::exit_code),
+        })
+    }
 }
 
 impl ForkReport {
@@ -75,7 +108,9 @@ impl ForkReport {
     /// only the differences), `restored` (subvolume: `written`, `removed`,
     /// `watcher`; else null), `link`, `objects`, `store_snapshot` (the
     /// fork's store is a snapshot of ours: `objects` then moved none),
-    /// `elapsed_ms`.
+    /// `overlay` (an overlay fork: `lower`, `lower_made`, `upper`, `work`,
+    /// `mount` (`persistent` or `namespace`), `index_mapped`,
+    /// `command_status`; else null), `elapsed_ms`.
     pub fn to_json(&self) -> Value {
         let rep = &self.report;
         json!({
@@ -92,6 +127,7 @@ impl ForkReport {
             "link": self.link,
             "objects": json::imported(&self.objects),
             "store_snapshot": self.store_snapshot,
+            "overlay": self.overlay.as_ref().map(OverlayReport::to_json),
             "elapsed_ms": json::ms(self.elapsed),
         })
     }
@@ -116,16 +152,33 @@ fn outside(ctx: &Context, ws: &Workspace, dir: &Path) -> Result<PathBuf> {
 /// [`crate::engine::backend::choose`]); `--link` always writes files
 /// (hard links), so it takes the reflink/copy path.
 fn choose(ws: &Workspace, dest: &Path, opts: &ForkOptions<'_>) -> Result<Choice> {
-    if opts.link
-        && opts
-            .backend
-            .is_some_and(|b| b != Backend::Reflink && b != Backend::Copy)
-    {
+    let forced = match (opts.command, opts.backend) {
+        (None, b) => b,
+        (Some(_), None | Some(Backend::Overlay)) => Some(Backend::Overlay),
+        (Some(_), Some(b)) => {
+            return Err(Error::Usage(format!(
+                "`-- CMD` runs CMD over an overlay fork; it cannot be used with --backend {} (nothing was changed)",
+                b.name()
+            )))
+        }
+    };
+    if opts.link && forced.is_some_and(|b| b != Backend::Reflink && b != Backend::Copy) {
         return Err(Error::Usage(
             "--link hard-links files to the store's objects, which only the reflink and copy backends write (nothing was changed)".into(),
         ));
     }
-    let mut choice = backend::choose(&ws.root, &ws.store_path, dest, opts.backend)?;
+    let mut choice = backend::choose(
+        &ws.root,
+        &ws.store_path,
+        dest,
+        forced,
+        opts.command.is_some(),
+    )?;
+    if opts.command.is_some() && opts.backend.is_none() {
+        choice.why = choice
+            .why
+            .replacen("forced by --backend", "asked for by `-- CMD`", 1);
+    }
     if opts.link && choice.backend == Backend::BtrfsSubvolume {
         choice.backend = choice.after(Backend::BtrfsSubvolume);
         choice.why = "--link writes every file as a hard link to its store object".into();
@@ -154,26 +207,71 @@ fn fork_with(
     ctx.client().persist(&ws.store_path);
     let store = ws.open_store(&ctx.config)?;
     let new_store = opts.store.map(|s| ctx.abs(s));
-    let forked = fork::fork(
-        &store,
-        &ws.root,
-        opts.rev,
-        dest,
-        new_store.as_deref(),
-        &ctx.config,
-        choice,
-        MaterializeOptions {
-            link: opts.link,
-            progress: opts.progress,
-            copier: None,
-            verified,
-        },
-        &|| watcher_plan(ctx, ws, &store),
-    )?;
-    Ok(ForkReport {
+    let mopts = MaterializeOptions {
+        link: opts.link,
+        progress: opts.progress,
+        copier: None,
+        verified,
+    };
+    let (forked, lower) = if choice.backend == Backend::Overlay {
+        let (f, l) = overlay::fork(
+            &store,
+            &ws.root,
+            opts.rev,
+            dest,
+            new_store.as_deref(),
+            &ctx.config,
+            mopts,
+        )?;
+        (f, Some(l))
+    } else {
+        let f = fork::fork(
+            &store,
+            &ws.root,
+            opts.rev,
+            dest,
+            new_store.as_deref(),
+            &ctx.config,
+            choice,
+            mopts,
+            &|| watcher_plan(ctx, ws, &store),
+        )?;
+        (f, None)
+    };
+    drop(store);
+    let mut rep = ForkReport {
         link: opts.link,
         ..report(ctx, forked, choice, t0)
-    })
+    };
+    if let Some(l) = lower {
+        let mounted = mount_new(ctx, ws, &rep, opts.command)?;
+        rep.overlay = Some(OverlayReport {
+            lower: l.lower,
+            lower_made: l.lower_made,
+            mounted,
+        });
+        rep.elapsed = t0.elapsed();
+    }
+    Ok(rep)
+}
+
+/// Mounts the overlay fork just made (`rep`), running `command` in it if
+/// given; when the mount fails the fork is removed again, so nothing was
+/// changed (beyond a lower it made, which the next fork uses).
+fn mount_new(
+    ctx: &Context,
+    ws: &Workspace,
+    rep: &ForkReport,
+    command: Option<&[std::ffi::OsString]>,
+) -> Result<overlay::Mounted> {
+    let mut cmd = command.map(super::forks::command);
+    match overlay::mount(&rep.to, &rep.store, &ctx.config, cmd.as_mut()) {
+        Ok(m) => Ok(m),
+        Err(e) => {
+            let _ = super::forks::remove_overlay(ctx, ws, &rep.to, &rep.store);
+            Err(e)
+        }
+    }
 }
 
 /// The report of the fork `forked`, started at `t0`, whose store is
@@ -191,6 +289,7 @@ fn report(ctx: &Context, forked: fork::Forked, choice: &Choice, t0: Instant) -> 
         backend: forked.backend,
         why: forked.note.unwrap_or_else(|| choice.why.clone()),
         restored: forked.restored,
+        overlay: None,
         elapsed: t0.elapsed(),
     }
 }
@@ -240,6 +339,12 @@ pub fn fork_many(ctx: &Context, opts: &ForkOptions<'_>, n: usize) -> Result<Fork
     if n == 0 {
         return Err(Error::Usage(
             "--count must be at least 1 (nothing was changed)".into(),
+        ));
+    }
+    if opts.command.is_some() {
+        return Err(Error::Usage(
+            "`-- CMD` runs one command over one overlay fork: drop --count (nothing was changed)"
+                .into(),
         ));
     }
     if opts.store.is_some() && n > 1 {

@@ -9,8 +9,15 @@
 //! `ckpt stores` does. Divergence is measured between the origin checkpoint
 //! and the fork's latest checkpoint, both in the fork's store (it holds its
 //! origin's trees), so the fork's files are not scanned.
+//!
+//! An overlay fork (docs/FORK.md, "overlayfs") is listed whether or not it
+//! is mounted (after a reboot it is not: its directory is then an empty
+//! mount point and its marker is in its upper layer); `ckpt fork --mount
+//! DIR` ([`mount`]) mounts it again, and `ckpt fork --remove` unmounts it
+//! first.
 
 use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::time::Duration;
 
 use serde_json::{json, Value};
@@ -19,8 +26,9 @@ use super::json::{self as j, serialize_via_to_json, SCHEMA};
 use super::stores::{self, Attachment, StoresOptions, BUSY_WAIT};
 use super::Context;
 use crate::engine::diff::{self, PathFilter, TreeSource};
+use crate::engine::overlay::{self, RemovedOverlay};
 use crate::error::IoContext;
-use crate::store::catalog::{ChangeStats, Checkpoint, Origin};
+use crate::store::catalog::{ChangeStats, Checkpoint, Origin, OverlayLayers};
 use crate::store::Store;
 use crate::workspace::Workspace;
 use crate::{Error, Result};
@@ -40,6 +48,8 @@ pub struct ForkInfo {
     pub head: Option<u64>,
     /// From the origin checkpoint to `latest`.
     pub diverged: ChangeStats,
+    /// An overlay fork: its layers, and whether it is mounted here.
+    pub overlay: Option<(OverlayLayers, bool)>,
 }
 
 /// What [`forks`] found.
@@ -55,7 +65,8 @@ impl ForksReport {
     /// The JSON form: `workspace`, `forks` (each `dir`, `store`, `origin`
     /// (`v…` in this workspace's store), `latest` (a checkpoint object of
     /// the fork's store), `diverged` (`files_added`, `files_modified`,
-    /// `files_deleted`, `bytes_added`, `bytes_modified`, `bytes_deleted`)).
+    /// `files_deleted`, `bytes_added`, `bytes_modified`, `bytes_deleted`),
+    /// `overlay` (an overlay fork: `lower`, `upper`, `mounted`; else null)).
     pub fn to_json(&self) -> Value {
         let forks: Vec<Value> = self
             .forks
@@ -67,6 +78,11 @@ impl ForksReport {
                     "origin": format!("v{}", f.origin.checkpoint),
                     "latest": f.latest.as_ref().map_or(Value::Null, |c| j::checkpoint(c, f.head)),
                     "diverged": f.diverged,
+                    "overlay": f.overlay.as_ref().map(|(l, mounted)| json!({
+                        "lower": l.lower.display().to_string(),
+                        "upper": l.upper.display().to_string(),
+                        "mounted": mounted,
+                    })),
                 })
             })
             .collect();
@@ -85,11 +101,12 @@ pub fn forks(ctx: &Context) -> Result<ForksReport> {
     config.lock_timeout = config.lock_timeout.min(BUSY_WAIT);
     let mut found = Vec::new();
     for s in stores::stores(ctx, &StoresOptions::default())?.stores {
-        if s.attachment != Attachment::Attached || s.path == ws.store_path {
+        if s.path == ws.store_path {
             continue;
         }
+        let attached = s.attachment == Attachment::Attached;
         let Some(root) = s.workspace else { continue };
-        if let Ok(Some(info)) = describe(&s.path, root, &ws, &config) {
+        if let Ok(Some(info)) = describe(&s.path, root, &ws, &config, attached) {
             found.push(info);
         }
     }
@@ -100,11 +117,16 @@ pub fn forks(ctx: &Context) -> Result<ForksReport> {
     })
 }
 
+/// The fork whose store is at `path` and whose workspace is `root`, when
+/// it is a fork of `ws` and is there: `attached` (its directory's marker
+/// names the store), or an overlay fork whose upper layer's marker does
+/// (mounted or not).
 fn describe(
     path: &Path,
     root: PathBuf,
     ws: &Workspace,
     config: &crate::Config,
+    attached: bool,
 ) -> Result<Option<ForkInfo>> {
     let store = Store::open_read_only(path, config)?;
     let r = store.catalog.reader()?;
@@ -114,6 +136,13 @@ fn describe(
     if origin.workspace != ws.root {
         return Ok(None);
     }
+    let overlay = r
+        .overlay()?
+        .filter(|l| crate::workspace::marker_names(&l.upper, path));
+    if !attached && overlay.is_none() {
+        return Ok(None);
+    }
+    let overlay = overlay.map(|l| (l, attached && crate::platform::overlay::is_overlay(&root)));
     let latest = r.checkpoints()?.into_iter().max_by_key(|c| c.seq);
     let diverged = match &latest {
         Some(cp) => {
@@ -138,6 +167,7 @@ fn describe(
         head: r.head()?,
         latest,
         diverged,
+        overlay,
     }))
 }
 
@@ -152,13 +182,16 @@ pub struct RemovedFork {
     pub subvolume: bool,
     /// Why a subvolume was removed file by file instead, if it was.
     pub note: Option<String>,
+    /// An overlay fork: what was unmounted and removed.
+    pub overlay: Option<RemovedOverlay>,
     /// How long it took.
     pub elapsed: Duration,
 }
 
 impl RemovedFork {
     /// The JSON form: `removed` (the directory), `store`, `subvolume`,
-    /// `note`, `elapsed_ms`.
+    /// `note`, `overlay` (an overlay fork: `unmounted`, `lower`,
+    /// `lower_removed`; else null), `elapsed_ms`.
     pub fn to_json(&self) -> Value {
         json!({
             "schema": SCHEMA,
@@ -166,6 +199,11 @@ impl RemovedFork {
             "store": self.store.display().to_string(),
             "subvolume": self.subvolume,
             "note": self.note,
+            "overlay": self.overlay.as_ref().map(|o| json!({
+                "unmounted": o.unmounted,
+                "lower": o.lower.display().to_string(),
+                "lower_removed": o.lower_removed,
+            })),
             "elapsed_ms": j::ms(self.elapsed),
         })
     }
@@ -186,18 +224,17 @@ serialize_via_to_json!(ForksReport, RemovedFork);
 pub fn remove(ctx: &Context, dir: &Path) -> Result<RemovedFork> {
     let t0 = std::time::Instant::now();
     let ws = ctx.workspace()?;
-    let fork = super::adopt::fork_workspace(ctx, &ws, dir)?;
-    let origin = {
-        let store = fork.open_store_read_only(&ctx.config)?;
-        let origin = store.catalog.reader()?.origin()?;
-        origin
-    };
-    if origin.as_ref().map(|o| &o.workspace) != Some(&ws.root) {
-        return Err(Error::Usage(format!(
-            "{} is not a fork of this workspace {} (`ckpt forks` lists them; nothing was changed)",
-            fork.root.display(),
-            ws.root.display()
-        )));
+    let (fork, overlay) = find(ctx, &ws, dir)?;
+    if overlay {
+        let o = remove_overlay(ctx, &ws, &fork.root, &fork.store_path)?;
+        return Ok(RemovedFork {
+            dir: fork.root,
+            store: fork.store_path,
+            subvolume: false,
+            note: None,
+            overlay: Some(o),
+            elapsed: t0.elapsed(),
+        });
     }
     let (Some(parent), Some(name)) = (fork.root.parent(), fork.root.file_name()) else {
         return Err(Error::Usage(format!(
@@ -235,6 +272,158 @@ pub fn remove(ctx: &Context, dir: &Path) -> Result<RemovedFork> {
         store: fork.store_path,
         subvolume: subvolume && note.is_none(),
         note,
+        overlay: None,
+        elapsed: t0.elapsed(),
+    })
+}
+
+/// The fork of `ws` at `dir` (relative to the context's directory), and
+/// whether it is an overlay fork: a workspace there whose store records
+/// `ws` as its origin, or an overlay fork of `ws` whose mount is gone
+/// (found through the machine's list of stores). Refused, nothing
+/// changed, otherwise.
+fn find(ctx: &Context, ws: &Workspace, dir: &Path) -> Result<(Workspace, bool)> {
+    let not_a_fork = |d: &Path| {
+        Error::Usage(format!(
+            "{} is not a fork of this workspace {} (`ckpt forks` lists them; nothing was changed)",
+            d.display(),
+            ws.root.display()
+        ))
+    };
+    let fork = match super::adopt::fork_workspace(ctx, ws, dir) {
+        Ok(f) => f,
+        Err(e) => {
+            // An overlay fork that is not mounted has no marker at `dir`.
+            let abs = super::normalize(&ctx.abs(dir));
+            let abs = abs.canonicalize().unwrap_or(abs);
+            let listed = forks(ctx)?
+                .forks
+                .into_iter()
+                .find(|f| f.root == abs && f.overlay.is_some());
+            match listed {
+                Some(f) => Workspace {
+                    root: f.root,
+                    store_path: f.store,
+                },
+                None => return Err(e),
+            }
+        }
+    };
+    let (origin, overlay) = {
+        let store = fork.open_store_read_only(&ctx.config)?;
+        let r = store.catalog.reader()?;
+        (r.origin()?, r.overlay()?)
+    };
+    if origin.as_ref().map(|o| &o.workspace) != Some(&ws.root) {
+        return Err(not_a_fork(&fork.root));
+    }
+    Ok((fork, overlay.is_some()))
+}
+
+/// The command `argv` (`-- CMD ARGS…`).
+pub(crate) fn command(argv: &[std::ffi::OsString]) -> Command {
+    let mut c = Command::new(&argv[0]);
+    c.args(&argv[1..]);
+    c
+}
+
+/// Removes the overlay fork at `root` (store `store_path`) of `ws`:
+/// unmounts it (refused, nothing changed, while a process uses it), renames
+/// the mount point to a hidden sibling (the name goes at once), removes its
+/// layers, its lower when no other fork uses it (under this workspace's
+/// store lock, which every fork holds while it makes or reuses a lower),
+/// its store (under its lock) and the mount point.
+pub(crate) fn remove_overlay(
+    ctx: &Context,
+    ws: &Workspace,
+    root: &Path,
+    store_path: &Path,
+) -> Result<RemovedOverlay> {
+    let layers = overlay::layers_of(store_path, &ctx.config)?;
+    let unmounted = overlay::unmount_for_remove(root)?;
+    let hidden = crate::engine::fork::hidden_sibling(root, "ckpt-remove", std::process::id())?;
+    let moved = root.exists();
+    if moved {
+        std::fs::rename(root, &hidden).ctx("rename", root)?;
+    }
+    let mut removed = {
+        let _origin = ws.open_store(&ctx.config)?;
+        overlay::remove_layers(&layers, store_path)?
+    };
+    removed.unmounted = unmounted;
+    {
+        let lock = Store::open_read_only(store_path, &ctx.config)?;
+        crate::engine::fork::remove_tree(store_path);
+        drop(lock);
+        if store_path.exists() {
+            std::fs::remove_dir_all(store_path).ctx("remove", store_path)?;
+        }
+    }
+    if moved {
+        crate::engine::fork::remove_tree(&hidden);
+    }
+    Ok(removed)
+}
+
+/// What [`mount`] did.
+#[derive(Debug)]
+pub struct MountReport {
+    /// The fork's directory.
+    pub dir: PathBuf,
+    /// Its store.
+    pub store: PathBuf,
+    /// The mount.
+    pub mounted: overlay::Mounted,
+    /// How long it took (with a command: until it exited).
+    pub elapsed: Duration,
+}
+
+impl MountReport {
+    /// The JSON form: `mounted` (the directory), `store`, `upper`, `work`,
+    /// `lower`, `mount` (`persistent` or `namespace`), `index_mapped`,
+    /// `command_status`, `elapsed_ms`.
+    pub fn to_json(&self) -> Value {
+        let m = &self.mounted;
+        json!({
+            "schema": SCHEMA,
+            "mounted": self.dir.display().to_string(),
+            "store": self.store.display().to_string(),
+            "lower": m.layers.lower.display().to_string(),
+            "upper": m.layers.upper.display().to_string(),
+            "work": m.layers.work.display().to_string(),
+            "mount": if m.status.is_some() { "namespace" } else { "persistent" },
+            "index_mapped": m.index_mapped,
+            "command_status": m.status.map(j::exit_code),
+            "elapsed_ms": j::ms(self.elapsed),
+        })
+    }
+}
+
+serialize_via_to_json!(MountReport);
+
+/// Mounts the overlay fork `dir` of this workspace again (after a reboot,
+/// or after a `-- CMD` run): here (root), or with `command` in a new
+/// namespace where it runs ([`overlay::mount`]).
+pub fn mount(
+    ctx: &Context,
+    dir: &Path,
+    command: Option<&[std::ffi::OsString]>,
+) -> Result<MountReport> {
+    let t0 = std::time::Instant::now();
+    let ws = ctx.workspace()?;
+    let (fork, is_overlay) = find(ctx, &ws, dir)?;
+    if !is_overlay {
+        return Err(Error::Usage(format!(
+            "{} is not an overlay fork; only those are mounted (nothing was changed)",
+            fork.root.display()
+        )));
+    }
+    let mut cmd = command.map(self::command);
+    let mounted = overlay::mount(&fork.root, &fork.store_path, &ctx.config, cmd.as_mut())?;
+    Ok(MountReport {
+        dir: fork.root,
+        store: fork.store_path,
+        mounted,
         elapsed: t0.elapsed(),
     })
 }

@@ -87,6 +87,13 @@ pub fn ms(d: std::time::Duration) -> Value {
     json!(us as f64 / 1e3)
 }
 
+/// The exit code of a command as a shell reports it (128 + the signal for
+/// one killed by a signal): `command_status` of `fork … -- CMD`.
+pub fn exit_code(st: std::process::ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    st.code().unwrap_or_else(|| 128 + st.signal().unwrap_or(0))
+}
+
 /// A tree entry: kind, mode, mtime, and size + hash, tree, or target.
 pub fn entry(e: &Entry) -> Value {
     let mut o = json!({

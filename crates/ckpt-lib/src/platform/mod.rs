@@ -5,6 +5,8 @@
 //! - [`inotify`]: directory watches for `ckpt watch`, and the peer
 //!   credentials of its socket.
 //! - [`btrfs`]: subvolume snapshot, create and delete ioctls (fork backend).
+//! - [`overlay`]: overlayfs mounts, in this mount namespace or a child's
+//!   new one (overlay fork backend).
 //! - [`doctor`]: filesystem identification, copy-capability probes and
 //!   inotify limits, for `ckpt doctor`.
 //! - [`release_free_memory`]: hands the allocator's free pages back to the
@@ -14,6 +16,7 @@
 pub mod btrfs;
 pub mod doctor;
 pub mod inotify;
+pub mod overlay;
 
 /// Hands the allocator's free pages back to the kernel (`malloc_trim`).
 pub fn release_free_memory() {

@@ -65,6 +65,8 @@ enum Meta {
     Workspace,
     /// Where a fork's store came from ([`Origin`], JSON).
     Origin,
+    /// An overlay fork's layers ([`OverlayLayers`], JSON).
+    Overlay,
 }
 
 impl Meta {
@@ -77,6 +79,7 @@ impl Meta {
             Meta::Retention => "retention",
             Meta::Workspace => "workspace",
             Meta::Origin => "origin",
+            Meta::Overlay => "overlay",
         }
     }
 }
@@ -201,6 +204,24 @@ pub struct Origin {
     pub checkpoint: u64,
     /// That checkpoint's root tree.
     pub root: Hash,
+}
+
+/// The layers of an overlay fork (meta `overlay` of its store, written by
+/// `ckpt fork --backend overlay`, its `dev` again at each mount;
+/// docs/FORMAT.md).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OverlayLayers {
+    /// The shared read-only lower layer: `tree` of a directory
+    /// `lowers/<root tree>` in the origin's store.
+    pub lower: PathBuf,
+    /// This fork's upper layer (hidden, beside the fork's directory).
+    pub upper: PathBuf,
+    /// overlayfs's work directory for it.
+    pub work: PathBuf,
+    /// The device number the stat index's entries were taken on (the
+    /// lower's filesystem for a fresh fork, then the last mount's): a new
+    /// mount reads them through a device map to its own.
+    pub dev: u64,
 }
 
 /// A restore that was started and may not have finished.
@@ -461,6 +482,11 @@ impl Catalog {
     /// Records where this fork's store came from.
     pub fn set_origin(&self, origin: &Origin) -> Result<()> {
         self.set_meta(&[(Meta::Origin, Some(json_bytes(origin)))])
+    }
+
+    /// Records an overlay fork's layers.
+    pub fn set_overlay(&self, layers: &OverlayLayers) -> Result<()> {
+        self.set_meta(&[(Meta::Overlay, Some(json_bytes(layers)))])
     }
 
     /// Makes a snapshot of another store the store of the fork `root`, in
@@ -829,6 +855,11 @@ impl CatalogReader<'_> {
     /// Where this store's workspace was forked from (`None`: not a fork).
     pub fn origin(&self) -> Result<Option<Origin>> {
         self.meta_json(Meta::Origin)
+    }
+
+    /// An overlay fork's layers (`None`: not an overlay fork).
+    pub fn overlay(&self) -> Result<Option<OverlayLayers>> {
+        self.meta_json(Meta::Overlay)
     }
 
     /// Loads a tree; a missing tree is store corruption.
