@@ -55,7 +55,7 @@ bench_on() { # DIR LABEL
   (cd "$ws" && "$CKPT" save -q -m base)
   (cd "$ws" && "$CKPT" doctor | grep '^fork backend')
   local f=$ws/app/src/index.js
-  [ -f "$f" ] || f=$(find "$ws/app" -type f | head -1)
+  [ -f "$f" ] || f=$(find "$ws/app" -type f -print -quit)
   local rel=${f#"$ws"/}
 
   s=(); for ((i = 0; i < RUNS; i++)); do echo "// p$i" >> "$f"; s+=($(cd "$ws" && timed "$CKPT" save -q)); done
