@@ -284,19 +284,20 @@ class Scale:
         if rss_key:
             rec[rss_key] = max(rec[rss_key + "_runs"])
 
-    def stat_floor(self, ws) -> float:
-        o, _, _, _ = run([self.a.stat_floor, ws, "2"])
+    @staticmethod
+    def floor(binary, ws, threads) -> float:
+        """The median a floor example (stat_floor, watch_floor) prints."""
+        o, _, _, _ = run([binary, ws, threads])
         m = re.search(rb"in ([\d.]+) ms median", o)
         if not m:
-            raise BenchError(f"stat_floor: unexpected output {o!r}")
+            raise BenchError(f"{os.path.basename(binary)}: unexpected output {o!r}")
         return float(m.group(1))
 
+    def stat_floor(self, ws) -> float:
+        return self.floor(self.a.stat_floor, ws, "2")
+
     def watch_floor(self, ws) -> float:
-        o, _, _, _ = run([self.a.watch_floor, ws, "1"])
-        m = re.search(rb"in ([\d.]+) ms median", o)
-        if not m:
-            raise BenchError(f"watch_floor: unexpected output {o!r}")
-        return float(m.group(1))
+        return self.floor(self.a.watch_floor, ws, "1")
 
     def first_saves_and_copies(self, rec, ws, scratch):
         """Order-fair: rounds alternate which goes first; nothing is deleted until the

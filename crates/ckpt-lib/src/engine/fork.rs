@@ -99,6 +99,11 @@ pub struct Forked {
 /// The hidden sibling `.<name>.<tag>.<pid>` of `root` (a fork's staging
 /// directory, tag `ckpt-fork`; a subvolume conversion's, `ckpt-subvol`).
 pub fn hidden_sibling(root: &Path, tag: &str, pid: u32) -> Result<PathBuf> {
+    hidden_beside(root, &format!(".{tag}.{pid}"))
+}
+
+/// The hidden sibling `.<name><suffix>` of `root`.
+pub fn hidden_beside(root: &Path, suffix: &str) -> Result<PathBuf> {
     let (Some(parent), Some(name)) = (root.parent(), root.file_name()) else {
         return Err(Error::Usage(format!(
             "{} cannot be used: it has no parent directory (nothing was changed)",
@@ -107,7 +112,7 @@ pub fn hidden_sibling(root: &Path, tag: &str, pid: u32) -> Result<PathBuf> {
     };
     let mut n = std::ffi::OsString::from(".");
     n.push(name);
-    n.push(format!(".{tag}.{pid}"));
+    n.push(suffix);
     Ok(parent.join(n))
 }
 

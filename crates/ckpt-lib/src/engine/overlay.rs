@@ -61,16 +61,7 @@ pub fn lower_dir(store_root: &Path, root: &crate::Hash) -> PathBuf {
 /// The hidden directory beside the fork `root` that holds its upper and
 /// work directories: `.<name>.ckpt-overlay`.
 pub fn layers_dir(root: &Path) -> Result<PathBuf> {
-    let (Some(parent), Some(name)) = (root.parent(), root.file_name()) else {
-        return Err(Error::Usage(format!(
-            "{} cannot be forked into: it has no parent directory (nothing was changed)",
-            root.display()
-        )));
-    };
-    let mut n = std::ffi::OsString::from(".");
-    n.push(name);
-    n.push(".ckpt-overlay");
-    Ok(parent.join(n))
+    fork::hidden_beside(root, ".ckpt-overlay")
 }
 
 /// Makes (once) the lower of checkpoint `cp` in `store`, under `store`'s
