@@ -1239,12 +1239,16 @@ fn gc_below_a_found_tree(url: &str, env: &[(&str, String)]) {
         &push,
         "remote.push.after_pack:1,remote.push.before_ref",
     );
-    let g1 = run_env(&ws.root, env, &gc).ok().json();
+    // The gcs run from another workspace: a stopped process keeps its
+    // store locked.
+    let admin = Ws::new();
+    admin.init();
+    let g1 = run_env(&admin.root, env, &gc).ok().json();
     assert_eq!(g1["condemned_packs"], 1, "the content pack: {g1}");
     first.resume_to_next("first push, to before its ref");
     first.kill();
 
-    let g2 = Paused::start(&ws.root, env, &gc, "remote.gc.after_mark");
+    let g2 = Paused::start(&admin.root, env, &gc, "remote.gc.after_mark");
     let second = run_env(&ws.root, env, &push).ok().json();
     assert_eq!(second["pushed"][0]["id"], v.as_str(), "{second}");
     assert!(
@@ -1267,9 +1271,9 @@ fn gc_below_a_found_tree(url: &str, env: &[(&str, String)]) {
     };
     check("clone after the gc");
     // Later gcs keep everything the ref reaches.
-    let g3 = run_env(&ws.root, env, &gc).ok().json();
+    let g3 = run_env(&admin.root, env, &gc).ok().json();
     assert_eq!(g3["deleted_packs"], 0, "{g3}");
-    run_env(&ws.root, env, &gc).ok();
+    run_env(&admin.root, env, &gc).ok();
     check("clone after two more gcs");
     let g4 = run_env(
         &ws.root,
