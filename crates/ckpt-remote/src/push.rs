@@ -519,9 +519,60 @@ fn finish(b: Builder) -> Built {
     }
 }
 
+/// One blob ready for a pack: its raw bytes, and its compressed form when
+/// that pays.
+struct Item {
+    kind: Kind,
+    hash: Hash,
+    raw: Vec<u8>,
+    z: Option<Vec<u8>>,
+    codec: u8,
+}
+
+impl Item {
+    fn new(kind: Kind, hash: Hash, raw: Vec<u8>) -> Item {
+        let (z, codec) = pack::compress(&raw);
+        Item {
+            kind,
+            hash,
+            raw,
+            z,
+            codec,
+        }
+    }
+}
+
+/// Packs `items` into a pack whose name is not in `avoid`: packs are named
+/// by their bytes, so the same blobs in the same order make a pack a gc has
+/// condemned or is deleting, and uploading it again would not save it. The
+/// pack then starts with a few zero bytes more until its name differs.
+fn assemble(items: &[Item], avoid: &HashSet<Hash>) -> Built {
+    let mut pad = 0;
+    loop {
+        let mut b = Builder::default();
+        b.pad(pad);
+        for it in items {
+            match it.z.as_deref() {
+                Some(z) => b.add_stored(it.kind, it.hash, it.raw.len() as u64, z, it.codec),
+                None => b.add_stored(it.kind, it.hash, it.raw.len() as u64, &it.raw, 0),
+            }
+        }
+        let p = finish(b);
+        if !avoid.contains(&p.name) {
+            return p;
+        }
+        pad += 1;
+    }
+}
+
 /// Reads and compresses one group of blobs into a pack (in parallel).
-fn build(store: &Store, group: &[Want], states: &HashMap<Hash, Vec<u8>>) -> Result<Built> {
-    let stored: Vec<(Option<Vec<u8>>, Vec<u8>, u8)> = group
+fn build(
+    store: &Store,
+    group: &[Want],
+    states: &HashMap<Hash, Vec<u8>>,
+    avoid: &HashSet<Hash>,
+) -> Result<Built> {
+    let items: Vec<Item> = group
         .par_iter()
         .map(|w| {
             let raw = match w.kind {
@@ -535,21 +586,28 @@ fn build(store: &Store, group: &[Want], states: &HashMap<Hash, Vec<u8>>) -> Resu
                     store.objects.object_path(&w.hash).display()
                 )));
             }
-            let (z, codec) = pack::compress(&raw);
-            Ok((z, raw, codec))
+            Ok(Item::new(w.kind, w.hash, raw))
         })
         .collect::<Result<_>>()?;
-    let mut b = Builder::default();
-    for (w, (z, raw, codec)) in group.iter().zip(&stored) {
-        b.add_stored(
-            w.kind,
-            w.hash,
-            raw.len() as u64,
-            z.as_deref().unwrap_or(raw),
-            *codec,
-        );
+    Ok(assemble(&items, avoid))
+}
+
+/// Packs trees and nodes (children before parents) into packs of about
+/// `target` raw bytes, with names not in `avoid`.
+fn tree_packs(trees: &[(Kind, Hash, Vec<u8>)], target: u64, avoid: &HashSet<Hash>) -> Vec<Built> {
+    let mut out = Vec::new();
+    let mut items: Vec<Item> = Vec::new();
+    let mut size = 0;
+    for (i, (kind, h, bytes)) in trees.iter().enumerate() {
+        size += bytes.len() as u64;
+        items.push(Item::new(*kind, *h, bytes.clone()));
+        if size >= target || i + 1 == trees.len() {
+            out.push(assemble(&items, avoid));
+            items.clear();
+            size = 0;
+        }
     }
-    Ok(finish(b))
+    out
 }
 
 /// The packs a push uploaded, with their entries.
@@ -646,9 +704,9 @@ pub fn push(ctx: &Context, opts: &PushOptions<'_>) -> Result<PushReport> {
         report.recovered_packs = known
             .recover_listed(&client, &cache, &condemned, &packs)
             .await?;
-        Ok::<_, Error>(Some((current, todo, known)))
+        Ok::<_, Error>(Some((current, todo, known, condemned)))
     })?;
-    let Some((current, todo, mut known)) = prepared else {
+    let Some((current, todo, mut known, condemned)) = prepared else {
         report.transfer =
             std::mem::take(&mut report.transfer).counted(&client.counters, t0.elapsed());
         return Ok(report);
@@ -694,9 +752,10 @@ pub fn push(ctx: &Context, opts: &PushOptions<'_>) -> Result<PushReport> {
         let store = &store;
         let states = &states;
         let groups = &groups;
+        let avoid = &condemned;
         s.spawn(move || {
             for g in groups {
-                let b = build(store, g, states);
+                let b = build(store, g, states, avoid);
                 let failed = b.is_err();
                 if tx.blocking_send(b).is_err() || failed {
                     break;
@@ -704,7 +763,7 @@ pub fn push(ctx: &Context, opts: &PushOptions<'_>) -> Result<PushReport> {
             }
         });
         let rx = stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|v| (v, rx)) });
-        let (client, cache, sent, w) = (&client, &cache, &sent, &w);
+        let (client, cache, sent, w, avoid) = (&client, &cache, &sent, &w, &condemned);
         let uploads = async move {
             let _t = trace::span("push: upload");
             let mut total = rx
@@ -714,14 +773,9 @@ pub fn push(ctx: &Context, opts: &PushOptions<'_>) -> Result<PushReport> {
                     Ok((n + dn, r + dr, p + 1))
                 })
                 .await?;
-            let mut b = Builder::default();
-            for (i, (kind, h, bytes)) in w.trees.iter().enumerate() {
-                b.add(*kind, *h, bytes);
-                if b.raw_len() >= opts.settings.pack_target || i + 1 == w.trees.len() {
-                    let p = finish(std::mem::take(&mut b));
-                    let (n, r) = upload(client, cache, p, opts.progress, sent).await?;
-                    total = (total.0 + n, total.1 + r, total.2 + 1);
-                }
+            for p in tree_packs(&w.trees, opts.settings.pack_target, avoid) {
+                let (n, r) = upload(client, cache, p, opts.progress, sent).await?;
+                total = (total.0 + n, total.1 + r, total.2 + 1);
             }
             Ok::<_, Error>(total)
         };
@@ -780,7 +834,7 @@ pub fn push(ctx: &Context, opts: &PushOptions<'_>) -> Result<PushReport> {
                     )));
                 }
                 let (n, r, p) =
-                    resend(&store, &mut enc, &all_states, &missing, &client, &cache, opts, &sent).await?;
+                    resend(&store, &mut enc, &all_states, &missing, &client, &cache, opts, &sent, &condemned_now).await?;
                 report.transfer.objects += n;
                 report.transfer.raw_bytes += r;
                 report.transfer.packs += p;
@@ -862,6 +916,7 @@ async fn resend(
     cache: &std::path::Path,
     opts: &PushOptions<'_>,
     sent: &Sent,
+    avoid: &HashSet<Hash>,
 ) -> Result<(u64, u64, u64)> {
     let mut wants: Vec<Want> = Vec::new();
     let mut trees: Vec<(Kind, Hash, Vec<u8>)> = Vec::new();
@@ -884,15 +939,10 @@ async fn resend(
     }
     let mut built: Vec<Built> = Vec::new();
     for g in group(wants, opts.settings.pack_target) {
-        built.push(build(store, &g, states)?);
+        built.push(build(store, &g, states, avoid)?);
     }
-    let mut b = Builder::default();
-    for (kind, h, bytes) in trees.iter().rev() {
-        b.add(*kind, *h, bytes);
-    }
-    if !b.is_empty() {
-        built.push(finish(b));
-    }
+    trees.reverse();
+    built.extend(tree_packs(&trees, opts.settings.pack_target, avoid));
     let mut total = (0, 0, 0);
     for p in built {
         let (n, r) = upload(client, cache, p, opts.progress, sent).await?;
