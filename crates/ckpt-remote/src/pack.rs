@@ -1,7 +1,7 @@
 //! Pack files and their indexes: how many small blobs travel as one object.
 //!
 //! ```text
-//! pack   := "CKPK" u32:version=1 blob* index u32:index_len "CKPE"
+//! pack   := "CKPK" u32:version=1 0x00* blob* index u32:index_len "CKPE"
 //! index  := "CKPI" u32:version=1 u32:n entry*n [32]:blake3(all preceding index bytes)
 //! entry  := u8:kind [32]:hash u64:offset u64:stored_len u64:raw_len u8:codec
 //! ```
