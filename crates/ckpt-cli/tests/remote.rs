@@ -327,6 +327,11 @@ fn round_trip(url: &str, env: &[(&str, String)]) {
     let want2 = ws.materialise(&id2);
     let p2 = run_env(&ws.root, env, &["push", "--json"]).ok().json();
     assert_eq!(p2["pushed"].as_array().unwrap().len(), 1);
+    // One new file and a state change: the ref generation this store wrote
+    // and the next one, the gc list (twice), the listings of indexes and
+    // packs, a pack of contents and its index, the record, a pack of trees
+    // and nodes and its index, the new ref generation.
+    assert_eq!(p2["requests"], 12, "{p2}");
     let pl = run_env(&dest, env, &["pull", url, "--workspace", "app", "--json"])
         .ok()
         .json();
@@ -1122,3 +1127,218 @@ on_both_remotes!(
     gc_with_concurrent_push_file_remote,
     gc_with_concurrent_push_s3
 );
+
+/// A `ckpt` process stopped at fault points (`CKPT_FAULT_ACTION=stop`),
+/// run on by SIGCONT; SIGKILLed if the test ends first.
+struct Paused(Option<Child>);
+
+impl Paused {
+    /// Starts `ckpt ARGS` with `points` (`NAME[:N],…`) armed to stop, and
+    /// waits until it stops at the first one reached.
+    fn start(cwd: &Path, env: &[(&str, String)], args: &[&str], points: &str) -> Paused {
+        let mut env = env.to_vec();
+        env.push(("CKPT_FAULT", points.into()));
+        env.push(("CKPT_FAULT_ACTION", "stop".into()));
+        let mut p = Paused(Some(spawn_env(cwd, &env, args)));
+        p.wait_stopped(&format!("ckpt {} ({points})", args.join(" ")));
+        p
+    }
+
+    fn child(&mut self) -> &mut Child {
+        self.0.as_mut().expect("running")
+    }
+
+    /// Waits until the process is stopped (state `T` in /proc/PID/stat).
+    fn wait_stopped(&mut self, what: &str) {
+        let t0 = Instant::now();
+        loop {
+            if self.child().try_wait().unwrap().is_some() {
+                let r = finish(self.0.take().unwrap(), what);
+                panic!("{what} ended before its fault point: {}", r.dump());
+            }
+            let stat =
+                std::fs::read_to_string(format!("/proc/{}/stat", self.child().id())).unwrap();
+            let state = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().next());
+            if state == Some("T") {
+                return;
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(300),
+                "{what} never stopped"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    fn signal(&mut self, sig: i32) {
+        // SAFETY: a signal to our own child, which has not been reaped.
+        unsafe {
+            libc::kill(self.child().id() as i32, sig);
+        }
+    }
+
+    /// Lets it run on to its next fault point.
+    fn resume_to_next(&mut self, what: &str) {
+        self.signal(libc::SIGCONT);
+        self.wait_stopped(what);
+    }
+
+    /// Lets it run to the end.
+    fn resume(mut self, what: &str) -> Run {
+        self.signal(libc::SIGCONT);
+        finish(self.0.take().unwrap(), what)
+    }
+
+    /// SIGKILL, like a crash.
+    fn kill(mut self) {
+        self.signal(libc::SIGKILL);
+        let _ = self.0.take().unwrap().wait();
+    }
+}
+
+impl Drop for Paused {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// A push that finds a tree or mtimes node on the remote does not look
+/// below it, so it relies on packs it never saw. Driven step by step
+/// (processes stopped at fault points, no timing):
+/// 1. a first push uploads its pack of file contents and stops;
+/// 2. `gc --grace 0s` condemns that pack (nothing reaches it yet);
+/// 3. the first push goes on, uploads its pack of trees and mtimes nodes
+///    and is killed before its ref;
+/// 4. a gc reads the refs (none) and stops before it writes anything: it
+///    will delete the content pack (condemned a grace ago);
+/// 5. a second push of the same checkpoint finds its root's mtimes node in
+///    the tree pack (not condemned) and writes the ref;
+/// 6. the gc goes on and deletes the content pack.
+///
+/// The checkpoint the ref names must still clone whole: the second push saw
+/// a non-empty condemned list and checked everything its checkpoint
+/// reaches, sending the contents again.
+fn gc_below_a_found_tree(url: &str, env: &[(&str, String)]) {
+    let mut rng = Rng::new("remote_gc_found_tree", 4);
+    let ws = Ws::new();
+    ws.init();
+    fill_dir(&ws.root, "src", 20, &mut rng);
+    write(&ws.root, "src/deeper/x.txt", b"below\n");
+    write(&ws.root, "top.txt", b"top\n");
+    let (v, _) = ws.save();
+    let push = ["push", url, "--workspace", "w", "--json"];
+    let gc = ["gc", "--remote", url, "--grace", "0s", "--json"];
+    let mut first = Paused::start(
+        &ws.root,
+        env,
+        &push,
+        "remote.push.after_pack:1,remote.push.before_ref",
+    );
+    // The gcs run from another workspace: a stopped process keeps its
+    // store locked.
+    let admin = Ws::new();
+    admin.init();
+    let g1 = run_env(&admin.root, env, &gc).ok().json();
+    assert_eq!(g1["condemned_packs"], 1, "the content pack: {g1}");
+    first.resume_to_next("first push, to before its ref");
+    first.kill();
+
+    let g2 = Paused::start(&admin.root, env, &gc, "remote.gc.after_mark");
+    let second = run_env(&ws.root, env, &push).ok().json();
+    assert_eq!(second["pushed"][0]["id"], v.as_str(), "{second}");
+    assert!(
+        second["skipped_objects"].as_u64().unwrap() >= 1,
+        "the second push found the root's node: {second}"
+    );
+    let g2 = g2.resume("gc").ok().json();
+    assert_eq!(g2["deleted_packs"], 1, "the content pack: {g2}");
+    eprintln!("second push: {second}\ngc: {g2}");
+
+    let check = |what: &str| {
+        let dest = ws.fresh_dir();
+        run_env(
+            ws.tmp.path(),
+            env,
+            &["clone", url, dest.to_str().unwrap(), "--workspace", "w"],
+        )
+        .ok();
+        assert_same(&ws.materialise(&v), &snapshot(&dest), what);
+    };
+    check("clone after the gc");
+    // Later gcs keep everything the ref reaches.
+    let g3 = run_env(&admin.root, env, &gc).ok().json();
+    assert_eq!(g3["deleted_packs"], 0, "{g3}");
+    run_env(&admin.root, env, &gc).ok();
+    check("clone after two more gcs");
+    let g4 = run_env(
+        &ws.root,
+        env,
+        &["gc", "--remote", url, "--dry-run", "--json"],
+    )
+    .ok()
+    .json();
+    assert_eq!(g4["live_packs"], g4["stored_packs"], "{g4}");
+}
+
+on_both_remotes!(
+    gc_below_a_found_tree,
+    gc_below_a_found_tree_file_remote,
+    gc_below_a_found_tree_s3
+);
+
+/// A workspace 1,800 directories deep (its deepest path about 3,600 bytes,
+/// within PATH_MAX) round-trips: push, clone (byte-identical), then a
+/// one-file edit at the bottom pushed and pulled. Push's walk and the
+/// clone's rebuild keep explicit stacks, so depth costs no stack.
+fn deep_tree(url: &str, env: &[(&str, String)]) {
+    let ws = Ws::new();
+    ws.init();
+    let depth = 1800;
+    let rel = vec!["d"; depth].join("/");
+    for level in (0..depth).step_by(300) {
+        let at = vec!["d"; level + 1].join("/");
+        write(
+            &ws.root,
+            &format!("{at}/f{level}.txt"),
+            b"on the way down\n",
+        );
+    }
+    write(&ws.root, &format!("{rel}/bottom.txt"), b"deep\n");
+    write(&ws.root, "top.txt", b"top\n");
+    let (v1, _) = ws.save();
+    let want1 = ws.materialise(&v1);
+    let p = run_env(&ws.root, env, &["push", url, "--workspace", "w", "--json"])
+        .ok()
+        .json();
+    assert_eq!(p["pushed"][0]["id"], v1.as_str(), "{p}");
+    let dest = ws.tmp.path().join("clone");
+    run_env(
+        ws.tmp.path(),
+        env,
+        &["clone", url, dest.to_str().unwrap(), "--workspace", "w"],
+    )
+    .ok();
+    assert_same(&want1, &snapshot(&dest), "clone of the deep tree");
+
+    write(&ws.root, &format!("{rel}/bottom.txt"), b"deeper still\n");
+    let (v2, _) = ws.save();
+    let want2 = ws.materialise(&v2);
+    let p2 = run_env(&ws.root, env, &["push", url, "--workspace", "w", "--json"])
+        .ok()
+        .json();
+    assert_eq!(p2["pushed"][0]["id"], v2.as_str(), "{p2}");
+    let pl = run_env(&dest, env, &["pull", url, "--workspace", "w", "--json"])
+        .ok()
+        .json();
+    let local = pl["pulled"][0]["id"].as_str().unwrap().to_string();
+    ckpt(&dest, &["restore", &local]).ok();
+    assert_same(&want2, &snapshot(&dest), "pulled edit restored");
+    ckpt(&dest, &["verify", "--store"]).ok();
+}
+
+on_both_remotes!(deep_tree, deep_tree_file_remote, deep_tree_s3);

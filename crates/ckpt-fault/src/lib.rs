@@ -8,7 +8,10 @@
 //! - with it, a point does nothing unless `CKPT_FAULT=NAME[:N]` names it; the
 //!   N-th time (default 1st) the process reaches NAME it SIGKILLs itself —
 //!   no unwinding, no destructors, no buffered output flushed, exactly like a
-//!   crash or `kill -9`;
+//!   crash or `kill -9`; with `CKPT_FAULT_ACTION=stop` it SIGSTOPs itself
+//!   instead and carries on when the test sends SIGCONT, so a test can put
+//!   another process's steps exactly there (no sleeps, no timing);
+//!   `CKPT_FAULT` may name several points, comma-separated;
 //! - every name passed to [`point`] is in [`POINTS`] (a debug assertion
 //!   checks it when armed, and `crates/ckpt-cli/tests/faults.rs` checks the
 //!   list is exercised), so a test can iterate over all of them.
@@ -50,11 +53,16 @@ pub const POINTS: &[&str] = &[
     "state.gc_after_commit",
 ];
 
-/// Crash points of `ckpt push` (crate ckpt-remote), kept apart from
-/// [`POINTS`] because they need a remote: exercised by
-/// `crates/ckpt-cli/tests/remote.rs` (a push killed after its N-th pack, and
-/// after its records before the ref).
-pub const REMOTE_POINTS: &[&str] = &["remote.push.after_pack", "remote.push.before_ref"];
+/// Crash points of `ckpt push` and `ckpt gc --remote` (crate ckpt-remote),
+/// kept apart from [`POINTS`] because they need a remote: exercised by
+/// `crates/ckpt-cli/tests/remote.rs` (a push killed or stopped after its
+/// N-th pack, killed after its records before the ref; a gc stopped after
+/// it decided what to condemn and delete, before it writes anything).
+pub const REMOTE_POINTS: &[&str] = &[
+    "remote.push.after_pack",
+    "remote.push.before_ref",
+    "remote.gc.after_mark",
+];
 
 /// Crash points of an overlay fork (crate ckpt-lib, engine/overlay.rs),
 /// kept apart from [`POINTS`] because they need overlay mounts: exercised
@@ -67,8 +75,13 @@ pub const OVERLAY_POINTS: &[&str] = &[
     "overlay.before_mount",
 ];
 
-/// The environment variable that arms one point: `NAME` or `NAME:N`.
+/// The environment variable that arms points: `NAME` or `NAME:N`,
+/// comma-separated.
 pub const ENV: &str = "CKPT_FAULT";
+
+/// What the armed point does: `kill` (SIGKILL, the default) or `stop`
+/// (SIGSTOP, until the test sends SIGCONT).
+pub const ACTION_ENV: &str = "CKPT_FAULT_ACTION";
 
 /// A crash point: with the `enabled` feature and `CKPT_FAULT` naming it,
 /// the process kills itself here (on the N-th hit).
@@ -92,35 +105,55 @@ mod imp {
         name: String,
         nth: u64,
         hits: AtomicU64,
+        stop: bool,
     }
 
-    fn armed() -> Option<&'static Armed> {
-        static ARMED: OnceLock<Option<Armed>> = OnceLock::new();
-        ARMED
-            .get_or_init(|| {
-                let v = std::env::var(super::ENV).ok()?;
-                let (name, nth) = match v.rsplit_once(':') {
+    fn armed() -> &'static [Armed] {
+        static ARMED: OnceLock<Vec<Armed>> = OnceLock::new();
+        ARMED.get_or_init(|| {
+            let Ok(v) = std::env::var(super::ENV) else {
+                return Vec::new();
+            };
+            let stop = std::env::var(super::ACTION_ENV).is_ok_and(|a| a == "stop");
+            let one = |p: &str| {
+                let (name, nth) = match p.rsplit_once(':') {
                     Some((n, k)) => (n.to_string(), k.parse().unwrap_or(1).max(1)),
-                    None => (v, 1),
+                    None => (p.to_string(), 1),
                 };
-                Some(Armed {
+                Armed {
                     name,
                     nth,
                     hits: AtomicU64::new(0),
-                })
-            })
-            .as_ref()
+                    stop,
+                }
+            };
+            v.split(',').map(one).collect()
+        })
     }
 
     pub(super) fn hit(name: &'static str) {
-        let Some(a) = armed() else { return };
+        let armed = armed();
+        if armed.is_empty() {
+            return;
+        }
         debug_assert!(
             super::POINTS.contains(&name)
                 || super::REMOTE_POINTS.contains(&name)
                 || super::OVERLAY_POINTS.contains(&name),
             "fault point {name} missing from ckpt_fault::POINTS"
         );
-        if a.name == name && a.hits.fetch_add(1, Ordering::SeqCst) + 1 == a.nth {
+        let Some(a) = armed.iter().find(|a| a.name == name) else {
+            return;
+        };
+        if a.hits.fetch_add(1, Ordering::SeqCst) + 1 == a.nth {
+            if a.stop {
+                // SAFETY: plain syscall on our own pid; every thread stops
+                // until SIGCONT, then this returns and the process goes on.
+                unsafe {
+                    libc::kill(libc::getpid(), libc::SIGSTOP);
+                }
+                return;
+            }
             // SAFETY: plain syscalls on our own pid; SIGKILL cannot be caught.
             unsafe {
                 libc::kill(libc::getpid(), libc::SIGKILL);

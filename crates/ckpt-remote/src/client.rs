@@ -13,6 +13,8 @@
 //!   lists, deletes), so a retry after a reply that was lost is harmless.
 //! - **Errors name the request.** A failure that retries did not cure says
 //!   which request (`PUT s3://bucket/prefix/packs/ab…`) failed and why.
+//! - **At most [`Settings::concurrency`] requests in flight**, however
+//!   many an operation issues at once (a semaphore around each attempt).
 //! - **Counting.** Requests and bytes sent and received are counted for the
 //!   summary ([`Counters`]). Over HTTP each request object_store sends,
 //!   every retry included, is counted where it is sent (a counting
@@ -52,6 +54,8 @@ pub struct Client {
     pub counters: Arc<Counters>,
     /// Whether `counters.requests` is counted by the HTTP connector.
     counted_by_http: bool,
+    /// [`Settings::concurrency`] permits: one per request in flight.
+    limit: Arc<tokio::sync::Semaphore>,
 }
 
 /// Attempts of one operation here, around object_store's own retries.
@@ -86,6 +90,7 @@ impl Client {
             settings: settings.clone(),
             counters,
             counted_by_http,
+            limit: Arc::new(tokio::sync::Semaphore::new(settings.concurrency.max(1))),
         })
     }
 
@@ -144,7 +149,10 @@ impl Client {
             if !self.counted_by_http {
                 self.counters.requests.fetch_add(1, Ordering::Relaxed);
             }
-            match f().await {
+            let permit = self.limit.acquire().await.expect("never closed");
+            let r = f().await;
+            drop(permit);
+            match r {
                 Ok(v) => return Ok(v),
                 Err(e) if attempt < OUTER_ATTEMPTS.min(self.settings.attempts) && transient(&e) => {
                     if !self.counted_by_http {

@@ -5,29 +5,64 @@
 //!
 //! 1. **Lock.** `gc/lock` is created with create-if-absent; a second gc
 //!    fails clearly (a lock older than a day is taken over as stale).
-//! 2. **Mark.** Every ref's current generation and every checkpoint record
-//!    it lists are read (a ref in another remote format stops the gc,
-//!    deleting nothing), then the pack indexes (after the refs, so a push
-//!    that wrote its ref meanwhile is indexed too), then every mtimes node
-//!    and tree below the records; every blob they reach is live, and so is
-//!    every pack holding one (packs are never rewritten).
+//! 2. **Mark.** The packs are listed (at time L), then every ref's current
+//!    generation and every checkpoint record it lists are read (a ref in
+//!    another remote format stops the gc, deleting nothing), then the pack
+//!    indexes (after the refs, so a push that wrote its ref meanwhile is
+//!    indexed too), then every mtimes node and tree below the records;
+//!    every blob they reach is live, and so is every pack holding one
+//!    (packs are never rewritten).
 //! 3. **Sweep.** A pack condemned by an earlier gc at least `grace` before
-//!    this gc read the refs, and still unreachable, is deleted (its index
-//!    first, so nobody sees an index whose pack is gone).
+//!    L, and still unreachable, is to be deleted.
 //! 4. **Condemn.** Every other unreachable pack older than `grace` is
-//!    written to `gc/condemned` with the time it was first condemned.
-//!    Old ref generations beyond the last 16 are deleted.
+//!    condemned, and so is every unreachable pack holding a tree or mtimes
+//!    node that names a blob only the packs to be deleted hold (a
+//!    *dependent*: a killed push's tree pack, younger than its content
+//!    packs).
+//! 5. **Write, then delete.** `gc/condemned` gets the condemned packs with
+//!    the time each was first condemned, and the packs to be deleted (they
+//!    stay on it until a gc no longer finds them); then those are deleted,
+//!    each index before its pack. Old ref generations beyond the last 16
+//!    are deleted.
 //!
-//! Why a concurrent push never loses data: a push relies on packs it
-//! uploaded and packs whose blobs it found; immediately before it writes
-//! its ref generation (one request later) it reads `gc/condemned` and gives
-//! up, changing nothing, if any of those packs is on it. So a pack it
-//! relies on was condemned, if at all, after that check, at time T; it can
-//! only be deleted by a gc that read the refs at T + grace or later, by
-//! which time the push's ref is written (the grace, 1 h by default, is far
-//! longer than one request) and the pack is live again. A pack a push is
-//! still uploading is younger than the grace and is not condemned. Clocks
-//! of machines running gc are assumed to agree to well within the grace.
+//! **Why no checkpoint a ref names loses data.** Assumed: a push writes its
+//! ref, or stops, within the grace of loading the indexes (1 h by default;
+//! a push takes seconds), and the clocks of machines running gc agree to
+//! well within the grace. Then:
+//!
+//! - (a) A pack is on `gc/condemned` from its condemnation until the first
+//!   gc that no longer finds it, after its deletion; it is deleted only if
+//!   it was condemned at least a grace before the deleting gc listed the
+//!   packs.
+//! - (b) A push P reads the list and then loads the indexes at time s,
+//!   forgetting the packs on the list; it reads the list again at C, while
+//!   it uploads, and writes its ref at W (s < C < W < s + grace). If that
+//!   list is not empty, P first checks that every blob its checkpoints
+//!   reach is in a pack it loaded or uploaded and that is not on the list,
+//!   and uploads the others anew (then reads the list again) (crate::push).
+//!   Nothing below needs C to be late: reading the list at s alone would
+//!   do; the second read only narrows what a push stalled past the grace
+//!   could miss.
+//! - (c) A gc that lists the packs after W sees the ref and deletes nothing
+//!   it reaches. So only a gc that listed them at L < W matters.
+//!
+//! 1. A pack P loaded at s and not on the list at C is not deleted by such
+//!    a gc: it would have been condemned by L − grace < s, so it was on the
+//!    list at s (its index was still there) and P forgot it. So after the
+//!    check, everything P's checkpoints reach survives.
+//! 2. If the list at C is empty, P writes its ref unchecked. A deletion
+//!    after C by such a gc is of a pack condemned before L − grace < s, so
+//!    on the list at C: impossible. A blob missing at C was not found by P
+//!    itself (by 1), so it lies below a tree or node t0 that P found, along
+//!    a chain t0 → t1 → … (each naming the next). Take the first ti missing
+//!    at C (i ≥ 1: t0's pack is not gone, by 1). When ti's last copy was
+//!    deleted, that gc condemned every unreachable pack it listed that
+//!    holds t(i−1) (step 4); a copy of t(i−1) uploaded after that listing
+//!    comes from a push that had forgotten ti's condemned packs, so it
+//!    found ti elsewhere or sent it anew first — then ti is not missing. So
+//!    the copy of t(i−1) present at C is condemned and not yet deleted: on
+//!    the list at C, which is not empty.
+//!
 //! Packs partly live are kept whole (no repacking yet).
 
 use std::collections::{HashMap, HashSet};
@@ -45,6 +80,7 @@ use crate::client::{Client, Created};
 use crate::known::{self, Known};
 use crate::layout::{self, parse_hash};
 use crate::log::{fetch_records, ref_ids};
+use crate::pack::Kind;
 use crate::pull::fetch_blobs;
 use crate::push::read_ref;
 use crate::remotes;
@@ -203,9 +239,9 @@ async fn sweep(
         .filter_map(|(p, t)| Some((parse_hash(p, layout::CONDEMNED).ok()?, *t)))
         .collect();
     // Packs first, then refs: a pack uploaded after this listing is not a
-    // candidate at all.
+    // candidate at all. Its time is taken before it starts.
+    let listed_ns = now_ns();
     let listed = client.list("packs").await?;
-    let refs_read_ns = now_ns();
     let mut names: Vec<(String, Vec<u64>)> = Vec::new();
     {
         let mut by: HashMap<String, Vec<u64>> = HashMap::new();
@@ -299,7 +335,7 @@ async fn sweep(
             continue;
         }
         match prev_since.get(&p) {
-            Some(&since) if since + grace_ns <= refs_read_ns => delete.push((p, m.size)),
+            Some(&since) if since + grace_ns <= listed_ns => delete.push((p, m.size)),
             Some(&since) => {
                 condemn.packs.push(p.to_hex());
                 condemn.since_ns.push(since);
@@ -315,11 +351,33 @@ async fn sweep(
             }
         }
     }
+    // Packs that depend on the deleted ones are condemned with them.
+    let gone: HashSet<Hash> = delete.iter().map(|d| d.0).collect();
+    let condemned: HashSet<&str> = condemn.packs.iter().map(String::as_str).collect();
+    let young: Vec<Hash> = listed
+        .iter()
+        .filter_map(|(k, _)| parse_hash(k, "pack key").ok())
+        .filter(|p| {
+            !live_packs.contains(p) && !gone.contains(p) && !condemned.contains(p.to_hex().as_str())
+        })
+        .collect();
+    for p in dependents(client, &known, &gone, &young).await? {
+        condemn.packs.push(p.to_hex());
+        condemn.since_ns.push(now_ns());
+    }
     rep.deleted_packs = delete.len() as u64;
     rep.deleted_bytes = delete.iter().map(|d| d.1).sum();
     rep.condemned_packs = condemn.packs.len() as u64;
     if opts.dry_run {
         return Ok(());
+    }
+    ckpt_fault::point("remote.gc.after_mark");
+    // The packs about to be deleted stay on the list (until the next gc,
+    // which no longer finds them): a push that loads the indexes before
+    // they are deleted must not rely on them.
+    for (p, _) in &delete {
+        condemn.packs.push(p.to_hex());
+        condemn.since_ns.push(prev_since[p]);
     }
     // Condemn first (pushers must see it), then delete.
     client
@@ -342,6 +400,78 @@ async fn sweep(
         }
     }
     Ok(())
+}
+
+/// The packs of `young` (unreachable, not condemned) holding a tree or
+/// mtimes node that names a blob only the packs of `gone` hold: deleting
+/// `gone` would leave them pointing at nothing, so they are condemned with
+/// it (the module doc says why).
+async fn dependents(
+    client: &Client,
+    known: &Known,
+    gone: &HashSet<Hash>,
+    young: &[Hash],
+) -> Result<Vec<Hash>> {
+    if gone.is_empty() || young.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut kept: HashSet<Hash> = HashSet::new();
+    for (p, entries) in &known.packs {
+        if !gone.contains(p) {
+            kept.extend(entries.iter().map(|e| e.hash));
+        }
+    }
+    let dead: HashSet<Hash> = gone
+        .iter()
+        .filter_map(|p| known.packs.get(p))
+        .flatten()
+        .map(|e| e.hash)
+        .filter(|h| !kept.contains(h))
+        .collect();
+    if dead.is_empty() {
+        return Ok(Vec::new());
+    }
+    // Tree or node → the young packs holding it.
+    let mut holders: HashMap<Hash, Vec<Hash>> = HashMap::new();
+    for p in young {
+        for e in known.packs.get(p).into_iter().flatten() {
+            if matches!(e.kind, Kind::Tree | Kind::Mtimes) {
+                holders.entry(e.hash).or_default().push(*p);
+            }
+        }
+    }
+    let wants: Vec<Hash> = holders.keys().copied().collect();
+    let hit: std::sync::Mutex<HashSet<Hash>> = Default::default();
+    fetch_blobs(client, known, &wants, &|h, raw| {
+        let names: Vec<Hash> = if trees::is_node(&raw) {
+            let m = MNode::decode(&raw, &h.to_hex())?;
+            std::iter::once(m.shape).chain(m.children()).collect()
+        } else {
+            trees::decode_shape(&raw, &h)?
+                .entries
+                .iter()
+                .filter_map(|e| match &e.node {
+                    Node::Dir { tree } => Some(*tree),
+                    Node::File { hash, .. } => Some(*hash),
+                    Node::Symlink { .. } => None,
+                })
+                .collect()
+        };
+        if names.iter().any(|n| dead.contains(n)) {
+            hit.lock().unwrap().insert(h);
+        }
+        Ok(())
+    })
+    .await?;
+    let mut out: Vec<Hash> = hit
+        .into_inner()
+        .unwrap()
+        .iter()
+        .flat_map(|h| holders[h].iter().copied())
+        .collect();
+    out.sort_unstable();
+    out.dedup();
+    Ok(out)
 }
 
 crate::serialize_via_to_json!(GcReport);

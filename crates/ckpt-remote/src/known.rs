@@ -149,6 +149,18 @@ impl Known {
         skip: &HashSet<Hash>,
     ) -> Result<u64> {
         let listed = client.list("packs").await?;
+        self.recover_listed(client, cache, skip, &listed).await
+    }
+
+    /// [`Known::recover_orphans`] with the packs already listed (`LIST
+    /// packs/`, made after or with the `LIST index/` of [`Known::load`]).
+    pub async fn recover_listed(
+        &mut self,
+        client: &Client,
+        cache: &Path,
+        skip: &HashSet<Hash>,
+        listed: &[(String, object_store::ObjectMeta)],
+    ) -> Result<u64> {
         let orphans: Vec<(Hash, u64)> = listed
             .iter()
             .filter_map(|(rel, m)| Some((parse_hash(rel, "pack key").ok()?, m.size)))

@@ -9,7 +9,7 @@
 //!   index/<P>               the index of pack P (also at the end of the pack)
 //!   checkpoints/<C>         one checkpoint record, JSON ([`Record`]); C = BLAKE3 of its [`Identity`]
 //!   refs/<name>/<gen>       the checkpoints of workspace <name>: generation <gen> (20 digits), JSON [`RefBody`]
-//!   gc/condemned            packs the last `gc --remote` found unreachable (crate::gc)
+//!   gc/condemned            packs the last `gc --remote` condemned or deleted (crate::gc)
 //!   gc/lock                 held (created) by a running `gc --remote`
 //! ```
 //!
@@ -27,7 +27,9 @@
 //!   and every file content in it is there, an mtimes node implies the
 //!   trees of its region and the nodes it names are there (a pusher skips
 //!   what it finds), and a ref never names a checkpoint whose data is
-//!   missing.
+//!   missing. (`gc --remote` deletes only unreachable packs, each after
+//!   condemning it for a grace period; crate::gc says how pushers and gc
+//!   keep this true together.)
 //! - **Refs by conditional create.** A ref is a sequence of immutable
 //!   generations; the current one is the highest. A push reads generation
 //!   n, merges its checkpoints into the list, and creates generation n+1
@@ -290,7 +292,8 @@ impl Record {
     }
 }
 
-/// `gc/condemned`: the packs the last `gc --remote` condemned (gc.rs).
+/// `gc/condemned`: the packs the last `gc --remote` condemned, and those
+/// it deleted (gc.rs).
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Condemned {
     /// Packs (hex) found unreachable.

@@ -1,12 +1,13 @@
 //! Pack files and their indexes: how many small blobs travel as one object.
 //!
 //! ```text
-//! pack   := "CKPK" u32:version=1 blob* index u32:index_len "CKPE"
+//! pack   := "CKPK" u32:version=1 0x00* blob* index u32:index_len "CKPE"
 //! index  := "CKPI" u32:version=1 u32:n entry*n [32]:blake3(all preceding index bytes)
 //! entry  := u8:kind [32]:hash u64:offset u64:stored_len u64:raw_len u8:codec
 //! ```
 //!
-//! (little-endian). `kind` is 1 for file content, 2 for a tree (a shape,
+//! (little-endian; zero bytes may sit between the header and the first
+//! blob, see [`Builder::pad`]). `kind` is 1 for file content, 2 for a tree (a shape,
 //! [`crate::trees`]), 3 for an agent-state snapshot, 4 for an mtimes node
 //! ([`crate::trees`]); `codec` 0 stores the bytes as
 //! they are, 1 stores them zstd-compressed. `offset` counts from the start
@@ -110,6 +111,13 @@ impl Builder {
             stored.as_deref().unwrap_or(raw),
             codec,
         );
+    }
+
+    /// Puts `n` zero bytes before the next blob (readers find blobs by
+    /// their offsets only): the same blobs then make a pack of another
+    /// name.
+    pub fn pad(&mut self, n: usize) {
+        self.bytes.resize(self.bytes.len() + n, 0);
     }
 
     /// Adds a blob already passed through [`compress`].

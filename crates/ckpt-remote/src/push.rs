@@ -2,28 +2,37 @@
 //! head) with everything they reference that the remote lacks, then add
 //! them to the workspace's ref.
 //!
-//! Order (the argument is in [`crate::layout`]): blobs of file contents and
-//! state snapshots in packs, uploaded in parallel, each pack before its
+//! Order (the argument is in [`crate::layout`]): blobs of file contents
+//! and state snapshots in packs, uploaded in parallel, each pack before its
 //! index → packs of trees (without mtimes) and mtimes nodes
-//! ([`crate::trees`]) one after another, children before parents →
-//! checkpoint records → one new ref generation by create-if-absent,
-//! retried on top of a concurrent pusher's. Nothing the remote already
-//! holds is sent: the pack indexes say which blobs it has; an mtimes node
-//! it has stands for its whole subtree, and a tree it has for its subtree's
-//! trees and contents (so a second workspace with the same files sends
-//! only its mtimes). A push after a one-file edit walks and sends only the
-//! changed path (a handful of requests: two listings, the ref, one pack and
-//! its index, the record, the new ref generation, and the gc check); the
+//! ([`crate::trees`]) one after another, children before parents → one new
+//! ref generation by create-if-absent, retried on top of a concurrent
+//! pusher's. The checkpoint records (reachable only through a ref) are
+//! written meanwhile. Nothing the remote already holds is sent: the pack
+//! indexes say which blobs it has; an mtimes node it has stands for its
+//! whole subtree, and a tree it has for its subtree's trees and contents
+//! (so a second workspace with the same files sends only its mtimes). The
 //! shapes and nodes of unchanged subtrees come from the store's cache
-//! ([`crate::trees::Cache`]), not from reading their trees.
+//! ([`crate::trees::Cache`]), not from reading their trees, so a push after
+//! a one-file edit walks and sends only the changed path: 12 requests in 7
+//! round trips one after another (the ref generation this store last saw
+//! and the next one, with the gc list — a listing and a GET more when that
+//! generation is no longer the current one; the listings of indexes and
+//! packs; a pack of contents, then its index, with the record and the gc
+//! list again; a pack of trees and nodes, then its index; the new ref
+//! generation).
 //!
 //! Resuming: a killed push leaves whole packs (and maybe a pack without its
 //! index, which the next push recovers, see [`crate::known`]); the re-run
-//! finds their blobs and sends only the rest. A push never relies on a pack
-//! that `gc --remote` has condemned: it re-reads the condemned list just
-//! before it writes the ref and fails (asking for a re-run, which then
-//! uploads those blobs again) if one of the packs it relied on is on it
-//! (the gc module says why that makes gc safe).
+//! finds their blobs and sends only the rest.
+//!
+//! With `gc --remote`: a push forgets the packs on `gc/condemned` when it
+//! loads the indexes, and reads the list again while it uploads. If it is
+//! empty (the usual case) nothing more is done; else, before the ref, every
+//! blob the pushed checkpoints reach (computed from the local trees, no
+//! request) must be in a pack that is not on it, and those that are not
+//! are uploaded again in new packs (the list is then read once more). The
+//! gc module says why that keeps every checkpoint a ref names readable.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
@@ -36,7 +45,7 @@ use ckpt_lib::ops::Context;
 use ckpt_lib::store::catalog::{CatalogReader, Checkpoint};
 use ckpt_lib::store::tree::Node;
 use ckpt_lib::store::Store;
-use ckpt_lib::Hash;
+use ckpt_lib::{trace, Hash};
 use futures::{stream, StreamExt, TryStreamExt};
 use rayon::prelude::*;
 use serde_json::{json, Value};
@@ -44,7 +53,7 @@ use serde_json::{json, Value};
 use crate::client::{Client, Created};
 use crate::known::{self, Known};
 use crate::layout::{self, Record, RefBody};
-use crate::pack::{self, Builder, Kind};
+use crate::pack::{self, Builder, Entry, Kind};
 use crate::remotes;
 use crate::report::{with_transfer, Transfer};
 use crate::trees::{self, Encoder};
@@ -121,6 +130,52 @@ impl PushReport {
 
 /// The current generation of a ref and its body (None: no ref yet).
 pub async fn read_ref(client: &Client, name: &str) -> Result<Option<(u64, RefBody)>> {
+    Ok(read_ref_bytes(client, name).await?.map(|(g, b, _)| (g, b)))
+}
+
+/// [`read_ref`] trying first the generation this store last read or wrote
+/// (`<cache>/refs/<name>`: the generation number, a newline, its bytes): if
+/// it is still there with the same bytes and the next one is not, it is
+/// current (a pusher creates generation n+1 only after reading n, and gc
+/// keeps the newest). Two GETs at once instead of a listing and then a GET.
+pub async fn read_ref_cached(
+    client: &Client,
+    cache: &std::path::Path,
+    name: &str,
+) -> Result<Option<(u64, RefBody)>> {
+    let dir = cache.join("refs");
+    let cached = std::fs::read(dir.join(name)).ok().and_then(|b| {
+        let nl = b.iter().position(|&c| c == b'\n')?;
+        let g: u64 = std::str::from_utf8(&b[..nl]).ok()?.parse().ok()?;
+        Some((g, b[nl + 1..].to_vec()))
+    });
+    if let Some((g, bytes)) = cached {
+        let (now_key, next_key) = (layout::ref_key(name, g), layout::ref_key(name, g + 1));
+        let (now, next) = futures::try_join!(client.get(&now_key), client.get(&next_key))?;
+        if now.as_deref() == Some(&bytes[..]) && next.is_none() {
+            if let Ok(body) = serde_json::from_slice::<RefBody>(&bytes) {
+                if body.format == layout::FORMAT {
+                    return Ok(Some((g, body)));
+                }
+            }
+        }
+    }
+    let Some((g, body, bytes)) = read_ref_bytes(client, name).await? else {
+        return Ok(None);
+    };
+    remember_ref(cache, name, g, &bytes);
+    Ok(Some((g, body)))
+}
+
+/// Notes generation `g` of ref `name` (its bytes) for [`read_ref_cached`].
+fn remember_ref(cache: &std::path::Path, name: &str, g: u64, bytes: &[u8]) {
+    let mut b = format!("{g}\n").into_bytes();
+    b.extend_from_slice(bytes);
+    known::write_cache(&cache.join("refs"), name, &b);
+}
+
+/// [`read_ref`], with the generation's bytes.
+async fn read_ref_bytes(client: &Client, name: &str) -> Result<Option<(u64, RefBody, Bytes)>> {
     for _ in 0..5 {
         let listed = client.list(&layout::ref_dir(name)).await?;
         let Some(generation) = listed
@@ -146,7 +201,7 @@ pub async fn read_ref(client: &Client, name: &str) -> Result<Option<(u64, RefBod
                 body.format,
             ));
         }
-        return Ok(Some((generation, body)));
+        return Ok(Some((generation, body, b)));
     }
     Err(Error::Remote(format!(
         "{}: the ref kept changing while it was read; retry",
@@ -248,8 +303,6 @@ struct Walk {
     /// Trees and mtimes nodes the remote lacks, children before parents
     /// (and a region's trees before its node), with their bytes.
     trees: Vec<(Kind, Hash, Vec<u8>)>,
-    /// Packs holding blobs this push relies on instead of sending.
-    relied: HashSet<Hash>,
     /// Blobs sent or found so far.
     seen: HashSet<Hash>,
     /// The mtimes node of each root pushed.
@@ -258,15 +311,13 @@ struct Walk {
 }
 
 impl Walk {
-    /// Whether blob `h` is on the remote or already on its way (noting the
-    /// pack relied on).
+    /// Whether blob `h` is on the remote or already on its way.
     fn have(&mut self, known: &Known, h: &Hash) -> bool {
         if self.seen.contains(h) {
             return true;
         }
         match known.blobs.get(h) {
-            Some(l) => {
-                self.relied.insert(l.pack);
+            Some(_) => {
                 self.skipped += 1;
                 self.seen.insert(*h);
                 true
@@ -275,56 +326,78 @@ impl Walk {
         }
     }
 
-    /// Sends local tree `l` as a node of its own (unless the remote has
-    /// it); returns the node's hash.
-    fn node(&mut self, enc: &mut Encoder<'_>, known: &Known, l: &Hash) -> Result<Hash> {
-        let cached = enc.node(l)?;
-        if self.have(known, &cached) {
-            return Ok(cached);
+    /// Sends local tree `root` as a node of its own and, below it, every
+    /// region the remote lacks (a directory's subdirectories, inlined ones
+    /// as part of its region and the others as nodes of their own, then its
+    /// file contents and tree, unless the remote has its tree; then the
+    /// node, unless the remote has it). An explicit stack, not recursion:
+    /// a workspace may be as deep as its paths allow.
+    fn node(&mut self, enc: &mut Encoder<'_>, known: &Known, root: &Hash) -> Result<Hash> {
+        enum Step {
+            /// A node of its own: skipped if the remote has it.
+            Node(Hash),
+            /// A directory of a region: its subdirectories first.
+            Dir(Hash),
+            /// After its subdirectories: its contents and tree.
+            DirEnd(Hash),
+            /// After its region: the node.
+            NodeEnd(Hash),
         }
-        self.dir(enc, known, l)?;
-        // Encoded anew: subdirectory nodes are named as just sent or found.
-        let bytes = enc.node_bytes(l)?;
-        let h = Hash::of(&bytes);
-        enc.set_node(l, h);
-        if !self.have(known, &h) {
-            self.seen.insert(h);
-            self.trees.push((Kind::Mtimes, h, bytes));
-        }
-        Ok(h)
-    }
-
-    /// Sends the region of directory `l`: its subdirectories (inlined ones
-    /// as regions, the others as nodes), then its file contents and tree,
-    /// unless the remote has its tree.
-    fn dir(&mut self, enc: &mut Encoder<'_>, known: &Known, l: &Hash) -> Result<()> {
-        for (child, inline) in enc.subdirs(l)? {
-            if inline {
-                self.dir(enc, known, &child)?;
-            } else {
-                self.node(enc, known, &child)?;
-            }
-        }
-        let shape = enc.info(l)?.shape;
-        if self.have(known, &shape) {
-            return Ok(());
-        }
-        for e in &enc.tree(l)?.entries {
-            if let Node::File { size, hash } = e.node {
-                if !self.have(known, &hash) {
-                    self.seen.insert(hash);
-                    self.objects.push(Want {
-                        kind: Kind::Object,
-                        hash,
-                        size,
-                    });
+        let mut stack = vec![Step::Node(*root)];
+        while let Some(step) = stack.pop() {
+            match step {
+                Step::Node(l) => {
+                    let cached = enc.node(&l)?;
+                    if !self.have(known, &cached) {
+                        stack.push(Step::NodeEnd(l));
+                        stack.push(Step::Dir(l));
+                    }
+                }
+                Step::Dir(l) => {
+                    stack.push(Step::DirEnd(l));
+                    for (child, inline) in enc.subdirs(&l)?.into_iter().rev() {
+                        stack.push(if inline {
+                            Step::Dir(child)
+                        } else {
+                            Step::Node(child)
+                        });
+                    }
+                }
+                Step::DirEnd(l) => {
+                    let shape = enc.info(&l)?.shape;
+                    if self.have(known, &shape) {
+                        continue;
+                    }
+                    for e in &enc.tree(&l)?.entries {
+                        if let Node::File { size, hash } = e.node {
+                            if !self.have(known, &hash) {
+                                self.seen.insert(hash);
+                                self.objects.push(Want {
+                                    kind: Kind::Object,
+                                    hash,
+                                    size,
+                                });
+                            }
+                        }
+                    }
+                    let bytes = enc.shape_bytes(&l)?;
+                    self.seen.insert(shape);
+                    self.trees.push((Kind::Tree, shape, bytes));
+                }
+                Step::NodeEnd(l) => {
+                    // Encoded anew: subdirectory nodes are named as just
+                    // sent or found.
+                    let bytes = enc.node_bytes(&l)?;
+                    let h = Hash::of(&bytes);
+                    enc.set_node(&l, h);
+                    if !self.have(known, &h) {
+                        self.seen.insert(h);
+                        self.trees.push((Kind::Mtimes, h, bytes));
+                    }
                 }
             }
         }
-        let bytes = enc.shape_bytes(l)?;
-        self.seen.insert(shape);
-        self.trees.push((Kind::Tree, shape, bytes));
-        Ok(())
+        enc.node(root)
     }
 }
 
@@ -336,6 +409,74 @@ fn walk(enc: &mut Encoder<'_>, roots: &[Hash], known: &Known) -> Result<Walk> {
         w.roots.insert(*root, n);
     }
     Ok(w)
+}
+
+/// Where a blob of a pushed checkpoint comes from (to send it again).
+#[derive(Clone, Copy)]
+enum Src {
+    /// A file content of the local store, of this size.
+    File(u64),
+    /// A state snapshot (in the push's state blobs).
+    State,
+    /// The shape of this local tree.
+    Shape(Hash),
+    /// The mtimes node of this local tree.
+    Node(Hash),
+}
+
+/// Every blob the pushed checkpoints reach on the remote, parents first:
+/// each root's mtimes node and, below it, every directory's shape and file
+/// contents and the node of every subdirectory that is a node of its own;
+/// and their state snapshots. Computed from the local trees (the encoder's
+/// cache spares re-deriving what did not change), no request.
+fn reach(
+    enc: &mut Encoder<'_>,
+    roots: &HashMap<Hash, Hash>,
+    states: &HashMap<Hash, Vec<u8>>,
+) -> Result<Vec<(Hash, Src)>> {
+    let mut out: Vec<(Hash, Src)> = states.keys().map(|h| (*h, Src::State)).collect();
+    let mut seen: HashSet<Hash> = states.keys().copied().collect();
+    let mut visited: HashSet<(Hash, Option<Hash>)> = HashSet::new();
+    let mut stack: Vec<(Hash, Option<Hash>)> = roots.iter().map(|(l, n)| (*l, Some(*n))).collect();
+    while let Some((l, node)) = stack.pop() {
+        if !visited.insert((l, node)) {
+            continue;
+        }
+        if let Some(n) = node {
+            // The node names exactly what this encoder names (else its
+            // region could not be told from the local trees).
+            if Hash::of(&enc.node_bytes(&l)?) != n {
+                return Err(Error::Remote(format!(
+                    "mtimes node {n} on the remote was not encoded the way this ckpt encodes \
+                     local tree {l}, so this push cannot check it against the packs `ckpt gc --remote` \
+                     condemned; the ref was not changed: run the push again after the gc's grace period"
+                )));
+            }
+            if seen.insert(n) {
+                out.push((n, Src::Node(l)));
+            }
+        }
+        let shape = enc.info(&l)?.shape;
+        if seen.insert(shape) {
+            out.push((shape, Src::Shape(l)));
+            for e in &enc.tree(&l)?.entries {
+                if let Node::File { size, hash } = e.node {
+                    if seen.insert(hash) {
+                        out.push((hash, Src::File(size)));
+                    }
+                }
+            }
+        }
+        for (child, inline) in enc.subdirs(&l)? {
+            let n = if inline {
+                None
+            } else {
+                Some(enc.node(&child)?)
+            };
+            stack.push((child, n));
+        }
+    }
+    Ok(out)
 }
 
 /// Groups blobs into packs of about [`PACK_TARGET`] raw bytes.
@@ -363,7 +504,7 @@ struct Built {
     bytes: Vec<u8>,
     index: Vec<u8>,
     raw: u64,
-    count: u64,
+    entries: Vec<Entry>,
 }
 
 fn finish(b: Builder) -> Built {
@@ -374,13 +515,64 @@ fn finish(b: Builder) -> Built {
         bytes,
         index,
         raw,
-        count: entries.len() as u64,
+        entries,
+    }
+}
+
+/// One blob ready for a pack: its raw bytes, and its compressed form when
+/// that pays.
+struct Item {
+    kind: Kind,
+    hash: Hash,
+    raw: Vec<u8>,
+    z: Option<Vec<u8>>,
+    codec: u8,
+}
+
+impl Item {
+    fn new(kind: Kind, hash: Hash, raw: Vec<u8>) -> Item {
+        let (z, codec) = pack::compress(&raw);
+        Item {
+            kind,
+            hash,
+            raw,
+            z,
+            codec,
+        }
+    }
+}
+
+/// Packs `items` into a pack whose name is not in `avoid`: packs are named
+/// by their bytes, so the same blobs in the same order make a pack a gc has
+/// condemned or is deleting, and uploading it again would not save it. The
+/// pack then starts with a few zero bytes more until its name differs.
+fn assemble(items: &[Item], avoid: &HashSet<Hash>) -> Built {
+    let mut pad = 0;
+    loop {
+        let mut b = Builder::default();
+        b.pad(pad);
+        for it in items {
+            match it.z.as_deref() {
+                Some(z) => b.add_stored(it.kind, it.hash, it.raw.len() as u64, z, it.codec),
+                None => b.add_stored(it.kind, it.hash, it.raw.len() as u64, &it.raw, 0),
+            }
+        }
+        let p = finish(b);
+        if !avoid.contains(&p.name) {
+            return p;
+        }
+        pad += 1;
     }
 }
 
 /// Reads and compresses one group of blobs into a pack (in parallel).
-fn build(store: &Store, group: &[Want], states: &HashMap<Hash, Vec<u8>>) -> Result<Built> {
-    let stored: Vec<(Option<Vec<u8>>, Vec<u8>, u8)> = group
+fn build(
+    store: &Store,
+    group: &[Want],
+    states: &HashMap<Hash, Vec<u8>>,
+    avoid: &HashSet<Hash>,
+) -> Result<Built> {
+    let items: Vec<Item> = group
         .par_iter()
         .map(|w| {
             let raw = match w.kind {
@@ -394,32 +586,42 @@ fn build(store: &Store, group: &[Want], states: &HashMap<Hash, Vec<u8>>) -> Resu
                     store.objects.object_path(&w.hash).display()
                 )));
             }
-            let (z, codec) = pack::compress(&raw);
-            Ok((z, raw, codec))
+            Ok(Item::new(w.kind, w.hash, raw))
         })
         .collect::<Result<_>>()?;
-    let mut b = Builder::default();
-    for (w, (z, raw, codec)) in group.iter().zip(&stored) {
-        b.add_stored(
-            w.kind,
-            w.hash,
-            raw.len() as u64,
-            z.as_deref().unwrap_or(raw),
-            *codec,
-        );
-    }
-    Ok(finish(b))
+    Ok(assemble(&items, avoid))
 }
 
-/// Uploads a pack, then its index.
+/// Packs trees and nodes (children before parents) into packs of about
+/// `target` raw bytes, with names not in `avoid`.
+fn tree_packs(trees: &[(Kind, Hash, Vec<u8>)], target: u64, avoid: &HashSet<Hash>) -> Vec<Built> {
+    let mut out = Vec::new();
+    let mut items: Vec<Item> = Vec::new();
+    let mut size = 0;
+    for (i, (kind, h, bytes)) in trees.iter().enumerate() {
+        size += bytes.len() as u64;
+        items.push(Item::new(*kind, *h, bytes.clone()));
+        if size >= target || i + 1 == trees.len() {
+            out.push(assemble(&items, avoid));
+            items.clear();
+            size = 0;
+        }
+    }
+    out
+}
+
+/// The packs a push uploaded, with their entries.
+type Sent = std::sync::Mutex<Vec<(Hash, Vec<Entry>)>>;
+
+/// Uploads a pack, then its index; notes it in `sent`.
 async fn upload(
     client: &Client,
     cache: &std::path::Path,
     p: Built,
     progress: Option<&Progress>,
-    sent: &std::sync::Mutex<HashSet<Hash>>,
+    sent: &Sent,
 ) -> Result<(u64, u64)> {
-    sent.lock().unwrap().insert(p.name);
+    let count = p.entries.len() as u64;
     client
         .put(&layout::pack_key(&p.name), Bytes::from(p.bytes))
         .await?;
@@ -427,12 +629,13 @@ async fn upload(
         .create(&layout::index_key(&p.name), Bytes::from(p.index.clone()))
         .await?;
     known::remember(cache, &p.name, &p.index);
+    sent.lock().unwrap().push((p.name, p.entries));
     ckpt_fault::point("remote.push.after_pack");
     if let Some(pr) = progress {
         pr.bytes.fetch_add(p.raw, Ordering::Relaxed);
-        pr.entries.fetch_add(p.count, Ordering::Relaxed);
+        pr.entries.fetch_add(count, Ordering::Relaxed);
     }
-    Ok((p.count, p.raw))
+    Ok((count, p.raw))
 }
 
 /// Pushes checkpoints to a remote.
@@ -471,9 +674,14 @@ pub fn push(ctx: &Context, opts: &PushOptions<'_>) -> Result<PushReport> {
         skipped_objects: 0,
         transfer: Transfer::default(),
     };
-    // Phase A: what the remote has, what to send.
+    // Phase A: what the remote has, what to send. The ref and the
+    // condemned list at once, then the indexes and the packs at once.
     let prepared = rt.block_on(async {
-        let current = read_ref(&client, &target.workspace).await?;
+        let _t = trace::span("push: remote state");
+        let (current, condemned) = futures::try_join!(
+            read_ref_cached(&client, &cache, &target.workspace),
+            read_condemned(&client)
+        )?;
         let on_remote: HashSet<String> = current
             .as_ref()
             .map(|(_, b)| b.checkpoints.iter().cloned().collect())
@@ -490,13 +698,15 @@ pub fn push(ctx: &Context, opts: &PushOptions<'_>) -> Result<PushReport> {
         if todo.is_empty() {
             return Ok(None);
         }
-        let condemned = read_condemned(&client).await?;
-        let mut known = Known::load(&client, &cache).await?;
+        let (mut known, packs) =
+            futures::try_join!(Known::load(&client, &cache), client.list("packs"))?;
         known.forget(&condemned);
-        report.recovered_packs = known.recover_orphans(&client, &cache, &condemned).await?;
-        Ok::<_, Error>(Some((current, todo, known)))
+        report.recovered_packs = known
+            .recover_listed(&client, &cache, &condemned, &packs)
+            .await?;
+        Ok::<_, Error>(Some((current, todo, known, condemned)))
     })?;
-    let Some((current, todo, known)) = prepared else {
+    let Some((current, todo, mut known, condemned)) = prepared else {
         report.transfer =
             std::mem::take(&mut report.transfer).counted(&client.counters, t0.elapsed());
         return Ok(report);
@@ -505,15 +715,19 @@ pub fn push(ctx: &Context, opts: &PushOptions<'_>) -> Result<PushReport> {
     let roots: Vec<Hash> = todo.iter().map(|(c, _, _)| c.root).collect();
     let load = |h: &Hash| reader.tree(h);
     let mut enc = Encoder::new(&load, trees::Cache::load(&store.root));
-    let walked = walk(&mut enc, &roots, &known);
+    let walked = {
+        let _t = trace::span("push: walk");
+        walk(&mut enc, &roots, &known)
+    };
     enc.cache.save();
     let mut w = walked?;
+    // Every state snapshot pushed; those the remote lacks are sent.
+    let all_states: HashMap<Hash, Vec<u8>> =
+        todo.iter().filter_map(|(_, _, b)| b.clone()).collect();
     let mut states: HashMap<Hash, Vec<u8>> = HashMap::new();
     for (_, _, blob) in &todo {
         if let Some((h, b)) = blob {
-            if let Some(l) = known.blobs.get(h) {
-                w.relied.insert(l.pack);
-            } else if !states.contains_key(h) {
+            if !known.blobs.contains_key(h) && !states.contains_key(h) {
                 states.insert(*h, b.clone());
                 w.objects.push(Want {
                     kind: Kind::State,
@@ -526,17 +740,22 @@ pub fn push(ctx: &Context, opts: &PushOptions<'_>) -> Result<PushReport> {
     report.skipped_objects = w.skipped;
 
     // Phase B: file contents and state snapshots, in packs built on a
-    // thread (reading and compressing in parallel) and uploaded as they come.
+    // thread (reading and compressing in parallel) and uploaded as they
+    // come; then phase C: trees, children before parents, one pack at a
+    // time. Meanwhile, phase D: the checkpoint records (one already there,
+    // from a re-run, must be in this format), and the condemned list read
+    // for the check below (any time after phase A will do: see crate::gc).
     let groups = group(std::mem::take(&mut w.objects), opts.settings.pack_target);
-    let sent: std::sync::Mutex<HashSet<Hash>> = Default::default();
+    let sent: Sent = Default::default();
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Built>>(2);
-    let (objects, raw, packs) = std::thread::scope(|s| {
+    let ((objects, raw, packs), condemned_now) = std::thread::scope(|s| {
         let store = &store;
         let states = &states;
         let groups = &groups;
+        let avoid = &condemned;
         s.spawn(move || {
             for g in groups {
-                let b = build(store, g, states);
+                let b = build(store, g, states, avoid);
                 let failed = b.is_err();
                 if tx.blocking_send(b).is_err() || failed {
                     break;
@@ -544,43 +763,24 @@ pub fn push(ctx: &Context, opts: &PushOptions<'_>) -> Result<PushReport> {
             }
         });
         let rx = stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|v| (v, rx)) });
-        let (client, cache, sent) = (&client, &cache, &sent);
-        rt.block_on(
-            rx.map(|b| async move { upload(client, cache, b?, opts.progress, sent).await })
+        let (client, cache, sent, w, avoid) = (&client, &cache, &sent, &w, &condemned);
+        let uploads = async move {
+            let _t = trace::span("push: upload");
+            let mut total = rx
+                .map(|b| async move { upload(client, cache, b?, opts.progress, sent).await })
                 .buffer_unordered(client.concurrency())
                 .try_fold((0u64, 0u64, 0u64), |(n, r, p), (dn, dr)| async move {
                     Ok((n + dn, r + dr, p + 1))
-                }),
-        )
-    })?;
-    report.transfer.objects += objects;
-    report.transfer.raw_bytes += raw;
-    report.transfer.packs += packs;
-
-    rt.block_on(async {
-        // Phase C: trees, children before parents, one pack at a time.
-        let mut b = Builder::default();
-        for (kind, h, bytes) in &w.trees {
-            b.add(*kind, *h, bytes);
-            if b.raw_len() >= opts.settings.pack_target {
-                let (n, r) = upload(&client, &cache, finish(std::mem::take(&mut b)), opts.progress, &sent).await?;
-                report.transfer.objects += n;
-                report.transfer.raw_bytes += r;
-                report.transfer.packs += 1;
+                })
+                .await?;
+            for p in tree_packs(&w.trees, opts.settings.pack_target, avoid) {
+                let (n, r) = upload(client, cache, p, opts.progress, sent).await?;
+                total = (total.0 + n, total.1 + r, total.2 + 1);
             }
-        }
-        if !b.is_empty() {
-            let (n, r) = upload(&client, &cache, finish(b), opts.progress, &sent).await?;
-            report.transfer.objects += n;
-            report.transfer.raw_bytes += r;
-            report.transfer.packs += 1;
-        }
-
-        // Phase D: checkpoint records. One already there (a re-run) must
-        // be in this format.
-        stream::iter(todo.iter())
+            Ok::<_, Error>(total)
+        };
+        let records = stream::iter(todo.iter())
             .map(|(c, r, _)| {
-                let client = &client;
                 let mut r = r.clone();
                 r.mtimes = w.roots.get(&c.root).map(|n| n.to_hex());
                 async move {
@@ -593,21 +793,59 @@ pub fn push(ctx: &Context, opts: &PushOptions<'_>) -> Result<PushReport> {
                 }
             })
             .buffer_unordered(client.concurrency())
-            .try_collect::<Vec<()>>()
-            .await?;
+            .try_collect::<Vec<()>>();
+        rt.block_on(async {
+            let (total, _, condemned) =
+                futures::try_join!(uploads, records, read_condemned(client))?;
+            Ok::<_, Error>((total, condemned))
+        })
+    })?;
+    report.transfer.objects += objects;
+    report.transfer.raw_bytes += raw;
+    report.transfer.packs += packs;
 
+    rt.block_on(async {
         ckpt_fault::point("remote.push.before_ref");
-        // Nothing relied on may have been condemned meanwhile.
-        let condemned_now = read_condemned(&client).await?;
-        let sent = sent.lock().unwrap().clone();
-        if let Some(p) = w.relied.iter().chain(&sent).find(|p| condemned_now.contains(p)) {
-            return Err(Error::Remote(format!(
-                "a concurrent `ckpt gc --remote` condemned pack {p}, which this push relies on; \
-                 the ref was not changed: run the push again (it will upload that data anew)"
-            )));
+        // Nothing the checkpoints reach may be only in condemned packs (the
+        // gc module says why this check suffices).
+        let _t = trace::span("push: gc check");
+        let mut condemned_now = condemned_now;
+        if !condemned_now.is_empty() {
+            let reached = reach(&mut enc, &w.roots, &all_states)?;
+            for round in 0.. {
+                for (p, entries) in sent.lock().unwrap().drain(..) {
+                    known.add(p, entries);
+                }
+                known.forget(&condemned_now);
+                let missing: Vec<(Hash, Src)> = reached
+                    .iter()
+                    .filter(|(h, _)| !known.blobs.contains_key(h))
+                    .copied()
+                    .collect();
+                if missing.is_empty() {
+                    break;
+                }
+                if round == 2 {
+                    return Err(Error::Remote(format!(
+                        "`ckpt gc --remote` condemned packs holding data this push needs (e.g. blob {}) \
+                         three times while it pushed; the ref was not changed: run the push again \
+                         (when no gc is running)",
+                        missing[0].0
+                    )));
+                }
+                let (n, r, p) =
+                    resend(&store, &mut enc, &all_states, &missing, &client, &cache, opts, &sent, &condemned_now).await?;
+                report.transfer.objects += n;
+                report.transfer.raw_bytes += r;
+                report.transfer.packs += p;
+                condemned_now = read_condemned(&client).await?;
+            }
         }
+        enc.cache.save();
+        drop(_t);
 
         // Phase E: the ref, a new generation, retried on top of concurrent pushers.
+        let _t = trace::span("push: ref");
         let mut current = current;
         let mut delay = Duration::from_millis(20);
         loop {
@@ -638,9 +876,10 @@ pub fn push(ctx: &Context, opts: &PushOptions<'_>) -> Result<PushReport> {
             }
             body.checkpoints.extend(report.pushed.iter().map(|(_, r)| r.clone()));
             body.generation = generation;
-            let bytes = serde_json::to_vec(&body).expect("ref serialises");
-            match client.create(&layout::ref_key(&target.workspace, generation), Bytes::from(bytes)).await? {
+            let bytes = Bytes::from(serde_json::to_vec(&body).expect("ref serialises"));
+            match client.create(&layout::ref_key(&target.workspace, generation), bytes.clone()).await? {
                 Created::Yes => {
+                    remember_ref(&cache, &target.workspace, generation, &bytes);
                     report.generation = Some(generation);
                     return Ok(());
                 }
@@ -661,6 +900,55 @@ pub fn push(ctx: &Context, opts: &PushOptions<'_>) -> Result<PushReport> {
     })?;
     report.transfer = std::mem::take(&mut report.transfer).counted(&client.counters, t0.elapsed());
     Ok(report)
+}
+
+/// Uploads `missing` again, in new packs (file contents and state
+/// snapshots first, then trees and nodes, children before parents): their
+/// only copies on the remote are in packs `gc --remote` condemned. Returns
+/// (blobs, raw bytes, packs) sent.
+#[allow(clippy::too_many_arguments)]
+async fn resend(
+    store: &Store,
+    enc: &mut Encoder<'_>,
+    states: &HashMap<Hash, Vec<u8>>,
+    missing: &[(Hash, Src)],
+    client: &Client,
+    cache: &std::path::Path,
+    opts: &PushOptions<'_>,
+    sent: &Sent,
+    avoid: &HashSet<Hash>,
+) -> Result<(u64, u64, u64)> {
+    let mut wants: Vec<Want> = Vec::new();
+    let mut trees: Vec<(Kind, Hash, Vec<u8>)> = Vec::new();
+    for (hash, src) in missing {
+        let hash = *hash;
+        match *src {
+            Src::File(size) => wants.push(Want {
+                kind: Kind::Object,
+                hash,
+                size,
+            }),
+            Src::State => wants.push(Want {
+                kind: Kind::State,
+                hash,
+                size: states.get(&hash).map_or(0, |b| b.len() as u64),
+            }),
+            Src::Shape(l) => trees.push((Kind::Tree, hash, enc.shape_bytes(&l)?)),
+            Src::Node(l) => trees.push((Kind::Mtimes, hash, enc.node_bytes(&l)?)),
+        }
+    }
+    let mut built: Vec<Built> = Vec::new();
+    for g in group(wants, opts.settings.pack_target) {
+        built.push(build(store, &g, states, avoid)?);
+    }
+    trees.reverse();
+    built.extend(tree_packs(&trees, opts.settings.pack_target, avoid));
+    let mut total = (0, 0, 0);
+    for p in built {
+        let (n, r) = upload(client, cache, p, opts.progress, sent).await?;
+        total = (total.0 + n, total.1 + r, total.2 + 1);
+    }
+    Ok(total)
 }
 
 crate::serialize_via_to_json!(PushReport);

@@ -31,7 +31,8 @@
 //! from the cache is only used where the remote holds that node; nodes sent
 //! are always encoded from the local trees.
 //!
-//! Recursion follows the directory depth (as deep as a workspace's paths).
+//! No recursion follows the directory depth: a workspace may be as deep as
+//! its paths allow, so every walk here keeps an explicit stack.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -371,14 +372,32 @@ impl<'a> Encoder<'a> {
         if let Some(i) = self.cache.infos.get(h) {
             return Ok(*i);
         }
-        let d = self.derive(h)?;
-        let info = Info {
-            shape: d.shape.encode_and_hash().0,
-            weight: d.weight,
-            node: None,
-        };
-        self.cache.insert(*h, info);
-        Ok(info)
+        // Children before parents, so each derive finds its children's.
+        let mut stack = vec![(*h, false)];
+        while let Some((t, children_done)) = stack.pop() {
+            if self.cache.infos.contains_key(&t) {
+                continue;
+            }
+            if !children_done {
+                stack.push((t, true));
+                for e in &self.tree(&t)?.entries {
+                    if let Node::Dir { tree } = e.node {
+                        if !self.cache.infos.contains_key(&tree) {
+                            stack.push((tree, false));
+                        }
+                    }
+                }
+                continue;
+            }
+            let d = self.derive(&t)?;
+            let info = Info {
+                shape: d.shape.encode_and_hash().0,
+                weight: d.weight,
+                node: None,
+            };
+            self.cache.insert(t, info);
+        }
+        Ok(self.cache.infos[h])
     }
 
     /// The shape's bytes.
@@ -428,9 +447,30 @@ impl<'a> Encoder<'a> {
         if let Some(n) = self.info(h)?.node {
             return Ok(n);
         }
-        let n = Hash::of(&self.node_bytes(h)?);
-        self.set_node(h, n);
-        Ok(n)
+        // The nodes the region names before the region's own.
+        let mut stack = vec![(*h, false)];
+        while let Some((t, named_done)) = stack.pop() {
+            if self.info(&t)?.node.is_some() {
+                continue;
+            }
+            if named_done {
+                let n = Hash::of(&self.node_bytes(&t)?);
+                self.set_node(&t, n);
+                continue;
+            }
+            stack.push((t, true));
+            let mut region = vec![t];
+            while let Some(d) = region.pop() {
+                for (child, inline) in self.subdirs(&d)? {
+                    if inline {
+                        region.push(child);
+                    } else if self.info(&child)?.node.is_none() {
+                        stack.push((child, false));
+                    }
+                }
+            }
+        }
+        Ok(self.info(h)?.node.expect("just computed"))
     }
 
     /// Records that node `n` rebuilds `h`.
@@ -451,22 +491,31 @@ impl<'a> Encoder<'a> {
         Ok(node.encode())
     }
 
+    /// Appends the records of `h`'s region to `dirs`, in pre-order.
     fn region(&mut self, h: &Hash, dirs: &mut Vec<DirRec>) -> Result<()> {
-        let t = self.tree(h)?;
-        let at = dirs.len();
-        dirs.push(DirRec {
-            mtimes: t.entries.iter().map(|e| e.mtime_ns).collect(),
-            subs: Vec::new(),
-        });
-        for (child, inline) in self.subdirs(h)? {
-            let sub = if inline {
-                let i = dirs.len();
-                self.region(&child, dirs)?;
-                Sub::Inline(i)
-            } else {
-                Sub::Node(self.node(&child)?)
-            };
-            dirs[at].subs.push(sub);
+        // (directory, where its parent names it: record and subdirectory).
+        let mut stack: Vec<(Hash, Option<(usize, usize)>)> = vec![(*h, None)];
+        while let Some((d, named)) = stack.pop() {
+            let at = dirs.len();
+            if let Some((parent, i)) = named {
+                dirs[parent].subs[i] = Sub::Inline(at);
+            }
+            let t = self.tree(&d)?;
+            dirs.push(DirRec {
+                mtimes: t.entries.iter().map(|e| e.mtime_ns).collect(),
+                subs: Vec::new(),
+            });
+            let mut inlined = Vec::new();
+            for (i, (child, inline)) in self.subdirs(&d)?.into_iter().enumerate() {
+                let sub = if inline {
+                    inlined.push((child, Some((at, i))));
+                    Sub::Inline(usize::MAX)
+                } else {
+                    Sub::Node(self.node(&child)?)
+                };
+                dirs[at].subs.push(sub);
+            }
+            stack.extend(inlined.into_iter().rev());
         }
         Ok(())
     }
@@ -494,78 +543,142 @@ pub struct Rebuild<'a> {
     pub nodes: HashMap<Hash, (Hash, Hash, u64)>,
 }
 
-/// Rebuilds the local tree of node `node` (see [`Rebuild`]).
+/// Rebuilds the local tree of node `node` (see [`Rebuild`]); returns it
+/// and the node's shape. An explicit stack, children before parents.
 pub fn rebuild(r: &mut Rebuild<'_>, node: &Hash) -> Result<(Hash, Hash)> {
-    if let Some(&(l, s)) = r.local.get(node) {
-        return Ok((l, s));
-    }
-    if let Some(&(l, s, _)) = r.nodes.get(node) {
-        return Ok((l, s));
+    /// One step of the rebuild.
+    enum Step {
+        /// A node: rebuilt unless known.
+        Node(Hash),
+        /// Directory `at` of node `node`'s region, whose shape is `shape`:
+        /// its subdirectories first (`ready` false), then itself.
+        Dir {
+            node: Hash,
+            shape: Hash,
+            at: usize,
+            ready: bool,
+        },
+        /// After its region: the node's local tree is its first directory's.
+        NodeEnd(Hash),
     }
     let fetched = r.fetched;
-    let m = fetched
-        .nodes
-        .get(node)
-        .ok_or_else(|| corrupt(format!("remote mtimes node {node} was not fetched")))?;
-    let l = rebuild_dir(r, m, node, m.shape, 0)?;
-    r.nodes.insert(*node, (l, m.shape, m.weight()));
-    Ok((l, m.shape))
+    let node_of = |n: &Hash| {
+        fetched
+            .nodes
+            .get(n)
+            .ok_or_else(|| corrupt(format!("remote mtimes node {n} was not fetched")))
+    };
+    // Rebuilt directories: (node, index of its record) → local tree.
+    let mut dirs: HashMap<(Hash, usize), Hash> = HashMap::new();
+    let mut stack = vec![Step::Node(*node)];
+    while let Some(step) = stack.pop() {
+        match step {
+            Step::Node(n) => {
+                if r.local.contains_key(&n) || r.nodes.contains_key(&n) {
+                    continue;
+                }
+                let m = node_of(&n)?;
+                stack.push(Step::NodeEnd(n));
+                stack.push(Step::Dir {
+                    node: n,
+                    shape: m.shape,
+                    at: 0,
+                    ready: false,
+                });
+            }
+            Step::NodeEnd(n) => {
+                let m = node_of(&n)?;
+                let l = dirs[&(n, 0)];
+                r.nodes.insert(n, (l, m.shape, m.weight()));
+            }
+            Step::Dir {
+                node,
+                shape,
+                at,
+                ready,
+            } => {
+                let m = node_of(&node)?;
+                let s = fetched
+                    .shapes
+                    .get(&shape)
+                    .ok_or_else(|| corrupt(format!("remote tree {shape} was not fetched")))?;
+                let d = &m.dirs[at];
+                let subdirs = s.entries.iter().filter_map(|e| match e.node {
+                    Node::Dir { tree } => Some(tree),
+                    _ => None,
+                });
+                if !ready {
+                    if d.mtimes.len() != s.entries.len() || d.subs.len() != subdirs.clone().count()
+                    {
+                        return Err(corrupt(format!(
+                            "remote mtimes node {node} does not fit remote tree {shape}"
+                        )));
+                    }
+                    stack.push(Step::Dir {
+                        node,
+                        shape,
+                        at,
+                        ready: true,
+                    });
+                    for (child, sub) in subdirs.zip(&d.subs) {
+                        stack.push(match sub {
+                            Sub::Inline(i) => Step::Dir {
+                                node,
+                                shape: child,
+                                at: *i,
+                                ready: false,
+                            },
+                            Sub::Node(n) => Step::Node(*n),
+                        });
+                    }
+                    continue;
+                }
+                let mut entries = Vec::with_capacity(s.entries.len());
+                let mut subs = d.subs.iter();
+                for (e, mtime) in s.entries.iter().zip(&d.mtimes) {
+                    let local = match &e.node {
+                        Node::Dir { tree: child } => {
+                            let l = match subs.next().expect("counted") {
+                                Sub::Inline(i) => dirs[&(node, *i)],
+                                Sub::Node(n) => {
+                                    let (l, s) = known_node(r, n)?;
+                                    if s != *child {
+                                        return Err(corrupt(format!(
+                                            "remote mtimes node {n} is not of remote tree {child}"
+                                        )));
+                                    }
+                                    l
+                                }
+                            };
+                            Node::Dir { tree: l }
+                        }
+                        n => n.clone(),
+                    };
+                    entries.push(Entry {
+                        name: e.name.clone(),
+                        mode: e.mode,
+                        mtime_ns: *mtime,
+                        node: local,
+                    });
+                }
+                let (h, bytes) = Tree { entries }.encode_and_hash();
+                r.trees.insert(h, bytes);
+                dirs.insert((node, at), h);
+            }
+        }
+    }
+    known_node(r, node)
 }
 
-fn rebuild_dir(
-    r: &mut Rebuild<'_>,
-    m: &MNode,
-    node: &Hash,
-    shape: Hash,
-    at: usize,
-) -> Result<Hash> {
-    let fetched = r.fetched;
-    let s = fetched
-        .shapes
-        .get(&shape)
-        .ok_or_else(|| corrupt(format!("remote tree {shape} was not fetched")))?;
-    let d = &m.dirs[at];
-    let dirs = s
-        .entries
-        .iter()
-        .filter(|e| matches!(e.node, Node::Dir { .. }))
-        .count();
-    if d.mtimes.len() != s.entries.len() || d.subs.len() != dirs {
-        return Err(corrupt(format!(
-            "remote mtimes node {node} does not fit remote tree {shape}"
-        )));
+/// The local tree and shape of a node rebuilt or held locally.
+fn known_node(r: &Rebuild<'_>, n: &Hash) -> Result<(Hash, Hash)> {
+    if let Some(&(l, s)) = r.local.get(n) {
+        return Ok((l, s));
     }
-    let mut entries = Vec::with_capacity(s.entries.len());
-    let mut subs = d.subs.iter();
-    for (e, mtime) in s.entries.iter().zip(&d.mtimes) {
-        let node = match &e.node {
-            Node::Dir { tree: child } => {
-                let l = match subs.next().expect("counted") {
-                    Sub::Inline(i) => rebuild_dir(r, m, node, *child, *i)?,
-                    Sub::Node(n) => {
-                        let (l, s) = rebuild(r, n)?;
-                        if s != *child {
-                            return Err(corrupt(format!(
-                                "remote mtimes node {n} is not of remote tree {child}"
-                            )));
-                        }
-                        l
-                    }
-                };
-                Node::Dir { tree: l }
-            }
-            n => n.clone(),
-        };
-        entries.push(Entry {
-            name: e.name.clone(),
-            mode: e.mode,
-            mtime_ns: *mtime,
-            node,
-        });
-    }
-    let (h, bytes) = Tree { entries }.encode_and_hash();
-    r.trees.insert(h, bytes);
-    Ok(h)
+    r.nodes
+        .get(n)
+        .map(|&(l, s, _)| (l, s))
+        .ok_or_else(|| corrupt(format!("remote mtimes node {n} was not rebuilt")))
 }
 
 #[cfg(test)]
