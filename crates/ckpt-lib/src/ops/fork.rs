@@ -439,8 +439,9 @@ fn clone_all(
     dests: &[PathBuf],
     choice: &Choice,
 ) -> Result<Vec<ForkReport>> {
-    // Held (locked) while the copies are made.
-    let tstore = t.workspace.open_store(&ctx.config)?;
+    // Held (locked) while the copies are made; read-only, so that each
+    // snapshot of it holds a cleanly closed catalog (see [`open_origin`]).
+    let tstore = t.workspace.open_store_read_only(&ctx.config)?;
     let (head, origin) = {
         let r = tstore.catalog.reader()?;
         match (r.head_checkpoint()?, r.origin()?) {
