@@ -833,6 +833,33 @@ fn fork_count_killed_leaves_no_template_behind() {
     });
 }
 
+/// The parent's `ckpt watch --daemon`, ready (its initial walk done),
+/// stopped when dropped.
+struct Watching<'a>(&'a Fleet);
+
+impl Watching<'_> {
+    fn start(f: &Fleet) -> Watching<'_> {
+        let w = f.run(&["watch", "--daemon", "--json"]).ok().json();
+        assert_eq!(w["complete"], true, "{w}");
+        Watching(f)
+    }
+}
+
+impl Drop for Watching<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.run(&["watch", "--stop"]);
+    }
+}
+
+/// Checkpoint `rev` restored into the new directory `name` of the fleet:
+/// what a fork of it must be.
+fn materialised(f: &Fleet, rev: &str, name: &str) -> Snapshot {
+    let dest = f.dir(name);
+    f.run(&["restore", rev, "--to", dest.to_str().unwrap()])
+        .ok();
+    snapshot(&dest)
+}
+
 /// On loop btrfs with the parent's watcher running: a subvolume fork scans
 /// only what the watcher names (and the directories whose records do not
 /// claim every name), and is still exactly the checkpoint: unsaved edits
@@ -854,21 +881,8 @@ fn subvolume_fork_through_the_parents_watcher() {
         write(&f.ws.root, "d01/inner/theirs.txt", b"not ours");
         f.run(&["state", "put", "plan", "base"]).ok();
         let v1 = f.save(&f.ws.root)["id"].as_str().unwrap().to_string();
-        let want = {
-            let dest = f.dir("want");
-            f.run(&["restore", &v1, "--to", dest.to_str().unwrap()])
-                .ok();
-            snapshot(&dest)
-        };
-        let w = f.run(&["watch", "--daemon", "--json"]).ok().json();
-        assert_eq!(w["complete"], true, "{w}");
-        struct Stop<'a>(&'a Fleet);
-        impl Drop for Stop<'_> {
-            fn drop(&mut self) {
-                let _ = self.0.run(&["watch", "--stop"]);
-            }
-        }
-        let _stop = Stop(&f);
+        let want = materialised(&f, &v1, "want");
+        let _watching = Watching::start(&f);
         // The first save after the watcher started records its position
         // with the index; from then on it vouches.
         write(&f.ws.root, "after-watch.txt", b"saved as v2");
@@ -923,15 +937,7 @@ fn subvolume_forks_right_after_edits_through_the_watcher_are_exact() {
         build_tree(&f.ws.root, 4, 6, &mut rng);
         let id = |v: serde_json::Value| v["id"].as_str().unwrap().to_string();
         let mut ids = vec![id(f.save(&f.ws.root))];
-        let w = f.run(&["watch", "--daemon", "--json"]).ok().json();
-        assert_eq!(w["complete"], true, "{w}");
-        struct Stop<'a>(&'a Fleet);
-        impl Drop for Stop<'_> {
-            fn drop(&mut self) {
-                let _ = self.0.run(&["watch", "--stop"]);
-            }
-        }
-        let _stop = Stop(&f);
+        let _watching = Watching::start(&f);
         // The first save through the watcher records its position.
         write(&f.ws.root, "after-watch.txt", b"through the watcher");
         ids.push(id(f.save(&f.ws.root)));
@@ -944,12 +950,9 @@ fn subvolume_forks_right_after_edits_through_the_watcher_are_exact() {
             }
             same_size_same_mtime(&f.ws.root, &mut rng);
             let rev = ids[rng.below(ids.len() as u64) as usize].clone();
-            let want = wants.entry(rev.clone()).or_insert_with(|| {
-                let dest = f.dir(&format!("want-{rev}"));
-                f.run(&["restore", &rev, "--to", dest.to_str().unwrap()])
-                    .ok();
-                snapshot(&dest)
-            });
+            let want = wants
+                .entry(rev.clone())
+                .or_insert_with(|| materialised(&f, &rev, &format!("want-{rev}")));
             let count = if round % 3 == 2 { 3 } else { 1 };
             let p = f.dir(&format!("w{round}-"));
             let r = f

@@ -429,6 +429,9 @@ fn partly_made(made: &[ForkReport], failed: &Path, e: Error) -> Error {
 /// for btrfs transaction commits, which concurrent snapshots share.
 const CLONES_AT_ONCE: usize = 8;
 
+/// One copy of [`clone_all`], and how long it took.
+type Made = Result<(fork::Forked, Duration)>;
+
 /// Makes every directory of `dests` a copy of the template `t`
 /// ([`fork::clone_fork`]), [`CLONES_AT_ONCE`] at a time; the reports in
 /// the order of `dests`. Each copy is all or nothing and independent of
@@ -456,8 +459,7 @@ fn clone_all(
     };
     let config = &ctx.config;
     let next = AtomicUsize::new(0);
-    let made: Mutex<Vec<Option<Result<(fork::Forked, Duration)>>>> =
-        Mutex::new((0..dests.len()).map(|_| None).collect());
+    let made: Mutex<Vec<Option<Made>>> = Mutex::new((0..dests.len()).map(|_| None).collect());
     std::thread::scope(|s| {
         for _ in 0..CLONES_AT_ONCE.min(dests.len()) {
             s.spawn(|| loop {
