@@ -3,8 +3,8 @@
 # side in one run, medians of N runs (default 3):
 #   - the parent's save after a 1-file edit (the reference for the next line)
 #   - a fork's first save after a 1-file edit
-#   - one fork (`ckpt fork HEAD DIR`), 8 forks (`ckpt fork HEAD --count 8 PREFIX`); on
-#     btrfs also one fork with the parent's `ckpt watch` running
+#   - one fork (`ckpt fork HEAD DIR`), 8 forks (`ckpt fork HEAD --count 8 PREFIX`)
+#   - on btrfs, the rows again with the parent's `ckpt watch` running (saved just before)
 #   - disk used by a fresh fork (filesystem "used" before/after, after sync)
 #   - adopt (`ckpt adopt DIR` of a fork with a 1-file edit saved)
 #   - as root, overlay forks: the first (which writes the shared lower), one more, and
@@ -92,18 +92,6 @@ bench_on() { # DIR LABEL
       'BEGIN{printf "%-44s %10.2f\n", "one fork / that floor", a/b}'
   fi
 
-  if [ "$label" = "loop btrfs" ]; then
-    # With the parent's watcher running, a fork scans only what it names.
-    (cd "$ws" && "$CKPT" watch --daemon -q)
-    s=(); for ((i = 0; i < RUNS; i++)); do
-      echo "// w$i" >> "$f"; (cd "$ws" && "$CKPT" save -q)
-      s+=($(cd "$ws" && timed "$CKPT" fork HEAD "$base/wf$i"))
-    done
-    (cd "$ws" && "$CKPT" watch --stop -q)
-    report "one fork, parent's watcher running" "${s[@]}"
-    for ((i = 0; i < RUNS; i++)); do (cd "$ws" && "$CKPT" fork -q --remove "$base/wf$i"); done
-  fi
-
   s=(); for ((i = 0; i < RUNS; i++)); do echo "// f$i" >> "$base/f$i/$rel"; s+=($(cd "$base/f$i" && timed "$CKPT" save -q)); done
   report "fork's first save after a 1-file edit" "${s[@]}"
 
@@ -115,6 +103,38 @@ bench_on() { # DIR LABEL
   for ((i = 0; i < RUNS; i++)); do
     for ((k = 1; k <= 8; k++)); do (cd "$ws" && "$CKPT" fork -q --remove "$base/g$i-$k"); done
   done
+
+  if [ "$label" = "loop btrfs" ]; then
+    # The same rows with the parent's watcher running (`ckpt watch --daemon`
+    # returns once its initial walk is done): a subvolume fork asks it what
+    # changed since the index instead of scanning the snapshot.
+    (cd "$ws" && "$CKPT" watch --daemon -q)
+    # The first save through a new watcher records its position with the index.
+    echo "// w" >> "$f"; (cd "$ws" && "$CKPT" save -q)
+    local ps=(); s=(); d=(); for ((i = 0; i < RUNS; i++)); do
+      echo "// w$i" >> "$f"; ps+=($(cd "$ws" && timed "$CKPT" save -q))
+      local u0; u0=$(used "$base")
+      s+=($(cd "$ws" && timed "$CKPT" fork HEAD "$base/wf$i"))
+      d+=($(( ($(used "$base") - u0) / 1024 )))
+    done
+    report "watcher: parent save after a 1-file edit" "${ps[@]}"
+    report "watcher: one fork" "${s[@]}"
+    report "watcher: disk used by a fresh fork (KiB)" "${d[@]}"
+    s=(); for ((i = 0; i < RUNS; i++)); do echo "// f$i" >> "$base/wf$i/$rel"; s+=($(cd "$base/wf$i" && timed "$CKPT" save -q)); done
+    report "watcher: fork's first save after a 1-file edit" "${s[@]}"
+    s=(); for ((i = 0; i < RUNS; i++)); do s+=($(cd "$ws" && timed "$CKPT" adopt "$base/wf$i")); done
+    report "watcher: adopt (a fork with a 1-file edit)" "${s[@]}"
+    s=(); for ((i = 0; i < RUNS; i++)); do
+      echo "// v$i" >> "$f"; (cd "$ws" && "$CKPT" save -q)
+      s+=($(cd "$ws" && timed "$CKPT" fork HEAD --count 8 "$base/wg$i-"))
+    done
+    report "watcher: 8 forks (--count 8)" "${s[@]}"
+    (cd "$ws" && "$CKPT" watch --stop -q)
+    for ((i = 0; i < RUNS; i++)); do
+      (cd "$ws" && "$CKPT" fork -q --remove "$base/wf$i")
+      for ((k = 1; k <= 8; k++)); do (cd "$ws" && "$CKPT" fork -q --remove "$base/wg$i-$k"); done
+    done
+  fi
 
   if [ "$ROOT" = yes ]; then
     # Overlay forks (root): a mount over the checkpoint's lower, which the

@@ -833,6 +833,33 @@ fn fork_count_killed_leaves_no_template_behind() {
     });
 }
 
+/// The parent's `ckpt watch --daemon`, ready (its initial walk done),
+/// stopped when dropped.
+struct Watching<'a>(&'a Fleet);
+
+impl Watching<'_> {
+    fn start(f: &Fleet) -> Watching<'_> {
+        let w = f.run(&["watch", "--daemon", "--json"]).ok().json();
+        assert_eq!(w["complete"], true, "{w}");
+        Watching(f)
+    }
+}
+
+impl Drop for Watching<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.run(&["watch", "--stop"]);
+    }
+}
+
+/// Checkpoint `rev` restored into the new directory `name` of the fleet:
+/// what a fork of it must be.
+fn materialised(f: &Fleet, rev: &str, name: &str) -> Snapshot {
+    let dest = f.dir(name);
+    f.run(&["restore", rev, "--to", dest.to_str().unwrap()])
+        .ok();
+    snapshot(&dest)
+}
+
 /// On loop btrfs with the parent's watcher running: a subvolume fork scans
 /// only what the watcher names (and the directories whose records do not
 /// claim every name), and is still exactly the checkpoint: unsaved edits
@@ -854,21 +881,8 @@ fn subvolume_fork_through_the_parents_watcher() {
         write(&f.ws.root, "d01/inner/theirs.txt", b"not ours");
         f.run(&["state", "put", "plan", "base"]).ok();
         let v1 = f.save(&f.ws.root)["id"].as_str().unwrap().to_string();
-        let want = {
-            let dest = f.dir("want");
-            f.run(&["restore", &v1, "--to", dest.to_str().unwrap()])
-                .ok();
-            snapshot(&dest)
-        };
-        let w = f.run(&["watch", "--daemon", "--json"]).ok().json();
-        assert_eq!(w["complete"], true, "{w}");
-        struct Stop<'a>(&'a Fleet);
-        impl Drop for Stop<'_> {
-            fn drop(&mut self) {
-                let _ = self.0.run(&["watch", "--stop"]);
-            }
-        }
-        let _stop = Stop(&f);
+        let want = materialised(&f, &v1, "want");
+        let _watching = Watching::start(&f);
         // The first save after the watcher started records its position
         // with the index; from then on it vouches.
         write(&f.ws.root, "after-watch.txt", b"saved as v2");
@@ -905,6 +919,92 @@ fn subvolume_fork_through_the_parents_watcher() {
         assert!(f.ws.root.join("d01/inner/theirs.txt").exists());
         assert!(f.ws.root.join("d02/new/deep.txt").exists());
     });
+}
+
+/// Property, on loop btrfs with the parent's watcher running: rounds of
+/// random edits in the parent (modify, add, delete, chmod, and a rewrite
+/// that keeps the size and mtime), some saved, each followed at once, with
+/// no save, by a fork of a random checkpoint (one fork, or `--count 3`
+/// through the template): every fork is made through the watcher and is
+/// exactly that checkpoint, byte for byte with modes and mtimes, and a
+/// full scan in it finds nothing to save.
+#[test]
+fn subvolume_forks_right_after_edits_through_the_watcher_are_exact() {
+    with_loop("btrfs", &[], |mnt| {
+        let mut rng = Rng::new("fork_watcher_rounds", 9);
+        let f = Fleet::new_in(mnt);
+        f.run(&["init", "--subvolume"]).ok();
+        build_tree(&f.ws.root, 4, 6, &mut rng);
+        let id = |v: serde_json::Value| v["id"].as_str().unwrap().to_string();
+        let mut ids = vec![id(f.save(&f.ws.root))];
+        let _watching = Watching::start(&f);
+        // The first save through the watcher records its position.
+        write(&f.ws.root, "after-watch.txt", b"through the watcher");
+        ids.push(id(f.save(&f.ws.root)));
+        let mut wants = std::collections::HashMap::new();
+        for round in 0..8 {
+            edit(&f.ws.root, &mut rng, &format!("r{round}"));
+            if rng.below(3) == 0 {
+                ids.push(id(f.save(&f.ws.root)));
+                edit(&f.ws.root, &mut rng, &format!("r{round}b"));
+            }
+            same_size_same_mtime(&f.ws.root, &mut rng);
+            let rev = ids[rng.below(ids.len() as u64) as usize].clone();
+            let want = wants
+                .entry(rev.clone())
+                .or_insert_with(|| materialised(&f, &rev, &format!("want-{rev}")));
+            let count = if round % 3 == 2 { 3 } else { 1 };
+            let p = f.dir(&format!("w{round}-"));
+            let r = f
+                .run(&[
+                    "-v",
+                    "fork",
+                    &rev,
+                    "--count",
+                    &count.to_string(),
+                    p.to_str().unwrap(),
+                    "--json",
+                ])
+                .ok()
+                .json();
+            let forks = r["forks"].as_array().unwrap();
+            assert_eq!(forks.len(), count, "{r}");
+            for (i, x) in forks.iter().enumerate() {
+                assert_eq!(x["backend"], "btrfs-subvolume", "{x}");
+                assert_eq!(x["restored"]["watcher"], true, "round {round}: {x}");
+                let d = f.dir(&format!("w{round}-{}", i + 1));
+                let what = format!("round {round}: fork {} of {rev} through the watcher", i + 1);
+                assert_same(want, &snapshot(&d), &what);
+                let full = f.at(&d, &["--full-scan", "save", "--json"]).ok().json();
+                assert_eq!(full["saved"], false, "{what}: {full}");
+                f.run(&["fork", "--remove", d.to_str().unwrap()]).ok();
+            }
+        }
+    });
+}
+
+/// Rewrites a random file of `root` with other bytes of the same length and
+/// puts its mtime back: only its ctime says it changed.
+fn same_size_same_mtime(root: &Path, rng: &mut Rng) {
+    let snap = snapshot(root);
+    let files: Vec<&Vec<u8>> = snap
+        .iter()
+        .filter(|(_, s)| matches!(&s.what, What::File(b) if !b.is_empty()))
+        .map(|(k, _)| k)
+        .collect();
+    let Some(rel) = files.get(rng.below(files.len().max(1) as u64) as usize) else {
+        return;
+    };
+    let p = root.join(String::from_utf8_lossy(rel).as_ref());
+    let old = std::fs::metadata(&p).unwrap();
+    let mut bytes = std::fs::read(&p).unwrap();
+    for b in bytes.iter_mut() {
+        *b = b.wrapping_add(1);
+    }
+    let f = std::fs::OpenOptions::new().write(true).open(&p);
+    let Ok(mut f) = f else { return }; // read-only after a chmod
+    std::io::Write::write_all(&mut f, &bytes).unwrap();
+    f.set_modified(old.modified().unwrap()).unwrap();
 }
 
 /// On loop btrfs: `init --subvolume` keeps every file and the workspace,

@@ -92,6 +92,9 @@ struct Watcher {
     mem: Option<MemIndex>,
     /// `mem` is newer than the index file.
     persist_due: bool,
+    /// The index was written for a client (`op: persist`), and the memory
+    /// freed since is to be given back once idle.
+    release_due: bool,
     last_request: Instant,
     /// Why the next save cannot be partial, when it cannot.
     full_reason: &'static str,
@@ -414,7 +417,8 @@ impl Watcher {
             Op::Status => r.status = Some(self.status()),
             Op::Persist => {
                 if self.persist_due {
-                    self.persist();
+                    // The client waits: memory is given back once idle.
+                    self.write_index();
                 }
             }
             Op::Stop => {}
@@ -637,27 +641,39 @@ impl Watcher {
     }
 
     /// Writes the in-memory index and its token, under the store lock (if
-    /// the lock is busy, later).
+    /// the lock is busy, later), then gives freed memory back.
     fn persist(&mut self) {
+        if self.write_index() {
+            self.release();
+        }
+    }
+
+    /// Writes the in-memory index and its token, under the store lock (if
+    /// the lock is busy, later); true when written. The store is opened
+    /// read-only: only the catalog generation is read, so closing it
+    /// writes nothing (a writable catalog's close syncs its allocator
+    /// state), and a snapshot of the store taken after it (`ckpt fork`)
+    /// holds a cleanly closed catalog.
+    fn write_index(&mut self) -> bool {
         if self.mem.is_none() {
             self.persist_due = false;
-            return;
+            return false;
         }
-        let Ok(store) = self.ws.open_store(&self.config_locking(0)) else {
-            return;
+        let Ok(store) = self.ws.open_store_read_only(&self.config_locking(0)) else {
+            return false;
         };
-        let Some(m) = &mut self.mem else { return };
+        let Some(m) = &mut self.mem else { return false };
         let generation = store.catalog.reader().and_then(|r| r.generation());
         if !matches!(generation, Ok(g) if g == m.index.generation) {
             // gc rewrote the index: ours is stale.
             self.mem = None;
             self.persist_due = false;
-            return;
+            return false;
         }
         self.persist_due = false;
         if let Err(e) = m.index.save(&store.index_path()) {
             eprintln!("ckpt watch: writing the index: {e}");
-            return;
+            return false;
         }
         let token = Token {
             epoch: self.epoch,
@@ -667,10 +683,17 @@ impl Watcher {
         };
         if let Err(e) = client::write_token(&store.root, &token) {
             eprintln!("ckpt watch: writing the watch token: {e}");
-            return;
+            return false;
         }
         let upto = m.seq;
         self.dirty.retain(|_, s| *s > upto);
+        self.release_due = true;
+        true
+    }
+
+    /// Gives memory freed since the last write back (see [`Self::persist`]).
+    fn release(&mut self) {
+        self.release_due = false;
         // Saves through the watcher replace records of the in-memory index
         // (and a full scan or the parallel index load allocates in every
         // worker's arena): give what was freed back now that it is idle,
@@ -678,7 +701,9 @@ impl Watcher {
         // with it the pages of the mapped index file (the page cache keeps
         // them; the next save maps the few it reads).
         let _t = crate::trace::span("release memory");
-        m.index.release_pages();
+        if let Some(m) = &self.mem {
+            m.index.release_pages();
+        }
         crate::platform::release_free_memory();
     }
 
@@ -860,6 +885,7 @@ pub fn run(ws: &Workspace, opts: WatchOptions) -> Result<()> {
         ws: ws.clone(),
         mem: None,
         persist_due: false,
+        release_due: false,
         last_request: Instant::now(),
         full_reason: "the watcher restarted or started after the last save",
         closing: None,
@@ -883,7 +909,7 @@ pub fn run(ws: &Workspace, opts: WatchOptions) -> Result<()> {
 
 fn event_loop(w: &mut Watcher, listener: &UnixListener) -> Result<()> {
     loop {
-        let timeout = if w.opts.auto_save.is_some() || w.persist_due {
+        let timeout = if w.opts.auto_save.is_some() || w.persist_due || w.release_due {
             Some(rustix::time::Timespec {
                 tv_sec: 0,
                 tv_nsec: 200_000_000,
@@ -924,6 +950,8 @@ fn event_loop(w: &mut Watcher, listener: &UnixListener) -> Result<()> {
         w.auto_save_tick();
         if w.persist_due && w.last_request.elapsed() >= PERSIST_AFTER {
             w.persist();
+        } else if w.release_due && w.last_request.elapsed() >= PERSIST_AFTER {
+            w.release();
         }
     }
 }

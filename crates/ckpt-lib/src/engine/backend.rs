@@ -103,17 +103,35 @@ pub struct Choice {
     pub probes: Vec<Probe>,
     /// It was forced (`--backend`): no fallback if it fails after all.
     pub forced: bool,
+    /// The store and the directory probed, for the probes left for later
+    /// ([`NOT_PROBED`]).
+    #[serde(skip)]
+    pub at: Option<(PathBuf, PathBuf)>,
 }
+
+/// The reason of a probe not made because a backend before it works (a
+/// fork does not pay for probes it will not use; [`Choice::after`] makes
+/// it when it is needed).
+pub const NOT_PROBED: &str = "not probed: a backend before it works";
 
 impl Choice {
     /// The next backend that works after `b` (the fallback when a
-    /// subvolume snapshot is refused in automatic mode).
+    /// subvolume snapshot is refused in automatic mode), probing now what
+    /// was left for later.
     pub fn after(&self, b: Backend) -> Backend {
         self.probes
             .iter()
             .skip_while(|p| p.backend != b)
             .skip(1)
-            .find(|p| p.works)
+            .find(|p| {
+                p.works
+                    || (p.why == NOT_PROBED
+                        && p.backend == Backend::Reflink
+                        && self
+                            .at
+                            .as_ref()
+                            .is_some_and(|(s, d)| probe_reflink(s, d).is_ok()))
+            })
             .map_or(Backend::Copy, |p| p.backend)
     }
 }
@@ -255,17 +273,22 @@ pub fn probe_overlay(dest: &Path) -> OverlayProbes {
 /// existing ancestor is probed). `overlay`: probe an overlay mount as the
 /// fork would make it (`Some(true)`: in a namespace, for `-- CMD`); None:
 /// not probed (never chosen automatically).
+/// `every`: else, once a backend works, the reflink probe after it is left
+/// for later ([`NOT_PROBED`]).
 pub fn probe_all(
     ws_root: &Path,
     store_root: &Path,
     dest: &Path,
     overlay_ns: Option<bool>,
+    every: bool,
 ) -> Vec<Probe> {
     let dir = existing_ancestor(dest);
+    let mut found = false;
     Backend::ALL
         .into_iter()
         .map(|backend| {
             let r = match backend {
+                Backend::Reflink if found && !every => Err(NOT_PROBED.into()),
                 Backend::BtrfsSubvolume => probe_subvolume(ws_root, store_root, &dir),
                 Backend::Overlay => match overlay_ns {
                     Some(ns) => probe_overlay_one(&dir, ns),
@@ -281,6 +304,7 @@ pub fn probe_all(
                 Ok(w) => (true, w),
                 Err(w) => (false, w),
             };
+            found |= works && backend != Backend::Overlay;
             Probe {
                 backend,
                 works,
@@ -293,16 +317,20 @@ pub fn probe_all(
 /// The backend for a fork into `dest`: `forced` if it works here (else a
 /// usage error, nothing changed), otherwise the first that works, never
 /// overlay. `namespace`: the fork runs a command in a namespace (`--
-/// CMD`), which is how its overlay mount is probed.
+/// CMD`), which is how its overlay mount is probed. `every`: probe every
+/// backend (`ckpt doctor`), else only up to the one chosen ([`probe_all`]).
 pub fn choose(
     ws_root: &Path,
     store_root: &Path,
     dest: &Path,
     forced: Option<Backend>,
     namespace: bool,
+    every: bool,
 ) -> Result<Choice> {
     let ovl = (forced == Some(Backend::Overlay)).then_some(namespace);
-    let probes = probe_all(ws_root, store_root, dest, ovl);
+    let every = every || forced.is_some();
+    let probes = probe_all(ws_root, store_root, dest, ovl, every);
+    let at = Some((store_root.to_path_buf(), existing_ancestor(dest)));
     let pick = |b: Backend| {
         probes
             .iter()
@@ -325,6 +353,7 @@ pub fn choose(
                 why: format!("forced by --backend: {}", p.why),
                 forced: true,
                 probes,
+                at,
             })
         }
         None => {
@@ -338,6 +367,7 @@ pub fn choose(
                 why: p.why,
                 forced: false,
                 probes,
+                at,
             })
         }
     }

@@ -38,6 +38,50 @@
 //!
 //! [`Catalog::start_fork`]: crate::store::catalog::Catalog::start_fork
 //!
+//! ## A subvolume fork through the origin's watcher
+//! With `ckpt watch` running in the origin and a store snapshot, the
+//! restore in the snapshot scans only the directories the watcher names
+//! (plus every directory whose index record does not claim all its names,
+//! where a nested workspace can be), not the whole snapshot. Why that scan
+//! finds everything a full one would:
+//!
+//! 1. Before taking the origin's store lock the fork asks the watcher to
+//!    write its in-memory index `I` and token `T` (`op: persist`). Then it
+//!    takes the lock: every writer of the index and token holds it (saves,
+//!    restores, the watcher's own writes, which never wait for it), so `I`
+//!    and `T` stay the origin's files until the fork ends. If the watcher
+//!    could not write them, the files are older and consistent, and marks
+//!    after their token are still kept by the watcher (it forgets marks
+//!    only up to what was written): the dirty set below is only larger.
+//! 2. The workspace is snapshotted (instant `S`), then the store (holding
+//!    `I` and `T`).
+//! 3. **Only then** the fork asks which directories are marked after
+//!    `T.seq` ([`crate::watch::client::Client::plan`]). The watcher drains
+//!    its inotify queue before answering, and inotify queues an event
+//!    inside the system call that makes the change, so every change whose
+//!    system call returned before `S` is drained and marked, with a number
+//!    above `T.seq` when it came after the drain `I`'s scan started from
+//!    (the argument of [`crate::watch`]). A directory not named therefore
+//!    changed neither in its names nor in its entries between `I`'s scan
+//!    and `S`, and a snapshot keeps every inode's number, mode, size,
+//!    mtime and ctime: its record in `I`, device number mapped, describes
+//!    the snapshot's directory exactly, as a fresh scan would. Asking
+//!    before the snapshot would not do: a change between the answer and
+//!    the snapshot would be in the snapshot and not named.
+//!
+//! What the watcher cannot vouch for: a `write` still running while the
+//! snapshot is taken (its event is queued when it returns, after the
+//! drain) may be partly in the snapshot without its directory being
+//! named. Such a write set the file's mtime and ctime before its first
+//! byte, so the fork's index entry does not match the file: the fork's
+//! first `status` or save reports it, nothing is silently taken for the
+//! checkpoint. The watcher's blind spots (docs/WATCH.md: writes through a
+//! shared `mmap`, hard links from outside) apply as to a save. `ckpt
+//! --full-scan fork` scans the whole snapshot. Without a watcher, or when
+//! it cannot vouch (not ready, lost events, no save through it yet), every
+//! directory of the snapshot is scanned: its first `lstat` of each inode
+//! is the floor of such a fork (BENCHMARKS.md).
+//!
 //! ## All or nothing
 //! Everything is built in a staging directory beside DIR
 //! (`.<name>.ckpt-fork.<pid>`; for a subvolume fork, the snapshot): the
@@ -222,7 +266,8 @@ pub fn fork(
         // of that store (see "The store of a subvolume fork").
         if inner.is_none() {
             let _t = crate::trace::span("fork store init");
-            store_snapshot = backend == Backend::BtrfsSubvolume && snapshot_store(store, &store_at);
+            store_snapshot =
+                backend == Backend::BtrfsSubvolume && snapshot_store(&store.root, &store_at);
             if !store_snapshot {
                 Store::create_for(&store_at, Some(&staging))?;
             }
@@ -260,6 +305,7 @@ pub fn fork(
                 root: cp.root,
             };
             let (rec, objects) = if store_snapshot {
+                let _t = crate::trace::span("start fork");
                 fork_store.catalog.start_fork(&ws.root, &origin, cp.seq)?;
                 (cp.clone(), Imported::default())
             } else {
@@ -284,7 +330,9 @@ pub fn fork(
             }
             objects
         };
+        let t = crate::trace::span("publish");
         publish(&staging, &ws)?;
+        drop(t);
         let report = match (report, written) {
             (Some(r), _) => r,
             (None, w) => {
@@ -338,7 +386,7 @@ pub(crate) fn start_store(
 }
 
 /// Makes the fork's store at `at` (which must not exist) a btrfs snapshot
-/// of `store`, when `store` is a subvolume and `at` is on its filesystem;
+/// of the store at `store`, when `store` is a subvolume and `at` is on its filesystem;
 /// false, with nothing left at `at`, when it is not or the kernel refuses
 /// (the caller then makes a new store and imports the checkpoint).
 ///
@@ -351,9 +399,9 @@ pub(crate) fn start_store(
 /// store) never reaches the other, and no object is writable on either.
 /// The watcher's files ([`crate::store::WATCH_FILES`]) are removed from it:
 /// they belong to the origin's running watcher.
-fn snapshot_store(store: &Store, at: &Path) -> bool {
+fn snapshot_store(store: &Path, at: &Path) -> bool {
     let _t = crate::trace::span("store snapshot");
-    let Ok(src) = ckpt_copy::fs::open_dir_path(&store.root) else {
+    let Ok(src) = ckpt_copy::fs::open_dir_path(store) else {
         return false;
     };
     if !btrfs::is_subvolume(src.as_fd()) || at.exists() {
@@ -442,6 +490,9 @@ pub fn can_clone(template: &Workspace) -> bool {
 /// template's store ([`can_clone`]), made this fork's in one catalog
 /// transaction, and its stat index is the template's with the device
 /// number replaced, tree hashes kept (both stores hold the same trees).
+/// `head` and `origin` are the template store's, read once by the caller,
+/// which holds that store's lock for all the copies (several may be made
+/// at once: each touches only its own `dest` and store).
 ///
 /// Why no scan is needed: the template is a hidden directory that only
 /// this process knows, and it is exactly its head checkpoint with an index
@@ -449,7 +500,13 @@ pub fn can_clone(template: &Workspace) -> bool {
 /// number, mode, size, mtime and ctime (see [`inherit::snapshot_index`]).
 /// All or nothing as [`fork`]: built in a staging snapshot, published by
 /// one rename.
-pub fn clone_fork(template: &Workspace, dest: &Path, config: &Config) -> Result<Forked> {
+pub fn clone_fork(
+    template: &Workspace,
+    head: &Checkpoint,
+    origin: &Origin,
+    dest: &Path,
+    config: &Config,
+) -> Result<Forked> {
     let missing = materialize::check_fresh(dest)?;
     let ws = Workspace::plan(dest, None, config.data_home.as_deref())?;
     remove_dead_siblings(&ws.root, "ckpt-fork");
@@ -468,8 +525,7 @@ pub fn clone_fork(template: &Workspace, dest: &Path, config: &Config) -> Result<
         }
     };
     let run = || -> Result<Forked> {
-        let tstore = Store::open(&template.store_path, config)?;
-        if !snapshot_store(&tstore, &ws.store_path) {
+        if !snapshot_store(&template.store_path, &ws.store_path) {
             return Err(Error::io(
                 "btrfs snapshot of the store",
                 &template.store_path,
@@ -480,21 +536,14 @@ pub fn clone_fork(template: &Workspace, dest: &Path, config: &Config) -> Result<
             ));
         }
         snapshot_into(&template.root, &staging)?;
-        let reader = tstore.catalog.reader()?;
-        let (Some(cp), Some(origin)) = (reader.head_checkpoint()?, reader.origin()?) else {
-            return Err(Error::Corrupt(format!(
-                "the fork template {} has no head or origin",
-                template.store_path.display()
-            )));
-        };
         let fork_store = Store::open(&ws.store_path, config)?;
-        fork_store.catalog.start_fork(&ws.root, &origin, cp.seq)?;
+        fork_store.catalog.start_fork(&ws.root, origin, head.seq)?;
         snapshot_store_index(&fork_store, dev_of(&template.root)?, dev_of(&staging)?)?;
         drop(fork_store);
         publish(&staging, &ws)?;
         Ok(Forked {
             report: MaterializeReport {
-                target: cp,
+                target: head.clone(),
                 files: 0,
                 dirs: 0,
                 bytes: 0,
@@ -594,7 +643,10 @@ fn restore_snapshot(
     if store_snapshot {
         let index = snapshot_store_index(fork_store, from, to)?;
         // Asked after the snapshot: what changed before it is named.
-        if let ScanPlan::Partial(mut dirs) = watcher_plan() {
+        let t = crate::trace::span("watcher plan");
+        let asked = watcher_plan();
+        drop(t);
+        if let ScanPlan::Partial(mut dirs) = asked {
             dirs.extend(
                 index
                     .dirs

@@ -10,7 +10,8 @@
 //!   where the store's filesystem has them) into a hidden staging
 //!   directory that one `rename` puts in place, so a lower is never seen
 //!   half written; beside `tree`, `users/` holds one file per fork using it
-//!   (the fork's store and upper directory);
+//!   (the fork's store and upper directory), and `index` the stat index of
+//!   `tree`, which each fork's store starts with ([`lower_index`]);
 //! - the fork's layers: `.<name>.ckpt-overlay/{upper,work}` beside the
 //!   fork's directory `<name>` (same filesystem), built in the staging
 //!   directory `.<name>.ckpt-fork.<pid>` and renamed into place once
@@ -26,7 +27,7 @@
 //!
 //! The stat index: the fork's index is built from the lower's own `lstat`s
 //! ([`inherit::inherited_index`]; the lower was written from verified
-//! objects). overlayfs, when every layer is on one filesystem, reports a
+//! objects), once per lower, and copied for each later fork ([`lower_index`]). overlayfs, when every layer is on one filesystem, reports a
 //! lower file with the lower's inode number, size, mode and times, and the
 //! mount's device number; a file copied up keeps its inode number and gets
 //! the upper file's ctime. So at each mount the index is read through a
@@ -210,10 +211,7 @@ fn fork_into(
         };
         let (rec, objects) = fork::start_store(store, cp, &fork_store, &ws.root, &origin)?;
         let tree = lower.join("tree");
-        let reader = fork_store.catalog.reader()?;
-        inherit::inherited_index(&tree, &reader, rec.root, reader.generation()?)?
-            .save(&fork_store.index_path())?;
-        drop(reader);
+        lower_index(&lower, &fork_store, &rec)?;
         fork_store.catalog.set_overlay(&OverlayLayers {
             lower: tree.clone(),
             upper: layers.join("upper"),
@@ -262,6 +260,45 @@ fn fork_into(
     };
     run().inspect_err(|_| undo())
 }
+
+/// Gives the new overlay fork store `fork_store` (at checkpoint `rec`) the
+/// stat index of `lower`'s tree: a copy of the lower's `index` when it has
+/// one, else built from the tree's own `lstat`s
+/// ([`inherit::inherited_index`]) and kept as the lower's `index` for the
+/// next fork (temp + rename; the caller holds the origin store's lock,
+/// which every writer of a lower holds).
+///
+/// Why a copy is right: the lower is never written after its rename into
+/// place (module doc), so its files keep the inode numbers, sizes, modes
+/// and times the index recorded; the index is of the same tree (the lower
+/// is named by it); and a fork's new store has the generation the index
+/// was built for ([`Index::load`] takes a stale one for empty, which only
+/// costs hashing).
+///
+/// [`Index::load`]: crate::store::index::Index::load
+fn lower_index(lower: &Path, fork_store: &Store, rec: &Checkpoint) -> Result<()> {
+    let _t = crate::trace::span("lower index");
+    let kept = lower.join(LOWER_INDEX);
+    let path = fork_store.index_path();
+    match std::fs::copy(&kept, &path) {
+        Ok(_) => return Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(Error::io("copy", &kept, e)),
+    }
+    let reader = fork_store.catalog.reader()?;
+    let mut index =
+        inherit::inherited_index(&lower.join("tree"), &reader, rec.root, reader.generation()?)?;
+    index.save(&path)?;
+    // Best effort: without it the next fork builds it again.
+    let tmp = lower.join(".index.tmp");
+    if std::fs::copy(&path, &tmp).is_ok() && std::fs::rename(&tmp, &kept).is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    Ok(())
+}
+
+/// The stat index kept beside a lower's `tree` ([`lower_index`]).
+const LOWER_INDEX: &str = "index";
 
 /// The lower an overlay fork uses, and whether this fork made it.
 #[derive(Clone, Debug)]

@@ -355,10 +355,12 @@ pub fn restore(
     let record_after = !full && !opts.no_save;
     let reader = store.catalog.reader()?;
     if changes.is_empty() {
+        let t = crate::trace::span("state");
         let state = match with_state {
             true => state::restore_state(&store.state, &target, false)?,
             false => None,
         };
+        drop(t);
         let post_save = match record_after {
             true => {
                 let (cp, rescan) = record_restored(ws, store, &target, &filter, scan, &[])?;
@@ -368,7 +370,11 @@ pub fn restore(
             false => None,
         };
         scanner.keep_index(store, scan)?;
-        if full {
+        let _t = crate::trace::span("journal end");
+        // Nothing to record when there is no journal and HEAD is the
+        // target already (a fork's restore in its snapshot, most often).
+        let at_target = journal.is_none() && reader.head()? == Some(target.seq);
+        if full && !at_target {
             store.catalog.finish_restore(Some(target.seq))?;
         } else if journal.is_some() {
             store.catalog.set_journal(None)?;

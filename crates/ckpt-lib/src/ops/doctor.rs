@@ -70,7 +70,7 @@ pub fn doctor(ctx: &Context, opts: &DoctorOptions) -> Result<DoctorReport> {
     let mut beside = ws.root.as_os_str().to_owned();
     beside.push("-fork");
     let beside = std::path::Path::new(&beside);
-    let mut fork = backend::choose(&ws.root, &ws.store_path, beside, None, false)?;
+    let mut fork = backend::choose(&ws.root, &ws.store_path, beside, None, false, true)?;
     let overlay = backend::probe_overlay(beside);
     if let Some(p) = fork
         .probes

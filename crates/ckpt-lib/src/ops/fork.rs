@@ -9,6 +9,8 @@
 //! usual rule under the configured data home.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use ckpt_copy::copytree::Progress;
@@ -173,6 +175,7 @@ fn choose(ws: &Workspace, dest: &Path, opts: &ForkOptions<'_>) -> Result<Choice>
         dest,
         forced,
         opts.command.is_some(),
+        false,
     )?;
     if opts.command.is_some() && opts.backend.is_none() {
         choice.why = choice
@@ -190,7 +193,9 @@ fn choose(ws: &Workspace, dest: &Path, opts: &ForkOptions<'_>) -> Result<Choice>
 pub fn fork(ctx: &Context, opts: &ForkOptions<'_>) -> Result<ForkReport> {
     let ws = ctx.workspace()?;
     let dest = outside(ctx, &ws, opts.dir)?;
+    let t = crate::trace::span("choose backend");
     let choice = choose(&ws, &dest, opts)?;
+    drop(t);
     fork_with(ctx, &ws, opts, &dest, &choice, None)
 }
 
@@ -204,8 +209,10 @@ fn fork_with(
 ) -> Result<ForkReport> {
     let t0 = Instant::now();
     // A watcher's index and token on disk, before the lock is ours.
+    let t = crate::trace::span("watcher persist");
     ctx.client().persist(&ws.store_path);
-    let store = ws.open_store(&ctx.config)?;
+    drop(t);
+    let store = open_origin(ctx, ws, choice)?;
     let new_store = opts.store.map(|s| ctx.abs(s));
     let mopts = MaterializeOptions {
         link: opts.link,
@@ -253,6 +260,18 @@ fn fork_with(
         rep.elapsed = t0.elapsed();
     }
     Ok(rep)
+}
+
+/// Opens (and locks) this workspace's store for a fork. A subvolume fork
+/// only reads it, so it is opened read-only: the catalog is then never
+/// open for writing while its snapshot is taken, and the fork's store
+/// opens without a repair (a catalog snapshotted while open for writing
+/// looks like one whose writer crashed).
+fn open_origin(ctx: &Context, ws: &Workspace, choice: &Choice) -> Result<crate::store::Store> {
+    match choice.backend {
+        Backend::BtrfsSubvolume => ws.open_store_read_only(&ctx.config),
+        _ => ws.open_store(&ctx.config),
+    }
 }
 
 /// Mounts the overlay fork just made (`rep`), running `command` in it if
@@ -330,10 +349,11 @@ pub fn numbered(prefix: &std::path::Path, n: usize) -> Vec<PathBuf> {
 /// Makes `n` forks of `opts.rev` into `opts.dir` + `1` … `n` (`ckpt fork
 /// --count`). Every directory is checked (new or empty, outside the
 /// workspace) before the first fork is made; if one fork fails, the
-/// earlier ones stay (each is complete and independent) and the error says
+/// others made stay (each is complete and independent) and the error says
 /// which were made. On the btrfs-subvolume backend, when this
 /// workspace's store is a subvolume, one hidden template fork is made and
-/// each fork copies it by two snapshots, without a scan ([`make_template`]).
+/// each fork copies it by two snapshots, without a scan ([`make_template`]),
+/// several at once ([`clone_all`]).
 pub fn fork_many(ctx: &Context, opts: &ForkOptions<'_>, n: usize) -> Result<ForkManyReport> {
     let t0 = Instant::now();
     if n == 0 {
@@ -366,48 +386,118 @@ pub fn fork_many(ctx: &Context, opts: &ForkOptions<'_>, n: usize) -> Result<Fork
     } else {
         None
     };
+    if let Some(t) = &template {
+        let made = clone_all(ctx, t, &dests, &choice);
+        drop_template(template.as_ref());
+        return made.map(|forks| ForkManyReport {
+            forks,
+            elapsed: t0.elapsed(),
+        });
+    }
     // Each object is hashed once for all the forks.
     let verified = Verified::default();
     let mut forks = Vec::with_capacity(n);
     for d in &dests {
         let one = ForkOptions { dir: d, ..*opts };
-        let made = match &template {
-            Some(t) => {
-                let t0 = Instant::now();
-                fork::clone_fork(&t.workspace, d, &ctx.config).map(|f| {
-                    // What the template's restore wrote is this fork's too.
-                    let f = fork::Forked {
-                        report: t.report.clone(),
-                        restored: t.restored,
-                        ..f
-                    };
-                    report(ctx, f, &choice, t0)
-                })
-            }
-            None => fork_with(ctx, &ws, &one, d, &choice, Some(&verified)),
-        };
-        match made {
+        match fork_with(ctx, &ws, &one, d, &choice, Some(&verified)) {
             Ok(r) => forks.push(r),
-            Err(e) if forks.is_empty() => {
-                drop_template(template.as_ref());
-                return Err(e);
-            }
-            Err(e) => {
-                drop_template(template.as_ref());
-                let made: Vec<String> = forks.iter().map(|f| f.to.display().to_string()).collect();
-                return Err(Error::Usage(format!(
-                    "fork into {} failed: {e}; the forks made before it stay: {}",
-                    d.display(),
-                    made.join(", ")
-                )));
-            }
+            Err(e) => return Err(partly_made(&forks, d, e)),
         }
     }
-    drop_template(template.as_ref());
     Ok(ForkManyReport {
         forks,
         elapsed: t0.elapsed(),
     })
+}
+
+/// The error of a `fork --count` whose fork into `failed` failed with `e`
+/// after `made` were made (they stay: each is complete and independent).
+fn partly_made(made: &[ForkReport], failed: &Path, e: Error) -> Error {
+    if made.is_empty() {
+        return e;
+    }
+    let made: Vec<String> = made.iter().map(|f| f.to.display().to_string()).collect();
+    Error::Usage(format!(
+        "fork into {} failed: {e}; the forks made stay: {}",
+        failed.display(),
+        made.join(", ")
+    ))
+}
+
+/// How many copies of a `fork --count` template are made at once. Each is
+/// two btrfs snapshots and a few small commits: the time goes to waiting
+/// for btrfs transaction commits, which concurrent snapshots share.
+const CLONES_AT_ONCE: usize = 8;
+
+/// One copy of [`clone_all`], and how long it took.
+type Made = Result<(fork::Forked, Duration)>;
+
+/// Makes every directory of `dests` a copy of the template `t`
+/// ([`fork::clone_fork`]), [`CLONES_AT_ONCE`] at a time; the reports in
+/// the order of `dests`. Each copy is all or nothing and independent of
+/// the others, so those made stay when one fails (the error names them).
+fn clone_all(
+    ctx: &Context,
+    t: &fork::Forked,
+    dests: &[PathBuf],
+    choice: &Choice,
+) -> Result<Vec<ForkReport>> {
+    // Held (locked) while the copies are made; read-only, so that each
+    // snapshot of it holds a cleanly closed catalog (see [`open_origin`]).
+    let tstore = t.workspace.open_store_read_only(&ctx.config)?;
+    let (head, origin) = {
+        let r = tstore.catalog.reader()?;
+        match (r.head_checkpoint()?, r.origin()?) {
+            (Some(h), Some(o)) => (h, o),
+            _ => {
+                return Err(Error::Corrupt(format!(
+                    "the fork template {} has no head or origin",
+                    t.workspace.store_path.display()
+                )))
+            }
+        }
+    };
+    let config = &ctx.config;
+    let next = AtomicUsize::new(0);
+    let made: Mutex<Vec<Option<Made>>> = Mutex::new((0..dests.len()).map(|_| None).collect());
+    std::thread::scope(|s| {
+        for _ in 0..CLONES_AT_ONCE.min(dests.len()) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(d) = dests.get(i) else { break };
+                let t0 = Instant::now();
+                let r = fork::clone_fork(&t.workspace, &head, &origin, d, config)
+                    .map(|f| (f, t0.elapsed()));
+                made.lock().unwrap_or_else(|p| p.into_inner())[i] = Some(r);
+            });
+        }
+    });
+    drop(tstore);
+    let made = made.into_inner().unwrap_or_else(|p| p.into_inner());
+    let mut forks = Vec::with_capacity(dests.len());
+    let mut failed = None;
+    for (d, r) in dests.iter().zip(made) {
+        match r.expect("every directory was taken by a thread") {
+            Ok((f, elapsed)) => {
+                // What the template's restore wrote is this fork's too.
+                let f = fork::Forked {
+                    report: t.report.clone(),
+                    restored: t.restored,
+                    ..f
+                };
+                let mut rep = report(ctx, f, choice, Instant::now());
+                rep.elapsed = elapsed;
+                forks.push(rep);
+            }
+            Err(e) => {
+                failed.get_or_insert((d, e));
+            }
+        }
+    }
+    match failed {
+        Some((d, e)) => Err(partly_made(&forks, d, e)),
+        None => Ok(forks),
+    }
 }
 
 /// What a live watcher of this workspace vouches for (a subvolume fork then
@@ -437,7 +527,7 @@ fn make_template(
     let dir = fork::hidden_sibling(first, TEMPLATE, pid)?;
     let tstore = fork::hidden_sibling(first, TEMPLATE_STORE, pid)?;
     ctx.client().persist(&ws.store_path);
-    let store = ws.open_store(&ctx.config)?;
+    let store = open_origin(ctx, ws, choice)?;
     let t = fork::fork(
         &store,
         &ws.root,
