@@ -9,7 +9,8 @@ Measures, in one run: first push vs `restic backup`, push after a 1-file
 edit vs a second `restic backup`, clone vs `restic restore`, bytes stored in
 the bucket by each, and ckpt's request counts (its --json summary).
 Each run starts a fresh moto server and a fresh copy of the corpus; prints
-every run, the load average before it, medians and per-run ratios.
+every run, the load average before it, medians and per-run ratios. Clone
+and restore alternate which goes first from run to run.
 
 `--counts` measures bytes and requests only (no restic, no timing, one
 run): the first push, a second workspace holding the same files copied
@@ -93,7 +94,7 @@ def counts(work):
     return res
 
 
-def run_once(work):
+def run_once(work, restic_first=False):
     moto, endpoint, env, s3 = start_moto()
 
     def stored(prefix):
@@ -129,12 +130,23 @@ def run_once(work):
     j = json.loads(out); res["ckpt_edit_push"] = dict(s=dt, requests=j["requests"], sent=j["bytes_sent"], objects=j["objects"], packs=j["packs"])
     dt, _ = timed(["restic", "-r", repo, "backup", "-q", "."], cwd=ws)
     res["restic_edit_backup"] = dict(s=dt)
-    # Clone / restore.
-    dest = os.path.join(work, "clone")
-    dt, out = timed([ckpt, "clone", url, dest, "--workspace", "corpus", "--store", os.path.join(work, "clone-store"), "--json"], cwd=work)
-    j = json.loads(out); res["ckpt_clone"] = dict(s=dt, requests=j["requests"], received=j["bytes_received"], files=j["files"])
-    dt, _ = timed(["restic", "-r", repo, "restore", "latest", "--target", os.path.join(work, "restore"), "-q"])
-    res["restic_restore"] = dict(s=dt)
+    # Clone / restore, each creating 36k files: which goes first alternates
+    # between runs (files created later in a run meet a busier disk), and
+    # both settle after a `sync` first.
+    def clone():
+        subprocess.run(["sync"]); time.sleep(2)
+        dest = os.path.join(work, "clone")
+        dt, out = timed([ckpt, "clone", url, dest, "--workspace", "corpus", "--store", os.path.join(work, "clone-store"), "--json"], cwd=work)
+        j = json.loads(out); res["ckpt_clone"] = dict(s=dt, requests=j["requests"], received=j["bytes_received"], files=j["files"])
+
+    def restore():
+        subprocess.run(["sync"]); time.sleep(2)
+        dt, _ = timed(["restic", "-r", repo, "restore", "latest", "--target", os.path.join(work, "restore"), "-q"])
+        res["restic_restore"] = dict(s=dt)
+
+    for step in ((restore, clone) if restic_first else (clone, restore)):
+        step()
+    res["clone_first"] = not restic_first
     res["ckpt_stored"] = dict(zip(("objects", "bytes"), stored("ckpt/")))
     res["restic_stored"] = dict(zip(("objects", "bytes"), stored("restic/")))
     res["ratio_first"] = res["restic_first_backup"]["s"] / res["ckpt_first_push"]["s"]
@@ -155,7 +167,7 @@ runs = []
 for i in range(args.runs):
     work = os.path.join(base, f"run{i}")
     os.makedirs(work, exist_ok=True)
-    r = run_once(work)
+    r = run_once(work, restic_first=i % 2 == 1)
     print(json.dumps(r), flush=True)
     runs.append(r)
     shutil.rmtree(work, ignore_errors=True)
