@@ -29,7 +29,7 @@ mod common;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use common::fleet::Fleet;
+use common::fleet::{random_edits, Fleet};
 use common::*;
 
 /// Unmounts whatever is still mounted below the test's directory when a
@@ -95,40 +95,9 @@ fn build(f: &Fleet, seed: u64) -> Rng {
     rng
 }
 
-/// Random edits below `root`: modify, add, delete, chmod.
+/// Two to five random edits below `root` ([`random_edits`]).
 fn edit(root: &Path, rng: &mut Rng, tag: &str) {
-    let snap = snapshot(root);
-    let names: Vec<&Vec<u8>> = snap
-        .iter()
-        .filter(|(k, s)| matches!(s.what, What::File(_)) && k.as_slice() != b".ckpt")
-        .map(|(k, _)| k)
-        .collect();
-    for i in 0..(2 + rng.below(4)) {
-        let pick = |rng: &mut Rng| {
-            let f = names[rng.below(names.len() as u64) as usize];
-            root.join(String::from_utf8_lossy(f).as_ref())
-        };
-        match rng.below(4) {
-            0 => {
-                let p = pick(rng);
-                if p.exists() {
-                    chmod(&p, 0o644);
-                    let len = 50 + rng.below(3000) as usize;
-                    std::fs::write(&p, rng.text(len)).unwrap();
-                }
-            }
-            1 => write(root, &format!("new-{tag}-{i}/f{i}.txt"), &rng.bytes(100)),
-            2 => {
-                let _ = std::fs::remove_file(pick(rng));
-            }
-            _ => {
-                let p = pick(rng);
-                if p.exists() {
-                    chmod(&p, if rng.below(2) == 0 { 0o600 } else { 0o755 });
-                }
-            }
-        }
-    }
+    random_edits(root, rng, tag, 2);
 }
 
 /// `ckpt save --verbose` in `d` after writing one file reads that one file.

@@ -29,46 +29,12 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::fleet::Fleet;
+use common::fleet::{random_edits, Fleet};
 use common::*;
 
-/// Random edits below `root`: modify, add, delete, chmod (each a file of
-/// the original tree or a new one). Returns nothing: the test compares
-/// snapshots.
+/// One to four random edits below `root` ([`random_edits`]).
 fn edit(root: &Path, rng: &mut Rng, tag: &str) {
-    let snap = snapshot(root);
-    let files: Vec<&Vec<u8>> = snap
-        .iter()
-        .filter(|(_, s)| matches!(s.what, What::File(_)))
-        .map(|(k, _)| k)
-        .collect();
-    for i in 0..(1 + rng.below(4)) {
-        let pick = |rng: &mut Rng| {
-            let f = files[rng.below(files.len() as u64) as usize];
-            root.join(String::from_utf8_lossy(f).as_ref())
-        };
-        match rng.below(4) {
-            0 => {
-                let p = pick(rng);
-                if p.exists() {
-                    chmod(&p, 0o644);
-                    let len = 50 + rng.below(3000) as usize;
-                    std::fs::write(&p, rng.text(len)).unwrap();
-                }
-            }
-            1 => write(root, &format!("new-{tag}-{i}/f{i}.txt"), &rng.bytes(100)),
-            2 => {
-                let p = pick(rng);
-                let _ = std::fs::remove_file(p);
-            }
-            _ => {
-                let p = pick(rng);
-                if p.exists() {
-                    chmod(&p, if rng.below(2) == 0 { 0o600 } else { 0o755 });
-                }
-            }
-        }
-    }
+    random_edits(root, rng, tag, 1);
 }
 
 #[test]

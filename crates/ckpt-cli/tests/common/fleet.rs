@@ -99,3 +99,42 @@ impl Default for Fleet {
         Fleet::new()
     }
 }
+
+/// `at_least` to `at_least + 3` random edits below `root`, each a file of
+/// the tree (never the `.ckpt` marker) modified, deleted or chmodded, or a
+/// new file `new-TAG-I/fI.txt` added. The fork tests compare snapshots
+/// afterwards, so nothing is returned.
+pub fn random_edits(root: &Path, rng: &mut Rng, tag: &str, at_least: u64) {
+    let snap = snapshot(root);
+    let files: Vec<&Vec<u8>> = snap
+        .iter()
+        .filter(|(k, s)| matches!(s.what, What::File(_)) && k.as_slice() != b".ckpt")
+        .map(|(k, _)| k)
+        .collect();
+    for i in 0..(at_least + rng.below(4)) {
+        let pick = |rng: &mut Rng| {
+            let f = files[rng.below(files.len() as u64) as usize];
+            root.join(String::from_utf8_lossy(f).as_ref())
+        };
+        match rng.below(4) {
+            0 => {
+                let p = pick(rng);
+                if p.exists() {
+                    chmod(&p, 0o644);
+                    let len = 50 + rng.below(3000) as usize;
+                    std::fs::write(&p, rng.text(len)).unwrap();
+                }
+            }
+            1 => write(root, &format!("new-{tag}-{i}/f{i}.txt"), &rng.bytes(100)),
+            2 => {
+                let _ = std::fs::remove_file(pick(rng));
+            }
+            _ => {
+                let p = pick(rng);
+                if p.exists() {
+                    chmod(&p, if rng.below(2) == 0 { 0o600 } else { 0o755 });
+                }
+            }
+        }
+    }
+}
