@@ -1112,14 +1112,16 @@ fn gc_with_concurrent_push(url: &str, env: &[(&str, String)]) {
             &format!("{name} {id} after gc"),
         );
     }
-    let g3 = run_env(
-        &a.root,
-        &env,
-        &["gc", "--remote", url, "--dry-run", "--json"],
-    )
-    .ok()
-    .json();
-    assert_eq!(g3["live_packs"], g3["stored_packs"], "{g3}");
+    assert_every_pack_live(&a.root, &env, url);
+}
+
+/// `gc --remote URL --dry-run` run in `cwd` finds every stored pack live.
+#[track_caller]
+fn assert_every_pack_live(cwd: &Path, env: &[(&str, String)], url: &str) {
+    let g = run_env(cwd, env, &["gc", "--remote", url, "--dry-run", "--json"])
+        .ok()
+        .json();
+    assert_eq!(g["live_packs"], g["stored_packs"], "{g}");
 }
 
 on_both_remotes!(
@@ -1275,14 +1277,7 @@ fn gc_below_a_found_tree(url: &str, env: &[(&str, String)]) {
     assert_eq!(g3["deleted_packs"], 0, "{g3}");
     run_env(&admin.root, env, &gc).ok();
     check("clone after two more gcs");
-    let g4 = run_env(
-        &ws.root,
-        env,
-        &["gc", "--remote", url, "--dry-run", "--json"],
-    )
-    .ok()
-    .json();
-    assert_eq!(g4["live_packs"], g4["stored_packs"], "{g4}");
+    assert_every_pack_live(&ws.root, env, url);
 }
 
 on_both_remotes!(
