@@ -42,6 +42,30 @@ timed() { local t0 t1; t0=$(now_ns); "$@" >/dev/null; t1=$(now_ns); awk -v d=$((
 report() { printf '%-44s %10s   (runs: %s)\n' "$1" "$(printf '%s\n' "${@:2}" | median 1)" "${*:2}"; }
 used() { sync; df -B1 --output=used "$1" | tail -1; }
 
+# The rows measured on each fork of bench_on, with and without a watcher
+# (they read bench_on's base, ws and rel, and one_fork adds to its s and d).
+one_fork() { # DIR: times `ckpt fork HEAD DIR` into s, the disk it used (KiB) into d
+  local u0; u0=$(used "$base")
+  s+=($(cd "$ws" && timed "$CKPT" fork HEAD "$1"))
+  d+=($(( ($(used "$base") - u0) / 1024 )))
+}
+first_saves() { # LABEL PREFIX: the first save of each fork $base/PREFIX$i after a 1-file edit
+  local s=() i
+  for ((i = 0; i < RUNS; i++)); do echo "// f$i" >> "$base/$2$i/$rel"; s+=($(cd "$base/$2$i" && timed "$CKPT" save -q)); done
+  report "$1fork's first save after a 1-file edit" "${s[@]}"
+}
+adopts() { # LABEL PREFIX: `ckpt adopt` of each fork $base/PREFIX$i
+  local s=() i
+  for ((i = 0; i < RUNS; i++)); do s+=($(cd "$ws" && timed "$CKPT" adopt "$base/$2$i")); done
+  report "$1adopt (a fork with a 1-file edit)" "${s[@]}"
+}
+remove_counts() { # PREFIX: removes the forks $base/PREFIX$i-1..8 of the --count 8 rows
+  local i k
+  for ((i = 0; i < RUNS; i++)); do
+    for ((k = 1; k <= 8; k++)); do (cd "$ws" && "$CKPT" fork -q --remove "$base/$1$i-$k"); done
+  done
+}
+
 bench_on() { # DIR LABEL
   local base=$1 label=$2 i s
   echo "## $label ($(df -T "$base" | awk 'NR==2{print $2}'))"
@@ -61,11 +85,7 @@ bench_on() { # DIR LABEL
   s=(); for ((i = 0; i < RUNS; i++)); do echo "// p$i" >> "$f"; s+=($(cd "$ws" && timed "$CKPT" save -q)); done
   report "parent save after a 1-file edit" "${s[@]}"
 
-  s=(); local d=(); for ((i = 0; i < RUNS; i++)); do
-    local u0; u0=$(used "$base")
-    s+=($(cd "$ws" && timed "$CKPT" fork HEAD "$base/f$i"))
-    d+=($(( ($(used "$base") - u0) / 1024 )))
-  done
+  s=(); local d=(); for ((i = 0; i < RUNS; i++)); do one_fork "$base/f$i"; done
   report "one fork" "${s[@]}"
   report "disk used by a fresh fork (KiB)" "${d[@]}"
   if [ -n "$FLOOR" ] && [ "$label" = "loop xfs" ]; then
@@ -92,17 +112,12 @@ bench_on() { # DIR LABEL
       'BEGIN{printf "%-44s %10.2f\n", "one fork / that floor", a/b}'
   fi
 
-  s=(); for ((i = 0; i < RUNS; i++)); do echo "// f$i" >> "$base/f$i/$rel"; s+=($(cd "$base/f$i" && timed "$CKPT" save -q)); done
-  report "fork's first save after a 1-file edit" "${s[@]}"
-
-  s=(); for ((i = 0; i < RUNS; i++)); do s+=($(cd "$ws" && timed "$CKPT" adopt "$base/f$i")); done
-  report "adopt (a fork with a 1-file edit)" "${s[@]}"
+  first_saves "" f
+  adopts "" f
 
   s=(); for ((i = 0; i < RUNS; i++)); do s+=($(cd "$ws" && timed "$CKPT" fork HEAD --count 8 "$base/g$i-")); done
   report "8 forks (--count 8)" "${s[@]}"
-  for ((i = 0; i < RUNS; i++)); do
-    for ((k = 1; k <= 8; k++)); do (cd "$ws" && "$CKPT" fork -q --remove "$base/g$i-$k"); done
-  done
+  remove_counts g
 
   if [ "$label" = "loop btrfs" ]; then
     # The same rows with the parent's watcher running (`ckpt watch --daemon`
@@ -113,27 +128,21 @@ bench_on() { # DIR LABEL
     echo "// w" >> "$f"; (cd "$ws" && "$CKPT" save -q)
     local ps=(); s=(); d=(); for ((i = 0; i < RUNS; i++)); do
       echo "// w$i" >> "$f"; ps+=($(cd "$ws" && timed "$CKPT" save -q))
-      local u0; u0=$(used "$base")
-      s+=($(cd "$ws" && timed "$CKPT" fork HEAD "$base/wf$i"))
-      d+=($(( ($(used "$base") - u0) / 1024 )))
+      one_fork "$base/wf$i"
     done
     report "watcher: parent save after a 1-file edit" "${ps[@]}"
     report "watcher: one fork" "${s[@]}"
     report "watcher: disk used by a fresh fork (KiB)" "${d[@]}"
-    s=(); for ((i = 0; i < RUNS; i++)); do echo "// f$i" >> "$base/wf$i/$rel"; s+=($(cd "$base/wf$i" && timed "$CKPT" save -q)); done
-    report "watcher: fork's first save after a 1-file edit" "${s[@]}"
-    s=(); for ((i = 0; i < RUNS; i++)); do s+=($(cd "$ws" && timed "$CKPT" adopt "$base/wf$i")); done
-    report "watcher: adopt (a fork with a 1-file edit)" "${s[@]}"
+    first_saves "watcher: " wf
+    adopts "watcher: " wf
     s=(); for ((i = 0; i < RUNS; i++)); do
       echo "// v$i" >> "$f"; (cd "$ws" && "$CKPT" save -q)
       s+=($(cd "$ws" && timed "$CKPT" fork HEAD --count 8 "$base/wg$i-"))
     done
     report "watcher: 8 forks (--count 8)" "${s[@]}"
     (cd "$ws" && "$CKPT" watch --stop -q)
-    for ((i = 0; i < RUNS; i++)); do
-      (cd "$ws" && "$CKPT" fork -q --remove "$base/wf$i")
-      for ((k = 1; k <= 8; k++)); do (cd "$ws" && "$CKPT" fork -q --remove "$base/wg$i-$k"); done
-    done
+    for ((i = 0; i < RUNS; i++)); do (cd "$ws" && "$CKPT" fork -q --remove "$base/wf$i"); done
+    remove_counts wg
   fi
 
   if [ "$ROOT" = yes ]; then
