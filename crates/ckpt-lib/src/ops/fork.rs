@@ -9,11 +9,10 @@
 //! usual rule under the configured data home.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use ckpt_copy::copytree::Progress;
+use rayon::prelude::*;
 use serde_json::{json, Value};
 
 use super::json::{self, serialize_via_to_json, SCHEMA};
@@ -457,27 +456,23 @@ fn clone_all(
             }
         }
     };
-    let config = &ctx.config;
-    let next = AtomicUsize::new(0);
-    let made: Mutex<Vec<Option<Made>>> = Mutex::new((0..dests.len()).map(|_| None).collect());
-    std::thread::scope(|s| {
-        for _ in 0..CLONES_AT_ONCE.min(dests.len()) {
-            s.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(d) = dests.get(i) else { break };
-                let t0 = Instant::now();
-                let r = fork::clone_fork(&t.workspace, &head, &origin, d, config)
-                    .map(|f| (f, t0.elapsed()));
-                made.lock().unwrap_or_else(|p| p.into_inner())[i] = Some(r);
-            });
-        }
-    });
+    let clone = |d: &PathBuf| -> Made {
+        let t0 = Instant::now();
+        fork::clone_fork(&t.workspace, &head, &origin, d, &ctx.config).map(|f| (f, t0.elapsed()))
+    };
+    // A pool of its own: these threads mostly wait on the filesystem.
+    let made: Vec<Made> = match rayon::ThreadPoolBuilder::new()
+        .num_threads(CLONES_AT_ONCE.min(dests.len()))
+        .build()
+    {
+        Ok(pool) => pool.install(|| dests.par_iter().map(clone).collect()),
+        Err(_) => dests.iter().map(clone).collect(),
+    };
     drop(tstore);
-    let made = made.into_inner().unwrap_or_else(|p| p.into_inner());
     let mut forks = Vec::with_capacity(dests.len());
     let mut failed = None;
     for (d, r) in dests.iter().zip(made) {
-        match r.expect("every directory was taken by a thread") {
+        match r {
             Ok((f, elapsed)) => {
                 // What the template's restore wrote is this fork's too.
                 let f = fork::Forked {
