@@ -166,13 +166,44 @@ impl Builder {
 /// least an eighth, else `(None, 0)` (store the raw bytes).
 pub fn compress(raw: &[u8]) -> (Option<Vec<u8>>, u8) {
     if raw.len() >= MIN_COMPRESS {
-        if let Ok(z) = zstd::bulk::compress(raw, ZSTD_LEVEL) {
+        if let Ok(z) = with_codec(|c| c.compress(raw)) {
             if z.len() <= raw.len() - raw.len() / 8 {
                 return (Some(z), 1);
             }
         }
     }
     (None, 0)
+}
+
+/// One zstd compressor and decompressor per thread, made on first use:
+/// a context per blob cost more than decoding a small blob.
+struct Codec {
+    c: zstd::bulk::Compressor<'static>,
+    d: zstd::bulk::Decompressor<'static>,
+}
+
+impl Codec {
+    fn compress(&mut self, raw: &[u8]) -> std::io::Result<Vec<u8>> {
+        self.c.compress(raw)
+    }
+
+    fn decompress(&mut self, stored: &[u8], cap: usize) -> std::io::Result<Vec<u8>> {
+        self.d.decompress(stored, cap)
+    }
+}
+
+fn with_codec<T>(f: impl FnOnce(&mut Codec) -> std::io::Result<T>) -> std::io::Result<T> {
+    thread_local!(static CODEC: std::cell::RefCell<Option<Codec>> = const { std::cell::RefCell::new(None) });
+    CODEC.with(|cell| {
+        let mut cell = cell.borrow_mut();
+        if cell.is_none() {
+            *cell = Some(Codec {
+                c: zstd::bulk::Compressor::new(ZSTD_LEVEL)?,
+                d: zstd::bulk::Decompressor::new()?,
+            });
+        }
+        f(cell.as_mut().expect("made above"))
+    })
 }
 
 /// Encodes an index.
@@ -249,7 +280,7 @@ pub fn footer_len(tail: &[u8], what: &str) -> Result<u64> {
 pub fn decode_blob(e: &Entry, stored: &[u8], what: &str) -> Result<Vec<u8>> {
     let raw = match e.codec {
         0 => stored.to_vec(),
-        _ => zstd::bulk::decompress(stored, e.raw_len as usize).map_err(|err| {
+        _ => with_codec(|c| c.decompress(stored, e.raw_len as usize)).map_err(|err| {
             corrupt(format!(
                 "blob {} in pack {what} does not decompress: {err}",
                 e.hash

@@ -38,12 +38,13 @@ use std::time::Instant;
 use ckpt_copy::copytree::Progress;
 use ckpt_lib::engine::diff::TreeSource;
 use ckpt_lib::engine::digest;
-use ckpt_lib::engine::materialize::{self, MaterializeOptions};
+use ckpt_lib::engine::materialize::{self, MaterializeOptions, Verified};
 use ckpt_lib::ops::json::SCHEMA;
 use ckpt_lib::ops::{normalize, Context};
 use ckpt_lib::store::catalog::Checkpoint;
 use ckpt_lib::store::tree::{Node, Tree};
 use ckpt_lib::store::Store;
+use ckpt_lib::trace;
 use ckpt_lib::workspace::Workspace;
 use ckpt_lib::Hash;
 use futures::{stream, StreamExt, TryStreamExt};
@@ -65,8 +66,14 @@ use crate::{usage, Error, Result, Settings};
 const GAP: u64 = 1 << 20;
 
 /// Fetches blobs, grouped by pack, checking each; calls `sink` with each
-/// (hash, raw bytes) as it arrives (on a worker thread, in
-/// `block_in_place`).
+/// (hash, raw bytes) as it arrives.
+///
+/// Up to [`Client::concurrency`] range requests are in flight; what they
+/// return is decoded, checked and handed to `sink` by [`decoders`] threads
+/// of their own, so the network never waits for the disk and the disk work
+/// uses every core. (Decoding inside the stream that drives the requests
+/// ran it one range at a time, on one core, and stalled the requests
+/// meanwhile.)
 pub(crate) async fn fetch_blobs(
     client: &Client,
     known: &Known,
@@ -103,37 +110,126 @@ pub(crate) async fn fetch_blobs(
             ranges.push((p, cur));
         }
     }
-    let packs: HashSet<Hash> = ranges.iter().map(|(p, _)| *p).collect();
-    let n = stream::iter(ranges)
-        .map(|(p, entries)| async move {
-            let key = layout::pack_key(&p);
-            let start = entries[0].offset;
-            let last = entries[entries.len() - 1];
-            let end = last.offset + last.stored_len;
-            let b = client.get_range(&key, start..end).await?;
-            if b.len() as u64 != end - start {
-                return Err(Error::Corrupt(format!(
-                    "{}: {} bytes instead of {}",
-                    client.shown("GET (range)", &key),
-                    b.len(),
-                    end - start
-                )));
-            }
-            tokio::task::block_in_place(|| {
-                let shown = client.shown("GET", &key);
-                for e in &entries {
-                    let s =
-                        &b[(e.offset - start) as usize..(e.offset - start + e.stored_len) as usize];
-                    let raw = pack::decode_blob(e, s, &shown)?;
-                    sink(e.hash, raw)?;
-                }
-                Ok(entries.len() as u64)
-            })
+    let packs = ranges
+        .iter()
+        .map(|(p, _)| *p)
+        .collect::<HashSet<Hash>>()
+        .len() as u64;
+    let fetch = |(p, entries): (Hash, Vec<Entry>)| async move {
+        let key = layout::pack_key(&p);
+        let start = entries[0].offset;
+        let last = entries[entries.len() - 1];
+        let end = last.offset + last.stored_len;
+        let b = client.get_range(&key, start..end).await?;
+        if b.len() as u64 != end - start {
+            return Err(Error::Corrupt(format!(
+                "{}: {} bytes instead of {}",
+                client.shown("GET (range)", &key),
+                b.len(),
+                end - start
+            )));
+        }
+        Ok(Fetched {
+            key,
+            start,
+            entries,
+            bytes: b,
         })
-        .buffer_unordered(client.concurrency())
-        .try_fold(0u64, |a, n| async move { Ok(a + n) })
-        .await?;
-    Ok((n, packs.len() as u64))
+    };
+    let decode = |f: Fetched| -> Result<u64> {
+        let shown = client.shown("GET", &f.key);
+        for e in &f.entries {
+            let at = (e.offset - f.start) as usize;
+            let raw = pack::decode_blob(e, &f.bytes[at..at + e.stored_len as usize], &shown)?;
+            sink(e.hash, raw)?;
+        }
+        Ok(f.entries.len() as u64)
+    };
+    let threads = decoders();
+    let (tx, rx) = tokio::sync::mpsc::channel::<Fetched>(threads);
+    let rx: Queue = std::sync::Mutex::new(rx);
+    let handle = tokio::runtime::Handle::current();
+    let (fetched, decoded) = tokio::task::block_in_place(|| {
+        std::thread::scope(|s| {
+            let workers: Vec<_> = (0..threads)
+                .map(|_| {
+                    s.spawn(|| -> Result<u64> {
+                        // However this thread ends (an error, a panic), no
+                        // more ranges are queued, so the requests stop.
+                        let _stop = CloseOnExit(&rx);
+                        let mut n = 0;
+                        loop {
+                            // Its own statement: the lock is not held while
+                            // decoding.
+                            let next = lock(&rx).blocking_recv();
+                            let Some(f) = next else { return Ok(n) };
+                            n += decode(f)?;
+                        }
+                    })
+                })
+                .collect();
+            let fetched = handle.block_on(async {
+                let r = stream::iter(ranges)
+                    .map(fetch)
+                    .buffer_unordered(client.concurrency())
+                    .try_for_each(|f| {
+                        let tx = &tx;
+                        async move {
+                            tx.send(f)
+                                .await
+                                .map_err(|_| Error::Remote("decoding stopped".into()))
+                        }
+                    })
+                    .await;
+                drop(tx);
+                r
+            });
+            let decoded: Vec<Result<u64>> = workers
+                .into_iter()
+                .map(|w| {
+                    w.join()
+                        .unwrap_or_else(|_| Err(Error::Remote("a decoding thread panicked".into())))
+                })
+                .collect();
+            (fetched, decoded)
+        })
+    });
+    // A decoder's error says what was wrong with the data; the requests'
+    // "decoding stopped" only follows from it.
+    let mut n = 0;
+    for d in decoded {
+        n += d?;
+    }
+    fetched?;
+    Ok((n, packs))
+}
+
+/// One fetched range of a pack, waiting to be decoded.
+struct Fetched {
+    key: String,
+    start: u64,
+    entries: Vec<Entry>,
+    bytes: bytes::Bytes,
+}
+
+type Queue = std::sync::Mutex<tokio::sync::mpsc::Receiver<Fetched>>;
+
+fn lock(q: &Queue) -> std::sync::MutexGuard<'_, tokio::sync::mpsc::Receiver<Fetched>> {
+    q.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Closes the decoders' queue when dropped.
+struct CloseOnExit<'q>(&'q Queue);
+
+impl Drop for CloseOnExit<'_> {
+    fn drop(&mut self) {
+        lock(self.0).close();
+    }
+}
+
+/// Threads that decode, check and store fetched blobs: one per core.
+fn decoders() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get())
 }
 
 /// What one import did.
@@ -141,6 +237,9 @@ pub(crate) async fn fetch_blobs(
 struct Imported {
     done: Vec<(Record, Checkpoint)>,
     transfer: Transfer,
+    /// Contents hashed and stored by this import: a clone's restore need
+    /// not read and hash them again.
+    verified: Verified,
 }
 
 /// How an imported checkpoint's state is applied.
@@ -199,6 +298,7 @@ fn import(
     recs: &[Record],
     keep_seq: bool,
     mode: StateMode,
+    fresh_store: bool,
     progress: Option<&Progress>,
 ) -> Result<Imported> {
     let mut out = Imported::default();
@@ -216,8 +316,15 @@ fn import(
     let raw_since_commit = std::sync::atomic::AtomicU64::new(0);
     let raw_files = std::sync::atomic::AtomicU64::new(0);
     let commit_lock = std::sync::Mutex::new(());
+    let verified = Verified::default();
     let put = |h: Hash, raw: Vec<u8>| -> Result<()> {
-        store.objects.put_verified(h, &raw)?;
+        // A fresh store holds nothing, and `files` below has no repeats.
+        if fresh_store {
+            store.objects.put_verified_new(h, &raw)?;
+        } else {
+            store.objects.put_verified(h, &raw)?;
+        }
+        verified.lock().unwrap_or_else(|p| p.into_inner()).insert(h);
         raw_files.fetch_add(raw.len() as u64, Ordering::Relaxed);
         if let Some(p) = progress {
             p.bytes.fetch_add(raw.len() as u64, Ordering::Relaxed);
@@ -239,6 +346,7 @@ fn import(
         }
         let root = rec.root()?;
         // 1. Trees and mtimes nodes, level by level; the local trees rebuilt.
+        let t_trees = trace::span("pull: trees");
         let (fresh, files) = if store.catalog.has_tree(&root)? {
             (HashMap::new(), Vec::new())
         } else {
@@ -250,7 +358,9 @@ fn import(
             for bytes in fresh.values() {
                 for e in Tree::decode(bytes)?.entries {
                     if let Node::File { hash, .. } = e.node {
-                        if seen_files.insert(hash) && !store.objects.contains(&hash) {
+                        if seen_files.insert(hash)
+                            && (fresh_store || !store.objects.contains(&hash))
+                        {
                             files.push(hash);
                         }
                     }
@@ -258,7 +368,9 @@ fn import(
             }
             (fresh, files)
         };
+        drop(t_trees);
         // 2. File contents (and the state snapshot).
+        let t_blobs = trace::span("pull: blobs");
         let state_blob = rec.state()?;
         let state_bytes: std::sync::Mutex<Option<Vec<u8>>> = Default::default();
         let (n, packs) = rt.block_on(fetch_blobs(client, known, &files, &|h, raw| {
@@ -274,8 +386,10 @@ fn import(
             }))?;
             out.transfer.objects += 1;
         }
+        drop(t_blobs);
         store.objects.commit()?;
         // 3. The digest.
+        let t_digest = trace::span("pull: digest");
         let mut cp = rec.to_local()?;
         {
             let reader = store.catalog.reader()?;
@@ -294,6 +408,7 @@ fn import(
                 }
             }
         }
+        drop(t_digest);
         // 4. The state.
         let entries = match state_bytes.into_inner().unwrap() {
             Some(b) => layout::decode_state(&b, &rec.id)?,
@@ -313,6 +428,7 @@ fn import(
     }
     cache.save();
     out.transfer.raw_bytes += raw_files.load(Ordering::Relaxed);
+    out.verified = verified;
     Ok(out)
 }
 
@@ -563,6 +679,7 @@ pub fn pull(ctx: &Context, opts: &PullOptions<'_>) -> Result<PullReport> {
         &chosen,
         false,
         StateMode::KeepLatest,
+        false,
         opts.progress,
     )?;
     Ok(PullReport {
@@ -726,6 +843,7 @@ pub fn clone(ctx: &Context, opts: &CloneOptions<'_>) -> Result<CloneReport> {
             std::slice::from_ref(&rec),
             true,
             StateMode::Become,
+            true,
             opts.progress,
         )?;
         let (_, cp) = imported
@@ -733,12 +851,17 @@ pub fn clone(ctx: &Context, opts: &CloneOptions<'_>) -> Result<CloneReport> {
             .first()
             .cloned()
             .ok_or_else(|| Error::Remote("internal error: nothing was imported".into()))?;
+        // Every content was hashed as it arrived, in this operation
+        // (engine::materialize's `Verified`).
         let rep = materialize::restore_to_with(
             &store,
             &cp.id(),
             &ws.root,
             &[],
-            MaterializeOptions::default(),
+            MaterializeOptions {
+                verified: Some(&imported.verified),
+                ..Default::default()
+            },
         )?;
         ws.write_marker()?;
         Ok(CloneReport {

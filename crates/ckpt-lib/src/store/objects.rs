@@ -609,6 +609,16 @@ impl Objects {
         self.store_bytes(hash, data, Stored::Object)
     }
 
+    /// [`put_verified`](Self::put_verified) without first asking whether the
+    /// store holds `hash`, for a caller that knows it did not (a store it has
+    /// just created, filling it with distinct contents): no `stat`s. Were the
+    /// object there after all, [`commit`](Self::commit) finds it placed and
+    /// drops the new copy, so this is never wrong, only wasted work.
+    pub fn put_verified_new(&self, hash: Hash, data: &[u8]) -> Result<u64> {
+        debug_assert_eq!(Hash::of(data), hash);
+        self.store_bytes(hash, data, Stored::Object)
+    }
+
     /// Records a fully written temp file as the pending object `hash`.
     fn add_pending(&self, hash: Hash, tmp_name: Vec<u8>, tmp: OwnedFd, size: u64) -> Result<u64> {
         self.add_pending_to(hash, tmp_name, tmp, size, false)
