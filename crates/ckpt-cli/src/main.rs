@@ -58,6 +58,11 @@ fn main() -> ExitCode {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
+    // Tree walks recurse (see `MAX_DEPTH`); without a pool there is still
+    // the calling thread.
+    let _ = rayon::ThreadPoolBuilder::new()
+        .stack_size(ckpt_lib::store::tree::WALK_STACK)
+        .build_global();
     let cli = Cli::parse();
     let globals = context::Globals {
         chdir: cli.chdir.as_ref(),

@@ -666,3 +666,89 @@ fn files_changing_during_capture_are_captured_whole_or_not_at_all() {
     assert_store_verifies(&ws, "after saves during changes");
     assert!(store_leftovers(&ws.store).is_empty());
 }
+
+/// Runs `script` in `root/top` after `cd`ing into `levels` nested `d`
+/// directories one at a time (`mkdir` them when `make`): the path is longer
+/// than PATH_MAX, so nothing path-based can reach it.
+fn at_depth(root: &std::path::Path, top: &str, levels: usize, make: bool, script: &str) -> String {
+    let step = if make {
+        "mkdir -p d && cd -P d"
+    } else {
+        "cd -P d"
+    };
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "cd -P {top} && i=0; while [ $i -lt {levels} ]; do {step} || exit 9; i=$((i+1)); done; {script}"
+        ))
+        .current_dir(root)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "sh: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Directories nested exactly `MAX_DEPTH` deep are saved, diffed, verified
+/// and restored, in place and `--to`, by the same recursive walks that
+/// overflowed their stacks at 4,000 levels; one level deeper, every command
+/// that scans refuses with exit 1, naming the path and the limit, and
+/// nothing is saved, until `.ckptignore` leaves the deep directory out.
+#[test]
+fn nesting_at_the_depth_limit_works_and_past_it_is_refused() {
+    const MAX: usize = ckpt_lib::store::tree::MAX_DEPTH;
+    let ws = Ws::new();
+    write(&ws.root, "top.txt", b"top\n");
+    // `deep` is at depth 1, so MAX - 1 more levels below it.
+    std::fs::create_dir(ws.root.join("deep")).unwrap();
+    at_depth(&ws.root, "deep", MAX - 1, true, "printf 'v1\\n' > f");
+    ws.init();
+    let (v1, _) = ws.save();
+    let st = ws.run(&["status", "--json"]).ok().json();
+    assert_eq!(st["clean"], true, "{st}");
+    ws.run(&["verify"]).ok();
+
+    at_depth(&ws.root, "deep", MAX - 1, false, "printf 'v2\\n' > f");
+    let st = ws.run(&["status", "--json"]).ok().json();
+    assert_eq!(st["clean"], false, "{st}");
+    assert_eq!(ws.run(&["verify"]).code, Some(6), "verify sees the edit");
+    let (v2, _) = ws.save();
+    let d = ws.run(&["diff", &v1, &v2, "--json"]).ok().json();
+    assert!(
+        d.to_string().contains("/d/f"),
+        "diff names the deep file: {d}"
+    );
+
+    ws.run(&["restore", &v1]).ok();
+    assert_eq!(at_depth(&ws.root, "deep", MAX - 1, false, "cat f"), "v1\n");
+    ws.run(&["verify"]).ok();
+    let to = ws.root.parent().unwrap().join("restored-deep");
+    ws.run(&["restore", &v2, "--to", to.to_str().unwrap()]).ok();
+    assert_eq!(at_depth(&to, "deep", MAX - 1, false, "cat f"), "v2\n");
+
+    // One level more, in another directory.
+    std::fs::create_dir(ws.root.join("deeper")).unwrap();
+    at_depth(&ws.root, "deeper", MAX, true, "printf 'x\\n' > f");
+    let before = store_state(&ws);
+    for args in [&["save"][..], &["status"], &["diff"]] {
+        let r = ws.run(args);
+        clear_error(&r, 1, &format!("nested more than {MAX} directories deep"));
+        assert!(
+            r.stderr.contains("deeper/d/d/d"),
+            "names the path:\n{}",
+            r.dump()
+        );
+        assert!(
+            r.stderr.contains(".ckptignore"),
+            "says what to do:\n{}",
+            r.dump()
+        );
+    }
+    assert_eq!(store_state(&ws), before, "a refused scan stored nothing");
+    write(&ws.root, ".ckptignore", b"/deeper\n");
+    let (v4, _) = ws.save();
+    assert_ne!(v4, v2);
+}

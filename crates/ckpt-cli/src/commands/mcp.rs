@@ -538,6 +538,7 @@ impl ServerHandler for CkptServer {
 /// `ckpt mcp`: serves until stdin closes.
 pub fn run(ctx: &Ctx) -> Result<()> {
     let rt = tokio::runtime::Builder::new_current_thread()
+        .thread_stack_size(ckpt_lib::store::tree::WALK_STACK)
         .enable_all()
         .build()
         .map_err(|e| Error::io("start", "async runtime", e))?;

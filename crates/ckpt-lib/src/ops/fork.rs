@@ -463,6 +463,7 @@ fn clone_all(
     // A pool of its own: these threads mostly wait on the filesystem.
     let made: Vec<Made> = match rayon::ThreadPoolBuilder::new()
         .num_threads(CLONES_AT_ONCE.min(dests.len()))
+        .stack_size(crate::store::tree::WALK_STACK)
         .build()
     {
         Ok(pool) => pool.install(|| dests.par_iter().map(clone).collect()),

@@ -22,6 +22,30 @@
 
 use crate::{Error, Hash, Result};
 
+/// The deepest a checkpoint's directories may nest below the workspace root
+/// (the root's children are at depth 1). A scan refuses a deeper directory
+/// ([`Error::TooDeep`]), so the engine's walks of a tree, which recurse,
+/// stay within their threads' stacks (4,000 levels overflowed them; `tests/hostile.rs` runs every
+/// command at this depth). git has such a limit for the same reason
+/// (`core.maxTreeDepth`).
+pub const MAX_DEPTH: usize = 2048;
+
+/// The stack to give every thread that may walk a tree: the engine's
+/// walks recurse once per level, up to about 2 KiB a level, so
+/// [`MAX_DEPTH`] levels take about 4 MiB, where a new thread gets 2 MiB
+/// (the main thread 8 MiB). The CLI builds rayon's global pool and the
+/// servers' runtimes with it.
+pub const WALK_STACK: usize = 16 << 20;
+
+/// How deep the directory at relative path `rel` is (the root, `""`, is 0).
+pub fn depth(rel: &[u8]) -> usize {
+    if rel.is_empty() {
+        0
+    } else {
+        1 + rel.iter().filter(|&&b| b == b'/').count()
+    }
+}
+
 /// What an entry is, with what identifies its content.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Node {

@@ -89,7 +89,7 @@ use crate::store::index::{
     DirRecord, Dirs, EntryView, Index, IndexEntry, RACY_WINDOW_NS, UNKNOWN_TREE,
 };
 use crate::store::objects::{hash_file, CaptureError, Objects};
-use crate::store::tree::{Entry, Node, NodeRef, Tree};
+use crate::store::tree::{self, Entry, Node, NodeRef, Tree, MAX_DEPTH};
 use crate::workspace::ignore::Ignore;
 use crate::{Error, Hash, Result};
 use ckpt_copy::fs::{self, display_path, join, parent_of, Meta};
@@ -503,6 +503,11 @@ impl Scanner<'_> {
     /// `None` when it is another workspace (it holds a `.ckpt` marker): then
     /// it is reported as skipped and nothing of it is recorded.
     fn scan_dir(&self, dir: OwnedFd, rel: Vec<u8>, stat: DirStat) -> Result<Option<Hash>> {
+        // A name takes at least two bytes of `rel` with its `/`, so only a
+        // long path can be too deep.
+        if rel.len() >= 2 * MAX_DEPTH && tree::depth(&rel) > MAX_DEPTH {
+            return Err(Error::TooDeep(self.shown(&rel)));
+        }
         let old = self.input.index.dirs.get(&rel);
         if let (Some(p), Some(o)) = (&self.partial, old) {
             if !p.listed.contains(&rel) {
