@@ -7,7 +7,8 @@
 //!    checked against its BLAKE3 name and decoded; a node whose local tree
 //!    the store already holds is not fetched. The exact local trees are
 //!    rebuilt from them ([`crate::trees::rebuild`]) and the root must be
-//!    the record's root tree.
+//!    the record's root tree, with no directory nested deeper than a scan
+//!    allows ([`ckpt_lib::store::tree::MAX_DEPTH`]).
 //! 2. Every file content the local store lacks is fetched (adjacent blobs
 //!    of a pack in one range request), decompressed, checked against its
 //!    BLAKE3 name and length, and added to the store as a pending object;
@@ -42,7 +43,7 @@ use ckpt_lib::engine::materialize::{self, MaterializeOptions, Verified};
 use ckpt_lib::ops::json::SCHEMA;
 use ckpt_lib::ops::{normalize, Context};
 use ckpt_lib::store::catalog::Checkpoint;
-use ckpt_lib::store::tree::{Node, Tree};
+use ckpt_lib::store::tree::{self, Node, Tree};
 use ckpt_lib::store::Store;
 use ckpt_lib::trace;
 use ckpt_lib::workspace::Workspace;
@@ -368,6 +369,23 @@ fn import(
             }
             (fresh, files)
         };
+        if !fresh.is_empty() {
+            // The engine's walks recurse: no tree deeper than a scan makes.
+            let reader = store.catalog.reader()?;
+            let src = TreeSource {
+                fresh: Some(&fresh),
+                catalog: &reader,
+            };
+            if let Some(p) = tree::too_deep(|h| src.tree(h), root)? {
+                return Err(Error::Corrupt(format!(
+                    "remote checkpoint {} ({}): {} is nested more than {} directories deep, which ckpt does not import; nothing was imported",
+                    rec.id,
+                    client.shown("GET", &layout::record_key(&rec.hash())),
+                    String::from_utf8_lossy(&p),
+                    tree::MAX_DEPTH
+                )));
+            }
+        }
         drop(t_trees);
         // 2. File contents (and the state snapshot).
         let t_blobs = trace::span("pull: blobs");

@@ -24,7 +24,8 @@ use crate::{Error, Hash, Result};
 
 /// The deepest a checkpoint's directories may nest below the workspace root
 /// (the root's children are at depth 1). A scan refuses a deeper directory
-/// ([`Error::TooDeep`]), so the engine's walks of a tree, which recurse,
+/// ([`Error::TooDeep`]) and a pull a deeper remote checkpoint
+/// ([`too_deep`]), so the engine's walks of a tree, which recurse,
 /// stay within their threads' stacks (4,000 levels overflowed them; `tests/hostile.rs` runs every
 /// command at this depth). git has such a limit for the same reason
 /// (`core.maxTreeDepth`).
@@ -399,6 +400,37 @@ pub fn unzigzag(v: u64) -> i64 {
     ((v >> 1) as i64) ^ -((v & 1) as i64)
 }
 
+/// The first directory of the tree `root` nested deeper than [`MAX_DEPTH`]
+/// (its path), if any: the check for trees that did not come from a scan
+/// (a pull). Iterative, and each subtree is walked again only when it is
+/// met deeper than before, so shared subtrees cost once per depth.
+pub fn too_deep(load: impl Fn(&Hash) -> Result<Tree>, root: Hash) -> Result<Option<Vec<u8>>> {
+    let mut deepest: std::collections::HashMap<Hash, usize> = Default::default();
+    let mut stack = vec![(Vec::new(), 0usize, root)];
+    while let Some((rel, depth, h)) = stack.pop() {
+        if depth > MAX_DEPTH {
+            return Ok(Some(rel));
+        }
+        match deepest.get(&h) {
+            Some(&d) if d >= depth => continue,
+            _ => {
+                deepest.insert(h, depth);
+            }
+        }
+        for e in load(&h)?.entries {
+            if let Node::Dir { tree } = e.node {
+                let mut path = rel.clone();
+                if !path.is_empty() {
+                    path.push(b'/');
+                }
+                path.extend_from_slice(&e.name);
+                stack.push((path, depth + 1, tree));
+            }
+        }
+    }
+    Ok(None)
+}
+
 /// Any node (for property tests here and in the stat index).
 #[cfg(test)]
 pub(crate) fn arb_node() -> impl proptest::strategy::Strategy<Value = Node> {
@@ -444,6 +476,65 @@ mod tests {
                 prop_assert!(Tree::decode(&bytes[..cut]).is_err());
             }
         }
+    }
+
+    type Trees = std::collections::HashMap<Hash, Tree>;
+
+    fn dir(name: &[u8], tree: Hash) -> Entry {
+        Entry {
+            name: name.to_vec(),
+            mode: 0o755,
+            mtime_ns: 0,
+            node: Node::Dir { tree },
+        }
+    }
+
+    /// `n` directories `d/d/…` above `bottom`: the returned tree, placed at
+    /// depth x, has `bottom` at depth x + n.
+    fn chain(trees: &mut Trees, n: usize, bottom: Tree) -> Hash {
+        let mut t = bottom;
+        for _ in 0..n {
+            let (h, _) = t.encode_and_hash();
+            trees.insert(h, t);
+            t = Tree {
+                entries: vec![dir(b"d", h)],
+            };
+        }
+        let (h, _) = t.encode_and_hash();
+        trees.insert(h, t);
+        h
+    }
+
+    #[test]
+    fn too_deep_finds_the_first_directory_past_the_limit() {
+        let found =
+            |trees: &Trees, root: Hash| too_deep(|h: &Hash| Ok(trees[h].clone()), root).unwrap();
+        let empty = || Tree { entries: vec![] };
+        let mut trees = Trees::new();
+        let at_limit = chain(&mut trees, MAX_DEPTH, empty());
+        assert_eq!(found(&trees, at_limit), None);
+        let past = chain(&mut trees, MAX_DEPTH + 1, empty());
+        let path = found(&trees, past).expect("too deep");
+        assert_eq!(depth(&path), MAX_DEPTH + 1);
+        // One subtree, 10 deep, met first at depth 1 (`b`, walked first)
+        // and then again at depth MAX_DEPTH - 8 below `a`: found there.
+        let shared = chain(&mut trees, 10, empty());
+        let holder = Tree {
+            entries: vec![dir(b"s", shared)],
+        };
+        let a = chain(&mut trees, MAX_DEPTH - 10, holder);
+        let root = Tree {
+            entries: vec![dir(b"a", a), dir(b"b", shared)],
+        };
+        let (r, _) = root.encode_and_hash();
+        trees.insert(r, root);
+        let path = found(&trees, r).expect("too deep below a");
+        assert!(
+            path.starts_with(b"a/d/d/"),
+            "{}",
+            String::from_utf8_lossy(&path)
+        );
+        assert_eq!(depth(&path), MAX_DEPTH + 1);
     }
 
     #[test]
