@@ -58,8 +58,8 @@ fn main() -> ExitCode {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
-    // Tree walks recurse (see `MAX_DEPTH`); without a pool there is still
-    // the calling thread.
+    // Tree walks recurse, so rayon's threads get the stack they need (see
+    // `WALK_STACK`). This cannot fail before anything else used rayon.
     let _ = rayon::ThreadPoolBuilder::new()
         .stack_size(ckpt_lib::store::tree::WALK_STACK)
         .build_global();

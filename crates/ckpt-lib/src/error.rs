@@ -49,9 +49,14 @@ pub enum Error {
     /// A file kept changing while we tried to capture it.
     #[error("{0}: kept changing while it was being captured; nothing was saved\n  retry when writers are quiet")]
     Unstable(PathBuf),
-    /// A directory nested deeper than [`crate::store::tree::MAX_DEPTH`].
-    #[error("{}: nested more than {} directories deep, which ckpt does not capture; nothing was changed\n  add it (or a directory above it) to .ckptignore, or nest it less deeply", .0.display(), crate::store::tree::MAX_DEPTH)]
-    TooDeep(PathBuf),
+    /// A directory nested deeper than the limit (the store's `MAX_DEPTH`).
+    #[error("{}: nested more than {max} directories deep, which ckpt does not capture; nothing was changed\n  add it (or a directory above it) to .ckptignore, or nest it less deeply", .path.display())]
+    TooDeep {
+        /// The first directory too deep.
+        path: PathBuf,
+        /// The limit.
+        max: usize,
+    },
     /// Invalid user input (bad flag combination, bad tag, ...).
     #[error("{0}")]
     Usage(String),
@@ -100,7 +105,7 @@ impl Error {
             Error::NoSpaceForUndo(_) => EXIT_NO_SPACE_FOR_UNDO,
             Error::Corrupt(_) => 5,
             Error::Remote(_) => EXIT_REMOTE,
-            Error::Io(_) | Error::Unstable(_) | Error::TooDeep(_) | Error::Catalog { .. } => 1,
+            Error::Io(_) | Error::Unstable(_) | Error::TooDeep { .. } | Error::Catalog { .. } => 1,
             Error::State(e) => match e {
                 ckpt_state::Error::CasMismatch { .. } => EXIT_CAS_MISMATCH,
                 ckpt_state::Error::Locked { .. } => 4,

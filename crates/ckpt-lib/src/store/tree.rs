@@ -25,9 +25,10 @@ use crate::{Error, Hash, Result};
 /// The deepest a checkpoint's directories may nest below the workspace root
 /// (the root's children are at depth 1). A scan refuses a deeper directory
 /// ([`Error::TooDeep`]) and a pull a deeper remote checkpoint
-/// ([`too_deep`]), so the engine's walks of a tree, which recurse,
-/// stay within their threads' stacks (4,000 levels overflowed them; `tests/hostile.rs` runs every
-/// command at this depth). git has such a limit for the same reason
+/// ([`too_deep`]), so the engine's walks of a tree, which recurse, stay
+/// within their threads' stacks ([`WALK_STACK`]; 4,000 levels overflowed
+/// them). `tests/hostile.rs` saves, diffs, verifies and restores a tree
+/// this deep. git has such a limit for the same reason
 /// (`core.maxTreeDepth`).
 pub const MAX_DEPTH: usize = 2048;
 
@@ -419,12 +420,7 @@ pub fn too_deep(load: impl Fn(&Hash) -> Result<Tree>, root: Hash) -> Result<Opti
         }
         for e in load(&h)?.entries {
             if let Node::Dir { tree } = e.node {
-                let mut path = rel.clone();
-                if !path.is_empty() {
-                    path.push(b'/');
-                }
-                path.extend_from_slice(&e.name);
-                stack.push((path, depth + 1, tree));
+                stack.push((ckpt_copy::fs::join(&rel, &e.name), depth + 1, tree));
             }
         }
     }

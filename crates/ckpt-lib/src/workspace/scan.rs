@@ -506,7 +506,10 @@ impl Scanner<'_> {
         // A name takes at least two bytes of `rel` with its `/`, so only a
         // long path can be too deep.
         if rel.len() >= 2 * MAX_DEPTH && tree::depth(&rel) > MAX_DEPTH {
-            return Err(Error::TooDeep(self.shown(&rel)));
+            return Err(Error::TooDeep {
+                path: self.shown(&rel),
+                max: MAX_DEPTH,
+            });
         }
         let old = self.input.index.dirs.get(&rel);
         if let (Some(p), Some(o)) = (&self.partial, old) {
