@@ -20,9 +20,11 @@
 //! ([`crate::engine::inherit::import`]): the checkpoint's record (same
 //! number), its trees, its objects (hard links to the parent store's
 //! read-only objects where both are on one filesystem, else copies), its
-//! agent state, and a stat index built from the new files' own stats
-//! ([`crate::engine::inherit::inherited_index`]). So the fork's first save
-//! after a small edit reads only that edit, like the parent's.
+//! agent state, and a stat index of the new files, each stat taken by the
+//! writer through the new file's own descriptor once it is complete
+//! ([`crate::engine::inherit::written_index`]: no second pass of
+//! `lstat`s). So the fork's first save after a small edit reads only that
+//! edit, like the parent's.
 //!
 //! ## The store of a subvolume fork
 //! When the origin's store is itself a btrfs subvolume (`ckpt init
@@ -105,7 +107,7 @@ use std::path::{Path, PathBuf};
 
 use crate::engine::backend::{Backend, Choice};
 use crate::engine::diff::ChangeKind;
-use crate::engine::inherit::{self, Placement};
+use crate::engine::inherit::{self, Placement, Stats};
 use crate::engine::materialize::{self, MaterializeOptions, MaterializeReport};
 use crate::engine::restore::{self, RestoreOptions};
 use crate::engine::save::{OnDisk, ScanKind, ScanPlan, Scanner};
@@ -272,38 +274,47 @@ pub fn fork(
                 Store::create_for(&store_at, Some(&staging))?;
             }
         }
-        let report = match backend {
-            Backend::BtrfsSubvolume => None,
-            Backend::Copy => {
-                let copier = Copier::new(Caps {
-                    copy_file_range: true,
-                    ..Caps::NONE
-                });
-                let o = MaterializeOptions {
-                    copier: Some(&copier),
-                    ..opts
-                };
-                Some(materialize::restore_to_with(store, rev, &staging, &[], o)?)
-            }
-            _ => Some(materialize::restore_to_with(
-                store,
-                rev,
-                &staging,
-                &[],
-                opts,
-            )?),
+        let origin = Origin {
+            workspace: origin_root.to_path_buf(),
+            store: store.root.clone(),
+            checkpoint: cp.seq,
+            root: cp.root,
         };
+        // The writer takes each new file's stat for the fork's index.
+        let stats = Stats::default();
+        let opts = MaterializeOptions {
+            stats: Some(&stats),
+            ..opts
+        };
+        let write = || -> Result<Option<MaterializeReport>> {
+            Ok(match backend {
+                Backend::BtrfsSubvolume => None,
+                Backend::Copy => {
+                    let copier = Copier::new(Caps {
+                        copy_file_range: true,
+                        ..Caps::NONE
+                    });
+                    let o = MaterializeOptions {
+                        copier: Some(&copier),
+                        ..opts
+                    };
+                    Some(materialize::restore_to_with(store, rev, &staging, &[], o)?)
+                }
+                _ => Some(materialize::restore_to_with(
+                    store,
+                    rev,
+                    &staging,
+                    &[],
+                    opts,
+                )?),
+            })
+        };
+        let report = write()?;
         if inner.is_some() {
             Store::create_for(&store_at, Some(&staging))?;
         }
         let objects = {
             let fork_store = Store::open(&store_at, config)?;
-            let origin = Origin {
-                workspace: origin_root.to_path_buf(),
-                store: store.root.clone(),
-                checkpoint: cp.seq,
-                root: cp.root,
-            };
             let (rec, objects) = if store_snapshot {
                 let _t = crate::trace::span("start fork");
                 fork_store.catalog.start_fork(&ws.root, &origin, cp.seq)?;
@@ -312,9 +323,8 @@ pub fn fork(
                 start_store(store, &cp, &fork_store, &ws.root, &origin)?
             };
             if report.is_some() {
-                let reader = fork_store.catalog.reader()?;
-                let mut index =
-                    inherit::inherited_index(&staging, &reader, rec.root, reader.generation()?)?;
+                let generation = fork_store.catalog.reader()?.generation()?;
+                let mut index = inherit::written_index(&stats, generation);
                 index.save(&fork_store.index_path())?;
             } else {
                 written = Some(restore_snapshot(
