@@ -26,6 +26,19 @@
 //! `lstat`s). So the fork's first save after a small edit reads only that
 //! edit, like the parent's.
 //!
+//! ## The store of a reflink fork
+//! A reflink fork whose store is outside DIR (the usual case) fills that
+//! store on a thread of its own (a one-thread rayon pool, so it does not
+//! take the writer's threads) while the writer clones the files: the
+//! checkpoint's objects hard-linked (one `linkat` each, then a `syncfs`),
+//! its agent state and its catalog transaction. Nothing there depends on
+//! the files, and nothing in DIR depends on the store until the index,
+//! written after both are done. It is still all or nothing: the store is
+//! removed on any error, and a crash leaves DIR unpublished whatever the
+//! store holds (as before, when the store was filled after the files). The
+//! copy backend keeps the old order (its import's `syncfs` then also makes
+//! the copied data durable before DIR is published).
+//!
 //! ## The store of a subvolume fork
 //! When the origin's store is itself a btrfs subvolume (`ckpt init
 //! --subvolume` makes it one) on the filesystem of the fork's store, a
@@ -280,6 +293,12 @@ pub fn fork(
             checkpoint: cp.seq,
             root: cp.root,
         };
+        // A reflink fork whose store is outside DIR fills that store
+        // while the files are written ("The store of a reflink fork" in
+        // the module doc).
+        let early = (backend == Backend::Reflink && inner.is_none())
+            .then(|| Store::open(&store_at, config))
+            .transpose()?;
         // The writer takes each new file's stat for the fork's index.
         let stats = Stats::default();
         let opts = MaterializeOptions {
@@ -309,18 +328,38 @@ pub fn fork(
                 )?),
             })
         };
-        let report = write()?;
+        let (report, started) = match &early {
+            Some(fork_store) => std::thread::scope(|s| {
+                let fill = s.spawn(|| {
+                    on_a_thread_of_its_own(|| {
+                        start_store(store, &cp, fork_store, &ws.root, &origin)
+                    })
+                });
+                let report = write();
+                let started = fill
+                    .join()
+                    .unwrap_or_else(|p| std::panic::resume_unwind(p));
+                (report, Some(started))
+            }),
+            None => (write(), None),
+        };
+        let (report, started) = (report?, started.transpose()?);
         if inner.is_some() {
             Store::create_for(&store_at, Some(&staging))?;
         }
         let objects = {
-            let fork_store = Store::open(&store_at, config)?;
-            let (rec, objects) = if store_snapshot {
-                let _t = crate::trace::span("start fork");
-                fork_store.catalog.start_fork(&ws.root, &origin, cp.seq)?;
-                (cp.clone(), Imported::default())
-            } else {
-                start_store(store, &cp, &fork_store, &ws.root, &origin)?
+            let fork_store = match early {
+                Some(s) => s,
+                None => Store::open(&store_at, config)?,
+            };
+            let (rec, objects) = match started {
+                Some(done) => done,
+                None if store_snapshot => {
+                    let _t = crate::trace::span("start fork");
+                    fork_store.catalog.start_fork(&ws.root, &origin, cp.seq)?;
+                    (cp.clone(), Imported::default())
+                }
+                None => start_store(store, &cp, &fork_store, &ws.root, &origin)?,
             };
             if report.is_some() {
                 let generation = fork_store.catalog.reader()?.generation()?;
@@ -366,6 +405,16 @@ pub fn fork(
         })
     };
     run().inspect_err(|_| undo())
+}
+
+/// Runs `f` on a rayon pool of one thread made for it, so that its
+/// parallel loops do not take the threads of the global pool (the
+/// writer's); directly when no thread can be made.
+fn on_a_thread_of_its_own<T: Send>(f: impl FnOnce() -> T + Send) -> T {
+    match rayon::ThreadPoolBuilder::new().num_threads(1).build() {
+        Ok(pool) => pool.install(f),
+        Err(_) => f(),
+    }
 }
 
 /// Starts the new store `fork_store` of the fork `root` at checkpoint `cp`
