@@ -129,6 +129,7 @@ use crate::platform::btrfs;
 use crate::store::catalog::{Checkpoint, Origin};
 use crate::store::index::Index;
 use crate::store::objects::Imported;
+use crate::store::verified::VerifiedStats;
 use crate::store::Store;
 use crate::workspace::scan::{ScanResult, NESTED_WORKSPACE};
 use crate::workspace::Workspace;
@@ -299,10 +300,16 @@ pub fn fork(
         let early = (backend == Backend::Reflink && inner.is_none())
             .then(|| Store::open(&store_at, config))
             .transpose()?;
-        // The writer takes each new file's stat for the fork's index.
+        // The writer takes each new file's stat for the fork's index, and
+        // hashes only the objects the origin's record does not vouch for.
         let stats = Stats::default();
+        let trust = match backend {
+            Backend::BtrfsSubvolume => VerifiedStats::default(),
+            _ => VerifiedStats::load(&store.root),
+        };
         let opts = MaterializeOptions {
             stats: Some(&stats),
+            trust: Some(&trust),
             ..opts
         };
         let write = || -> Result<Option<MaterializeReport>> {
@@ -362,6 +369,9 @@ pub fn fork(
                 None => start_store(store, &cp, &fork_store, &ws.root, &origin)?,
             };
             if report.is_some() {
+                // The fork's objects are the origin's inodes where linked.
+                // Best effort: without the record the next fork hashes.
+                let _ = trust.save(&[&store.root, &fork_store.root]);
                 let generation = fork_store.catalog.reader()?.generation()?;
                 let mut index = inherit::written_index(&stats, generation);
                 index.save(&fork_store.index_path())?;

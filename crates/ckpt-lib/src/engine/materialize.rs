@@ -30,6 +30,11 @@
 //!   the reference workspace ~23 MiB of new space instead of ~225 MiB);
 //! - an object used by several files is hashed once per operation (for
 //!   `fork --count N`, once for all N forks: [`MaterializeOptions::verified`]);
+//! - a fork does not hash a plain object whose inode, size and mtime are
+//!   those the store recorded when it last hashed it and found it intact
+//!   ([`MaterializeOptions::trust`]: [`VerifiedStats`] has why that stat
+//!   proves no write since, and what it does not catch), and records the
+//!   objects it hashes there;
 //! - a banded object is checked band by band, then reassembled.
 //!
 //! A damaged or missing object fails the operation with
@@ -56,6 +61,7 @@ use crate::engine::inherit::{written_entry, Stats};
 use crate::store::index::IndexEntry;
 use crate::store::objects::{object_name, Objects, SMALL_FILE};
 use crate::store::tree::{Entry, Node, Tree};
+use crate::store::verified::VerifiedStats;
 use crate::store::Store;
 use crate::{Error, Hash, Result};
 use ckpt_copy::content_hash::hash_whole;
@@ -106,6 +112,7 @@ pub fn write_tree(
         umask: current_umask(),
         verified: opts.verified.unwrap_or(&own),
         stats: opts.stats,
+        trust: opts.trust,
         files: AtomicU64::new(0),
         dirs: AtomicU64::new(0),
         bytes: AtomicU64::new(0),
@@ -148,6 +155,8 @@ struct Writer<'a> {
     verified: &'a Verified,
     /// Where to record the stat of everything written (a fork's index).
     stats: Option<&'a Stats>,
+    /// The store's record of objects found intact (see [`VerifiedStats`]).
+    trust: Option<&'a VerifiedStats>,
     files: AtomicU64,
     dirs: AtomicU64,
     bytes: AtomicU64,
@@ -442,16 +451,32 @@ impl Writer<'_> {
         Ok(Some(dst))
     }
 
-    /// Hashes the open object `src` unless this operation already did.
+    /// Hashes the open object `src` unless this operation already did, or
+    /// the store's record vouches that it was not written since it was
+    /// last found intact ([`VerifiedStats`]); records what it hashed there.
     fn verify_fd(&self, src: BorrowedFd<'_>, hash: &Hash, size: u64) -> Result<()> {
         if self.is_verified(hash) {
             return Ok(());
         }
+        let seen = match self.trust {
+            Some(t) => {
+                let m = fs::stat_fd(src).ctx("stat", self.objects.object_path(hash))?;
+                if t.vouches(hash, size, &m) {
+                    self.verified.lock().unwrap().insert(*hash);
+                    return Ok(());
+                }
+                Some((t, m, fs::now_ns()))
+            }
+            None => None,
+        };
         let (got, len) = hash_whole(src).ctx("read", self.objects.object_path(hash))?;
         if got != *hash || len != size {
             return Err(self.damaged(hash, size, got, len));
         }
         self.verified.lock().unwrap().insert(*hash);
+        if let Some((t, m, now)) = seen {
+            t.add(*hash, &m, now);
+        }
         Ok(())
     }
 
@@ -592,6 +617,9 @@ pub struct MaterializeOptions<'p> {
     /// Record here the stat of every file and directory written, for the
     /// new tree's stat index (a fork's: no second pass of `lstat`s).
     pub stats: Option<&'p Stats>,
+    /// Do not hash an object this record vouches for, and record there the
+    /// objects hashed (a fork: [`VerifiedStats`]).
+    pub trust: Option<&'p VerifiedStats>,
 }
 
 /// The objects an operation has hashed and found intact: never hashed
