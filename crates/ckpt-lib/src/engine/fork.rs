@@ -468,7 +468,7 @@ pub(crate) fn start_store(
 /// store) never reaches the other, and no object is writable on either.
 /// The watcher's files ([`crate::store::WATCH_FILES`]) are removed from it:
 /// they belong to the origin's running watcher.
-fn snapshot_store(store: &Path, at: &Path) -> bool {
+pub(crate) fn snapshot_store(store: &Path, at: &Path) -> bool {
     let _t = crate::trace::span("store snapshot");
     let Ok(src) = ckpt_copy::fs::open_dir_path(store) else {
         return false;

@@ -104,6 +104,18 @@ fn set_state(state: &LazyState, kv: &BTreeMap<Vec<u8>, Vec<u8>>) -> Result<u64> 
     Ok(txn.commit()?)
 }
 
+/// Makes the latest agent state of `store`, a snapshot of the store `cp`
+/// is from (so it holds `cp`'s state version), `cp`'s agent state, as one
+/// commit (nothing when neither has any state).
+pub fn reset_state(store: &Store, cp: &Checkpoint) -> Result<()> {
+    let kv = state_of(store, cp)?.unwrap_or_default();
+    if kv.is_empty() && store.state.get()?.is_none() {
+        return Ok(());
+    }
+    set_state(&store.state, &kv)?;
+    Ok(())
+}
+
 /// How [`import`] records the checkpoint in the destination.
 #[derive(Clone, Copy, Debug)]
 pub struct Placement {
