@@ -204,11 +204,15 @@ fn four_forks_in(base: &Path, backend: Option<&str>, subvolume: bool) {
         assert_eq!(state_at(&f, d, "plan").as_deref(), Some("base"));
     }
 
-    // A fork's first save after a 1-file edit reads that one file.
+    // A fork's first save after a 1-file edit reads that one file (an
+    // overlay fork whose layers overlayfs reports on another device than
+    // the lower's, as across btrfs subvolumes, gets no device map and
+    // hashes every file once: docs/FORK.md).
     write(&forks[0], "d01/f0001.txt", b"fork one edit\n");
     let s = f.at(&forks[0], &["save", "--verbose"]).ok();
+    let mapped = r["forks"][0]["overlay"]["index_mapped"] != false;
     assert!(
-        s.stderr.contains("read 1 files"),
+        !mapped || s.stderr.contains("read 1 files"),
         "the first save in a fork re-read more than the edited file:\n{}",
         s.dump()
     );

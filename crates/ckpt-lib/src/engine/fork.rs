@@ -343,9 +343,7 @@ pub fn fork(
                     })
                 });
                 let report = write();
-                let started = fill
-                    .join()
-                    .unwrap_or_else(|p| std::panic::resume_unwind(p));
+                let started = fill.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
                 (report, Some(started))
             }),
             None => (write(), None),

@@ -55,9 +55,9 @@ use rustix::fs::{AtFlags, Mode, OFlags};
 use rustix::io::Errno;
 
 use crate::engine::diff::PathFilter;
+use crate::engine::inherit::{written_entry, Stats};
 use crate::error::IoContext;
 use crate::store::catalog::{CatalogReader, Checkpoint};
-use crate::engine::inherit::{written_entry, Stats};
 use crate::store::index::IndexEntry;
 use crate::store::objects::{object_name, Objects, SMALL_FILE};
 use crate::store::tree::{Entry, Node, Tree};
