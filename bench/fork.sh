@@ -17,8 +17,8 @@
 # On the loop btrfs the workspace is made a subvolume first (`ckpt init --subvolume`), so
 # forks use the btrfs-subvolume backend; on xfs reflink; on the scratch ext4 copy. With
 # FLOOR=path/to/clone_floor (cargo build --release -p ckpt-copy --example clone_floor),
-# the xfs section also reports the kernel floor (create + FICLONE of the same files)
-# and one fork ÷ floor. With STAT_FLOOR=path/to/stat_floor (cargo build --release -p ckpt-lib
+# the xfs section also reports the kernel floor (create + FICLONE of the same files),
+# alternated with as many more forks, and one fork ÷ floor. With STAT_FLOOR=path/to/stat_floor (cargo build --release -p ckpt-lib
 # --example stat_floor), the btrfs section reports the floor of a subvolume fork's scan:
 # the first lstat of every entry of a fresh snapshot (2 threads; btrfs reads each inode
 # then), and one fork ÷ that floor. Loop images are 4 GiB, one at a time, deleted after.
@@ -35,6 +35,10 @@ EXTRA_OPT=--fs EXTRA_VAR=FSS
 # The kernel floor of a reflink fork: create + FICLONE of every file only
 # (crates/ckpt-copy/examples/clone_floor.rs), when built.
 FLOOR=${FLOOR:-}
+# With FLOOR_ONLY=1 the xfs section stops after the floor rows; PAUSE: seconds
+# of quiet before each alternated run (default 5).
+FLOOR_ONLY=${FLOOR_ONLY:-}
+PAUSE=${PAUSE:-5}
 STAT_FLOOR=${STAT_FLOOR:-}
 
 # timed CMD...: prints elapsed ms (float).
@@ -89,13 +93,24 @@ bench_on() { # DIR LABEL
   report "one fork" "${s[@]}"
   report "disk used by a fresh fork (KiB)" "${d[@]}"
   if [ -n "$FLOOR" ] && [ "$label" = "loop xfs" ]; then
-    local fl=()
+    # One more fork and the floor, alternated, each after a `sync` and a
+    # pause; nothing is deleted until all are done (xfs inactivates deleted
+    # inodes in the background, which would slow whatever runs next).
+    local fl=() fo=()
     for ((i = 0; i < RUNS; i++)); do
-      fl+=($("$FLOOR" "$ws" "$base/floor$i" | awk '{print $6}')); rm -rf "$base/floor$i"
+      sync; sleep "$PAUSE"
+      fo+=($(cd "$ws" && timed "$CKPT" fork HEAD "$base/alt$i"))
+      sync; sleep "$PAUSE"
+      fl+=($("$FLOOR" "$ws" "$base/floor$i" | awk '{print $6}'))
     done
+    report "one fork, alternated with the floor" "${fo[@]}"
     report "kernel floor: create + FICLONE only" "${fl[@]}"
-    awk -v a="$(printf '%s\n' "${s[@]}" | median 1)" -v b="$(printf '%s\n' "${fl[@]}" | median 1)" \
+    awk -v a="$(printf '%s\n' "${fo[@]}" | median 1)" -v b="$(printf '%s\n' "${fl[@]}" | median 1)" \
       'BEGIN{printf "%-44s %10.2f\n", "one fork / kernel floor", a/b}'
+    for ((i = 0; i < RUNS; i++)); do
+      (cd "$ws" && "$CKPT" fork -q --remove "$base/alt$i"); rm -rf "$base/floor$i"
+    done
+    if [ -n "$FLOOR_ONLY" ]; then echo; return; fi
   fi
 
   if [ -n "$STAT_FLOOR" ] && [ "$label" = "loop btrfs" ]; then

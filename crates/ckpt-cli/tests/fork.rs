@@ -289,3 +289,76 @@ fn restore_to_with_paths_writes_those_subtrees_and_their_parents() {
         0o750
     );
 }
+
+/// A fork hashes each object it writes from unless the store's `verified`
+/// record (docs/FORMAT.md) vouches for it: same inode, size and mtime as
+/// when an earlier fork hashed it and found it intact. So an object
+/// written after that (its mtime changes) is hashed again and the damage
+/// caught; one damaged with its mtime set back is, as documented, not
+/// (which shows that a fork does skip the hash), and `verify --store`
+/// still finds it.
+#[test]
+fn a_fork_rehashes_an_object_written_since_the_last_fork_verified_it() {
+    let ws = Ws::new();
+    let mut rng = Rng::new("fork_verified", 3);
+    build_tree(&ws.root, 1, 3, &mut rng);
+    ws.init();
+    let (v1, _) = ws.save();
+    // big/blob1.bin: 200 kB, hashed through its descriptor on every
+    // filesystem (smaller ones may be read into memory instead).
+    let original = std::fs::read(ws.root.join("big/blob1.bin")).unwrap();
+    let (obj, hex) = object_with(&ws.store, &original);
+    // An old mtime, outside the racy window: the first fork records it.
+    let set_old_mtime = || {
+        let st = Command::new("touch")
+            .args(["-d", "@1700000000"])
+            .arg(&obj)
+            .status()
+            .unwrap();
+        assert!(st.success());
+    };
+    set_old_mtime();
+    let fork = |ws: &Ws| {
+        let dest = ws.fresh_dir();
+        let store = dest.with_extension("store");
+        let r = ws.run(&[
+            "fork",
+            &v1,
+            dest.to_str().unwrap(),
+            "--store",
+            store.to_str().unwrap(),
+        ]);
+        (r, dest)
+    };
+    let (r, _) = fork(&ws);
+    r.ok();
+    assert!(
+        ws.store.join("verified").exists(),
+        "the first fork recorded nothing"
+    );
+
+    // Written since (a new mtime): hashed again, the damage is caught.
+    let mut bad = original.clone();
+    bad[17] ^= 0x5a;
+    overwrite(&obj, &bad);
+    let (r, _) = fork(&ws);
+    assert_eq!(r.code, Some(5), "{}", r.dump());
+    assert!(r.stderr.contains(&hex), "{}", r.dump());
+
+    // The same damage with the recorded mtime set back: vouched for.
+    set_old_mtime();
+    let (r, dest) = fork(&ws);
+    r.ok();
+    assert_eq!(
+        std::fs::read(dest.join("big/blob1.bin")).unwrap(),
+        bad,
+        "the fork hashed an object the record vouched for"
+    );
+    let v = ws.run(&["verify", "--store"]);
+    assert_ne!(
+        v.code,
+        Some(0),
+        "verify --store trusted the record:\n{}",
+        v.dump()
+    );
+}

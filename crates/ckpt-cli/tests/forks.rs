@@ -66,6 +66,17 @@ fn four_overlay_forks() {
     four_forks_with(&test_base(), Some("overlay"));
 }
 
+/// The property test with overlay forks of a workspace whose store is a
+/// btrfs subvolume (root): each fork's store is a snapshot of ours.
+#[test]
+fn four_overlay_forks_on_loop_btrfs() {
+    with_loop("btrfs", &[], |mnt| {
+        if Fleet::new_in(mnt).overlay_works(false) {
+            four_forks_in(mnt, Some("overlay"), true);
+        }
+    });
+}
+
 #[test]
 fn four_forks_on_loop_xfs() {
     on_loop("xfs", &["-m", "reflink=1"]);
@@ -94,9 +105,16 @@ fn four_forks(base: &Path) {
 /// The property test; `backend`: the one every fork must have used (with
 /// `btrfs-subvolume` the workspace is made a subvolume first).
 fn four_forks_with(base: &Path, backend: Option<&str>) {
+    four_forks_in(base, backend, backend == Some("btrfs-subvolume"))
+}
+
+/// [`four_forks_with`]; `subvolume`: make the workspace and its store
+/// subvolumes first (`init --subvolume`), so every fork's store is a
+/// snapshot of ours.
+fn four_forks_in(base: &Path, backend: Option<&str>, subvolume: bool) {
     let mut rng = Rng::new("four_forks", 22);
     let f = Fleet::new_in(base);
-    if backend == Some("btrfs-subvolume") {
+    if subvolume {
         let r = f.run(&["init", "--subvolume", "--json"]).ok().json();
         assert_eq!(r["subvolume"]["already"], false, "{r}");
         assert_eq!(r["store_subvolume"]["already"], false, "{r}");
@@ -115,6 +133,8 @@ fn four_forks_with(base: &Path, backend: Option<&str>) {
     f.run(&["state", "put", "plan", "base"]).ok();
     let v1 = f.save(&f.ws.root)["id"].as_str().unwrap().to_string();
     let base = snapshot(&f.ws.root);
+    // Agent state moved on after v1: each fork has v1's.
+    f.run(&["state", "put", "plan", "later"]).ok();
     // Unsaved edits in the parent: a fork is of v1, not of what is on disk
     // (a subvolume fork starts from what is on disk and restores v1).
     edit(&f.ws.root, &mut rng, "unsaved");
@@ -143,7 +163,7 @@ fn four_forks_with(base: &Path, backend: Option<&str>) {
         .collect();
     assert_eq!(forks.len(), 4);
     for x in r["forks"].as_array().unwrap() {
-        if backend == Some("btrfs-subvolume") {
+        if subvolume {
             // `init --subvolume` made the store a subvolume too: each
             // fork's store is a snapshot of it, and no object moved.
             assert_eq!(x["store_snapshot"], true, "{x}");
@@ -184,11 +204,15 @@ fn four_forks_with(base: &Path, backend: Option<&str>) {
         assert_eq!(state_at(&f, d, "plan").as_deref(), Some("base"));
     }
 
-    // A fork's first save after a 1-file edit reads that one file.
+    // A fork's first save after a 1-file edit reads that one file (an
+    // overlay fork whose layers overlayfs reports on another device than
+    // the lower's, as across btrfs subvolumes, gets no device map and
+    // hashes every file once: docs/FORK.md).
     write(&forks[0], "d01/f0001.txt", b"fork one edit\n");
     let s = f.at(&forks[0], &["save", "--verbose"]).ok();
+    let mapped = r["forks"][0]["overlay"]["index_mapped"] != false;
     assert!(
-        s.stderr.contains("read 1 files"),
+        !mapped || s.stderr.contains("read 1 files"),
         "the first save in a fork re-read more than the edited file:\n{}",
         s.dump()
     );

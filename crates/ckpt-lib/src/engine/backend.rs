@@ -90,6 +90,10 @@ pub struct Probe {
     pub works: bool,
     /// Why, in a sentence.
     pub why: String,
+    /// The probe was made (false: left for later because a backend before
+    /// it works, [`NOT_PROBED`], or an overlay not asked for).
+    #[serde(skip)]
+    pub probed: bool,
 }
 
 /// The backend a fork gets.
@@ -125,7 +129,7 @@ impl Choice {
             .skip(1)
             .find(|p| {
                 p.works
-                    || (p.why == NOT_PROBED
+                    || (!p.probed
                         && p.backend == Backend::Reflink
                         && self
                             .at
@@ -287,8 +291,13 @@ pub fn probe_all(
     Backend::ALL
         .into_iter()
         .map(|backend| {
+            let probed = match backend {
+                Backend::Reflink => !found || every,
+                Backend::Overlay => overlay_ns.is_some(),
+                Backend::BtrfsSubvolume | Backend::Copy => true,
+            };
             let r = match backend {
-                Backend::Reflink if found && !every => Err(NOT_PROBED.into()),
+                Backend::Reflink if !probed => Err(NOT_PROBED.into()),
                 Backend::BtrfsSubvolume => probe_subvolume(ws_root, store_root, &dir),
                 Backend::Overlay => match overlay_ns {
                     Some(ns) => probe_overlay_one(&dir, ns),
@@ -309,6 +318,7 @@ pub fn probe_all(
                 backend,
                 works,
                 why,
+                probed,
             }
         })
         .collect()

@@ -20,9 +20,24 @@
 //! ([`crate::engine::inherit::import`]): the checkpoint's record (same
 //! number), its trees, its objects (hard links to the parent store's
 //! read-only objects where both are on one filesystem, else copies), its
-//! agent state, and a stat index built from the new files' own stats
-//! ([`crate::engine::inherit::inherited_index`]). So the fork's first save
-//! after a small edit reads only that edit, like the parent's.
+//! agent state, and a stat index of the new files, each stat taken by the
+//! writer through the new file's own descriptor once it is complete
+//! ([`crate::engine::inherit::written_index`]: no second pass of
+//! `lstat`s). So the fork's first save after a small edit reads only that
+//! edit, like the parent's.
+//!
+//! ## The store of a reflink fork
+//! A reflink fork whose store is outside DIR (the usual case) fills that
+//! store on a thread of its own (a one-thread rayon pool, so it does not
+//! take the writer's threads) while the writer clones the files: the
+//! checkpoint's objects hard-linked (one `linkat` each, then a `syncfs`),
+//! its agent state and its catalog transaction. Nothing there depends on
+//! the files, and nothing in DIR depends on the store until the index,
+//! written after both are done. It is still all or nothing: the store is
+//! removed on any error, and a crash leaves DIR unpublished whatever the
+//! store holds (as before, when the store was filled after the files). The
+//! copy backend keeps the old order (its import's `syncfs` then also makes
+//! the copied data durable before DIR is published).
 //!
 //! ## The store of a subvolume fork
 //! When the origin's store is itself a btrfs subvolume (`ckpt init
@@ -105,7 +120,7 @@ use std::path::{Path, PathBuf};
 
 use crate::engine::backend::{Backend, Choice};
 use crate::engine::diff::ChangeKind;
-use crate::engine::inherit::{self, Placement};
+use crate::engine::inherit::{self, Placement, Stats};
 use crate::engine::materialize::{self, MaterializeOptions, MaterializeReport};
 use crate::engine::restore::{self, RestoreOptions};
 use crate::engine::save::{OnDisk, ScanKind, ScanPlan, Scanner};
@@ -114,6 +129,7 @@ use crate::platform::btrfs;
 use crate::store::catalog::{Checkpoint, Origin};
 use crate::store::index::Index;
 use crate::store::objects::Imported;
+use crate::store::verified::VerifiedStats;
 use crate::store::Store;
 use crate::workspace::scan::{ScanResult, NESTED_WORKSPACE};
 use crate::workspace::Workspace;
@@ -272,49 +288,90 @@ pub fn fork(
                 Store::create_for(&store_at, Some(&staging))?;
             }
         }
-        let report = match backend {
-            Backend::BtrfsSubvolume => None,
-            Backend::Copy => {
-                let copier = Copier::new(Caps {
-                    copy_file_range: true,
-                    ..Caps::NONE
-                });
-                let o = MaterializeOptions {
-                    copier: Some(&copier),
-                    ..opts
-                };
-                Some(materialize::restore_to_with(store, rev, &staging, &[], o)?)
-            }
-            _ => Some(materialize::restore_to_with(
-                store,
-                rev,
-                &staging,
-                &[],
-                opts,
-            )?),
+        let origin = Origin {
+            workspace: origin_root.to_path_buf(),
+            store: store.root.clone(),
+            checkpoint: cp.seq,
+            root: cp.root,
         };
+        // A reflink fork whose store is outside DIR fills that store
+        // while the files are written ("The store of a reflink fork" in
+        // the module doc).
+        let early = (backend == Backend::Reflink && inner.is_none())
+            .then(|| Store::open(&store_at, config))
+            .transpose()?;
+        // The writer takes each new file's stat for the fork's index, and
+        // hashes only the objects the origin's record does not vouch for.
+        let stats = Stats::default();
+        let trust = match backend {
+            Backend::BtrfsSubvolume => VerifiedStats::default(),
+            _ => VerifiedStats::load(&store.root),
+        };
+        let opts = MaterializeOptions {
+            stats: Some(&stats),
+            trust: Some(&trust),
+            ..opts
+        };
+        let write = || -> Result<Option<MaterializeReport>> {
+            Ok(match backend {
+                Backend::BtrfsSubvolume => None,
+                Backend::Copy => {
+                    let copier = Copier::new(Caps {
+                        copy_file_range: true,
+                        ..Caps::NONE
+                    });
+                    let o = MaterializeOptions {
+                        copier: Some(&copier),
+                        ..opts
+                    };
+                    Some(materialize::restore_to_with(store, rev, &staging, &[], o)?)
+                }
+                _ => Some(materialize::restore_to_with(
+                    store,
+                    rev,
+                    &staging,
+                    &[],
+                    opts,
+                )?),
+            })
+        };
+        let (report, started) = match &early {
+            Some(fork_store) => std::thread::scope(|s| {
+                let fill = s.spawn(|| {
+                    on_a_thread_of_its_own(|| {
+                        start_store(store, &cp, fork_store, &ws.root, &origin)
+                    })
+                });
+                let report = write();
+                let started = fill.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+                (report, Some(started))
+            }),
+            None => (write(), None),
+        };
+        let (report, started) = (report?, started.transpose()?);
         if inner.is_some() {
             Store::create_for(&store_at, Some(&staging))?;
         }
         let objects = {
-            let fork_store = Store::open(&store_at, config)?;
-            let origin = Origin {
-                workspace: origin_root.to_path_buf(),
-                store: store.root.clone(),
-                checkpoint: cp.seq,
-                root: cp.root,
+            let fork_store = match early {
+                Some(s) => s,
+                None => Store::open(&store_at, config)?,
             };
-            let (rec, objects) = if store_snapshot {
-                let _t = crate::trace::span("start fork");
-                fork_store.catalog.start_fork(&ws.root, &origin, cp.seq)?;
-                (cp.clone(), Imported::default())
-            } else {
-                start_store(store, &cp, &fork_store, &ws.root, &origin)?
+            let (rec, objects) = match started {
+                Some(done) => done,
+                None if store_snapshot => {
+                    let _t = crate::trace::span("start fork");
+                    fork_store.catalog.start_fork(&ws.root, &origin, cp.seq)?;
+                    (cp.clone(), Imported::default())
+                }
+                None => start_store(store, &cp, &fork_store, &ws.root, &origin)?,
             };
             if report.is_some() {
-                let reader = fork_store.catalog.reader()?;
-                let mut index =
-                    inherit::inherited_index(&staging, &reader, rec.root, reader.generation()?)?;
+                // The fork's objects are the origin's inodes where linked.
+                // Best effort: without the record the next fork hashes.
+                let _ = trust.save(&[&store.root, &fork_store.root]);
+                let generation = fork_store.catalog.reader()?.generation()?;
+                let mut index = inherit::written_index(&stats, generation);
                 index.save(&fork_store.index_path())?;
             } else {
                 written = Some(restore_snapshot(
@@ -358,6 +415,16 @@ pub fn fork(
     run().inspect_err(|_| undo())
 }
 
+/// Runs `f` on a rayon pool of one thread made for it, so that its
+/// parallel loops do not take the threads of the global pool (the
+/// writer's); directly when no thread can be made.
+fn on_a_thread_of_its_own<T: Send>(f: impl FnOnce() -> T + Send) -> T {
+    match rayon::ThreadPoolBuilder::new().num_threads(1).build() {
+        Ok(pool) => pool.install(f),
+        Err(_) => f(),
+    }
+}
+
 /// Starts the new store `fork_store` of the fork `root` at checkpoint `cp`
 /// of `store` ([`inherit::import`]: same number, made its head) and
 /// records the fork's workspace and `origin`; returns the record as
@@ -399,7 +466,7 @@ pub(crate) fn start_store(
 /// store) never reaches the other, and no object is writable on either.
 /// The watcher's files ([`crate::store::WATCH_FILES`]) are removed from it:
 /// they belong to the origin's running watcher.
-fn snapshot_store(store: &Path, at: &Path) -> bool {
+pub(crate) fn snapshot_store(store: &Path, at: &Path) -> bool {
     let _t = crate::trace::span("store snapshot");
     let Ok(src) = ckpt_copy::fs::open_dir_path(store) else {
         return false;

@@ -36,10 +36,10 @@ use crate::store::catalog::{CatalogReader, Checkpoint};
 use crate::store::index::{DirRecord, Index, IndexEntry, RACY_WINDOW_NS, UNKNOWN_TREE};
 use crate::store::objects::Imported;
 use crate::store::state::LazyState;
-use crate::store::tree::{Node, Tree};
+use crate::store::tree::{Entry, Node, Tree};
 use crate::store::Store;
 use crate::{Hash, Result};
-use ckpt_copy::fs::{self, join};
+use ckpt_copy::fs::{self, join, Meta};
 
 /// Every tree of the checkpoint rooted at `root` (hash, encoded bytes) and
 /// every file content it names (hash, size), each once.
@@ -102,6 +102,18 @@ fn set_state(state: &LazyState, kv: &BTreeMap<Vec<u8>, Vec<u8>>) -> Result<u64> 
         txn.put(k, v);
     }
     Ok(txn.commit()?)
+}
+
+/// Makes the latest agent state of `store`, a snapshot of the store `cp`
+/// is from (so it holds `cp`'s state version), `cp`'s agent state, as one
+/// commit (nothing when neither has any state).
+pub fn reset_state(store: &Store, cp: &Checkpoint) -> Result<()> {
+    let kv = state_of(store, cp)?.unwrap_or_default();
+    if kv.is_empty() && store.state.get()?.is_none() {
+        return Ok(());
+    }
+    set_state(&store.state, &kv)?;
+    Ok(())
 }
 
 /// How [`import`] records the checkpoint in the destination.
@@ -263,6 +275,116 @@ pub fn snapshot_index(
     }
 }
 
+/// The stats of what a write made, taken by the writer from each new
+/// file's and directory's own descriptor once it is complete (after its
+/// mtime is set): per directory written, its tree, whether every entry
+/// was recorded, and the entries (see
+/// [`written_index`] for why they make a sound
+/// index). Directories nested deeper than
+/// [`HOLD_DEPTH`](crate::engine::materialize::HOLD_DEPTH) are not recorded
+/// (the next scan lists them).
+#[derive(Debug, Default)]
+pub struct Stats(Mutex<Vec<Recorded>>);
+
+/// One directory in [`Stats`]: path, tree, complete, entries by name.
+pub type Recorded = (Vec<u8>, Hash, bool, Vec<IndexEntry>);
+
+impl Stats {
+    /// Records directory `rel` (tree `hash`): `complete` when every entry
+    /// of the tree was written, and the entries whose stat matched it.
+    pub(crate) fn record(
+        &self,
+        rel: &[u8],
+        hash: Hash,
+        complete: bool,
+        entries: impl Iterator<Item = Option<IndexEntry>>,
+    ) {
+        let mut all = complete;
+        let mut got: Vec<IndexEntry> = entries
+            .filter_map(|e| {
+                all &= e.is_some();
+                e
+            })
+            .collect();
+        got.sort_unstable_by(|a, b| a.entry.name.cmp(&b.entry.name));
+        self.0.lock().unwrap().push((rel.to_vec(), hash, all, got));
+    }
+
+    /// What was recorded (taken out: the records are empty after).
+    pub fn take(&self) -> Vec<Recorded> {
+        std::mem::take(&mut *self.0.lock().unwrap())
+    }
+}
+
+/// The index entry of the tree entry `e` just written, whose file now has
+/// stat `meta`: None unless its type, permission bits, mtime and size are
+/// the entry's (see [`inherited_index`]). Not racy: [`with_racy`] decides
+/// that once the time the index stands for is known.
+pub fn written_entry(e: &Entry, meta: Meta) -> Option<IndexEntry> {
+    use rustix::fs::FileType as T;
+    let same = meta.mtime_ns == e.mtime_ns
+        && match &e.node {
+            Node::File { size, .. } => {
+                meta.file_type() == T::RegularFile && meta.size == *size && meta.perm() == e.mode
+            }
+            Node::Dir { .. } => meta.file_type() == T::Directory && meta.perm() == e.mode,
+            Node::Symlink { .. } => meta.file_type() == T::Symlink,
+        };
+    same.then(|| IndexEntry {
+        entry: e.clone(),
+        meta,
+        racy: false,
+    })
+}
+
+/// `x` marked racy by a scan's rule (a file or symlink modified within
+/// [`RACY_WINDOW_NS`] of `scan_start_ns`).
+fn with_racy(mut x: IndexEntry, scan_start_ns: i64) -> IndexEntry {
+    x.racy = !matches!(x.entry.node, Node::Dir { .. })
+        && x.meta.mtime_ns >= scan_start_ns - RACY_WINDOW_NS;
+    x
+}
+
+/// The stat index of a checkpoint tree just written by
+/// [`crate::engine::materialize::write_tree`] with [`Stats`] on, for the
+/// store of `generation`: what [`inherited_index`] would build, without
+/// a second pass of `lstat`s. Each stat was taken by the writer through
+/// the new file's or directory's own descriptor after its last change (a
+/// directory's once its whole subtree and its mtime were written), so it
+/// is the stat the same `lstat` would see now; the same entry rule and
+/// racy rule apply, with the time the index stands for taken now, after
+/// every write (as [`inherited_index`] takes it before its pass). A
+/// directory whose entries were not all recorded keeps no tree hash, one
+/// that was not recorded at all (nested deeper than the writer records)
+/// has no record: the next scan lists and hashes those, as after any scan
+/// that could not vouch for them.
+pub fn written_index(stats: &Stats, generation: u64) -> Index {
+    let _t = crate::trace::span("written index");
+    let scan_start_ns = fs::now_ns();
+    let dirs: HashMap<Vec<u8>, Arc<DirRecord>> = stats
+        .take()
+        .into_iter()
+        .map(|(rel, tree, complete, entries)| {
+            let entries: Vec<IndexEntry> = entries
+                .into_iter()
+                .map(|x| with_racy(x, scan_start_ns))
+                .collect();
+            let rec = DirRecord {
+                tree: if complete { tree } else { UNKNOWN_TREE },
+                entries: entries.into(),
+                exact_names: false,
+            };
+            (rel, Arc::new(rec))
+        })
+        .collect();
+    Index {
+        generation,
+        scan_start_ns,
+        dirs: dirs.into(),
+        base: None,
+    }
+}
+
 struct IndexBuild<'a> {
     root: BorrowedFd<'a>,
     reader: &'a CatalogReader<'a>,
@@ -292,26 +414,7 @@ impl IndexBuild<'_> {
                     Ok(m) => m,
                     Err(err) => return Err(crate::Error::io("stat", shown(&e.name), err.into())),
                 };
-                use rustix::fs::FileType as T;
-                let same = meta.mtime_ns == e.mtime_ns
-                    && match &e.node {
-                        Node::File { size, .. } => {
-                            meta.file_type() == T::RegularFile
-                                && meta.size == *size
-                                && meta.perm() == e.mode
-                        }
-                        Node::Dir { .. } => {
-                            meta.file_type() == T::Directory && meta.perm() == e.mode
-                        }
-                        Node::Symlink { .. } => meta.file_type() == T::Symlink,
-                    };
-                let racy = !matches!(e.node, Node::Dir { .. })
-                    && meta.mtime_ns >= self.scan_start_ns - RACY_WINDOW_NS;
-                Ok(same.then(|| IndexEntry {
-                    entry: e.clone(),
-                    meta,
-                    racy,
-                }))
+                Ok(written_entry(e, meta).map(|x| with_racy(x, self.scan_start_ns)))
             })
             .collect::<Result<_>>()?;
         let complete = entries.iter().all(Option::is_some);

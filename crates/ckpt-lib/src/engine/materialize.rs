@@ -30,6 +30,11 @@
 //!   the reference workspace ~23 MiB of new space instead of ~225 MiB);
 //! - an object used by several files is hashed once per operation (for
 //!   `fork --count N`, once for all N forks: [`MaterializeOptions::verified`]);
+//! - a fork does not hash a plain object whose inode, size and mtime are
+//!   those the store recorded when it last hashed it and found it intact
+//!   ([`MaterializeOptions::trust`]: [`VerifiedStats`] has why that stat
+//!   proves no write since, and what it does not catch), and records the
+//!   objects it hashes there;
 //! - a banded object is checked band by band, then reassembled.
 //!
 //! A damaged or missing object fails the operation with
@@ -50,10 +55,13 @@ use rustix::fs::{AtFlags, Mode, OFlags};
 use rustix::io::Errno;
 
 use crate::engine::diff::PathFilter;
+use crate::engine::inherit::{written_entry, Stats};
 use crate::error::IoContext;
 use crate::store::catalog::{CatalogReader, Checkpoint};
+use crate::store::index::IndexEntry;
 use crate::store::objects::{object_name, Objects, SMALL_FILE};
 use crate::store::tree::{Entry, Node, Tree};
+use crate::store::verified::VerifiedStats;
 use crate::store::Store;
 use crate::{Error, Hash, Result};
 use ckpt_copy::content_hash::hash_whole;
@@ -103,12 +111,14 @@ pub fn write_tree(
         progress: opts.progress,
         umask: current_umask(),
         verified: opts.verified.unwrap_or(&own),
+        stats: opts.stats,
+        trust: opts.trust,
         files: AtomicU64::new(0),
         dirs: AtomicU64::new(0),
         bytes: AtomicU64::new(0),
     };
     let tree = reader.tree(&root)?;
-    w.dir_contents(dest_fd.as_fd(), b"", &tree, 0)?;
+    w.dir_contents(dest_fd.as_fd(), b"", root, &tree, 0)?;
     Ok(Counts {
         files: w.files.into_inner(),
         dirs: w.dirs.into_inner(),
@@ -143,6 +153,10 @@ struct Writer<'a> {
     /// Objects already hashed and found intact in this operation (or, for
     /// `fork --count`, by an earlier fork of the same run).
     verified: &'a Verified,
+    /// Where to record the stat of everything written (a fork's index).
+    stats: Option<&'a Stats>,
+    /// The store's record of objects found intact (see [`VerifiedStats`]).
+    trust: Option<&'a VerifiedStats>,
     files: AtomicU64,
     dirs: AtomicU64,
     bytes: AtomicU64,
@@ -166,13 +180,15 @@ impl Writer<'_> {
             .partition(|e| matches!(e.node, Node::Dir { .. }))
     }
 
-    /// Writes the entries of `tree` into the directory `dir` (`rel` below the
-    /// destination, at nesting `depth`): files and subdirectories in
-    /// parallel.
+    /// Writes the entries of `tree` (hash `hash`) into the directory `dir`
+    /// (`rel` below the destination, at nesting `depth`): files and
+    /// subdirectories in parallel; then records their stats when asked to
+    /// ([`Stats`]).
     fn dir_contents(
         &self,
         dir: BorrowedFd<'_>,
         rel: &[u8],
+        hash: Hash,
         tree: &Tree,
         depth: usize,
     ) -> Result<()> {
@@ -182,20 +198,34 @@ impl Writer<'_> {
                 others
                     .par_iter()
                     .with_min_len(4)
-                    .try_for_each(|e| self.entry(dir, rel, e))
+                    .map(|e| self.entry(dir, rel, e))
+                    .collect::<Result<Vec<_>>>()
             },
             || {
                 subdirs
                     .par_iter()
-                    .try_for_each(|e| self.subdir(dir, rel, e, depth + 1))
+                    .map(|e| self.subdir(dir, rel, e, depth + 1))
+                    .collect::<Result<Vec<_>>>()
             },
         );
-        a.and(b)
+        let (a, b) = (a?, b?);
+        if let Some(stats) = self.stats {
+            let complete = a.len() + b.len() == tree.entries.len();
+            stats.record(rel, hash, complete, a.into_iter().chain(b));
+        }
+        Ok(())
     }
 
     /// Creates the directory `e` in `dir` (its parent, `rel`), writes its
-    /// subtree, then sets its mode and mtime. `depth` is its own nesting.
-    fn subdir(&self, dir: BorrowedFd<'_>, rel: &[u8], e: &Entry, depth: usize) -> Result<()> {
+    /// subtree, then sets its mode and mtime; its stat when asked to
+    /// ([`Stats`]). `depth` is its own nesting.
+    fn subdir(
+        &self,
+        dir: BorrowedFd<'_>,
+        rel: &[u8],
+        e: &Entry,
+        depth: usize,
+    ) -> Result<Option<IndexEntry>> {
         let path = join(rel, &e.name);
         let created = self.mkdir(dir, &path, e)?;
         let Node::Dir { tree } = &e.node else {
@@ -204,13 +234,29 @@ impl Writer<'_> {
         let t = self.reader.tree(tree)?;
         let fd = if depth < HOLD_DEPTH {
             let fd = fs::open_dir_at(dir, &e.name).ctx("open directory", self.shown(&path))?;
-            self.dir_contents(fd.as_fd(), &path, &t, depth)?;
+            self.dir_contents(fd.as_fd(), &path, *tree, &t, depth)?;
             fd
         } else {
             self.deep(&path, &t)?;
             self.open_beneath(&path)?
         };
-        self.finish_dir(fd.as_fd(), &path, e, created)
+        self.finish_dir(fd.as_fd(), &path, e, created)?;
+        self.stat_of(e, || fs::stat_fd(fd.as_fd()), &path)
+    }
+
+    /// The index entry of `e` (at `path`), just written, from `stat`, when
+    /// stats are recorded ([`Stats`]).
+    fn stat_of(
+        &self,
+        e: &Entry,
+        stat: impl FnOnce() -> rustix::io::Result<fs::Meta>,
+        path: &[u8],
+    ) -> Result<Option<IndexEntry>> {
+        if self.stats.is_none() {
+            return Ok(None);
+        }
+        let meta = stat().ctx("stat", self.shown(path))?;
+        Ok(written_entry(e, meta))
     }
 
     /// [`dir_contents`](Self::dir_contents) for a deeply nested directory
@@ -222,6 +268,7 @@ impl Writer<'_> {
         {
             let fd = self.open_beneath(rel)?;
             for e in others {
+                // No record of a deep directory: the next scan lists it.
                 self.entry(fd.as_fd(), rel, e)?;
             }
             for e in &subdirs {
@@ -278,26 +325,34 @@ impl Writer<'_> {
         fs::set_mtime_fd(fd, e.mtime_ns).ctx("set mtime", self.shown(path))
     }
 
-    /// Writes one file or symlink `e` into `dir`.
-    fn entry(&self, dir: BorrowedFd<'_>, rel: &[u8], e: &Entry) -> Result<()> {
+    /// Writes one file or symlink `e` into `dir`; its stat when asked to
+    /// ([`Stats`]).
+    fn entry(&self, dir: BorrowedFd<'_>, rel: &[u8], e: &Entry) -> Result<Option<IndexEntry>> {
         let path = join(rel, &e.name);
         let shown = || self.shown(&path);
-        match &e.node {
-            Node::File { size, hash } => self.file(dir, &e.name, e, *hash, *size, &shown)?,
+        let stat = match &e.node {
+            Node::File { size, hash } => {
+                match self.file(dir, &e.name, e, *hash, *size, &shown)? {
+                    Some(fd) => self.stat_of(e, || fs::stat_fd(fd.as_fd()), &path)?,
+                    // A hard link to an object: not what the tree entry says.
+                    None => None,
+                }
+            }
             Node::Symlink { target } => {
                 rustix::fs::symlinkat(target.as_slice(), dir, e.name.as_slice())
                     .ctx("create symlink", shown())?;
                 fs::set_mtime_at(dir, &e.name, e.mtime_ns).ctx("set mtime", shown())?;
+                self.stat_of(e, || fs::stat_at(dir, &e.name), &path)?
             }
             Node::Dir { .. } => unreachable!("directories are written by subdirs"),
-        }
+        };
         self.files.fetch_add(1, Ordering::Relaxed);
         self.bytes.fetch_add(e.node.size(), Ordering::Relaxed);
         if let Some(p) = self.progress {
             p.entries.fetch_add(1, Ordering::Relaxed);
             p.bytes.fetch_add(e.node.size(), Ordering::Relaxed);
         }
-        Ok(())
+        Ok(stat)
     }
 
     fn damaged(&self, h: &Hash, size: u64, got: Hash, len: u64) -> Error {
@@ -312,7 +367,8 @@ impl Writer<'_> {
     }
 
     /// Writes the regular file `e` (content `hash`, `size` bytes) as `name`
-    /// in `dir`, verifying the object first.
+    /// in `dir`, verifying the object first; returns the new file open, or
+    /// None when it is a hard link to the object (`link`).
     fn file(
         &self,
         dir: BorrowedFd<'_>,
@@ -321,17 +377,18 @@ impl Writer<'_> {
         hash: Hash,
         size: u64,
         shown: &dyn Fn() -> PathBuf,
-    ) -> Result<()> {
+    ) -> Result<Option<OwnedFd>> {
         if size == 0 && hash == Hash::of(b"") {
             // Nothing to read: the content is known.
             let dst = self.create(dir, name, e, shown)?;
-            return self.finish_file(dst.as_fd(), e, shown);
+            self.finish_file(dst.as_fd(), e, shown)?;
+            return Ok(Some(dst));
         }
         let src = match fs::open_file_at(self.objects.dir_fd(), &object_name(&hash)) {
             Ok(fd) => fd,
             // Not a plain object: stored as bands (or missing, which the
             // check reports).
-            Err(Errno::NOENT) => return self.banded(dir, name, e, hash, size, shown),
+            Err(Errno::NOENT) => return self.banded(dir, name, e, hash, size, shown).map(Some),
             Err(err) => {
                 return Err(Error::io(
                     "open",
@@ -343,7 +400,7 @@ impl Writer<'_> {
         if size > 0 && e.mode & 0o111 == 0 && self.link.load(Ordering::Relaxed) {
             self.verify_fd(src.as_fd(), &hash, size)?;
             match self.objects.link_to(&hash, dir, name) {
-                Ok(()) => return Ok(()),
+                Ok(()) => return Ok(None),
                 Err(Errno::XDEV) | Err(Errno::PERM) | Err(Errno::MLINK) => {
                     self.link.store(false, Ordering::Relaxed);
                 }
@@ -369,7 +426,8 @@ impl Writer<'_> {
                 self.copier
                     .write_all(dst.as_fd(), &buf)
                     .ctx("write", shown())?;
-                self.finish_file(dst.as_fd(), e, shown)
+                self.finish_file(dst.as_fd(), e, shown)?;
+                Ok(Some(dst))
             });
         }
         self.verify_fd(src.as_fd(), &hash, size)?;
@@ -389,19 +447,36 @@ impl Writer<'_> {
                 )));
             }
         }
-        self.finish_file(dst.as_fd(), e, shown)
+        self.finish_file(dst.as_fd(), e, shown)?;
+        Ok(Some(dst))
     }
 
-    /// Hashes the open object `src` unless this operation already did.
+    /// Hashes the open object `src` unless this operation already did, or
+    /// the store's record vouches that it was not written since it was
+    /// last found intact ([`VerifiedStats`]); records what it hashed there.
     fn verify_fd(&self, src: BorrowedFd<'_>, hash: &Hash, size: u64) -> Result<()> {
         if self.is_verified(hash) {
             return Ok(());
         }
+        let seen = match self.trust {
+            Some(t) => {
+                let m = fs::stat_fd(src).ctx("stat", self.objects.object_path(hash))?;
+                if t.vouches(hash, size, &m) {
+                    self.verified.lock().unwrap().insert(*hash);
+                    return Ok(());
+                }
+                Some((t, m, fs::now_ns()))
+            }
+            None => None,
+        };
         let (got, len) = hash_whole(src).ctx("read", self.objects.object_path(hash))?;
         if got != *hash || len != size {
             return Err(self.damaged(hash, size, got, len));
         }
         self.verified.lock().unwrap().insert(*hash);
+        if let Some((t, m, now)) = seen {
+            t.add(*hash, &m, now);
+        }
         Ok(())
     }
 
@@ -414,14 +489,15 @@ impl Writer<'_> {
         hash: Hash,
         size: u64,
         shown: &dyn Fn() -> PathBuf,
-    ) -> Result<()> {
+    ) -> Result<OwnedFd> {
         if !self.is_verified(&hash) {
             self.objects.check(&hash, size)?;
             self.verified.lock().unwrap().insert(hash);
         }
         let dst = self.objects.materialize(&hash, size, dir, name, shown)?;
         rustix::fs::fchmod(&dst, Mode::from_raw_mode(e.mode)).ctx("chmod", shown())?;
-        fs::set_mtime_fd(dst.as_fd(), e.mtime_ns).ctx("set mtime", shown())
+        fs::set_mtime_fd(dst.as_fd(), e.mtime_ns).ctx("set mtime", shown())?;
+        Ok(dst)
     }
 
     /// Creates `name` in `dir` for writing, with the entry's permission bits.
@@ -538,6 +614,12 @@ pub struct MaterializeOptions<'p> {
     /// same run (`fork --count N`: each object is hashed once for all N
     /// forks, not once per fork); extended with this write's.
     pub verified: Option<&'p Verified>,
+    /// Record here the stat of every file and directory written, for the
+    /// new tree's stat index (a fork's: no second pass of `lstat`s).
+    pub stats: Option<&'p Stats>,
+    /// Do not hash an object this record vouches for, and record there the
+    /// objects hashed (a fork: [`VerifiedStats`]).
+    pub trust: Option<&'p VerifiedStats>,
 }
 
 /// The objects an operation has hashed and found intact: never hashed

@@ -18,7 +18,9 @@
 //!   complete, the `.ckpt` marker in `upper/` (so it is seen only through
 //!   the mount: the bare mount point is never mistaken for the workspace);
 //! - the fork's store, as for any fork (it starts at the checkpoint, its
-//!   objects hard-linked), with meta `overlay` naming the layers.
+//!   objects hard-linked; a snapshot of the origin's store when that is a
+//!   btrfs subvolume, as for a subvolume fork, with the checkpoint's agent
+//!   state made its latest), with meta `overlay` naming the layers.
 //!
 //! Why no fork can change another's files or the origin's store: overlayfs
 //! never writes a lower layer (a write copies the file up into the
@@ -46,6 +48,7 @@ use crate::engine::materialize::{self, MaterializeOptions, MaterializeReport};
 use crate::error::IoContext;
 use crate::platform::overlay::{self as ovl, Layers, Prepared};
 use crate::store::catalog::{Checkpoint, Origin, OverlayLayers};
+use crate::store::objects::Imported;
 use crate::store::Store;
 use crate::workspace::{marker_names, Workspace};
 use crate::{Config, Error, Result};
@@ -201,7 +204,13 @@ fn fork_into(
         for d in [&staging, &staging.join("upper"), &staging.join("work")] {
             std::fs::create_dir(d).ctx("create", d)?;
         }
-        Store::create_for(&ws.store_path, Some(&staging))?;
+        // A snapshot of our store when it is a btrfs subvolume (as for a
+        // subvolume fork): hard links cannot cross subvolumes, and copying
+        // every object took seconds.
+        let snapshot = fork::snapshot_store(&store.root, &ws.store_path);
+        if !snapshot {
+            Store::create_for(&ws.store_path, Some(&staging))?;
+        }
         let fork_store = Store::open(&ws.store_path, config)?;
         let origin = Origin {
             workspace: origin_root.to_path_buf(),
@@ -209,7 +218,14 @@ fn fork_into(
             checkpoint: cp.seq,
             root: cp.root,
         };
-        let (rec, objects) = fork::start_store(store, cp, &fork_store, &ws.root, &origin)?;
+        let (rec, objects) = if snapshot {
+            let _t = crate::trace::span("start fork");
+            fork_store.catalog.start_fork(&ws.root, &origin, cp.seq)?;
+            inherit::reset_state(&fork_store, cp)?;
+            (cp.clone(), Imported::default())
+        } else {
+            fork::start_store(store, cp, &fork_store, &ws.root, &origin)?
+        };
         let tree = lower.join("tree");
         lower_index(&lower, &fork_store, &rec)?;
         fork_store.catalog.set_overlay(&OverlayLayers {
@@ -247,7 +263,7 @@ fn fork_into(
                 }),
                 workspace: ws.clone(),
                 objects,
-                store_snapshot: false,
+                store_snapshot: snapshot,
                 backend: Backend::Overlay,
                 restored: None,
                 note: None,
@@ -280,6 +296,13 @@ fn lower_index(lower: &Path, fork_store: &Store, rec: &Checkpoint) -> Result<()>
     let _t = crate::trace::span("lower index");
     let kept = lower.join(LOWER_INDEX);
     let path = fork_store.index_path();
+    // A store snapshot holds our index's delta, which is not of this base.
+    let delta = crate::store::index::delta_path(&path);
+    match std::fs::remove_file(&delta) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(Error::io("remove", &delta, e)),
+    }
     match std::fs::copy(&kept, &path) {
         Ok(_) => return Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}

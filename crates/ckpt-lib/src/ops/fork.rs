@@ -216,8 +216,8 @@ fn fork_with(
     let mopts = MaterializeOptions {
         link: opts.link,
         progress: opts.progress,
-        copier: None,
         verified,
+        ..MaterializeOptions::default()
     };
     let (forked, lower) = if choice.backend == Backend::Overlay {
         let (f, l) = overlay::fork(

@@ -12,6 +12,7 @@
 //!   state.redb      agent state, created on first write (crate::store::state)
 //!   state.redb.lock its per-process lock
 //!   reserve         space held back for a restore's own commits
+//!   verified        objects' stats when last hashed intact (crate::store::verified)
 //!   watch.sock, watch.token, watch.lock, watch.log
 //!                   a running watcher's (crate::watch), not the store's
 //! ```
@@ -44,6 +45,7 @@ pub mod retention;
 pub mod state;
 pub mod tree;
 pub mod usage;
+pub mod verified;
 
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};

@@ -1029,16 +1029,19 @@ impl Objects {
             }
         };
         let refused = |e: Errno| matches!(e, Errno::XDEV | Errno::PERM | Errno::MLINK);
+        // The link first: one system call whether the object is new here
+        // (the usual case: a fork's new store) or present (`EEXIST`).
         wanted.par_iter().try_for_each(|&(h, size)| -> Result<()> {
-            if self.contains_sized(&h, size) {
-                present.fetch_add(1, Ordering::Relaxed);
-                return Ok(());
-            }
             match link(&object_name(&h)) {
                 Ok(true) => {
                     linked.fetch_add(1, Ordering::Relaxed);
                 }
                 Ok(false) => {
+                    present.fetch_add(1, Ordering::Relaxed);
+                }
+                // Not plain in `src` (banded there), or no link possible:
+                // nothing to do if we have it.
+                Err(e) if (e == Errno::NOENT || refused(e)) && self.contains_sized(&h, size) => {
                     present.fetch_add(1, Ordering::Relaxed);
                 }
                 Err(Errno::NOENT) => banded.lock().unwrap().push((h, size)),

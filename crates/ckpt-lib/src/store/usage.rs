@@ -137,6 +137,7 @@ pub fn usage(store: &Store) -> Result<Usage> {
         "lock",
         "state.redb.lock",
         "reserve",
+        crate::store::verified::FILE,
     ]
     .iter()
     .map(|n| file_size(n))
