@@ -68,8 +68,10 @@
 //!    could not write them, the files are older and consistent, and marks
 //!    after their token are still kept by the watcher (it forgets marks
 //!    only up to what was written): the dirty set below is only larger.
-//! 2. The workspace is snapshotted (instant `S`), then the store (holding
-//!    `I` and `T`).
+//! 2. The workspace is snapshotted (instant `S`) and, at the same time,
+//!    the store (holding `I` and `T`, which the lock keeps still, so the
+//!    order of the two does not matter; `I` is read meanwhile, from the
+//!    origin's store, for the same reason).
 //! 3. **Only then** the fork asks which directories are marked after
 //!    `T.seq` ([`crate::watch::client::Client::plan`]). The watcher drains
 //!    its inotify queue before answering, and inotify queues an event
@@ -201,7 +203,10 @@ pub fn remove_dead_siblings(root: &Path, tag: &str) {
 /// into the new or empty directory `dest` and makes it a workspace whose
 /// own store starts at that checkpoint (see the module doc), with the
 /// backend `choice` names (falling back, when it was not forced and a
-/// snapshot is refused, to the next one that works).
+/// snapshot is refused, to the next one that works). With `durable`, the
+/// fork is durable when this returns (the publishing rename is synced);
+/// without, it is not (`fork --count`'s hidden template, which is removed
+/// after use, and which each copy's own sync makes durable with it).
 #[allow(clippy::too_many_arguments)]
 pub fn fork(
     store: &Store,
@@ -213,6 +218,7 @@ pub fn fork(
     choice: &Choice,
     opts: MaterializeOptions<'_>,
     watcher_plan: &dyn Fn() -> ScanPlan,
+    durable: bool,
 ) -> Result<Forked> {
     let missing = materialize::check_fresh(dest)?;
     let cp = store.catalog.reader()?.resolve(rev)?;
@@ -258,8 +264,18 @@ pub fn fork(
     };
     let mut run = || -> Result<Forked> {
         let mut written = None;
+        // The origin's stat index, read while the snapshots are taken.
+        let mut known = None;
         if backend == Backend::BtrfsSubvolume {
-            match snapshot_into(origin_root, &staging) {
+            let (snapped, store_snapped, index) =
+                snapshot_all(store, origin_root, &staging, &store_at, inner.is_none());
+            store_snapshot = store_snapped;
+            known = index;
+            if snapped.is_err() && store_snapshot {
+                remove_tree(&store_at);
+                store_snapshot = false;
+            }
+            match snapped {
                 Ok(()) => {}
                 Err(e) if !choice.forced => {
                     backend = choice.after(backend);
@@ -277,16 +293,12 @@ pub fn fork(
             std::fs::create_dir(&staging).ctx("create", &staging)?;
         }
         // The store first (outside DIR) while the files are not written
-        // yet: its fsyncs then flush a nearly empty filesystem journal. A
-        // subvolume fork whose origin store is a subvolume gets a snapshot
-        // of that store (see "The store of a subvolume fork").
-        if inner.is_none() {
+        // yet: its fsyncs then flush a nearly empty filesystem journal
+        // (unless it is already a snapshot of the origin's store: "The
+        // store of a subvolume fork").
+        if inner.is_none() && !store_snapshot {
             let _t = crate::trace::span("fork store init");
-            store_snapshot =
-                backend == Backend::BtrfsSubvolume && snapshot_store(&store.root, &store_at);
-            if !store_snapshot {
-                Store::create_for(&store_at, Some(&staging))?;
-            }
+            Store::create_for(&store_at, Some(&staging))?;
         }
         let origin = Origin {
             workspace: origin_root.to_path_buf(),
@@ -343,7 +355,7 @@ pub fn fork(
                     })
                 });
                 let report = write();
-                let started = fill.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+                let started = joined(fill);
                 (report, Some(started))
             }),
             None => (write(), None),
@@ -382,13 +394,14 @@ pub fn fork(
                     &ws.store_path,
                     &rec,
                     store_snapshot,
+                    known.take(),
                     watcher_plan,
                 )?);
             }
             objects
         };
         let t = crate::trace::span("publish");
-        publish(&staging, &ws)?;
+        publish(&staging, &ws, durable)?;
         drop(t);
         let report = match (report, written) {
             (Some(r), _) => r,
@@ -499,16 +512,49 @@ pub(crate) fn snapshot_store(store: &Path, at: &Path) -> bool {
     true
 }
 
+/// The snapshots of a subvolume fork, taken at once: the workspace
+/// `origin_root` at `staging` ([`snapshot_into`]) and, when `with_store`,
+/// the origin's store at `store_at` ([`snapshot_store`]), while the
+/// origin's stat index is read (the store lock, held by the caller, keeps
+/// it still, so it is the snapshot's too: [`Index::at_snapshot`] checks).
+/// Concurrent snapshots share one btrfs transaction commit, which is most
+/// of a snapshot's cost, and the index is read meanwhile. Returns the
+/// workspace snapshot's outcome, whether the store was snapshotted, and
+/// the index when it was (both are left to the caller to undo).
+fn snapshot_all(
+    store: &Store,
+    origin_root: &Path,
+    staging: &Path,
+    store_at: &Path,
+    with_store: bool,
+) -> (Result<()>, bool, Option<Index>) {
+    if !with_store {
+        return (snapshot_into(origin_root, staging), false, None);
+    }
+    std::thread::scope(|s| {
+        let st = s.spawn(|| snapshot_store(&store.root, store_at));
+        let ix = s.spawn(|| store.load_index().ok());
+        let ws = snapshot_into(origin_root, staging);
+        let snapped = joined(st);
+        (ws, snapped, joined(ix).filter(|_| snapped))
+    })
+}
+
+/// What the scoped thread `h` returned (its panic, passed on).
+fn joined<T>(h: std::thread::ScopedJoinHandle<'_, T>) -> T {
+    h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))
+}
+
 /// Writes the workspace marker of `ws` into `staging`, then puts `staging`
-/// at `ws.root` with one `rename` and makes that durable.
-fn publish(staging: &Path, ws: &Workspace) -> Result<()> {
+/// at `ws.root` with one `rename` and, when `durable`, makes that durable.
+fn publish(staging: &Path, ws: &Workspace, durable: bool) -> Result<()> {
     Workspace {
         root: staging.to_path_buf(),
         store_path: ws.store_path.clone(),
     }
     .write_marker()?;
     std::fs::rename(staging, &ws.root).ctx("rename", &ws.root)?;
-    if let Some(parent) = ws.root.parent() {
+    if let Some(parent) = ws.root.parent().filter(|_| durable) {
         let d = ckpt_copy::fs::open_dir_path(parent).ctx("open", parent)?;
         rustix::fs::fsync(&d).ctx("fsync", parent)?;
     }
@@ -531,9 +577,21 @@ pub(crate) fn dev_of(p: &Path) -> Result<u64> {
 /// same index rewritten whole.
 ///
 /// [`Index::remap_dev`]: crate::store::index::Index::remap_dev
-pub(crate) fn snapshot_store_index(fork_store: &Store, from: u64, to: u64) -> Result<Index> {
+///
+/// `known`, when given, is the snapshotted store's index as already read
+/// (the origin's, or the template's): used instead of reading the fork's
+/// copy when that copy holds the same bytes ([`Index::at_snapshot`]).
+pub(crate) fn snapshot_store_index(
+    fork_store: &Store,
+    from: u64,
+    to: u64,
+    known: Option<&Index>,
+) -> Result<Index> {
     let _t = crate::trace::span("snapshot index");
-    let mut ix = fork_store.load_index()?;
+    let mut ix = match known.and_then(|k| k.at_snapshot(&fork_store.index_path())) {
+        Some(ix) => ix,
+        None => fork_store.load_index()?,
+    };
     if !ix.remap_dev(from, to) {
         let g = ix.generation;
         ix = inherit::snapshot_index(&ix, from, to, g, true);
@@ -566,13 +624,15 @@ pub fn can_clone(template: &Workspace) -> bool {
 /// written by the restore that made it so; a snapshot keeps every inode's
 /// number, mode, size, mtime and ctime (see [`inherit::snapshot_index`]).
 /// All or nothing as [`fork`]: built in a staging snapshot, published by
-/// one rename.
+/// one rename. `known` is the template store's index, read once by the
+/// caller for all the copies ([`snapshot_store_index`]).
 pub fn clone_fork(
     template: &Workspace,
     head: &Checkpoint,
     origin: &Origin,
     dest: &Path,
     config: &Config,
+    known: Option<&Index>,
 ) -> Result<Forked> {
     let missing = materialize::check_fresh(dest)?;
     let ws = Workspace::plan(dest, None, config.data_home.as_deref())?;
@@ -605,9 +665,14 @@ pub fn clone_fork(
         snapshot_into(&template.root, &staging)?;
         let fork_store = Store::open(&ws.store_path, config)?;
         fork_store.catalog.start_fork(&ws.root, origin, head.seq)?;
-        snapshot_store_index(&fork_store, dev_of(&template.root)?, dev_of(&staging)?)?;
+        snapshot_store_index(
+            &fork_store,
+            dev_of(&template.root)?,
+            dev_of(&staging)?,
+            known,
+        )?;
         drop(fork_store);
-        publish(&staging, &ws)?;
+        publish(&staging, &ws, true)?;
         Ok(Forked {
             report: MaterializeReport {
                 target: head.clone(),
@@ -692,7 +757,8 @@ fn snapshot_into(origin_root: &Path, staging: &Path) -> Result<()> {
 /// plus every directory whose record does not claim all its names: that
 /// is where a nested workspace can be (a scan that skips one never claims
 /// exact names), and the snapshot holds it, which the scanner must see to
-/// remove. Otherwise every directory of the snapshot is scanned.
+/// remove. Otherwise every directory of the snapshot is scanned. `known`
+/// is the origin's index when it was read during the snapshots.
 #[allow(clippy::too_many_arguments)]
 fn restore_snapshot(
     store: &Store,
@@ -702,13 +768,14 @@ fn restore_snapshot(
     store_path: &Path,
     rec: &Checkpoint,
     store_snapshot: bool,
+    known: Option<Index>,
     watcher_plan: &dyn Fn() -> ScanPlan,
 ) -> Result<SnapshotRestore> {
     let (from, to) = (dev_of(origin_root)?, dev_of(staging)?);
     let mut plan = ScanPlan::Full;
     let mut loaded = None;
     if store_snapshot {
-        let index = snapshot_store_index(fork_store, from, to)?;
+        let index = snapshot_store_index(fork_store, from, to, known.as_ref())?;
         // Asked after the snapshot: what changed before it is named.
         let t = crate::trace::span("watcher plan");
         let asked = watcher_plan();

@@ -390,7 +390,7 @@ pub fn mount(
             return Ok(false);
         }
         let s = Store::open(store_path, config)?;
-        fork::snapshot_store_index(&s, layers.dev, dev)?;
+        fork::snapshot_store_index(&s, layers.dev, dev, None)?;
         s.catalog.set_overlay(&OverlayLayers {
             dev,
             ..layers.clone()

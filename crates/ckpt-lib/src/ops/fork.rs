@@ -241,6 +241,7 @@ fn fork_with(
             choice,
             mopts,
             &|| watcher_plan(ctx, ws, &store),
+            true,
         )?;
         (f, None)
     };
@@ -456,9 +457,12 @@ fn clone_all(
             }
         }
     };
+    // Read once: every copy's store is a snapshot of the template's.
+    let known = tstore.load_index().ok();
     let clone = |d: &PathBuf| -> Made {
         let t0 = Instant::now();
-        fork::clone_fork(&t.workspace, &head, &origin, d, &ctx.config).map(|f| (f, t0.elapsed()))
+        fork::clone_fork(&t.workspace, &head, &origin, d, &ctx.config, known.as_ref())
+            .map(|f| (f, t0.elapsed()))
     };
     // A pool of its own: these threads mostly wait on the filesystem.
     let made: Vec<Made> = match rayon::ThreadPoolBuilder::new()
@@ -534,6 +538,7 @@ fn make_template(
         choice,
         MaterializeOptions::default(),
         &|| watcher_plan(ctx, ws, &store),
+        false,
     )?;
     drop(store);
     if fork::can_clone(&t.workspace) {

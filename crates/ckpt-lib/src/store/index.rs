@@ -1177,6 +1177,46 @@ impl Index {
         Ok(())
     }
 
+    /// This index as if loaded from `path` instead of its base file: a copy
+    /// whose base is the file at `path`, so that saving it writes a delta
+    /// beside `path`. `path` must hold the base's very bytes, as a btrfs
+    /// snapshot of the base file does: checked by its inode number (a
+    /// snapshot keeps it), its length and its trailer (BLAKE3 of all the
+    /// bytes before it). None when it does not, or when this index's base
+    /// is not a file it was loaded from.
+    ///
+    /// A fork reads the origin's index while it snapshots the origin's
+    /// store, and `fork --count` reads its template's index once for all
+    /// the copies; each then takes the copy at its own store's `index`.
+    pub fn at_snapshot(&self, path: &Path) -> Option<Index> {
+        use std::os::unix::fs::FileExt;
+        let b = self.base.as_ref()?;
+        let (buf, held) = (b.buf.clone()?, b.file.as_ref()?);
+        let f = File::open(path).ok()?;
+        let (m, h) = (f.metadata().ok()?, held.metadata().ok()?);
+        let mut t = [0u8; 32];
+        if m.ino() != h.ino() || m.len() != b.len as u64 || b.len < 32 {
+            return None;
+        }
+        f.read_exact_at(&mut t, (b.len - 32) as u64).ok()?;
+        if Hash(t) != b.id {
+            return None;
+        }
+        Some(Index {
+            base: Some(Arc::new(Base {
+                buf: Some(buf),
+                len: b.len,
+                id: b.id,
+                generation: b.generation,
+                current: b.current,
+                file: Some(f),
+                dev_map: b.dev_map,
+                loaded: b.loaded.clone(),
+            })),
+            ..self.clone()
+        })
+    }
+
     /// Makes this index describe a btrfs snapshot of the tree it was made
     /// for (see "Device map" in the module doc): every entry on device
     /// `from` is on device `to`. Records of the base file stay its bytes,
@@ -1784,6 +1824,63 @@ mod tests {
             .dirs
             .values()
             .all(|r| r.exact_names && r.entries.iter().all(|e| e.meta.dev == 8)));
+        index_at_a_snapshot(&path);
+    }
+
+    /// An index read at `path` is taken at another path only where that
+    /// file is its base file (here a hard link, as a snapshot keeps the
+    /// inode): saved there, it writes a delta there, and leaves `path`
+    /// and its delta alone. A copy (another inode) or another index is
+    /// refused.
+    fn index_at_a_snapshot(path: &Path) {
+        let tmp = tempfile::tempdir().unwrap();
+        let (link, copy, other) = (
+            tmp.path().join("link"),
+            tmp.path().join("copy"),
+            tmp.path().join("other"),
+        );
+        std::fs::hard_link(path, &link).unwrap();
+        std::fs::copy(path, &copy).unwrap();
+        let read = Index::load(path, 3);
+        let before = (
+            std::fs::read(path).unwrap(),
+            std::fs::read(delta_path(path)).unwrap(),
+        );
+        assert!(read.at_snapshot(&copy).is_none(), "another inode was taken");
+        let mut changed = Index {
+            base: None,
+            ..read.clone()
+        };
+        assert!(changed.remap_dev(8, 9));
+        changed.save(&other).unwrap();
+        assert!(
+            read.at_snapshot(&other).is_none(),
+            "another index was taken"
+        );
+
+        let mut at = read.at_snapshot(&link).expect("the same file is taken");
+        assert!(at.remap_dev(8, 10));
+        at.save(&link).unwrap();
+        assert!(delta_path(&link).exists(), "no delta beside the link");
+        assert_eq!(
+            std::fs::read(&link).unwrap(),
+            before.0,
+            "the base was rewritten"
+        );
+        assert_eq!(
+            std::fs::read(delta_path(path)).unwrap(),
+            before.1,
+            "the original's delta changed"
+        );
+        let devs = |p: &Path| -> HashSet<u64> {
+            Index::load(p, 3)
+                .dirs
+                .values()
+                .flat_map(|r| r.entries.iter().map(|e| e.meta.dev).collect::<Vec<_>>())
+                .collect()
+        };
+        assert_eq!(devs(&link), HashSet::from([10]));
+        assert_eq!(devs(path), HashSet::from([8]));
     }
 
     proptest! {

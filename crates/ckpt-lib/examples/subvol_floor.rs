@@ -1,0 +1,127 @@
+//! The floor under a btrfs-subvolume fork: the kernel work every such fork
+//! does and nothing else. One round, timed as a whole:
+//!
+//! 1. snapshot the workspace subvolume WS to a hidden name beside DEST and,
+//!    at the same time (on another thread), the store subvolume STORE to
+//!    DEST's store name: concurrent snapshots share one transaction commit;
+//! 2. write a small file into the workspace snapshot (the fork's marker);
+//! 3. `rename` the snapshot to DEST and `fsync` DEST's parent, which makes
+//!    the rename durable (on btrfs, a full transaction commit, since the
+//!    renamed inode is a subvolume).
+//!
+//! A fork does all of that plus its own work: a catalog transaction in its
+//! store, the stat index's device map, asking the watcher, process start.
+//! With N > 1, N such forks run at once, into DEST-1 … DEST-N (the floor
+//! under `fork --count N`, which also makes and removes a template).
+//! Each round's subvolumes are deleted after it, and the cleaner waited
+//! for, untimed. Prints every round, then the median.
+//!
+//! Run (as root, WS and STORE subvolumes on one btrfs, DEST's parent on it):
+//! `cargo run --release -p ckpt-lib --example subvol_floor -- WS STORE DEST [ROUNDS [N]]`
+
+use std::os::fd::AsFd;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use ckpt_lib::platform::btrfs;
+
+fn open_dir(p: &Path) -> std::fs::File {
+    std::fs::File::open(p).unwrap_or_else(|e| panic!("open {}: {e}", p.display()))
+}
+
+fn snap(src: &Path, at: &Path) {
+    let (parent, name) = (
+        at.parent().expect("a parent"),
+        at.file_name().expect("a name"),
+    );
+    btrfs::snapshot(
+        open_dir(src).as_fd(),
+        open_dir(parent).as_fd(),
+        name.as_bytes(),
+    )
+    .unwrap_or_else(|e| panic!("snapshot {} at {}: {e}", src.display(), at.display()));
+}
+
+fn delete(at: &Path) {
+    let (parent, name) = (
+        at.parent().expect("a parent"),
+        at.file_name().expect("a name"),
+    );
+    let _ = btrfs::delete_subvolume(open_dir(parent).as_fd(), name.as_bytes());
+}
+
+/// DEST's sibling `prefix` + DEST's name + `suffix`.
+fn beside(dest: &Path, prefix: &str, suffix: &str) -> PathBuf {
+    let mut n = std::ffi::OsString::from(prefix);
+    n.push(dest.file_name().expect("DEST has a name"));
+    n.push(suffix);
+    dest.with_file_name(n)
+}
+
+/// One fork's kernel work into `dest`.
+fn one(ws: &Path, store: &Path, dest: &Path) {
+    let (staging, store_at) = (beside(dest, ".", ".floor"), beside(dest, "", ".store"));
+    std::thread::scope(|s| {
+        s.spawn(|| snap(store, &store_at));
+        snap(ws, &staging);
+    });
+    std::fs::write(staging.join(".marker"), b"{}\n").expect("write the marker");
+    std::fs::rename(&staging, dest).expect("rename");
+    open_dir(dest.parent().expect("DEST has a parent"))
+        .sync_all()
+        .expect("fsync the parent");
+}
+
+/// `n` forks at once (DEST-1 … DEST-n when `n` > 1).
+fn round(ws: &Path, store: &Path, dest: &Path, n: usize) -> Duration {
+    let parent = dest.parent().expect("DEST has a parent");
+    let dests: Vec<PathBuf> = if n == 1 {
+        vec![dest.to_path_buf()]
+    } else {
+        (1..=n)
+            .map(|k| beside(dest, "", &format!("-{k}")))
+            .collect()
+    };
+    let t0 = Instant::now();
+    std::thread::scope(|s| {
+        for d in &dests {
+            s.spawn(|| one(ws, store, d));
+        }
+    });
+    let took = t0.elapsed();
+    for d in &dests {
+        delete(d);
+        delete(&beside(d, "", ".store"));
+    }
+    let _ = std::process::Command::new("btrfs")
+        .args(["subvolume", "sync"])
+        .arg(parent)
+        .output();
+    rustix::fs::sync();
+    std::thread::sleep(Duration::from_millis(500));
+    took
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.len() < 4 {
+        eprintln!("usage: subvol_floor WS STORE DEST [ROUNDS [N]]");
+        std::process::exit(2);
+    }
+    let (ws, store, dest) = (
+        Path::new(&args[1]),
+        Path::new(&args[2]),
+        Path::new(&args[3]),
+    );
+    let rounds: usize = args.get(4).and_then(|r| r.parse().ok()).unwrap_or(5);
+    let n: usize = args.get(5).and_then(|r| r.parse().ok()).unwrap_or(1).max(1);
+    let mut ms: Vec<f64> = (0..rounds)
+        .map(|_| round(ws, store, dest, n).as_secs_f64() * 1e3)
+        .collect();
+    for m in &ms {
+        println!("round {m:.2} ms");
+    }
+    ms.sort_by(f64::total_cmp);
+    println!("median {:.2} ms", ms[ms.len() / 2]);
+}
