@@ -623,9 +623,15 @@ pub fn can_clone(template: &Workspace) -> bool {
 /// this process knows, and it is exactly its head checkpoint with an index
 /// written by the restore that made it so; a snapshot keeps every inode's
 /// number, mode, size, mtime and ctime (see [`inherit::snapshot_index`]).
-/// All or nothing as [`fork`]: built in a staging snapshot, published by
-/// one rename. `known` is the template store's index, read once by the
-/// caller for all the copies ([`snapshot_store_index`]).
+/// All or nothing as [`fork`]: built in staging snapshots, published by
+/// [`Clone::publish`]. `known` is the template store's index, read once
+/// by the caller for all the copies ([`snapshot_store_index`]).
+///
+/// Two steps, so that a caller making several copies at once can finish
+/// every copy's store before it publishes any: renaming a subvolume (both
+/// steps of a publish do) makes every later fsync of the same btrfs
+/// transaction a whole commit, and the stores' catalog commits would pay
+/// for one each.
 pub fn clone_fork(
     template: &Workspace,
     head: &Checkpoint,
@@ -633,62 +639,142 @@ pub fn clone_fork(
     dest: &Path,
     config: &Config,
     known: Option<&Index>,
-) -> Result<Forked> {
+) -> Result<Clone> {
     let missing = materialize::check_fresh(dest)?;
     let ws = Workspace::plan(dest, None, config.data_home.as_deref())?;
+    // The store's staging directory is named after the fork, not after
+    // its store (whose name is new each time), so that the next fork of
+    // the same name removes one a crash left.
+    let store_twin = ws
+        .store_path
+        .with_file_name(ws.root.file_name().unwrap_or_default());
     remove_dead_siblings(&ws.root, "ckpt-fork");
-    let staging = hidden_sibling(&ws.root, "ckpt-fork", std::process::id())?;
+    remove_dead_siblings(&store_twin, "ckpt-fork");
     if ws.store_path.starts_with(&ws.root) || ws.store_path.exists() {
         return Err(Error::Usage(format!(
             "{} cannot be the store of a copied fork: it exists or is inside the fork (nothing was changed)",
             ws.store_path.display()
         )));
     }
-    let undo = || {
-        remove_tree(&ws.store_path);
-        remove_tree(&staging);
-        if missing {
-            let _ = std::fs::remove_dir(&ws.root);
-        }
+    // Each snapshot is made in a directory of its own and renamed into
+    // place: btrfs holds a directory's lock while it commits a snapshot
+    // made in it, so the copies' snapshots, all beside one another, would
+    // commit one by one instead of together.
+    let pid = std::process::id();
+    let made = Clone {
+        tree_dir: hidden_sibling(&ws.root, "ckpt-fork", pid)?,
+        store_dir: hidden_sibling(&store_twin, "ckpt-fork", pid)?,
+        ws,
+        missing,
+        head: head.clone(),
     };
-    let run = || -> Result<Forked> {
-        if !snapshot_store(&template.store_path, &ws.store_path) {
+    let (staging, store_staging) = (made.staging(), made.store_staging());
+    let run = || -> Result<()> {
+        std::fs::create_dir(&made.tree_dir).ctx("create", &made.tree_dir)?;
+        // Both at once: concurrent snapshots share a btrfs commit.
+        let (snapped, store_snapped) = std::thread::scope(|s| {
+            let st = s.spawn(|| snapshot_store(&template.store_path, &store_staging));
+            (snapshot_into(&template.root, &staging), joined(st))
+        });
+        if !store_snapped {
             return Err(Error::io(
                 "btrfs snapshot of the store",
                 &template.store_path,
                 std::io::Error::other(format!(
                     "refused, or {} is on another filesystem",
-                    ws.store_path.display()
+                    made.ws.store_path.display()
                 )),
             ));
         }
-        snapshot_into(&template.root, &staging)?;
-        let fork_store = Store::open(&ws.store_path, config)?;
-        fork_store.catalog.start_fork(&ws.root, origin, head.seq)?;
+        snapped?;
+        let fork_store = Store::open(&store_staging, config)?;
+        fork_store
+            .catalog
+            .start_fork(&made.ws.root, origin, head.seq)?;
         snapshot_store_index(
             &fork_store,
             dev_of(&template.root)?,
             dev_of(&staging)?,
             known,
         )?;
-        drop(fork_store);
-        publish(&staging, &ws, true)?;
+        Ok(())
+    };
+    match run() {
+        Ok(()) => Ok(made),
+        Err(e) => {
+            made.undo();
+            Err(e)
+        }
+    }
+}
+
+/// A copy of a `fork --count` template made by [`clone_fork`], its
+/// workspace and store still in their staging directories.
+pub struct Clone {
+    ws: Workspace,
+    /// `.<name>.ckpt-fork.<pid>` beside the fork, holding its snapshot `tree`.
+    tree_dir: PathBuf,
+    /// `.<name>.ckpt-fork.<pid>` beside its store, holding the store's
+    /// snapshot `store`.
+    store_dir: PathBuf,
+    missing: bool,
+    head: Checkpoint,
+}
+
+impl Clone {
+    fn staging(&self) -> PathBuf {
+        self.tree_dir.join("tree")
+    }
+
+    fn store_staging(&self) -> PathBuf {
+        self.store_dir.join("store")
+    }
+
+    fn undo(&self) {
+        remove_tree(&self.ws.store_path);
+        remove_tree(&self.store_dir);
+        remove_tree(&self.tree_dir);
+        if self.missing {
+            let _ = std::fs::remove_dir(&self.ws.root);
+        }
+    }
+
+    /// Puts the store, then the workspace, in place ([`publish`]).
+    pub fn publish(self) -> Result<Forked> {
+        let ws = &self.ws;
+        let run = || -> Result<()> {
+            std::fs::rename(self.store_staging(), &ws.store_path).ctx("rename", &ws.store_path)?;
+            let _ = std::fs::remove_dir(&self.store_dir);
+            publish(&self.staging(), ws, true)?;
+            let _ = std::fs::remove_dir(&self.tree_dir);
+            // The store's rename is durable with the publish's (renaming a
+            // subvolume makes that fsync a whole btrfs commit); synced here
+            // as well, which then costs nothing.
+            if let Some(parent) = ws.store_path.parent() {
+                let d = ckpt_copy::fs::open_dir_path(parent).ctx("open", parent)?;
+                rustix::fs::fsync(&d).ctx("fsync", parent)?;
+            }
+            Ok(())
+        };
+        if let Err(e) = run() {
+            self.undo();
+            return Err(e);
+        }
         Ok(Forked {
             report: MaterializeReport {
-                target: head.clone(),
+                target: self.head.clone(),
                 files: 0,
                 dirs: 0,
                 bytes: 0,
             },
-            workspace: ws.clone(),
+            workspace: self.ws.clone(),
             objects: Imported::default(),
             store_snapshot: true,
             backend: Backend::BtrfsSubvolume,
             restored: Some(SnapshotRestore::default()),
             note: None,
         })
-    };
-    run().inspect_err(|_| undo())
+    }
 }
 
 /// What the restore inside a subvolume fork changed.
@@ -871,12 +957,29 @@ impl Scanner for SnapshotScanner<'_> {
 }
 
 /// Removes the directory tree at `path`: one subvolume delete when it is a
-/// btrfs subvolume and that is permitted, else file by file. Best effort
+/// btrfs subvolume and that is permitted, else file by file, after one
+/// subvolume delete for each subvolume directly inside it (a fork's
+/// staging directory holds its snapshots: [`Staged`]). Best effort
 /// (callers check what is left when it matters); returns a note when a
 /// subvolume had to be removed file by file.
 pub fn remove_tree(path: &Path) -> Option<String> {
-    let is_subvol =
-        ckpt_copy::fs::open_dir_path(path).is_ok_and(|fd| btrfs::is_subvolume(fd.as_fd()));
+    let Ok(fd) = ckpt_copy::fs::open_dir_path(path) else {
+        return None;
+    };
+    let is_subvol = btrfs::is_subvolume(fd.as_fd());
+    if !is_subvol {
+        if let Ok(rd) = std::fs::read_dir(path) {
+            for e in rd.flatten() {
+                let p = e.path();
+                if e.file_type().is_ok_and(|t| t.is_dir())
+                    && ckpt_copy::fs::open_dir_path(&p)
+                        .is_ok_and(|fd| btrfs::is_subvolume(fd.as_fd()))
+                {
+                    remove_tree(&p);
+                }
+            }
+        }
+    }
     if is_subvol {
         if let (Some(parent), Some(name)) = (path.parent(), path.file_name()) {
             let r = ckpt_copy::fs::open_dir_path(parent)

@@ -459,10 +459,20 @@ fn clone_all(
     };
     // Read once: every copy's store is a snapshot of the template's.
     let known = tstore.load_index().ok();
-    let clone = |d: &PathBuf| -> Made {
-        let t0 = Instant::now();
-        fork::clone_fork(&t.workspace, &head, &origin, d, &ctx.config, known.as_ref())
-            .map(|f| (f, t0.elapsed()))
+    // Every copy's store first, then every publish ([`fork::clone_fork`]).
+    let all = || -> Vec<Made> {
+        let started: Vec<Result<(fork::Clone, Instant)>> = dests
+            .par_iter()
+            .map(|d| {
+                let t0 = Instant::now();
+                fork::clone_fork(&t.workspace, &head, &origin, d, &ctx.config, known.as_ref())
+                    .map(|c| (c, t0))
+            })
+            .collect();
+        started
+            .into_par_iter()
+            .map(|r| r.and_then(|(c, t0)| c.publish().map(|f| (f, t0.elapsed()))))
+            .collect()
     };
     // A pool of its own: these threads mostly wait on the filesystem.
     let made: Vec<Made> = match rayon::ThreadPoolBuilder::new()
@@ -470,8 +480,8 @@ fn clone_all(
         .stack_size(crate::store::tree::WALK_STACK)
         .build()
     {
-        Ok(pool) => pool.install(|| dests.par_iter().map(clone).collect()),
-        Err(_) => dests.iter().map(clone).collect(),
+        Ok(pool) => pool.install(all),
+        Err(_) => all(),
     };
     drop(tstore);
     let mut forks = Vec::with_capacity(dests.len());
@@ -525,7 +535,10 @@ fn make_template(
     remove_dead_templates(first);
     let pid = std::process::id();
     let dir = fork::hidden_sibling(first, TEMPLATE, pid)?;
-    let tstore = fork::hidden_sibling(first, TEMPLATE_STORE, pid)?;
+    // The store in a directory of its own: snapshots made at once into one
+    // directory commit one by one (see [`fork::clone_fork`]).
+    let tstore_dir = fork::hidden_sibling(first, TEMPLATE_STORE, pid)?;
+    let tstore = tstore_dir.join("store");
     ctx.client().persist(&ws.store_path);
     let store = open_origin(ctx, ws, choice)?;
     let t = fork::fork(
@@ -539,7 +552,10 @@ fn make_template(
         MaterializeOptions::default(),
         &|| watcher_plan(ctx, ws, &store),
         false,
-    )?;
+    )
+    .inspect_err(|_| {
+        let _ = std::fs::remove_dir(&tstore_dir);
+    })?;
     drop(store);
     if fork::can_clone(&t.workspace) {
         return Ok(Some(t));
@@ -592,6 +608,9 @@ fn remove_dead_templates(first: &Path) {
 fn drop_template(t: Option<&fork::Forked>) {
     if let Some(t) = t {
         fork::remove_tree(&t.workspace.store_path);
+        if let Some(dir) = t.workspace.store_path.parent() {
+            let _ = std::fs::remove_dir(dir);
+        }
         fork::remove_tree(&t.workspace.root);
     }
 }
