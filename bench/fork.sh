@@ -40,6 +40,10 @@ FLOOR=${FLOOR:-}
 FLOOR_ONLY=${FLOOR_ONLY:-}
 PAUSE=${PAUSE:-5}
 STAT_FLOOR=${STAT_FLOOR:-}
+# SUBVOL_FLOOR=path/to/subvol_floor (cargo build --release -p ckpt-lib --example
+# subvol_floor): the btrfs section's watcher rows also report the kernel floor of
+# one and of 8 subvolume forks, and each ratio.
+SUBVOL_FLOOR=${SUBVOL_FLOOR:-}
 
 # timed CMD...: prints elapsed ms (float).
 timed() { local t0 t1; t0=$(now_ns); "$@" >/dev/null; t1=$(now_ns); awk -v d=$((t1 - t0)) 'BEGIN{printf "%.1f\n", d/1e6}'; }
@@ -147,6 +151,7 @@ bench_on() { # DIR LABEL
     done
     report "watcher: parent save after a 1-file edit" "${ps[@]}"
     report "watcher: one fork" "${s[@]}"
+    local one1; one1=$(printf '%s\n' "${s[@]}" | median 1)
     report "watcher: disk used by a fresh fork (KiB)" "${d[@]}"
     first_saves "watcher: " wf
     adopts "watcher: " wf
@@ -155,6 +160,18 @@ bench_on() { # DIR LABEL
       s+=($(cd "$ws" && timed "$CKPT" fork HEAD --count 8 "$base/wg$i-"))
     done
     report "watcher: 8 forks (--count 8)" "${s[@]}"
+    if [ -n "$SUBVOL_FLOOR" ]; then
+      # The kernel floor of a subvolume fork: its two snapshots, the
+      # rename and the fsync only (examples/subvol_floor.rs), 1 and 8 at once.
+      local one8 fl1 fl8
+      one8=$(printf '%s\n' "${s[@]}" | median 1)
+      fl1=$("$SUBVOL_FLOOR" "$ws" "$base/store" "$base/floorfork" "$RUNS" 1 | awk '/^median/{print $2}')
+      fl8=$("$SUBVOL_FLOOR" "$ws" "$base/store" "$base/floorfork" "$RUNS" 8 | awk '/^median/{print $2}')
+      printf '%-44s %10s\n' "kernel floor: one fork (2 snapshots, rename, fsync)" "$fl1"
+      printf '%-44s %10s\n' "kernel floor: 8 forks at once" "$fl8"
+      awk -v a="$one1" -v b="$fl1" -v c="$one8" -v d="$fl8" \
+        'BEGIN{printf "%-44s %10.2f\n%-44s %10.2f\n", "watcher: one fork / its floor", a/b, "watcher: 8 forks / their floor", c/d}'
+    fi
     (cd "$ws" && "$CKPT" watch --stop -q)
     for ((i = 0; i < RUNS; i++)); do (cd "$ws" && "$CKPT" fork -q --remove "$base/wf$i"); done
     remove_counts wg

@@ -1,9 +1,10 @@
 //! The floor under a btrfs-subvolume fork: the kernel work every such fork
 //! does and nothing else. One round, timed as a whole:
 //!
-//! 1. snapshot the workspace subvolume WS to a hidden name beside DEST and,
-//!    at the same time (on another thread), the store subvolume STORE to
-//!    DEST's store name: concurrent snapshots share one transaction commit;
+//! 1. snapshot the workspace subvolume WS into a hidden directory beside
+//!    DEST and, at the same time (on another thread), the store subvolume
+//!    STORE into another: concurrent snapshots share one transaction
+//!    commit (when they are made in different directories);
 //! 2. write a small file into the workspace snapshot (the fork's marker);
 //! 3. `rename` the snapshot to DEST and `fsync` DEST's parent, which makes
 //!    the rename durable (on btrfs, a full transaction commit, since the
@@ -59,9 +60,18 @@ fn beside(dest: &Path, prefix: &str, suffix: &str) -> PathBuf {
     dest.with_file_name(n)
 }
 
-/// One fork's kernel work into `dest`.
+/// One fork's kernel work into `dest`. Each snapshot is made in a
+/// directory of its own, as `fork --count`'s copies do: btrfs holds a
+/// directory's lock while it commits a snapshot made in it.
 fn one(ws: &Path, store: &Path, dest: &Path) {
-    let (staging, store_at) = (beside(dest, ".", ".floor"), beside(dest, "", ".store"));
+    let (tree_dir, store_dir) = (
+        beside(dest, ".", ".floor"),
+        beside(dest, ".", ".floor-store"),
+    );
+    for d in [&tree_dir, &store_dir] {
+        std::fs::create_dir(d).expect("create a staging directory");
+    }
+    let (staging, store_at) = (tree_dir.join("tree"), store_dir.join("store"));
     std::thread::scope(|s| {
         s.spawn(|| snap(store, &store_at));
         snap(ws, &staging);
@@ -92,7 +102,11 @@ fn round(ws: &Path, store: &Path, dest: &Path, n: usize) -> Duration {
     let took = t0.elapsed();
     for d in &dests {
         delete(d);
-        delete(&beside(d, "", ".store"));
+        let store_dir = beside(d, ".", ".floor-store");
+        delete(&store_dir.join("store"));
+        for dir in [store_dir, beside(d, ".", ".floor")] {
+            let _ = std::fs::remove_dir(dir);
+        }
     }
     let _ = std::process::Command::new("btrfs")
         .args(["subvolume", "sync"])

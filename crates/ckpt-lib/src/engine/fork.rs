@@ -624,7 +624,7 @@ pub fn can_clone(template: &Workspace) -> bool {
 /// written by the restore that made it so; a snapshot keeps every inode's
 /// number, mode, size, mtime and ctime (see [`inherit::snapshot_index`]).
 /// All or nothing as [`fork`]: built in staging snapshots, published by
-/// [`Clone::publish`]. `known` is the template store's index, read once
+/// [`StagedCopy::publish`]. `known` is the template store's index, read once
 /// by the caller for all the copies ([`snapshot_store_index`]).
 ///
 /// Two steps, so that a caller making several copies at once can finish
@@ -639,7 +639,7 @@ pub fn clone_fork(
     dest: &Path,
     config: &Config,
     known: Option<&Index>,
-) -> Result<Clone> {
+) -> Result<StagedCopy> {
     let missing = materialize::check_fresh(dest)?;
     let ws = Workspace::plan(dest, None, config.data_home.as_deref())?;
     // The store's staging directory is named after the fork, not after
@@ -661,7 +661,7 @@ pub fn clone_fork(
     // made in it, so the copies' snapshots, all beside one another, would
     // commit one by one instead of together.
     let pid = std::process::id();
-    let made = Clone {
+    let made = StagedCopy {
         tree_dir: hidden_sibling(&ws.root, "ckpt-fork", pid)?,
         store_dir: hidden_sibling(&store_twin, "ckpt-fork", pid)?,
         ws,
@@ -710,7 +710,7 @@ pub fn clone_fork(
 
 /// A copy of a `fork --count` template made by [`clone_fork`], its
 /// workspace and store still in their staging directories.
-pub struct Clone {
+pub struct StagedCopy {
     ws: Workspace,
     /// `.<name>.ckpt-fork.<pid>` beside the fork, holding its snapshot `tree`.
     tree_dir: PathBuf,
@@ -721,7 +721,7 @@ pub struct Clone {
     head: Checkpoint,
 }
 
-impl Clone {
+impl StagedCopy {
     fn staging(&self) -> PathBuf {
         self.tree_dir.join("tree")
     }

@@ -461,7 +461,7 @@ fn clone_all(
     let known = tstore.load_index().ok();
     // Every copy's store first, then every publish ([`fork::clone_fork`]).
     let all = || -> Vec<Made> {
-        let started: Vec<Result<(fork::Clone, Instant)>> = dests
+        let started: Vec<Result<(fork::StagedCopy, Instant)>> = dests
             .par_iter()
             .map(|d| {
                 let t0 = Instant::now();
