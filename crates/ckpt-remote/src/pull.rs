@@ -238,8 +238,9 @@ fn decoders() -> usize {
 struct Imported {
     done: Vec<(Record, Checkpoint)>,
     transfer: Transfer,
-    /// Contents hashed and stored by this import: a clone's restore need
-    /// not read and hash them again.
+    /// Contents hashed and stored by an import into a fresh store: a
+    /// clone's restore need not read and hash them again (empty for an
+    /// import into a store that was not fresh, which no one reads).
     verified: Verified,
 }
 
@@ -289,7 +290,9 @@ fn apply_state(
     Ok(Some(v))
 }
 
-/// Imports `recs` (oldest first) into `store`.
+/// Imports `recs` (oldest first) into `store`. `fresh_store`: `store` was
+/// just made and holds nothing (a clone), so no object is looked for first,
+/// and what is stored is collected in [`Imported::verified`].
 #[allow(clippy::too_many_arguments)]
 fn import(
     store: &Store,
@@ -322,10 +325,10 @@ fn import(
         // A fresh store holds nothing, and `files` below has no repeats.
         if fresh_store {
             store.objects.put_verified_new(h, &raw)?;
+            verified.lock().unwrap_or_else(|p| p.into_inner()).insert(h);
         } else {
             store.objects.put_verified(h, &raw)?;
         }
-        verified.lock().unwrap_or_else(|p| p.into_inner()).insert(h);
         raw_files.fetch_add(raw.len() as u64, Ordering::Relaxed);
         if let Some(p) = progress {
             p.bytes.fetch_add(raw.len() as u64, Ordering::Relaxed);
