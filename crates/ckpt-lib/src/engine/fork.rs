@@ -519,8 +519,9 @@ pub(crate) fn snapshot_store(store: &Path, at: &Path) -> bool {
 /// it still, so it is the snapshot's too: [`Index::at_snapshot`] checks).
 /// Concurrent snapshots share one btrfs transaction commit, which is most
 /// of a snapshot's cost, and the index is read meanwhile. Returns the
-/// workspace snapshot's outcome, whether the store was snapshotted, and
-/// the index when it was (both are left to the caller to undo).
+/// workspace snapshot's outcome, whether the store was snapshotted (left
+/// to the caller to undo), and the index (used either way: taken at the
+/// store's snapshot, or device-mapped into the fork's new store).
 fn snapshot_all(
     store: &Store,
     origin_root: &Path,
@@ -536,7 +537,7 @@ fn snapshot_all(
         let ix = s.spawn(|| store.load_index().ok());
         let ws = snapshot_into(origin_root, staging);
         let snapped = joined(st);
-        (ws, snapped, joined(ix).filter(|_| snapped))
+        (ws, snapped, joined(ix))
     })
 }
 
@@ -554,7 +555,16 @@ fn publish(staging: &Path, ws: &Workspace, durable: bool) -> Result<()> {
     }
     .write_marker()?;
     std::fs::rename(staging, &ws.root).ctx("rename", &ws.root)?;
-    if let Some(parent) = ws.root.parent().filter(|_| durable) {
+    if durable {
+        sync_parent(&ws.root)?;
+    }
+    Ok(())
+}
+
+/// `fsync`s the directory holding `path`, which makes a rename into it
+/// durable.
+pub(crate) fn sync_parent(path: &Path) -> Result<()> {
+    if let Some(parent) = path.parent() {
         let d = ckpt_copy::fs::open_dir_path(parent).ctx("open", parent)?;
         rustix::fs::fsync(&d).ctx("fsync", parent)?;
     }
@@ -750,11 +760,7 @@ impl StagedCopy {
             // The store's rename is durable with the publish's (renaming a
             // subvolume makes that fsync a whole btrfs commit); synced here
             // as well, which then costs nothing.
-            if let Some(parent) = ws.store_path.parent() {
-                let d = ckpt_copy::fs::open_dir_path(parent).ctx("open", parent)?;
-                rustix::fs::fsync(&d).ctx("fsync", parent)?;
-            }
-            Ok(())
+            sync_parent(&ws.store_path)
         };
         if let Err(e) = run() {
             self.undo();
@@ -879,7 +885,11 @@ fn restore_snapshot(
         loaded = Some(index);
     } else {
         let generation = fork_store.catalog.reader()?.generation()?;
-        inherit::snapshot_index(&store.load_index()?, from, to, generation, false)
+        let origin_index = match known {
+            Some(ix) => ix,
+            None => store.load_index()?,
+        };
+        inherit::snapshot_index(&origin_index, from, to, generation, false)
             .save(&fork_store.index_path())?;
     }
     let ws = Workspace {

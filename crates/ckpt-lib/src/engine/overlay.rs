@@ -249,10 +249,7 @@ fn fork_into(
         rustix::fs::syncfs(&fd).ctx("syncfs", &staging)?;
         ckpt_fault::point("overlay.before_publish");
         std::fs::rename(&staging, &layers).ctx("rename", &layers)?;
-        if let Some(parent) = layers.parent() {
-            let d = ckpt_copy::fs::open_dir_path(parent).ctx("open", parent)?;
-            rustix::fs::fsync(&d).ctx("fsync", parent)?;
-        }
+        fork::sync_parent(&layers)?;
         Ok((
             Forked {
                 report: written.clone().unwrap_or(MaterializeReport {
