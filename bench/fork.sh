@@ -49,10 +49,15 @@ SUBVOL_FLOOR=${SUBVOL_FLOOR:-}
 timed() { local t0 t1; t0=$(now_ns); "$@" >/dev/null; t1=$(now_ns); awk -v d=$((t1 - t0)) 'BEGIN{printf "%.1f\n", d/1e6}'; }
 report() { printf '%-44s %10s   (runs: %s)\n' "$1" "$(printf '%s\n' "${@:2}" | median 1)" "${*:2}"; }
 used() { sync; df -B1 --output=used "$1" | tail -1; }
+# settled: untimed, before each timed fork on btrfs, waits until the btrfs cleaner has
+# deleted every subvolume removed so far (earlier rows' forks), so that no fork is timed
+# while the cleaner works.
+settled() { if [ "$(stat -f -c %T "$base")" = btrfs ]; then btrfs subvolume sync "$base" >/dev/null; fi; sync; }
 
 # The rows measured on each fork of bench_on, with and without a watcher
 # (they read bench_on's base, ws and rel, and one_fork adds to its s and d).
 one_fork() { # DIR: times `ckpt fork HEAD DIR` into s, the disk it used (KiB) into d
+  settled
   local u0; u0=$(used "$base")
   s+=($(cd "$ws" && timed "$CKPT" fork HEAD "$1"))
   d+=($(( ($(used "$base") - u0) / 1024 )))
@@ -134,7 +139,7 @@ bench_on() { # DIR LABEL
   first_saves "" f
   adopts "" f
 
-  s=(); for ((i = 0; i < RUNS; i++)); do s+=($(cd "$ws" && timed "$CKPT" fork HEAD --count 8 "$base/g$i-")); done
+  s=(); for ((i = 0; i < RUNS; i++)); do settled; s+=($(cd "$ws" && timed "$CKPT" fork HEAD --count 8 "$base/g$i-")); done
   report "8 forks (--count 8)" "${s[@]}"
   remove_counts g
 
@@ -157,6 +162,7 @@ bench_on() { # DIR LABEL
     adopts "watcher: " wf
     s=(); for ((i = 0; i < RUNS; i++)); do
       echo "// v$i" >> "$f"; (cd "$ws" && "$CKPT" save -q)
+      settled
       s+=($(cd "$ws" && timed "$CKPT" fork HEAD --count 8 "$base/wg$i-"))
     done
     report "watcher: 8 forks (--count 8)" "${s[@]}"
@@ -165,12 +171,19 @@ bench_on() { # DIR LABEL
       # rename and the fsync only (examples/subvol_floor.rs), 1 and 8 at once.
       local one8 fl1 fl8
       one8=$(printf '%s\n' "${s[@]}" | median 1)
+      # With --own-store, each also makes its store snapshot its own (the
+      # watcher's files removed, one catalog page rewritten, one fdatasync).
+      local o1 o8
       fl1=$("$SUBVOL_FLOOR" "$ws" "$base/store" "$base/floorfork" "$RUNS" 1 | awk '/^median/{print $2}')
       fl8=$("$SUBVOL_FLOOR" "$ws" "$base/store" "$base/floorfork" "$RUNS" 8 | awk '/^median/{print $2}')
+      o1=$("$SUBVOL_FLOOR" "$ws" "$base/store" "$base/floorfork" "$RUNS" 1 --own-store | awk '/^median/{print $2}')
+      o8=$("$SUBVOL_FLOOR" "$ws" "$base/store" "$base/floorfork" "$RUNS" 8 --own-store | awk '/^median/{print $2}')
       printf '%-44s %10s\n' "kernel floor: one fork (2 snapshots, rename, fsync)" "$fl1"
       printf '%-44s %10s\n' "kernel floor: 8 forks at once" "$fl8"
-      awk -v a="$one1" -v b="$fl1" -v c="$one8" -v d="$fl8" \
-        'BEGIN{printf "%-44s %10.2f\n%-44s %10.2f\n", "watcher: one fork / its floor", a/b, "watcher: 8 forks / their floor", c/d}'
+      printf '%-44s %10s\n' "kernel floor with its own store: one fork" "$o1"
+      printf '%-44s %10s\n' "kernel floor with its own store: 8 forks" "$o8"
+      awk -v a="$one1" -v b="$fl1" -v c="$one8" -v d="$fl8" -v e="$o1" -v f="$o8" \
+        'BEGIN{printf "%-44s %10.2f\n%-44s %10.2f\n%-44s %10.2f\n%-44s %10.2f\n", "watcher: one fork / its floor", a/b, "watcher: 8 forks / their floor", c/d, "watcher: one fork / floor with own store", a/e, "watcher: 8 forks / floor with own store", c/f}'
     fi
     (cd "$ws" && "$CKPT" watch --stop -q)
     for ((i = 0; i < RUNS; i++)); do (cd "$ws" && "$CKPT" fork -q --remove "$base/wf$i"); done

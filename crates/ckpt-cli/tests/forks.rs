@@ -769,6 +769,23 @@ fn forced_backend_that_cannot_work_changes_nothing() {
     assert_eq!(f.run(&["log", "--json"]).ok().json(), log);
 }
 
+/// The same on loop btrfs, with the workspace and its store subvolumes:
+/// the fork is a snapshot whose store is a snapshot too, written without
+/// an `fdatasync` per commit until it is closed (`Catalog::open_unsynced`).
+/// A kill at any of its store's commits or index writes leaves nothing
+/// under DIR's name, and the next fork is complete and verifies.
+#[test]
+fn subvolume_fork_killed_at_each_durable_step_leaves_nothing() {
+    with_loop("btrfs", &[], |mnt| {
+        let mut rng = Rng::new("subvolume_fork_faults", 17);
+        let f = Fleet::new_in(mnt);
+        f.run(&["init", "--subvolume"]).ok();
+        build_tree(&f.ws.root, 3, 5, &mut rng);
+        f.run(&["state", "put", "plan", "base"]).ok();
+        fork_killed_at_durable_steps(&f, &["--backend", "btrfs-subvolume"], FORK_FAULTS);
+    });
+}
+
 /// On loop btrfs, `fork --count 2` killed after each index write (the
 /// template's, then each copy's): every fork directory is missing or a
 /// complete fork, and the next `fork --count` into the same prefix leaves

@@ -12,13 +12,21 @@
 //!
 //! A fork does all of that plus its own work: a catalog transaction in its
 //! store, the stat index's device map, asking the watcher, process start.
+//!
+//! With `--own-store`, each fork also makes its store snapshot its own, as
+//! every fork must (whatever the catalog transaction holds): it removes
+//! the watcher's files from it and rewrites one 4 KiB page of its
+//! `catalog.redb` in place (the same bytes) with one `fdatasync`. The first
+//! write into a fresh snapshot copies the tree blocks it shares with its
+//! source, and the publishing commit writes them: this is the floor of a
+//! fork whose store is a snapshot, beside the bare one.
 //! With N > 1, N such forks run at once, into DEST-1 … DEST-N (the floor
 //! under `fork --count N`, which also makes and removes a template).
 //! Each round's subvolumes are deleted after it, and the cleaner waited
 //! for, untimed. Prints every round, then the median.
 //!
 //! Run (as root, WS and STORE subvolumes on one btrfs, DEST's parent on it):
-//! `cargo run --release -p ckpt-lib --example subvol_floor -- WS STORE DEST [ROUNDS [N]]`
+//! `cargo run --release -p ckpt-lib --example subvol_floor -- WS STORE DEST [ROUNDS [N]] [--own-store]`
 
 use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStrExt;
@@ -63,7 +71,25 @@ fn beside(dest: &Path, prefix: &str, suffix: &str) -> PathBuf {
 /// One fork's kernel work into `dest`. Each snapshot is made in a
 /// directory of its own, as `fork --count`'s copies do: btrfs holds a
 /// directory's lock while it commits a snapshot made in it.
-fn one(ws: &Path, store: &Path, dest: &Path) {
+/// `--own-store`: what every fork does to its store snapshot at least.
+fn make_own(store: &Path) {
+    use std::os::unix::fs::FileExt;
+    for f in ckpt_lib::store::WATCH_FILES {
+        let _ = std::fs::remove_file(store.join(f));
+    }
+    let catalog = store.join("catalog.redb");
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&catalog)
+        .unwrap_or_else(|e| panic!("open {}: {e}", catalog.display()));
+    let mut page = [0u8; 4096];
+    f.read_exact_at(&mut page, 4096).expect("read a page");
+    f.write_all_at(&page, 4096).expect("write it back");
+    f.sync_data().expect("fdatasync");
+}
+
+fn one(ws: &Path, store: &Path, dest: &Path, own_store: bool) {
     let (tree_dir, store_dir) = (
         beside(dest, ".", ".floor"),
         beside(dest, ".", ".floor-store"),
@@ -76,6 +102,9 @@ fn one(ws: &Path, store: &Path, dest: &Path) {
         s.spawn(|| snap(store, &store_at));
         snap(ws, &staging);
     });
+    if own_store {
+        make_own(&store_at);
+    }
     std::fs::write(staging.join(".marker"), b"{}\n").expect("write the marker");
     std::fs::rename(&staging, dest).expect("rename");
     open_dir(dest.parent().expect("DEST has a parent"))
@@ -84,7 +113,7 @@ fn one(ws: &Path, store: &Path, dest: &Path) {
 }
 
 /// `n` forks at once (DEST-1 … DEST-n when `n` > 1).
-fn round(ws: &Path, store: &Path, dest: &Path, n: usize) -> Duration {
+fn round(ws: &Path, store: &Path, dest: &Path, n: usize, own_store: bool) -> Duration {
     let parent = dest.parent().expect("DEST has a parent");
     let dests: Vec<PathBuf> = if n == 1 {
         vec![dest.to_path_buf()]
@@ -96,7 +125,7 @@ fn round(ws: &Path, store: &Path, dest: &Path, n: usize) -> Duration {
     let t0 = Instant::now();
     std::thread::scope(|s| {
         for d in &dests {
-            s.spawn(|| one(ws, store, d));
+            s.spawn(|| one(ws, store, d, own_store));
         }
     });
     let took = t0.elapsed();
@@ -118,9 +147,11 @@ fn round(ws: &Path, store: &Path, dest: &Path, n: usize) -> Duration {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
+    let mut args: Vec<String> = std::env::args().collect();
+    let own_store = args.iter().any(|a| a == "--own-store");
+    args.retain(|a| a != "--own-store");
     if args.len() < 4 {
-        eprintln!("usage: subvol_floor WS STORE DEST [ROUNDS [N]]");
+        eprintln!("usage: subvol_floor WS STORE DEST [ROUNDS [N]] [--own-store]");
         std::process::exit(2);
     }
     let (ws, store, dest) = (
@@ -131,7 +162,7 @@ fn main() {
     let rounds: usize = args.get(4).and_then(|r| r.parse().ok()).unwrap_or(5);
     let n: usize = args.get(5).and_then(|r| r.parse().ok()).unwrap_or(1).max(1);
     let mut ms: Vec<f64> = (0..rounds)
-        .map(|_| round(ws, store, dest, n).as_secs_f64() * 1e3)
+        .map(|_| round(ws, store, dest, n, own_store).as_secs_f64() * 1e3)
         .collect();
     for m in &ms {
         println!("round {m:.2} ms");

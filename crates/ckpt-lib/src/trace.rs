@@ -1,6 +1,7 @@
 //! Phase timings for profiling: once [`enable`]d (the CLI does so for
 //! `CKPT_TRACE=1`), every [`span`] prints its duration to stderr when it
-//! ends. Costs one relaxed load when off.
+//! ends, and when it ended, counted from [`enable`] (a timeline: spans on
+//! other threads overlap). Costs one relaxed load when off.
 //!
 //! The one piece of process-wide state in the library, and a documented
 //! exception to "configuration is explicit" (see [`crate::config`]): a
@@ -8,12 +9,15 @@
 //! a tracer through every engine call would cost more than it shows.
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
 use std::time::Instant;
 
 static ON: AtomicBool = AtomicBool::new(false);
+static SINCE: OnceLock<Instant> = OnceLock::new();
 
 /// Turns tracing on for the rest of the process.
 pub fn enable() {
+    SINCE.get_or_init(Instant::now);
     ON.store(true, Ordering::Relaxed);
 }
 
@@ -38,8 +42,9 @@ pub fn span(name: &'static str) -> Span {
 impl Drop for Span {
     fn drop(&mut self) {
         if let Some(s) = self.start {
+            let at = SINCE.get().map_or(0.0, |t| t.elapsed().as_secs_f64() * 1e3);
             eprintln!(
-                "trace: {:<18} {:>9.3} ms",
+                "trace: {:<18} {:>9.3} ms   (ended at {at:.3} ms)",
                 self.name,
                 s.elapsed().as_secs_f64() * 1e3
             );

@@ -49,7 +49,10 @@
 //! transaction makes it the fork's ([`Catalog::start_fork`]: workspace,
 //! origin, head, no journal), and the restore in the snapshot sets its
 //! agent state and stat index. Otherwise (or when the kernel refuses the
-//! snapshot) the store is made and imported as above.
+//! snapshot) the store is made and imported as above. Either way its
+//! catalog is opened with [`Store::open_unsynced`]: its commits are made
+//! durable by one `fdatasync` when it is closed, before the publish,
+//! instead of six; a crash before that leaves a store nothing names.
 //!
 //! [`Catalog::start_fork`]: crate::store::catalog::Catalog::start_fork
 //!
@@ -367,6 +370,10 @@ pub fn fork(
         let objects = {
             let fork_store = match early {
                 Some(s) => s,
+                // Durable once, when closed ("The store of a subvolume fork").
+                None if backend == Backend::BtrfsSubvolume => {
+                    Store::open_unsynced(&store_at, config)?
+                }
                 None => Store::open(&store_at, config)?,
             };
             let (rec, objects) = match started {
@@ -398,6 +405,7 @@ pub fn fork(
                     watcher_plan,
                 )?);
             }
+            fork_store.close()?;
             objects
         };
         let t = crate::trace::span("publish");
@@ -564,11 +572,13 @@ fn publish(staging: &Path, ws: &Workspace, durable: bool) -> Result<()> {
 /// `fsync`s the directory holding `path`, which makes a rename into it
 /// durable.
 pub(crate) fn sync_parent(path: &Path) -> Result<()> {
-    if let Some(parent) = path.parent() {
-        let d = ckpt_copy::fs::open_dir_path(parent).ctx("open", parent)?;
-        rustix::fs::fsync(&d).ctx("fsync", parent)?;
-    }
-    Ok(())
+    path.parent().map_or(Ok(()), sync_dir)
+}
+
+/// `fsync`s the directory `dir`.
+pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
+    let d = ckpt_copy::fs::open_dir_path(dir).ctx("open", dir)?;
+    rustix::fs::fsync(&d).ctx("fsync", dir)
 }
 
 /// The device number of the directory `p`.
@@ -697,7 +707,7 @@ pub fn clone_fork(
             ));
         }
         snapped?;
-        let fork_store = Store::open(&store_staging, config)?;
+        let fork_store = Store::open_unsynced(&store_staging, config)?;
         fork_store
             .catalog
             .start_fork(&made.ws.root, origin, head.seq)?;
@@ -707,7 +717,7 @@ pub fn clone_fork(
             dev_of(&staging)?,
             known,
         )?;
-        Ok(())
+        fork_store.close()
     };
     match run() {
         Ok(()) => Ok(made),
@@ -749,18 +759,20 @@ impl StagedCopy {
         }
     }
 
-    /// Puts the store, then the workspace, in place ([`publish`]).
+    /// Puts the store, then the workspace, in place ([`publish`]), not
+    /// yet durably: the caller then calls [`sync_dir`] once for each
+    /// directory that holds a published fork or its store. One such
+    /// `fsync` after all the renames commits them all: renaming a
+    /// subvolume makes the next `fsync` a whole btrfs commit, so one per
+    /// copy would commit again and again.
     pub fn publish(self) -> Result<Forked> {
         let ws = &self.ws;
         let run = || -> Result<()> {
             std::fs::rename(self.store_staging(), &ws.store_path).ctx("rename", &ws.store_path)?;
             let _ = std::fs::remove_dir(&self.store_dir);
-            publish(&self.staging(), ws, true)?;
+            publish(&self.staging(), ws, false)?;
             let _ = std::fs::remove_dir(&self.tree_dir);
-            // The store's rename is durable with the publish's (renaming a
-            // subvolume makes that fsync a whole btrfs commit); synced here
-            // as well, which then costs nothing.
-            sync_parent(&ws.store_path)
+            Ok(())
         };
         if let Err(e) = run() {
             self.undo();

@@ -8,6 +8,7 @@
 //! workspace (refused before anything is written). Its store goes where `store` says, else by the
 //! usual rule under the configured data home.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -469,8 +470,10 @@ fn clone_all(
                     .map(|c| (c, t0))
             })
             .collect();
+        // The renames one after another: each is a small metadata change.
+        let _t = crate::trace::span("publish copies");
         started
-            .into_par_iter()
+            .into_iter()
             .map(|r| r.and_then(|(c, t0)| c.publish().map(|f| (f, t0.elapsed()))))
             .collect()
     };
@@ -484,6 +487,29 @@ fn clone_all(
         Err(_) => all(),
     };
     drop(tstore);
+    // One fsync of each directory that received a fork or a store, after
+    // all the renames ([`fork::StagedCopy::publish`]).
+    let t1 = Instant::now();
+    let sync_span = crate::trace::span("sync forks");
+    let parents: BTreeSet<&Path> = made
+        .iter()
+        .flatten()
+        .flat_map(|(f, _)| [&f.workspace.root, &f.workspace.store_path])
+        .filter_map(|p| p.parent())
+        .collect();
+    if let Err(e) = parents.into_iter().try_for_each(fork::sync_dir) {
+        let placed: Vec<String> = made
+            .iter()
+            .flatten()
+            .map(|(f, _)| f.workspace.root.display().to_string())
+            .collect();
+        return Err(Error::Usage(format!(
+            "{e}: the forks {} are in place but may not survive a power cut; run `sync`",
+            placed.join(", ")
+        )));
+    }
+    let synced = t1.elapsed();
+    drop(sync_span);
     let mut forks = Vec::with_capacity(dests.len());
     let mut failed = None;
     for (d, r) in dests.iter().zip(made) {
@@ -496,7 +522,7 @@ fn clone_all(
                     ..f
                 };
                 let mut rep = report(ctx, f, choice, Instant::now());
-                rep.elapsed = elapsed;
+                rep.elapsed = elapsed + synced;
                 forks.push(rep);
             }
             Err(e) => {

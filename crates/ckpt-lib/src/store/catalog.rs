@@ -33,6 +33,7 @@
 //! the first annotation creates it (no format bump).
 
 use std::collections::BTreeMap;
+use std::ops::Bound;
 use std::path::{Path, PathBuf};
 
 use redb::{
@@ -239,7 +240,64 @@ pub struct Journal {
 pub struct Catalog {
     db: Db,
     path: PathBuf,
+    /// Opened with [`Catalog::open_unsynced`]: the file, made durable once
+    /// by [`Catalog::close`].
+    unsynced: Option<std::fs::File>,
 }
+
+/// The redb backend of [`Catalog::open_unsynced`]: redb's own file backend
+/// (its reads, writes and locks), except that `sync_data` does nothing.
+/// redb syncs the file when it is opened for writing, at each durable
+/// commit and twice when it is closed; each `fdatasync` of a file in a
+/// fresh btrfs snapshot also adds to the transaction commit that
+/// publishes a fork, so a fork paid for six (BENCHMARKS.md, forks). Its
+/// commits are still atomic for readers in this process; what they lose
+/// is only their order on disk, which matters only to a reader after a
+/// crash, and the only such reader of an unpublished fork's store is the
+/// removal of what the crash left.
+#[derive(Debug)]
+struct Unsynced(redb::backends::FileBackend);
+
+impl redb::StorageBackend for Unsynced {
+    fn len(&self) -> std::io::Result<u64> {
+        self.0.len()
+    }
+    fn read(&self, offset: u64, out: &mut [u8]) -> std::io::Result<()> {
+        self.0.read(offset, out)
+    }
+    fn set_len(&self, len: u64) -> std::io::Result<()> {
+        self.0.set_len(len)
+    }
+    fn sync_data(&self) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn write(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
+        self.0.write(offset, data)
+    }
+    fn close(&self) -> std::io::Result<()> {
+        self.0.close()
+    }
+    fn try_lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> LockResult<bool> {
+        self.0.try_lock_range(start, end)
+    }
+    fn try_lock_shared_range(&self, start: Bound<u64>, end: Bound<u64>) -> LockResult<bool> {
+        self.0.try_lock_shared_range(start, end)
+    }
+    fn lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> LockResult<()> {
+        self.0.lock_range(start, end)
+    }
+    fn lock_shared_range(&self, start: Bound<u64>, end: Bound<u64>) -> LockResult<()> {
+        self.0.lock_shared_range(start, end)
+    }
+    fn unlock_range(&self, start: Bound<u64>, end: Bound<u64>) -> LockResult<()> {
+        self.0.unlock_range(start, end)
+    }
+    fn query_lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> LockResult<bool> {
+        self.0.query_lock_range(start, end)
+    }
+}
+
+type LockResult<T> = std::result::Result<T, redb::BackendError>;
 
 /// How the catalog is open. A writable redb database records its allocator
 /// state in a final commit when it is closed (several `fdatasync`s, ~1–2 ms
@@ -269,6 +327,7 @@ impl Catalog {
         let cat = Catalog {
             db: Db::Write(db),
             path: path.to_path_buf(),
+            unsynced: None,
         };
         let txn = cat.writable()?.begin_write().map_err(|e| cat.err(e))?;
         {
@@ -296,7 +355,57 @@ impl Catalog {
         Ok(Catalog {
             db: Db::Write(db),
             path: path.to_path_buf(),
+            unsynced: None,
         })
+    }
+
+    /// Opens an existing catalog for writing without making anything
+    /// durable until [`Catalog::close`], which does it with one
+    /// `fdatasync` ([`Unsynced`]). Only for the store of a fork that is not
+    /// published yet: after a crash before that close, the file may be
+    /// anything, and nothing may read it (the fork is removed, its store
+    /// left unnamed).
+    pub fn open_unsynced(path: &Path) -> Result<Catalog> {
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .map_err(|e| Error::io("open", path, e))?;
+        // An empty file would be made a new, empty catalog.
+        if file
+            .metadata()
+            .map_err(|e| Error::io("stat", path, e))?
+            .len()
+            == 0
+        {
+            return Err(Error::Corrupt(format!("{} is empty", path.display())));
+        }
+        let keep = file.try_clone().map_err(|e| Error::io("open", path, e))?;
+        let backend = redb::backends::FileBackend::new(file).map_err(|e| catalog_error(path, e))?;
+        let db = Database::builder()
+            .create_with_backend(Unsynced(backend))
+            .map_err(|e| catalog_error(path, e))?;
+        Ok(Catalog {
+            db: Db::Write(db),
+            path: path.to_path_buf(),
+            unsynced: Some(keep),
+        })
+    }
+
+    /// Closes the catalog, reporting what closing it wrote; one opened
+    /// with [`Catalog::open_unsynced`] is durable when this returns.
+    pub fn close(self) -> Result<()> {
+        match self.db {
+            Db::Write(db) => db.close(),
+            Db::Read(db) => db.close(),
+        }
+        .map_err(|e| catalog_error(&self.path, e))?;
+        match self.unsynced {
+            Some(f) => f
+                .sync_data()
+                .map_err(|e| Error::io("fdatasync", &self.path, e)),
+            None => Ok(()),
+        }
     }
 
     /// Opens an existing catalog for reading only: nothing is written, not
@@ -311,6 +420,7 @@ impl Catalog {
             Ok(db) => Ok(Catalog {
                 db: Db::Read(db),
                 path: path.to_path_buf(),
+                unsynced: None,
             }),
             Err(_) => Catalog::open(path),
         }

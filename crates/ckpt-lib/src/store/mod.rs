@@ -83,6 +83,14 @@ pub const WATCH_LOCK: &str = "watch.lock";
 /// See [`WATCH_FILES`].
 pub const WATCH_LOG: &str = "watch.log";
 
+/// How [`Store::open_mode`] opens the catalog.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Write,
+    ReadOnly,
+    Unsynced,
+}
+
 /// An open, locked store.
 pub struct Store {
     /// The store directory.
@@ -139,7 +147,23 @@ impl Store {
 
     /// Opens and locks a store.
     pub fn open(root: &Path, config: &Config) -> Result<Store> {
-        Store::open_mode(root, config, false)
+        Store::open_mode(root, config, Mode::Write)
+    }
+
+    /// Opens and locks the store of a fork that is not published yet: its
+    /// catalog's commits are made durable only by [`Store::close`], with
+    /// one `fdatasync` ([`Catalog::open_unsynced`]). A crash before that
+    /// may leave the catalog unreadable, which is sound only because the
+    /// fork is then never published and its store never named.
+    pub fn open_unsynced(root: &Path, config: &Config) -> Result<Store> {
+        Store::open_mode(root, config, Mode::Unsynced)
+    }
+
+    /// Closes the store, reporting what closing its catalog wrote; one
+    /// opened with [`Store::open_unsynced`] is durable when this returns.
+    pub fn close(self) -> Result<()> {
+        let _t = crate::trace::span("close store");
+        self.catalog.close()
     }
 
     /// Opens and locks a store for commands that only read (`status`,
@@ -148,10 +172,11 @@ impl Store {
     /// catalog is closed) beyond removing what crashed processes left.
     /// Writing through it fails (an internal error).
     pub fn open_read_only(root: &Path, config: &Config) -> Result<Store> {
-        Store::open_mode(root, config, true)
+        Store::open_mode(root, config, Mode::ReadOnly)
     }
 
-    fn open_mode(root: &Path, config: &Config, read_only: bool) -> Result<Store> {
+    fn open_mode(root: &Path, config: &Config, mode: Mode) -> Result<Store> {
+        let read_only = mode == Mode::ReadOnly;
         let lock_timeout = config.lock_timeout;
         match std::fs::read_to_string(root.join(MARKER)) {
             Ok(t) if t == MARKER_TEXT => {}
@@ -187,10 +212,11 @@ impl Store {
                 Err(e) => return Err(Error::io("remove stale temporary file", tmp, e)),
             }
         }
-        let catalog = if read_only {
-            Catalog::open_read_only(&root.join("catalog.redb"))?
-        } else {
-            Catalog::open(&root.join("catalog.redb"))?
+        let catalog = root.join("catalog.redb");
+        let catalog = match mode {
+            Mode::ReadOnly => Catalog::open_read_only(&catalog)?,
+            Mode::Write => Catalog::open(&catalog)?,
+            Mode::Unsynced => Catalog::open_unsynced(&catalog)?,
         };
         let caps: Caps = catalog.reader()?.caps()?.unwrap_or(Caps::NONE);
         let caps = caps.configured(&config.copy);

@@ -1,0 +1,159 @@
+//! `Catalog::open_unsynced` (the store of a fork that is not published
+//! yet) against a model: random sequences of the writes a fork makes to
+//! its store (`start_fork`, head moves, journals, workspace) through a
+//! catalog opened unsynced, then closed. Reopened the usual way, the
+//! catalog must hold exactly the model's last values: the backend that
+//! skips `fdatasync` must pass every read, write and length change
+//! through, and `close` must leave a cleanly closed file (redb's read-only
+//! open refuses one that needs a repair). Closing without
+//! `close` (the error path, which removes the store) must leave a file
+//! that still opens. An empty file is refused, not made a new catalog.
+
+use std::path::{Path, PathBuf};
+
+use ckpt_lib::store::catalog::{Catalog, Journal, Origin};
+use ckpt_lib::{Error, Hash};
+use proptest::prelude::*;
+
+#[derive(Clone, Debug)]
+enum Write {
+    StartFork(u8, u64),
+    Head(Option<u64>),
+    Journal(Option<u64>),
+    Workspace(u8),
+}
+
+fn write() -> impl Strategy<Value = Write> {
+    prop_oneof![
+        (any::<u8>(), 1u64..50).prop_map(|(w, h)| Write::StartFork(w, h)),
+        proptest::option::of(1u64..50).prop_map(Write::Head),
+        proptest::option::of(1u64..50).prop_map(Write::Journal),
+        any::<u8>().prop_map(Write::Workspace),
+    ]
+}
+
+/// What the catalog must hold after the writes.
+#[derive(Debug, Default, PartialEq)]
+struct Model {
+    head: Option<u64>,
+    journal: Option<u64>,
+    workspace: Option<PathBuf>,
+    origin: Option<u64>,
+}
+
+fn ws(w: u8) -> PathBuf {
+    PathBuf::from(format!("/forks/f{w}"))
+}
+
+fn origin(h: u64) -> Origin {
+    Origin {
+        workspace: "/origin".into(),
+        store: "/origin-store".into(),
+        checkpoint: h,
+        root: Hash::of(&h.to_le_bytes()),
+    }
+}
+
+fn apply(cat: &Catalog, w: &Write, m: &mut Model) {
+    match w {
+        Write::StartFork(r, h) => {
+            cat.start_fork(&ws(*r), &origin(*h), *h).unwrap();
+            m.workspace = Some(ws(*r));
+            m.origin = Some(*h);
+            m.head = Some(*h);
+            m.journal = None;
+        }
+        Write::Head(h) => {
+            cat.set_head(*h).unwrap();
+            m.head = *h;
+        }
+        Write::Journal(j) => {
+            let journal = j.map(|t| Journal {
+                target: t,
+                paths: vec![b"a/b".to_vec()],
+                undo: None,
+            });
+            cat.set_journal(journal.as_ref()).unwrap();
+            m.journal = *j;
+        }
+        Write::Workspace(r) => {
+            cat.set_workspace(&ws(*r)).unwrap();
+            m.workspace = Some(ws(*r));
+        }
+    }
+}
+
+fn read(cat: &Catalog) -> Model {
+    let r = cat.reader().unwrap();
+    Model {
+        head: r.head().unwrap(),
+        journal: r.journal().unwrap().map(|j| j.target),
+        workspace: r.workspace().unwrap(),
+        origin: r.origin().unwrap().map(|o| o.checkpoint),
+    }
+}
+
+/// A catalog with a few writes made the usual way (the origin's, as a
+/// fork's snapshot holds it), and the model of it.
+fn made(dir: &Path, before: &[Write]) -> (PathBuf, Model) {
+    let path = dir.join("catalog.redb");
+    let cat = Catalog::create(&path).unwrap();
+    let mut m = Model::default();
+    for w in before {
+        apply(&cat, w, &mut m);
+    }
+    cat.close().unwrap();
+    (path, m)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    #[test]
+    fn unsynced_writes_are_all_there_once_closed(
+        before in prop::collection::vec(write(), 0..4),
+        writes in prop::collection::vec(write(), 1..12),
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, mut m) = made(dir.path(), &before);
+        let cat = Catalog::open_unsynced(&path).unwrap();
+        prop_assert_eq!(&read(&cat), &m, "what was there before");
+        for w in &writes {
+            apply(&cat, w, &mut m);
+            prop_assert_eq!(&read(&cat), &m, "after {:?}", w);
+        }
+        cat.close().unwrap();
+        let again = Catalog::open(&path).unwrap();
+        prop_assert_eq!(&read(&again), &m, "reopened");
+        again.close().unwrap();
+        // redb opens read-only only a cleanly closed file (one that needs
+        // no repair).
+        prop_assert!(redb::Database::builder().open_read_only(&path).is_ok());
+    }
+}
+
+#[test]
+fn dropped_without_close_still_opens() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, mut m) = made(dir.path(), &[Write::Head(Some(3))]);
+    {
+        let cat = Catalog::open_unsynced(&path).unwrap();
+        apply(&cat, &Write::StartFork(7, 9), &mut m);
+    }
+    let again = Catalog::open(&path).unwrap();
+    assert_eq!(read(&again), m);
+}
+
+#[test]
+fn an_empty_file_is_refused_and_left_empty() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("catalog.redb");
+    std::fs::write(&path, b"").unwrap();
+    match Catalog::open_unsynced(&path) {
+        Err(Error::Corrupt(msg)) => assert!(msg.contains("empty"), "{msg}"),
+        Err(e) => panic!("not refused as corrupt: {e}"),
+        Ok(_) => panic!("an empty file was opened as a catalog"),
+    }
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), 0);
+    assert!(Catalog::open_unsynced(&dir.path().join("missing.redb")).is_err());
+}
