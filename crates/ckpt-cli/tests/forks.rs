@@ -97,6 +97,25 @@ fn with_loop(fs: &str, mkfs_args: &[&str], test: impl FnOnce(&Path)) {
     }
 }
 
+/// Runs `test` on a fresh loop btrfs (or skips with the reason) with a
+/// fleet whose workspace and store are subvolumes (`init --subvolume`),
+/// holding a random tree of `shape` (directories, files per directory)
+/// from the seeded `Rng` `name`, which `test` gets too.
+fn on_subvolume_fleet(
+    name: &str,
+    seed: u64,
+    shape: (usize, usize),
+    test: impl FnOnce(&Fleet, &mut Rng),
+) {
+    with_loop("btrfs", &[], |mnt| {
+        let mut rng = Rng::new(name, seed);
+        let f = Fleet::new_in(mnt);
+        f.run(&["init", "--subvolume"]).ok();
+        build_tree(&f.ws.root, shape.0, shape.1, &mut rng);
+        test(&f, &mut rng);
+    });
+}
+
 /// The property test on the filesystem holding `base`.
 fn four_forks(base: &Path) {
     four_forks_with(base, None)
@@ -776,13 +795,9 @@ fn forced_backend_that_cannot_work_changes_nothing() {
 /// under DIR's name, and the next fork is complete and verifies.
 #[test]
 fn subvolume_fork_killed_at_each_durable_step_leaves_nothing() {
-    with_loop("btrfs", &[], |mnt| {
-        let mut rng = Rng::new("subvolume_fork_faults", 17);
-        let f = Fleet::new_in(mnt);
-        f.run(&["init", "--subvolume"]).ok();
-        build_tree(&f.ws.root, 3, 5, &mut rng);
+    on_subvolume_fleet("subvolume_fork_faults", 17, (3, 5), |f, _| {
         f.run(&["state", "put", "plan", "base"]).ok();
-        fork_killed_at_durable_steps(&f, &["--backend", "btrfs-subvolume"], FORK_FAULTS);
+        fork_killed_at_durable_steps(f, &["--backend", "btrfs-subvolume"], FORK_FAULTS);
     });
 }
 
@@ -792,11 +807,7 @@ fn subvolume_fork_killed_at_each_durable_step_leaves_nothing() {
 /// no template, and no template store, behind.
 #[test]
 fn fork_count_killed_leaves_no_template_behind() {
-    with_loop("btrfs", &[], |mnt| {
-        let mut rng = Rng::new("fork_count_killed", 3);
-        let f = Fleet::new_in(mnt);
-        f.run(&["init", "--subvolume"]).ok();
-        build_tree(&f.ws.root, 3, 5, &mut rng);
+    on_subvolume_fleet("fork_count_killed", 3, (3, 5), |f, _| {
         let v1 = f.save(&f.ws.root)["id"].as_str().unwrap().to_string();
         let base = snapshot(&f.ws.root);
         let stores = f.xdg.join("ckpt/stores");
@@ -813,7 +824,7 @@ fn fork_count_killed_leaves_no_template_behind() {
         for n in 1..40 {
             let p = f.dir("k");
             let args = ["fork", v1.as_str(), "--count", "2", p.to_str().unwrap()];
-            let was_killed = killed_at(&f, &f.ws.root, &args, &format!("index.after_rename:{n}"));
+            let was_killed = killed_at(f, &f.ws.root, &args, &format!("index.after_rename:{n}"));
             for i in 1..=2 {
                 let d = f.dir(&format!("k{i}"));
                 if std::fs::read_dir(&d).is_ok_and(|mut r| r.next().is_some()) {
@@ -875,11 +886,7 @@ fn materialised(f: &Fleet, rev: &str, name: &str) -> Snapshot {
 /// to save.
 #[test]
 fn subvolume_fork_through_the_parents_watcher() {
-    with_loop("btrfs", &[], |mnt| {
-        let mut rng = Rng::new("fork_watcher", 5);
-        let f = Fleet::new_in(mnt);
-        f.run(&["init", "--subvolume"]).ok();
-        build_tree(&f.ws.root, 4, 6, &mut rng);
+    on_subvolume_fleet("fork_watcher", 5, (4, 6), |f, rng| {
         write(
             &f.ws.root,
             "d01/inner/.ckpt",
@@ -888,13 +895,13 @@ fn subvolume_fork_through_the_parents_watcher() {
         write(&f.ws.root, "d01/inner/theirs.txt", b"not ours");
         f.run(&["state", "put", "plan", "base"]).ok();
         let v1 = f.save(&f.ws.root)["id"].as_str().unwrap().to_string();
-        let want = materialised(&f, &v1, "want");
-        let _watching = Watching::start(&f);
+        let want = materialised(f, &v1, "want");
+        let _watching = Watching::start(f);
         // The first save after the watcher started records its position
         // with the index; from then on it vouches.
         write(&f.ws.root, "after-watch.txt", b"saved as v2");
         f.save(&f.ws.root);
-        edit(&f.ws.root, &mut rng, "unsaved");
+        edit(&f.ws.root, rng, "unsaved");
         write(&f.ws.root, "d02/new/deep.txt", b"not in v1");
         f.run(&["state", "put", "plan", "later"]).ok();
 
@@ -920,7 +927,7 @@ fn subvolume_fork_through_the_parents_watcher() {
         assert_eq!(st["clean"], true, "{st}");
         let full = f.at(&d, &["--full-scan", "save", "--json"]).ok().json();
         assert_eq!(full["saved"], false, "{full}");
-        assert_eq!(state_at(&f, &d, "plan").as_deref(), Some("base"));
+        assert_eq!(state_at(f, &d, "plan").as_deref(), Some("base"));
         f.verify_store(&d);
         // The parent is untouched: its edits and its nested workspace.
         assert!(f.ws.root.join("d01/inner/theirs.txt").exists());
@@ -937,29 +944,25 @@ fn subvolume_fork_through_the_parents_watcher() {
 /// full scan in it finds nothing to save.
 #[test]
 fn subvolume_forks_right_after_edits_through_the_watcher_are_exact() {
-    with_loop("btrfs", &[], |mnt| {
-        let mut rng = Rng::new("fork_watcher_rounds", 9);
-        let f = Fleet::new_in(mnt);
-        f.run(&["init", "--subvolume"]).ok();
-        build_tree(&f.ws.root, 4, 6, &mut rng);
+    on_subvolume_fleet("fork_watcher_rounds", 9, (4, 6), |f, rng| {
         let id = |v: serde_json::Value| v["id"].as_str().unwrap().to_string();
         let mut ids = vec![id(f.save(&f.ws.root))];
-        let _watching = Watching::start(&f);
+        let _watching = Watching::start(f);
         // The first save through the watcher records its position.
         write(&f.ws.root, "after-watch.txt", b"through the watcher");
         ids.push(id(f.save(&f.ws.root)));
         let mut wants = std::collections::HashMap::new();
         for round in 0..8 {
-            edit(&f.ws.root, &mut rng, &format!("r{round}"));
+            edit(&f.ws.root, rng, &format!("r{round}"));
             if rng.below(3) == 0 {
                 ids.push(id(f.save(&f.ws.root)));
-                edit(&f.ws.root, &mut rng, &format!("r{round}b"));
+                edit(&f.ws.root, rng, &format!("r{round}b"));
             }
-            same_size_same_mtime(&f.ws.root, &mut rng);
+            same_size_same_mtime(&f.ws.root, rng);
             let rev = ids[rng.below(ids.len() as u64) as usize].clone();
             let want = wants
                 .entry(rev.clone())
-                .or_insert_with(|| materialised(&f, &rev, &format!("want-{rev}")));
+                .or_insert_with(|| materialised(f, &rev, &format!("want-{rev}")));
             let count = if round % 3 == 2 { 3 } else { 1 };
             let p = f.dir(&format!("w{round}-"));
             let r = f
