@@ -52,7 +52,7 @@
 //! snapshot) the store is made and imported as above. Either way its
 //! catalog is opened with [`Store::open_unsynced`]: its commits are made
 //! durable by one `fdatasync` when it is closed, before the publish,
-//! instead of six; a crash before that leaves a store nothing names.
+//! instead of six; a crash before that leaves a store no workspace names.
 //!
 //! [`Catalog::start_fork`]: crate::store::catalog::Catalog::start_fork
 //!

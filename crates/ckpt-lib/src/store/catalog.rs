@@ -253,8 +253,9 @@ pub struct Catalog {
 /// publishes a fork, so a fork paid for six (BENCHMARKS.md, forks). Its
 /// commits are still atomic for readers in this process; what they lose
 /// is only their order on disk, which matters only to a reader after a
-/// crash, and the only such reader of an unpublished fork's store is the
-/// removal of what the crash left.
+/// crash: no workspace names the store of an unpublished fork, and
+/// `ckpt stores`, which lists every store under the data home, reports
+/// one it cannot read as such.
 #[derive(Debug)]
 struct Unsynced(redb::backends::FileBackend);
 
@@ -363,8 +364,7 @@ impl Catalog {
     /// durable until [`Catalog::close`], which does it with one
     /// `fdatasync` ([`Unsynced`]). Only for the store of a fork that is not
     /// published yet: after a crash before that close, the file may be
-    /// anything, and nothing may read it (the fork is removed, its store
-    /// left unnamed).
+    /// unreadable, and no workspace names it (the fork is not published).
     pub fn open_unsynced(path: &Path) -> Result<Catalog> {
         let file = std::fs::OpenOptions::new()
             .read(true)

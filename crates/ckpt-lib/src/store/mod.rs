@@ -154,7 +154,7 @@ impl Store {
     /// catalog's commits are made durable only by [`Store::close`], with
     /// one `fdatasync` ([`Catalog::open_unsynced`]). A crash before that
     /// may leave the catalog unreadable, which is sound only because the
-    /// fork is then never published and its store never named.
+    /// fork is then never published and no workspace names its store.
     pub fn open_unsynced(root: &Path, config: &Config) -> Result<Store> {
         Store::open_mode(root, config, Mode::Unsynced)
     }
