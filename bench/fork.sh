@@ -167,23 +167,18 @@ bench_on() { # DIR LABEL
     done
     report "watcher: 8 forks (--count 8)" "${s[@]}"
     if [ -n "$SUBVOL_FLOOR" ]; then
-      # The kernel floor of a subvolume fork: its two snapshots, the
-      # rename and the fsync only (examples/subvol_floor.rs), 1 and 8 at once.
-      local one8 fl1 fl8
-      one8=$(printf '%s\n' "${s[@]}" | median 1)
-      # With --own-store, each also makes its store snapshot its own (the
+      # The kernel floor of a subvolume fork: its two snapshots, the rename
+      # and the fsync only (examples/subvol_floor.rs), 1 and 8 at once; with
+      # --own-store each also makes its store snapshot its own (the
       # watcher's files removed, one catalog page rewritten, one fdatasync).
-      local o1 o8
-      fl1=$("$SUBVOL_FLOOR" "$ws" "$base/store" "$base/floorfork" "$RUNS" 1 | awk '/^median/{print $2}')
-      fl8=$("$SUBVOL_FLOOR" "$ws" "$base/store" "$base/floorfork" "$RUNS" 8 | awk '/^median/{print $2}')
-      o1=$("$SUBVOL_FLOOR" "$ws" "$base/store" "$base/floorfork" "$RUNS" 1 --own-store | awk '/^median/{print $2}')
-      o8=$("$SUBVOL_FLOOR" "$ws" "$base/store" "$base/floorfork" "$RUNS" 8 --own-store | awk '/^median/{print $2}')
-      printf '%-44s %10s\n' "kernel floor: one fork (2 snapshots, rename, fsync)" "$fl1"
-      printf '%-44s %10s\n' "kernel floor: 8 forks at once" "$fl8"
-      printf '%-44s %10s\n' "kernel floor with its own store: one fork" "$o1"
-      printf '%-44s %10s\n' "kernel floor with its own store: 8 forks" "$o8"
-      awk -v a="$one1" -v b="$fl1" -v c="$one8" -v d="$fl8" -v e="$o1" -v f="$o8" \
-        'BEGIN{printf "%-44s %10.2f\n%-44s %10.2f\n%-44s %10.2f\n%-44s %10.2f\n", "watcher: one fork / its floor", a/b, "watcher: 8 forks / their floor", c/d, "watcher: one fork / floor with own store", a/e, "watcher: 8 forks / floor with own store", c/f}'
+      floor() { "$SUBVOL_FLOOR" "$ws" "$base/store" "$base/floorfork" "$RUNS" "$@" | awk '/^median/{print $2}'; }
+      # row LABEL FORK_MS FLOOR_MS: the floor, then the fork (through the watcher) ÷ it.
+      row() { printf '%-44s %10s\n' "kernel floor$1" "$3"; awk -v a="$2" -v b="$3" -v l="watcher ratio$1" 'BEGIN{printf "%-44s %10.2f\n", l, a/b}'; }
+      local one8; one8=$(printf '%s\n' "${s[@]}" | median 1)
+      row ": one fork" "$one1" "$(floor 1)"
+      row ": 8 forks at once" "$one8" "$(floor 8)"
+      row " with its own store: one fork" "$one1" "$(floor 1 --own-store)"
+      row " with its own store: 8 forks" "$one8" "$(floor 8 --own-store)"
     fi
     (cd "$ws" && "$CKPT" watch --stop -q)
     for ((i = 0; i < RUNS; i++)); do (cd "$ws" && "$CKPT" fork -q --remove "$base/wf$i"); done

@@ -68,9 +68,6 @@ fn beside(dest: &Path, prefix: &str, suffix: &str) -> PathBuf {
     dest.with_file_name(n)
 }
 
-/// One fork's kernel work into `dest`. Each snapshot is made in a
-/// directory of its own, as `fork --count`'s copies do: btrfs holds a
-/// directory's lock while it commits a snapshot made in it.
 /// `--own-store`: what every fork does to its store snapshot at least.
 fn make_own(store: &Path) {
     use std::os::unix::fs::FileExt;
@@ -89,6 +86,9 @@ fn make_own(store: &Path) {
     f.sync_data().expect("fdatasync");
 }
 
+/// One fork's kernel work into `dest`. Each snapshot is made in a
+/// directory of its own, as `fork --count`'s copies do: btrfs holds a
+/// directory's lock while it commits a snapshot made in it.
 fn one(ws: &Path, store: &Path, dest: &Path, own_store: bool) {
     let (tree_dir, store_dir) = (
         beside(dest, ".", ".floor"),
