@@ -33,7 +33,7 @@ use rayon::prelude::*;
 
 use crate::error::IoContext;
 use crate::store::catalog::{CatalogReader, Checkpoint};
-use crate::store::index::{DirRecord, Index, IndexEntry, RACY_WINDOW_NS, UNKNOWN_TREE};
+use crate::store::index::{DirMap, DirRecord, Index, IndexEntry, RACY_WINDOW_NS, UNKNOWN_TREE};
 use crate::store::objects::Imported;
 use crate::store::state::LazyState;
 use crate::store::tree::{Entry, Node, Tree};
@@ -196,7 +196,7 @@ pub fn inherited_index(
     let _t = crate::trace::span("inherited index");
     let scan_start_ns = fs::now_ns();
     let root_fd = fs::open_dir_path(dir).ctx("open", dir)?;
-    let out: Mutex<HashMap<Vec<u8>, Arc<DirRecord>>> = Mutex::new(HashMap::new());
+    let out: Mutex<DirMap> = Mutex::new(DirMap::default());
     let ctx = IndexBuild {
         root: root_fd.as_fd(),
         reader,
@@ -361,7 +361,7 @@ fn with_racy(mut x: IndexEntry, scan_start_ns: i64) -> IndexEntry {
 pub fn written_index(stats: &Stats, generation: u64) -> Index {
     let _t = crate::trace::span("written index");
     let scan_start_ns = fs::now_ns();
-    let dirs: HashMap<Vec<u8>, Arc<DirRecord>> = stats
+    let dirs: DirMap = stats
         .take()
         .into_iter()
         .map(|(rel, tree, complete, entries)| {
@@ -390,7 +390,7 @@ struct IndexBuild<'a> {
     reader: &'a CatalogReader<'a>,
     dir: &'a Path,
     scan_start_ns: i64,
-    out: &'a Mutex<HashMap<Vec<u8>, Arc<DirRecord>>>,
+    out: &'a Mutex<DirMap>,
 }
 
 impl IndexBuild<'_> {

@@ -648,16 +648,27 @@ impl DirRecord {
 /// `Arc` (a scan keeping it) is not a change.
 #[derive(Clone, Debug, Default)]
 pub struct Dirs {
-    map: HashMap<Vec<u8>, Arc<DirRecord>>,
-    unknown: HashSet<Vec<u8>>,
+    map: DirMap,
+    unknown: PathSet,
     /// Path → whether the base holds it, for every path whose record
     /// changed since the base. `None`: not known (records made without a
     /// base to compare with); the next write is then a whole base.
-    changed: Option<HashMap<Vec<u8>, bool>>,
+    changed: Option<HashMap<Vec<u8>, bool, PathHasher>>,
 }
 
+/// The hasher of the maps and sets keyed by a directory's path. A scan
+/// hashes every directory's path four or five times (its record, its
+/// subdirectories' records, the new index), so a fast hash shows in
+/// scan-mode saves: foldhash's, seeded anew in every process, instead of
+/// SipHash (the names come from the user's own tree).
+pub type PathHasher = foldhash::fast::RandomState;
+/// Directory path → record.
+pub type DirMap = HashMap<Vec<u8>, Arc<DirRecord>, PathHasher>;
+/// A set of directory paths.
+pub type PathSet = HashSet<Vec<u8>, PathHasher>;
+
 impl std::ops::Deref for Dirs {
-    type Target = HashMap<Vec<u8>, Arc<DirRecord>>;
+    type Target = DirMap;
     fn deref(&self) -> &Self::Target {
         &self.map
     }
@@ -672,8 +683,8 @@ impl PartialEq for Dirs {
 impl Eq for Dirs {}
 
 /// Records with nothing known about what changed since a base.
-impl From<HashMap<Vec<u8>, Arc<DirRecord>>> for Dirs {
-    fn from(map: HashMap<Vec<u8>, Arc<DirRecord>>) -> Dirs {
+impl From<DirMap> for Dirs {
+    fn from(map: DirMap) -> Dirs {
         Dirs {
             unknown: unknown_trees(&map),
             map,
@@ -684,7 +695,7 @@ impl From<HashMap<Vec<u8>, Arc<DirRecord>>> for Dirs {
 
 /// The paths whose record has [`UNKNOWN_TREE`], by a walk over `map` (the
 /// set [`Dirs`] keeps is tested against it).
-pub(crate) fn unknown_trees(map: &HashMap<Vec<u8>, Arc<DirRecord>>) -> HashSet<Vec<u8>> {
+pub(crate) fn unknown_trees(map: &DirMap) -> PathSet {
     map.iter()
         .filter(|(_, r)| r.tree == UNKNOWN_TREE)
         .map(|(p, _)| p.clone())
@@ -701,17 +712,17 @@ impl<'a> IntoIterator for &'a Dirs {
 
 impl FromIterator<(Vec<u8>, Arc<DirRecord>)> for Dirs {
     fn from_iter<I: IntoIterator<Item = (Vec<u8>, Arc<DirRecord>)>>(it: I) -> Dirs {
-        Dirs::from(it.into_iter().collect::<HashMap<_, _>>())
+        Dirs::from(it.into_iter().collect::<DirMap>())
     }
 }
 
 impl Dirs {
     /// The records of a base file: nothing changed since it.
     fn of_base(records: Vec<(Vec<u8>, Arc<DirRecord>)>) -> Dirs {
-        let mut map = HashMap::with_capacity(records.len());
+        let mut map = DirMap::with_capacity_and_hasher(records.len(), PathHasher::default());
         map.extend(records);
         Dirs {
-            changed: Some(HashMap::new()),
+            changed: Some(HashMap::default()),
             ..Dirs::from(map)
         }
     }
@@ -823,7 +834,7 @@ impl Dirs {
     }
 
     /// The paths whose record has [`UNKNOWN_TREE`].
-    pub fn unknown_trees(&self) -> &HashSet<Vec<u8>> {
+    pub fn unknown_trees(&self) -> &PathSet {
         &self.unknown
     }
 }
@@ -1438,7 +1449,7 @@ impl Index {
             dev_map: None,
             loaded,
         }));
-        self.dirs.changed = Some(HashMap::new());
+        self.dirs.changed = Some(HashMap::default());
         Ok(())
     }
 
@@ -1927,7 +1938,7 @@ mod tests {
             let from = 7u64;
             let devs: HashSet<u64> = ix.dirs.values().flat_map(|r| r.entries.iter().map(|e| e.meta.dev)).collect();
             prop_assume!(to != from && to2 != to && !devs.contains(&to) && !devs.contains(&to2));
-            let moved = |dirs: &HashMap<Vec<u8>, Arc<DirRecord>>, from: u64, to: u64| {
+            let moved = |dirs: &DirMap, from: u64, to: u64| {
                 dirs.iter()
                     .map(|(p, r)| {
                         let entries = r.entries.iter().map(|e| {
@@ -1942,7 +1953,7 @@ mod tests {
                         };
                         (p.clone(), Arc::new(rec))
                     })
-                    .collect::<HashMap<_, _>>()
+                    .collect::<DirMap>()
             };
             let tmp = tempfile::tempdir().unwrap();
             let path = tmp.path().join("index");

@@ -338,6 +338,7 @@ impl<'a> Reader<'a> {
         self.pos == self.buf.len()
     }
     /// The next `n` bytes.
+    #[inline]
     pub fn take(&mut self, n: usize) -> Result<&'a [u8]> {
         let end = self
             .pos
@@ -349,6 +350,7 @@ impl<'a> Reader<'a> {
         Ok(s)
     }
     /// A little-endian u32.
+    #[inline]
     pub fn u32(&mut self) -> Result<u32> {
         Ok(u32::from_le_bytes(self.take(4)?.try_into().unwrap()))
     }
@@ -357,27 +359,51 @@ impl<'a> Reader<'a> {
         Ok(u64::from_le_bytes(self.take(8)?.try_into().unwrap()))
     }
     /// A 32-byte hash.
+    #[inline]
     pub fn hash(&mut self) -> Result<Hash> {
         Ok(Hash(self.take(32)?.try_into().unwrap()))
     }
     /// One byte.
+    #[inline]
     pub fn u8(&mut self) -> Result<u8> {
         Ok(self.take(1)?[0])
     }
     /// An unsigned LEB128 number (at most 10 bytes, no bits beyond 64).
+    #[inline]
     pub fn varint(&mut self) -> Result<u64> {
+        // One byte, the common case (names' lengths, modes, most deltas).
+        match self.buf.get(self.pos) {
+            Some(&b) if b < 0x80 => {
+                self.pos += 1;
+                Ok(u64::from(b))
+            }
+            _ => self.varint_long(),
+        }
+    }
+
+    /// [`Self::varint`] of two bytes or more, read from the slice without
+    /// a bounds check per byte.
+    fn varint_long(&mut self) -> Result<u64> {
+        let rest = self.buf.get(self.pos..).unwrap_or_default();
         let mut v = 0u64;
-        for shift in (0..64).step_by(7) {
-            let b = self.u8()?;
-            if shift == 63 && b > 1 {
+        for (i, &b) in rest.iter().take(10).enumerate() {
+            // The tenth byte holds bit 63 only.
+            if i == 9 && b > 1 {
                 break;
             }
-            v |= u64::from(b & 0x7f) << shift;
+            v |= u64::from(b & 0x7f) << (7 * i);
             if b & 0x80 == 0 {
+                self.pos += i + 1;
                 return Ok(v);
             }
         }
-        Err(Error::Corrupt("number too long".into()))
+        Err(Error::Corrupt(
+            match rest.len() < 10 {
+                true => "object is truncated",
+                false => "number too long",
+            }
+            .into(),
+        ))
     }
 }
 
@@ -445,6 +471,65 @@ pub(crate) fn arb_node() -> impl proptest::strategy::Strategy<Value = Node> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// The reference decoder: one byte at a time, as LEB128 is defined.
+    fn model_varint(bytes: &[u8]) -> std::result::Result<(u64, usize), &'static str> {
+        let mut v = 0u64;
+        for (i, &b) in bytes.iter().enumerate() {
+            // A u64 has 64 bits: the tenth byte may carry bit 63 alone.
+            if i == 9 && b > 1 {
+                return Err("number too long");
+            }
+            v |= u64::from(b & 0x7f) << (7 * i);
+            if b & 0x80 == 0 {
+                return Ok((v, i + 1));
+            }
+        }
+        Err("object is truncated")
+    }
+
+    proptest! {
+        // Microseconds a case: enough cases to reach every ending often.
+        #![proptest_config(ProptestConfig::with_cases(4096))]
+
+        #[test]
+        fn varint_reads_what_put_varint_writes(v in any::<u64>(), tail in proptest::collection::vec(any::<u8>(), 0..4)) {
+            let mut b = Vec::new();
+            put_varint(&mut b, v);
+            let n = b.len();
+            b.extend_from_slice(&tail);
+            let mut r = Reader::new(&b);
+            prop_assert_eq!(r.varint().unwrap(), v);
+            prop_assert_eq!(r.position(), n);
+        }
+
+        #[test]
+        fn varint_agrees_with_the_model_on_any_bytes(
+            // Mostly continuation bytes, so that long and over-long
+            // numbers and truncation are all common.
+            bytes in proptest::collection::vec(
+                (any::<u8>(), 0..10u8).prop_map(|(b, k)| match k {
+                    0..=7 => b | 0x80,
+                    8 => b,
+                    _ => b & 3, // a tenth byte near the limit
+                }),
+                0..13,
+            ),
+            skip in 0usize..3,
+        ) {
+            let skip = skip.min(bytes.len());
+            let mut r = Reader::new(&bytes);
+            r.take(skip).unwrap();
+            match (r.varint(), model_varint(&bytes[skip..])) {
+                (Ok(v), Ok((m, n))) => {
+                    prop_assert_eq!(v, m);
+                    prop_assert_eq!(r.position(), skip + n);
+                }
+                (Err(Error::Corrupt(e)), Err(m)) => prop_assert_eq!(e, m),
+                (got, want) => prop_assert!(false, "{:?} vs {:?}", got.map_err(|e| e.to_string()), want),
+            }
+        }
+    }
 
     fn arb_entry() -> impl Strategy<Value = Entry> {
         let name =

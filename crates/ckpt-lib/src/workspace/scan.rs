@@ -1298,8 +1298,8 @@ mod tests {
     /// place: the whole map copied, the directories gone (and everything
     /// within them) filtered out by a walk over every record, the records
     /// it made added.
-    fn copied_update(index: &Index, u: &IndexUpdate) -> HashMap<Vec<u8>, Arc<DirRecord>> {
-        let mut dirs: HashMap<_, _> = (*index.dirs).clone();
+    fn copied_update(index: &Index, u: &IndexUpdate) -> crate::store::index::DirMap {
+        let mut dirs = (*index.dirs).clone();
         dirs.retain(|p, _| !u.removed.iter().any(|r| is_within(p, r)));
         dirs.extend(u.records.iter().cloned());
         dirs
