@@ -22,7 +22,9 @@
 //!   that is not a fork, every backend `doctor` says cannot work here
 //!   forced with `--backend`, a subvolume fork onto another filesystem or
 //!   of a workspace that is not a subvolume, `init --subvolume` off btrfs:
-//!   a clear error, nothing changed.
+//!   a clear error, nothing changed. `--count` that runs out of space part
+//!   way (a small tmpfs): the forks made stay whole and are named, the exit
+//!   code is the I/O error's.
 
 mod common;
 
@@ -533,6 +535,53 @@ fn bad_fork_input_changes_nothing() {
             .len(),
         1
     );
+}
+
+/// `fork --count` that runs out of space part way, on a small tmpfs: the
+/// forks made stay, each complete, and the error names them; the one that
+/// failed leaves nothing; the exit code is the cause's (1: an I/O error),
+/// not a usage error's.
+#[test]
+fn count_out_of_space_keeps_the_forks_made_and_exits_with_the_cause() {
+    let Some(fs) = Tmpfs::mount("5m") else {
+        skip_needs_root("cannot mount a tmpfs here");
+        return;
+    };
+    let mut rng = Rng::new("count_out_of_space", 22);
+    let f = Fleet::new();
+    write(&f.ws.root, "big.bin", &rng.bytes(1_200_000));
+    build_tree(&f.ws.root, 4, 8, &mut rng);
+    let v1 = f.save(&f.ws.root)["id"].as_str().unwrap().to_string();
+    let base = snapshot(&f.ws.root);
+    let prefix = fs.path().join("f");
+    let r = f.run(&["fork", &v1, "--count", "6", prefix.to_str().unwrap()]);
+    assert_eq!(r.code, Some(1), "{}", r.dump());
+    assert!(r.stderr.contains("No space left"), "{}", r.dump());
+    let made: Vec<PathBuf> = (1..=6)
+        .map(|i| fs.path().join(format!("f{i}")))
+        .take_while(|d| d.exists())
+        .collect();
+    assert!(
+        !made.is_empty() && made.len() < 6,
+        "{} forks made:\n{}",
+        made.len(),
+        r.dump()
+    );
+    assert!(r.stderr.contains("the forks made stay"), "{}", r.dump());
+    for d in &made {
+        assert!(r.stderr.contains(d.to_str().unwrap()), "{}", r.dump());
+        assert_same(&base, &snapshot(d), "a fork made before the failure");
+        f.verify_store(d);
+    }
+    // Nothing else under the forks' names: no partial fork, no staging.
+    let mut left: Vec<String> = std::fs::read_dir(fs.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n != ".ckpt-stores")
+        .collect();
+    left.sort();
+    let want: Vec<String> = (1..=made.len()).map(|i| format!("f{i}")).collect();
+    assert_eq!(left, want, "{}", r.dump());
 }
 
 #[test]

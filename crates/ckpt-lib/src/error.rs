@@ -72,6 +72,16 @@ pub enum Error {
     /// the message names the request and the object.
     #[error("remote: {0}")]
     Remote(String),
+    /// An operation that makes several independent things (`fork --count`)
+    /// failed after making some, which stay: the message names them; the
+    /// exit code is the cause's.
+    #[error("{message}")]
+    Partly {
+        /// What failed, why, and what was made and stays.
+        message: String,
+        /// The error that stopped it.
+        cause: Box<Error>,
+    },
     /// The embedded database reported an error.
     #[error("catalog {path}: {message}")]
     Catalog {
@@ -105,6 +115,7 @@ impl Error {
             Error::NoSpaceForUndo(_) => EXIT_NO_SPACE_FOR_UNDO,
             Error::Corrupt(_) => 5,
             Error::Remote(_) => EXIT_REMOTE,
+            Error::Partly { cause, .. } => cause.exit_code(),
             Error::Io(_) | Error::Unstable(_) | Error::TooDeep { .. } | Error::Catalog { .. } => 1,
             Error::State(e) => match e {
                 ckpt_state::Error::CasMismatch { .. } => EXIT_CAS_MISMATCH,

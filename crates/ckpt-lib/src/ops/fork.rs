@@ -418,11 +418,14 @@ fn partly_made(made: &[ForkReport], failed: &Path, e: Error) -> Error {
         return e;
     }
     let made: Vec<String> = made.iter().map(|f| f.to.display().to_string()).collect();
-    Error::Usage(format!(
-        "fork into {} failed: {e}; the forks made stay: {}",
-        failed.display(),
-        made.join(", ")
-    ))
+    Error::Partly {
+        message: format!(
+            "fork into {} failed (nothing of it is left): {e}; the forks made stay: {}\n  remove them with `ckpt fork --remove DIR`, or keep them",
+            failed.display(),
+            made.join(", ")
+        ),
+        cause: Box::new(e),
+    }
 }
 
 /// How many copies of a `fork --count` template are made at once. Each is
@@ -503,10 +506,13 @@ fn clone_all(
             .flatten()
             .map(|(f, _)| f.workspace.root.display().to_string())
             .collect();
-        return Err(Error::Usage(format!(
-            "{e}: the forks {} are in place but may not survive a power cut; run `sync`",
-            placed.join(", ")
-        )));
+        return Err(Error::Partly {
+            message: format!(
+                "{e}: the forks {} are in place but may not survive a power cut; run `sync`",
+                placed.join(", ")
+            ),
+            cause: Box::new(e),
+        });
     }
     let synced = t1.elapsed();
     drop(sync_span);
