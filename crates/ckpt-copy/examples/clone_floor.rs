@@ -5,15 +5,26 @@
 //! directories are created first, then files are cloned in parallel on
 //! every core (rayon), as the fork does.
 //!
-//! Usage: cargo run --release -p ckpt-copy --example clone_floor SRC DST
-//! Prints: `files N dirs M clone_ms T`.
+//! With `--own-store OBJECTS` (a store's `objects/` directory) it also
+//! times the kernel work a fork whose store holds its own names for the
+//! checkpoint's objects cannot skip: while the files are cloned, one
+//! thread (as the fork's store import) hard-links every object below
+//! OBJECTS into `DST.objects/` (same shard layout), and at the end one
+//! `syncfs` makes the files and links durable, as the fork does before it
+//! is published. Every object of the store is linked, which is what a fork
+//! of a store holding one checkpoint links.
+//!
+//! Usage: cargo run --release -p ckpt-copy --example clone_floor SRC DST [--own-store OBJECTS]
+//! Prints: `files N dirs M clone_ms T` (with `--own-store`, then
+//! `objects K own_store_ms U`: the whole timed work, links and `syncfs`
+//! included).
 
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use rayon::prelude::*;
-use rustix::fs::{Mode, OFlags};
+use rustix::fs::{AtFlags, Mode, OFlags};
 
 fn list(root: &Path, rel: &Path, dirs: &mut Vec<PathBuf>, files: &mut Vec<PathBuf>) {
     for e in std::fs::read_dir(root.join(rel)).expect("list") {
@@ -29,18 +40,9 @@ fn list(root: &Path, rel: &Path, dirs: &mut Vec<PathBuf>, files: &mut Vec<PathBu
     }
 }
 
-fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let [_, src, dst] = args.as_slice() else {
-        eprintln!("usage: clone_floor SRC DST");
-        std::process::exit(2);
-    };
-    let (src, dst) = (Path::new(src), Path::new(dst));
-    let (mut dirs, mut files) = (Vec::new(), Vec::new());
-    list(src, Path::new(""), &mut dirs, &mut files);
-    let t0 = Instant::now();
+fn clone_all(src: &Path, dst: &Path, dirs: &[PathBuf], files: &[PathBuf]) {
     std::fs::create_dir(dst).expect("create DST");
-    for d in &dirs {
+    for d in dirs {
         std::fs::create_dir(dst.join(d)).expect("mkdir");
     }
     files.par_iter().for_each(|f| {
@@ -54,10 +56,73 @@ fn main() {
         .expect("create");
         rustix::fs::ioctl_ficlone(d.as_fd(), s.as_fd()).expect("FICLONE");
     });
+}
+
+/// Hard-links every object (`shard/name`) of `objects` into `to`, one
+/// after the other.
+fn link_all(objects: &Path, to: &Path, shards: &[PathBuf], names: &[PathBuf]) {
+    std::fs::create_dir(to).expect("create the objects directory");
+    for s in shards {
+        std::fs::create_dir(to.join(s)).expect("mkdir shard");
+    }
+    let (from, into) = (
+        rustix::fs::open(objects, OFlags::PATH | OFlags::CLOEXEC, Mode::empty()).expect("open"),
+        rustix::fs::open(to, OFlags::PATH | OFlags::CLOEXEC, Mode::empty()).expect("open"),
+    );
+    for n in names {
+        rustix::fs::linkat(&from, n, &into, n, AtFlags::empty()).expect("link");
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let (src, dst, objects) = match args.as_slice() {
+        [_, src, dst] => (src, dst, None),
+        [_, src, dst, flag, objects] if flag == "--own-store" => (src, dst, Some(objects)),
+        _ => {
+            eprintln!("usage: clone_floor SRC DST [--own-store OBJECTS]");
+            std::process::exit(2);
+        }
+    };
+    let (src, dst) = (Path::new(src), Path::new(dst));
+    let (mut dirs, mut files) = (Vec::new(), Vec::new());
+    list(src, Path::new(""), &mut dirs, &mut files);
+    let Some(objects) = objects.map(Path::new) else {
+        let t0 = Instant::now();
+        clone_all(src, dst, &dirs, &files);
+        println!(
+            "files {} dirs {} clone_ms {:.1}",
+            files.len(),
+            dirs.len(),
+            t0.elapsed().as_secs_f64() * 1e3
+        );
+        return;
+    };
+    let (mut shards, mut names) = (Vec::new(), Vec::new());
+    list(objects, Path::new(""), &mut shards, &mut names);
+    let mut to = dst.as_os_str().to_owned();
+    to.push(".objects");
+    let to = PathBuf::from(to);
+    let t0 = Instant::now();
+    // The links on a thread of their own, beside the pool that clones.
+    let clone_ms = std::thread::scope(|s| {
+        s.spawn(|| link_all(objects, &to, &shards, &names));
+        clone_all(src, dst, &dirs, &files);
+        t0.elapsed().as_secs_f64() * 1e3
+    });
+    let d = rustix::fs::open(
+        dst,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .expect("open");
+    rustix::fs::syncfs(&d).expect("syncfs");
     println!(
-        "files {} dirs {} clone_ms {:.1}",
+        "files {} dirs {} clone_ms {:.1} objects {} own_store_ms {:.1}",
         files.len(),
         dirs.len(),
+        clone_ms,
+        names.len(),
         t0.elapsed().as_secs_f64() * 1e3
     );
 }
