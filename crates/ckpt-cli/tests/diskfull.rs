@@ -51,20 +51,13 @@ fn status(ws: &Ws) -> Vec<(String, String)> {
         .collect()
 }
 
-/// A tmpfs of `size`, or a reported skip.
-fn tmpfs(size: &str) -> Option<Tmpfs> {
-    let fs = Tmpfs::mount(size);
-    if fs.is_none() {
-        skip_needs_root("cannot mount a tmpfs here");
-    }
-    fs
-}
-
 /// The reproduction of issue 19: on a 5 MB tmpfs holding workspace and
 /// store, big1.bin is saved as v1, then big2.bin fills the disk.
 #[test]
 fn undo_on_a_full_disk_that_also_holds_the_store() {
-    let Some(fs) = tmpfs("5m") else { return };
+    let Some(fs) = Tmpfs::mount_or_skip("5m") else {
+        return;
+    };
     let mut rng = Rng::new("full_disk_same_fs", 19);
     let ws = Ws::new_in(fs.path());
     ws.init();
@@ -119,7 +112,9 @@ fn undo_on_a_full_disk_that_also_holds_the_store() {
 /// what the store holds, with or without the pre-restore save.
 #[test]
 fn restore_frees_space_before_it_uses_space() {
-    let Some(fs) = tmpfs("5m") else { return };
+    let Some(fs) = Tmpfs::mount_or_skip("5m") else {
+        return;
+    };
     let mut rng = Rng::new("full_disk_other_fs", 7);
     let ws = Ws::new();
     std::fs::remove_dir(&ws.root).unwrap();
@@ -164,7 +159,9 @@ fn restore_frees_space_before_it_uses_space() {
 #[test]
 fn random_work_on_a_nearly_full_disk_never_loses_a_checkpoint() {
     for (seed, store_on_tmpfs) in [(1, true), (2, false), (3, true), (4, false)] {
-        let Some(fs) = tmpfs("6m") else { return };
+        let Some(fs) = Tmpfs::mount_or_skip("6m") else {
+            return;
+        };
         random_work(&fs, seed, store_on_tmpfs);
     }
 }

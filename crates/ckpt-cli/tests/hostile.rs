@@ -292,8 +292,7 @@ fn long_names_and_paths_near_path_max_round_trip() {
 #[test]
 fn full_disk_during_save_restore_and_state_commit() {
     // 6 MB of room, plus the store's 1 MiB reserve (see `ckpt_lib::store`).
-    let Some(fs) = Tmpfs::mount("7m") else {
-        skip_needs_root("cannot mount a tmpfs here");
+    let Some(fs) = Tmpfs::mount_or_skip("7m") else {
         return;
     };
     let mut rng = Rng::new("full_disk", 3);
@@ -389,8 +388,7 @@ fn restores_outside(ws: &Ws, id: &str, want: &Snapshot) {
 /// clearly, writing commands fail clearly with exit 1, nothing changes.
 #[test]
 fn read_only_store_fails_clearly() {
-    let Some(fs) = Tmpfs::mount("16m") else {
-        skip_needs_root("cannot mount a tmpfs here");
+    let Some(fs) = Tmpfs::mount_or_skip("16m") else {
         return;
     };
     let ws = Ws::new();

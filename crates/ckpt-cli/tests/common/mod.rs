@@ -850,6 +850,16 @@ impl Tmpfs {
         ok.then_some(Tmpfs { dir })
     }
 
+    /// [`Tmpfs::mount`], or a reported skip when the mount is refused
+    /// ([`skip_needs_root`]: a failure under `CI=true` as root).
+    pub fn mount_or_skip(size: &str) -> Option<Tmpfs> {
+        let fs = Tmpfs::mount(size);
+        if fs.is_none() {
+            skip_needs_root("cannot mount a tmpfs here");
+        }
+        fs
+    }
+
     /// The mount point.
     pub fn path(&self) -> &Path {
         self.dir.path()
