@@ -316,6 +316,9 @@ pub fn valid_name(name: &[u8]) -> bool {
     !name.is_empty() && name != b"." && name != b".." && !name.iter().any(|&b| b == b'/' || b == 0)
 }
 
+/// What [`Reader`] reports when its buffer ends before what it reads.
+const TRUNCATED: &str = "object is truncated";
+
 /// A bounds-checked cursor over a byte buffer; every overrun is reported as
 /// corruption rather than a panic (also used by the remote encodings in
 /// `ckpt-remote`).
@@ -344,7 +347,7 @@ impl<'a> Reader<'a> {
             .pos
             .checked_add(n)
             .filter(|&e| e <= self.buf.len())
-            .ok_or_else(|| Error::Corrupt("object is truncated".into()))?;
+            .ok_or_else(|| Error::Corrupt(TRUNCATED.into()))?;
         let s = &self.buf[self.pos..end];
         self.pos = end;
         Ok(s)
@@ -399,7 +402,7 @@ impl<'a> Reader<'a> {
         }
         Err(Error::Corrupt(
             match rest.len() < 10 {
-                true => "object is truncated",
+                true => TRUNCATED,
                 false => "number too long",
             }
             .into(),
