@@ -59,7 +59,9 @@ fn fixture(rng: &mut Rng) -> Fixture {
     // The unsaved state: v2's new directory gone again (its objects become
     // garbage once v2 is deleted), new content, a big file rewritten.
     remove_tree(&ws.root.join("m"));
-    fill_dir(&ws.root, "n", 40, rng);
+    // Enough new files that, past the 32 fsynced one by one, the save
+    // stages fresh shards (so it reaches the `objects.*shard_rename` points).
+    fill_dir(&ws.root, "n", 120, rng);
     for i in 5..10 {
         write(&ws.root, &format!("d00/f{i:04}.txt"), &rng.text(200));
     }
@@ -101,6 +103,8 @@ fn op_for(point: &str) -> Op {
 /// Points hit once per item (object, file, deleted object): also crashed at
 /// the third hit, in the middle of the batch.
 const PER_ITEM: &[&str] = &[
+    "objects.before_shard_rename",
+    "objects.after_shard_rename",
     "objects.before_rename",
     "objects.after_rename",
     "restore.after_tmp_write",

@@ -432,3 +432,22 @@ pub fn is_within(path: &[u8], base: &[u8]) -> bool {
     base.is_empty()
         || (path.starts_with(base) && (path.len() == base.len() || path[base.len()] == b'/'))
 }
+
+/// Whether the directory `fd` holds no entry but `.` and `..`. Reads one
+/// small batch of entries, so it costs the same for a directory of millions.
+pub fn dir_is_empty(fd: BorrowedFd<'_>) -> rustix::io::Result<bool> {
+    let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 512];
+    let mut dir = rustix::fs::RawDir::new(fd, &mut buf[..]);
+    while let Some(ent) = dir.next() {
+        let ent = match ent {
+            Ok(e) => e,
+            Err(Errno::INTR) => continue,
+            Err(e) => return Err(e),
+        };
+        let name = ent.file_name().to_bytes();
+        if name != b"." && name != b".." {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}

@@ -21,6 +21,8 @@ pub const POINTS: &[&str] = &[
     // save (crate ckpt-lib: objects, checkpoint, catalog, index)
     "save.after_scan",
     "objects.after_tmp_fsync",
+    "objects.before_shard_rename",
+    "objects.after_shard_rename",
     "objects.before_rename",
     "objects.after_rename",
     "objects.after_dir_fsync",

@@ -27,6 +27,41 @@
 //! wait on each other (on ext4 a first save spent a quarter of its CPU
 //! spinning on that lock).
 //!
+//! ## Shard directories
+//! A shard directory `objects/ab/` is made when the first object of its
+//! shard is placed, with the permissions of `objects/`; a missing shard
+//! holds nothing. (Stores made before this rule have all 256 from `init`,
+//! and they work the same.)
+//!
+//! ## Placing a fresh shard whole
+//! Renaming is most of what placing costs: one `rename` per object, each
+//! serialised on the filesystem's cross-directory rename lock and each
+//! dirtying the object's inode again. A first save placed 36k objects one
+//! by one in 270–400 ms, as long as it took to make their data durable.
+//! So a large operation (past the objects fsynced one by one) writes each
+//! object of a shard that is missing or empty when the operation first
+//! stores into it (a *fresh* shard) into a staged copy of that shard,
+//! `tmp/<pid>.<ns>/shards/ab/cdef…`, under its final name, instead of a
+//! lane. At commit, after the same `syncfs`, each staged shard is renamed
+//! onto `objects/ab` in one step (`rename` replaces a missing or empty
+//! directory, and fails if anything was placed there since), and the
+//! placement is synced as before. The 256 renames of a first save take a
+//! few ms. Why this keeps the promise above:
+//! - the staged names are below `tmp/`, so nothing under `objects/` names a
+//!   file before its data is durable;
+//! - a staged shard is moved only if it holds exactly the operation's
+//!   pending objects of that shard (counted): a file an error left behind
+//!   never gets a name under `objects/`, and its shard's objects are
+//!   renamed one by one instead, as they are when `objects/ab` is no longer
+//!   empty;
+//! - a crash leaves each shard either as it was or whole, never half moved.
+//!
+//! Content that stays in lanes: the first objects (fsynced one by one),
+//! large files (copied before their hash, so their shard, is known), band
+//! manifests (placed after all bands) and the objects of a shard that held
+//! something. Shard decisions end with the operation (at commit or abort):
+//! the next operation on the same open store decides afresh.
+//!
 //! ## Content the store already holds
 //! Capturing content the store already has copies nothing, so a save or a
 //! restore's pre-save on a full disk still works when nothing new is in it.
@@ -49,7 +84,7 @@
 use std::collections::HashMap;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use rayon::prelude::*;
@@ -151,6 +186,15 @@ pub struct Objects {
     counter: AtomicU64,
     /// Whether each lane directory below `tmp` exists (made on first use).
     lanes: Box<[OnceLock<Result<(), Errno>>]>,
+    /// Per shard, in the operation under way: whether it is staged whole
+    /// (see "Placing a fresh shard whole" in the module doc), one of the
+    /// `SHARD_*` states. Back to undecided at each commit and abort.
+    staged: Box<[AtomicU8]>,
+    /// The permissions of `objects/`, which every shard directory gets.
+    shard_mode: OnceLock<Result<u32, Errno>>,
+    /// Whether this operation changed `objects/` itself (made a shard or
+    /// renamed one into place), so its next placement syncs it.
+    dir_changed: AtomicBool,
     /// Opened by [`Objects::open_read_only`]: `tmp` is the shared `tmp/`
     /// root, nothing may be written, and nothing is removed on drop.
     read_only: bool,
@@ -186,6 +230,21 @@ fn remove_stale_temps(tmp_root: &Path) -> Result<OwnedFd> {
         )?;
     }
     Ok(root.into_fd())
+}
+
+/// The directory below an operation's `tmp` directory that holds its
+/// staged shards (see "Placing a fresh shard whole" in the module doc).
+const STAGED: &str = "shards";
+
+/// States of a shard in [`Objects::staged`].
+const SHARD_UNDECIDED: u8 = 0;
+const SHARD_DECIDING: u8 = 1;
+const SHARD_STAGED: u8 = 2;
+const SHARD_LANES: u8 = 3;
+
+/// Whether a temporary name is in a staged shard.
+fn is_staged(tmp_name: &[u8]) -> bool {
+    tmp_name.starts_with(STAGED.as_bytes()) && tmp_name.get(STAGED.len()) == Some(&b'/')
 }
 
 /// `ab/cdef….bands`: the path of a band manifest below `objects/`.
@@ -248,6 +307,9 @@ impl Objects {
             flushing: Default::default(),
             counter: AtomicU64::new(0),
             lanes: (0..LANES).map(|_| OnceLock::new()).collect(),
+            staged: (0..256).map(|_| AtomicU8::new(SHARD_UNDECIDED)).collect(),
+            shard_mode: OnceLock::new(),
+            dir_changed: AtomicBool::new(false),
             read_only,
         }
     }
@@ -264,13 +326,40 @@ impl Objects {
         Ok(Objects::new_open(path, dir, tmp_path, tmp, copier, true))
     }
 
-    /// Creates the directory layout of an empty object store.
+    /// Creates the directory layout of an empty object store: `objects/`
+    /// and `tmp/`. A shard directory is made when its first object is
+    /// placed (see "Shard directories" in the module doc).
     pub fn create_layout(store: &Path) -> Result<()> {
-        let objects = store.join("objects");
-        std::fs::create_dir_all(store.join("tmp")).ctx("create", store.join("tmp"))?;
-        for i in 0..256 {
-            let d = objects.join(format!("{i:02x}"));
+        for d in [store.join("objects"), store.join("tmp")] {
             std::fs::create_dir_all(&d).ctx("create", &d)?;
+        }
+        Ok(())
+    }
+
+    /// The permissions of a shard directory: those of `objects/`.
+    fn shard_mode(&self) -> Result<rustix::fs::Mode, Errno> {
+        let mode = self
+            .shard_mode
+            .get_or_init(|| fs::stat_fd(self.dir.as_fd()).map(|m| m.perm()));
+        mode.map(rustix::fs::Mode::from_raw_mode)
+    }
+
+    /// Makes the shard directory `objects/<shard>` if it is missing.
+    fn make_shard(&self, shard: u8) -> Result<()> {
+        let name = format!("{shard:02x}");
+        let made = self.shard_mode().and_then(|mode| {
+            match rustix::fs::mkdirat(self.dir.as_fd(), name.as_str(), mode) {
+                Ok(()) => {
+                    // The umask may have narrowed `mode`.
+                    rustix::fs::chmodat(self.dir.as_fd(), name.as_str(), mode, AtFlags::empty())?;
+                    Ok(true)
+                }
+                Err(Errno::EXIST) => Ok(false),
+                Err(e) => Err(e),
+            }
+        });
+        if made.ctx("create", self.path.join(&name))? {
+            self.dir_changed.store(true, Ordering::Relaxed);
         }
         Ok(())
     }
@@ -413,6 +502,81 @@ impl Objects {
         made.map_err(|e| Error::io("create", self.tmp_path.join(lane.to_string()), e.into()))?;
         let n = self.counter.fetch_add(1, Ordering::Relaxed);
         Ok(format!("{lane}/{n}").into_bytes())
+    }
+
+    /// Creates the temporary file for object `hash` in its staged shard,
+    /// `shards/ab/cdef…` below this operation's `tmp` directory, when that
+    /// shard is staged (see "Placing a fresh shard whole" in the module
+    /// doc). `None`: the caller takes a lane name instead. So does an
+    /// object whose shard another thread is deciding on, and one whose
+    /// content another thread is storing at the same moment (of the two
+    /// copies, the one registered second is dropped).
+    fn staged_create(&self, hash: &Hash) -> Result<Option<(Vec<u8>, OwnedFd)>> {
+        if self.fsynced_each.load(Ordering::Relaxed) < FSYNC_EACH_LIMIT {
+            return Ok(None);
+        }
+        let state = &self.staged[hash.0[0] as usize];
+        match state.compare_exchange(
+            SHARD_UNDECIDED,
+            SHARD_DECIDING,
+            Ordering::Acquire,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => {
+                let staged = self.stage_shard(hash.0[0]);
+                let to = if staged { SHARD_STAGED } else { SHARD_LANES };
+                state.store(to, Ordering::Release);
+                if !staged {
+                    return Ok(None);
+                }
+            }
+            Err(SHARD_STAGED) => {}
+            Err(_) => return Ok(None),
+        }
+        let mut name = Vec::with_capacity(STAGED.len() + 66);
+        name.extend_from_slice(STAGED.as_bytes());
+        name.push(b'/');
+        name.extend_from_slice(&object_name(hash));
+        match fs::create_excl_at(self.tmp.as_fd(), &name, 0o444) {
+            Ok(fd) => Ok(Some((name, fd))),
+            Err(Errno::EXIST) => Ok(None),
+            Err(e) => Err(Error::io(
+                "create",
+                self.tmp_path.join(fs::as_path(&name)),
+                e.into(),
+            )),
+        }
+    }
+
+    /// Decides whether shard `shard` is staged in this operation: only if
+    /// `objects/<shard>` is missing or empty now, and its staging copy,
+    /// with a shard directory's permissions, could be made. Staging only
+    /// saves work: whatever stops it, the shard's objects take lanes.
+    fn stage_shard(&self, shard: u8) -> bool {
+        let name = format!("{shard:02x}");
+        match fs::open_dir_at(self.dir.as_fd(), name.as_bytes()) {
+            Ok(live) if fs::dir_is_empty(live.as_fd()) == Ok(true) => {}
+            Ok(_) => return false,
+            Err(Errno::NOENT) => {}
+            Err(_) => return false,
+        }
+        let Ok(mode) = self.shard_mode() else {
+            return false;
+        };
+        let rel = format!("{STAGED}/{name}");
+        let mkdir = |rel: &str, mode| match rustix::fs::mkdirat(self.tmp.as_fd(), rel, mode) {
+            // A staged shard left by an earlier operation of this process
+            // is empty, or the count in `place_staged` keeps it in place.
+            Ok(()) | Err(Errno::EXIST) => Ok(()),
+            Err(e) => Err(e),
+        };
+        mkdir(STAGED, rustix::fs::Mode::RWXU)
+            .and_then(|()| mkdir(&rel, mode))
+            // The umask may have narrowed `mode`.
+            .and_then(|()| {
+                rustix::fs::chmodat(self.tmp.as_fd(), rel.as_str(), mode, AtFlags::empty())
+            })
+            .is_ok()
     }
 
     /// Captures the regular file `name` in `dir` into the store. `known`
@@ -573,20 +737,40 @@ impl Objects {
     /// Writes `data` to a new temp file and records it as pending `hash`
     /// (an object, or a band manifest). Returns the bytes newly stored.
     fn store_bytes(&self, hash: Hash, data: &[u8], what: Stored) -> Result<u64> {
-        let tmp_name = self.tmp_name()?;
-        let tmp_shown = self.tmp_path.join(fs::as_path(&tmp_name));
-        let tmp =
-            fs::create_excl_at(self.tmp.as_fd(), &tmp_name, 0o444).ctx("create", &tmp_shown)?;
-        if what == Stored::Band {
+        let staged = match what {
+            Stored::Manifest => None,
+            Stored::Object | Stored::Band => self.staged_create(&hash)?,
+        };
+        let (tmp_name, tmp) = match staged {
+            Some(made) => made,
+            None => {
+                let name = self.tmp_name()?;
+                let fd = fs::create_excl_at(self.tmp.as_fd(), &name, 0o444)
+                    .ctx("create", self.tmp_path.join(fs::as_path(&name)))?;
+                (name, fd)
+            }
+        };
+        let tmp_shown = || self.tmp_path.join(fs::as_path(&tmp_name));
+        let written = if what == Stored::Band {
             // A band keeps the holes of its all-zero blocks, so a sparse
             // file costs the store only its data, and `assemble` can tell
             // a band that has holes to put back.
-            rustix::fs::ftruncate(&tmp, data.len() as u64).ctx("truncate", &tmp_shown)?;
-            self.copier.write_sparse_at(tmp.as_fd(), data, 0)
+            rustix::fs::ftruncate(&tmp, data.len() as u64)
+                .ctx("truncate", tmp_shown())
+                .and_then(|()| {
+                    self.copier
+                        .write_sparse_at(tmp.as_fd(), data, 0)
+                        .ctx("write", tmp_shown())
+                })
         } else {
-            self.copier.write_all(tmp.as_fd(), data)
+            self.copier
+                .write_all(tmp.as_fd(), data)
+                .ctx("write", tmp_shown())
+        };
+        if let Err(e) = written {
+            let _ = rustix::fs::unlinkat(self.tmp.as_fd(), tmp_name.as_slice(), AtFlags::empty());
+            return Err(e);
         }
-        .ctx("write", &tmp_shown)?;
         self.add_pending_to(
             hash,
             tmp_name,
@@ -683,6 +867,7 @@ impl Objects {
     pub fn commit(&self) -> Result<usize> {
         let pending = std::mem::take(&mut *self.pending.lock().unwrap());
         let manifests = std::mem::take(&mut *self.pending_manifests.lock().unwrap());
+        self.undecide_shards();
         if pending.is_empty() && manifests.is_empty() {
             return Ok(0);
         }
@@ -707,14 +892,27 @@ impl Objects {
             return Ok(0);
         }
         let pending: Vec<(Hash, Vec<u8>)> = pending.into_iter().collect();
+        let whole = self.place_staged(&pending)?;
         pending
             .par_iter()
+            .filter(|(hash, tmp_name)| !(is_staged(tmp_name) && whole[hash.0[0] as usize]))
             .try_for_each(|(hash, tmp_name)| -> Result<()> {
                 let final_name = name(hash);
                 ckpt_fault::point("objects.before_rename");
-                let placed =
+                let rename = || {
                     fs::rename_noreplace(self.tmp.as_fd(), tmp_name, self.dir.as_fd(), &final_name)
-                        .ctx("rename", self.path.join(fs::as_path(&final_name)))?;
+                };
+                // `ENOENT`: the shard is missing (or was, until another
+                // thread made it); once it is there, a second `ENOENT` is
+                // the temporary file's.
+                let placed = match rename() {
+                    Err(Errno::NOENT) => {
+                        self.make_shard(hash.0[0])?;
+                        rename()
+                    }
+                    r => r,
+                }
+                .ctx("rename", self.path.join(fs::as_path(&final_name)))?;
                 if !placed {
                     let _ = rustix::fs::unlinkat(
                         self.tmp.as_fd(),
@@ -730,7 +928,11 @@ impl Objects {
         shards.dedup();
         if shards.len() > FSYNC_EACH_LIMIT {
             rustix::fs::syncfs(&self.dir).ctx("syncfs", &self.path)?;
+            self.dir_changed.store(false, Ordering::Relaxed);
         } else {
+            if self.dir_changed.swap(false, Ordering::Relaxed) {
+                rustix::fs::fsync(&self.dir).ctx("fsync", &self.path)?;
+            }
             for s in shards {
                 let name = format!("{s:02x}");
                 let fd = fs::open_dir_at(self.dir.as_fd(), name.as_bytes())
@@ -742,12 +944,69 @@ impl Objects {
         Ok(pending.len())
     }
 
+    /// Renames each staged shard whose every file is pending onto its empty
+    /// live shard, in one step. Returns, per shard, whether that happened;
+    /// the objects of any other staged shard are renamed one by one, as
+    /// lane files are.
+    fn place_staged(&self, pending: &[(Hash, Vec<u8>)]) -> Result<Box<[bool; 256]>> {
+        let mut whole = Box::new([false; 256]);
+        let mut count = [0usize; 256];
+        for (hash, tmp_name) in pending {
+            if is_staged(tmp_name) {
+                count[hash.0[0] as usize] += 1;
+            }
+        }
+        for (shard, &n) in count.iter().enumerate() {
+            if n == 0 {
+                continue;
+            }
+            let rel = format!("{STAGED}/{shard:02x}");
+            let shown = || self.tmp_path.join(&rel);
+            // Only pending files may become names under `objects/`: a shard
+            // that holds anything else (a file an error left) is not moved.
+            let held = fs::open_dir_at(self.tmp.as_fd(), rel.as_bytes())
+                .and_then(fs::list_dir_packed)
+                .ctx("read", shown())?
+                .len();
+            if held != n {
+                continue;
+            }
+            let live = format!("{shard:02x}");
+            ckpt_fault::point("objects.before_shard_rename");
+            match rustix::fs::renameat(
+                self.tmp.as_fd(),
+                rel.as_str(),
+                self.dir.as_fd(),
+                live.as_str(),
+            ) {
+                Ok(()) => {
+                    whole[shard] = true;
+                    self.dir_changed.store(true, Ordering::Relaxed);
+                }
+                // Something was placed there since the shard was staged.
+                Err(Errno::NOTEMPTY) | Err(Errno::EXIST) => {}
+                Err(e) => return Err(Error::io("rename", shown(), e.into())),
+            }
+            ckpt_fault::point("objects.after_shard_rename");
+        }
+        Ok(whole)
+    }
+
     /// Drops pending objects without storing them (an aborted operation).
     pub fn abort(&self) {
         let mut pending = std::mem::take(&mut *self.pending.lock().unwrap());
         pending.extend(std::mem::take(&mut *self.pending_manifests.lock().unwrap()));
         for tmp_name in pending.values() {
             let _ = rustix::fs::unlinkat(self.tmp.as_fd(), tmp_name.as_slice(), AtFlags::empty());
+        }
+        self.undecide_shards();
+    }
+
+    /// Ends an operation's shard decisions: the next one decides afresh
+    /// (its shards may have been placed since).
+    fn undecide_shards(&self) {
+        for s in self.staged.iter() {
+            s.store(SHARD_UNDECIDED, Ordering::Relaxed);
         }
     }
 
@@ -1015,7 +1274,7 @@ impl Objects {
         let present = AtomicU64::new(0);
         let to_copy: Mutex<Vec<(Hash, u64)>> = Mutex::new(Vec::new());
         let banded: Mutex<Vec<(Hash, u64)>> = Mutex::new(Vec::new());
-        let link = |name: &[u8]| -> rustix::io::Result<bool> {
+        let link_once = |name: &[u8]| -> rustix::io::Result<bool> {
             match rustix::fs::linkat(
                 src.dir.as_fd(),
                 name,
@@ -1028,11 +1287,21 @@ impl Objects {
                 Err(e) => Err(e),
             }
         };
+        // `ENOENT` is the source's once the target's shard is there.
+        let link = |h: &Hash, name: &[u8]| -> Result<rustix::io::Result<bool>> {
+            Ok(match link_once(name) {
+                Err(Errno::NOENT) => {
+                    self.make_shard(h.0[0])?;
+                    link_once(name)
+                }
+                r => r,
+            })
+        };
         let refused = |e: Errno| matches!(e, Errno::XDEV | Errno::PERM | Errno::MLINK);
         // The link first: one system call whether the object is new here
         // (the usual case: a fork's new store) or present (`EEXIST`).
         wanted.par_iter().try_for_each(|&(h, size)| -> Result<()> {
-            match link(&object_name(&h)) {
+            match link(&h, &object_name(&h))? {
                 Ok(true) => {
                     linked.fetch_add(1, Ordering::Relaxed);
                 }
@@ -1060,7 +1329,7 @@ impl Objects {
                 if self.contains_plain(band) {
                     continue;
                 }
-                match link(&object_name(band)) {
+                match link(band, &object_name(band))? {
                     Ok(true) => {
                         linked.fetch_add(1, Ordering::Relaxed);
                     }
@@ -1077,7 +1346,7 @@ impl Objects {
         }
         let mut linked_manifests = 0u64;
         for (h, _) in &manifests {
-            match link(&manifest_name(h)) {
+            match link(h, &manifest_name(h))? {
                 Ok(true) => linked_manifests += 1,
                 Ok(false) => {}
                 Err(e) if refused(e) => {
