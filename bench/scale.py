@@ -10,7 +10,8 @@ directories, symlinks and files, each file holding the first 2 KiB of its origin
 with the original's permission bits and mtimes. The K-times workspace is K copies of
 the template under one root (`ws/r00 ... ws/rNN`, `cp -a`). The replicas' contents are
 identical, so the store deduplicates them: a first save stores one replica's objects
-and hashes all of them.
+and hashes all of them. With `--distinct` each replica is made from the corpus with
+its own salt in each file's first bytes instead, so a first save stores them all.
 """
 from __future__ import annotations
 
@@ -140,9 +141,11 @@ def append_line(path: str, n: int) -> None:
 # ---------------------------------------------------------------------------------------
 # The generator.
 
-def make_template(corpus: str, dest: str) -> dict:
+def make_template(corpus: str, dest: str, salt: bytes = b"") -> dict:
     """A copy of `corpus` at `dest` whose files hold the first 2 KiB of their
-    originals (permission bits and mtimes kept; directory mtimes set last)."""
+    originals (permission bits and mtimes kept; directory mtimes set last).
+    A `salt` replaces each file's first bytes (its size stays), so copies made
+    with different salts share no content but empty files."""
     part = dest + ".partial"
     rmtree(part)
     counts = {"files": 0, "dirs": 0, "symlinks": 0, "other": 0}
@@ -170,6 +173,8 @@ def make_template(corpus: str, dest: str) -> dict:
                 elif e.is_file(follow_symlinks=False):
                     with open(e.path, "rb") as f:
                         head = f.read(HEAD_BYTES)
+                    if salt:
+                        head = (salt + head)[:len(head)]
                     with open(d, "wb") as f:
                         f.write(head)
                     os.chmod(d, s.st_mode & 0o7777)
@@ -184,11 +189,17 @@ def make_template(corpus: str, dest: str) -> dict:
     return counts
 
 
-def make_workspace(template: str, ws: str, k: int) -> None:
+def make_workspace(template: str, ws: str, k: int, distinct_from: str = "") -> None:
+    """K replicas of `template`; with `distinct_from` (the corpus), each is made
+    from it with its own salt instead, so no two replicas share content."""
     rmtree(ws)
     os.makedirs(ws)
     for i in range(k):
-        subprocess.run(["cp", "-a", template, os.path.join(ws, f"r{i:02d}")], check=True)
+        dest = os.path.join(ws, f"r{i:02d}")
+        if distinct_from:
+            make_template(distinct_from, dest, salt=f"r{i:02d} ".encode())
+        else:
+            subprocess.run(["cp", "-a", template, dest], check=True)
 
 
 def count_entries(root: str) -> dict:
@@ -352,7 +363,7 @@ class Scale:
         rec["loadavg_start"] = loadavg()
         try:
             log(f"== {k}x: making the workspace (untimed)")
-            make_workspace(self.template, ws, k)
+            make_workspace(self.template, ws, k, a.corpus if a.distinct else "")
             rec.update(count_entries(ws))
             rec["ws_du_bytes"] = du_bytes(ws)
             log(f"  {rec['entries']:,} entries, {rec['dirs']:,} dirs, "
@@ -441,6 +452,8 @@ class Scale:
                  f"({machine['cpu']}), {machine['memory_gib']} GiB RAM, Linux "
                  f"{machine['kernel']}, scratch on {machine['scratch_fs']}")
         L.append(f"- ckpt: {machine['ckpt_version']} ({self.a.ckpt})")
+        L.append("- replicas: " + ("distinct (no shared content)" if self.a.distinct
+                                   else "identical (a first save stores one)"))
         L.append(f"- command: `{self.a.command_line}`")
         L.append("- load average: " + "; ".join(
             f"{k}×: start {' '.join(self.results[k].get('loadavg_start', []))}, end "
@@ -545,6 +558,9 @@ def main():
                          "chosen by itself when keeping them would exceed --max-disk-gb")
     ap.add_argument("--after-delete", type=float, default=360.0,
                     help="seconds to wait after deleting a copy before the next timed round")
+    ap.add_argument("--distinct", action="store_true",
+                    help="replicas share no content (each file's first bytes name its "
+                         "replica), so a first save stores every replica's objects")
     ap.add_argument("--keep", action="store_true", help="keep the scratch dirs")
     ap.add_argument("--json-out", default=os.path.join(HERE, "results", "scale.json"))
     ap.add_argument("--command-line", default=" ".join(sys.argv), help=argparse.SUPPRESS)
@@ -609,8 +625,10 @@ def main():
     failed = False
     try:
         for k in sizes:
-            # workspace + one copy per round + stores (small: the replicas deduplicate)
-            est = lambda copies: tdu * k * (1 + copies) * 1.1 + tdu * a.fair_rounds  # noqa
+            # workspace + one copy per round + a store per round (one replica's
+            # objects, or every replica's with --distinct)
+            stores = tdu * (k if a.distinct else 1) * a.fair_rounds
+            est = lambda copies: tdu * k * (1 + copies) * 1.1 + stores  # noqa
             a.drop_copies = a.drop_copies_flag
             if not a.drop_copies and est(a.fair_rounds) > a.max_disk_gb * 1e9:
                 log(f"{k}x: keeping {a.fair_rounds} copies would need "
