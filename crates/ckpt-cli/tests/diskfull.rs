@@ -4,7 +4,8 @@
 //! already holds, `--no-save` writes nothing to the store, a pre-restore
 //! save that cannot fit is refused (exit 9) with nothing changed and the
 //! paths `--no-save` would lose named, and a save that runs out of space
-//! leaves store, index and `status` truthful. Every acknowledged checkpoint
+//! leaves store, index and `status` truthful (a first save of many files
+//! too, whose objects are staged by shard). Every acknowledged checkpoint
 //! still verifies and restores byte for byte.
 //!
 //! Mounting a tmpfs needs root (`common::skip_needs_root`: a failure under
@@ -105,6 +106,56 @@ fn undo_on_a_full_disk_that_also_holds_the_store() {
     ws.run(&["verify", &v1]).ok();
     assert_store_verifies(&ws, "at the end");
     assert!(workspace_temps(&ws.root).is_empty());
+}
+
+/// A first save of many small files into a store on a full disk: past the
+/// 32 objects fsynced one by one, its objects go into staged shards below
+/// `tmp/` (store/objects.rs, "Placing a fresh shard whole"). Running out of
+/// space there names no object and leaves nothing behind; a save that fits
+/// then places them all.
+#[test]
+fn a_large_save_that_runs_out_of_space_names_no_object() {
+    let Some(fs) = Tmpfs::mount_or_skip("3m") else {
+        return;
+    };
+    let mut rng = Rng::new("a_large_save_that_runs_out_of_space", 23);
+    let mut ws = Ws::new();
+    ws.store = fs.path().join("store");
+    ws.init();
+    // 4.8 MB of distinct small files for a 3 MB store.
+    for i in 0..600 {
+        write(
+            &ws.root,
+            &format!("d{:02}/f{i:03}.bin", i % 20),
+            &rng.bytes(8192),
+        );
+    }
+    let r = ws.run(&["save"]).code(1);
+    assert!(r.stderr.contains("No space left"), "{}", r.dump());
+    assert_eq!(
+        ws.log_ids(),
+        Vec::<String>::new(),
+        "the failed save recorded"
+    );
+    assert!(
+        store_leftovers(&ws.store).is_empty(),
+        "{:?}",
+        store_leftovers(&ws.store)
+    );
+    assert_eq!(ws.object_count(), 0, "the failed save named objects");
+    assert_store_verifies(&ws, "after the failed save");
+
+    // 200 files fit: every one is placed and restores.
+    for i in 200..600 {
+        std::fs::remove_file(ws.root.join(format!("d{:02}/f{i:03}.bin", i % 20))).unwrap();
+    }
+    let want = snapshot(&ws.root);
+    let (id, saved) = ws.save();
+    assert!(saved);
+    assert_eq!(ws.object_count(), 200);
+    assert!(store_leftovers(&ws.store).is_empty());
+    assert_store_verifies(&ws, "after the save that fits");
+    ws.assert_restores(&id, &want);
 }
 
 /// The store on another filesystem, the workspace's full: a restore frees
