@@ -750,3 +750,40 @@ fn nesting_at_the_depth_limit_works_and_past_it_is_refused() {
     let (v4, _) = ws.save();
     assert_ne!(v4, v2);
 }
+
+/// `sudo ckpt save` in another user's workspace: the shard directories the
+/// save makes (staged whole, or one by one) get the owner and permissions
+/// of `objects/`, so the store's owner can still place objects in them.
+#[test]
+fn root_saving_into_another_users_store_keeps_its_shards_theirs() {
+    use std::os::unix::fs::MetadataExt;
+    if !is_root() {
+        skip_needs_root("chown to another user");
+        return;
+    }
+    const NOBODY: u32 = 65534;
+    let mut rng = Rng::new("root_saving_into_another_users_store", 5);
+    let ws = Ws::new();
+    ws.init();
+    // More than the 32 objects fsynced one by one, so shards are staged.
+    for i in 0..1000 {
+        write(
+            &ws.root,
+            &format!("d{:02}/f{i:04}", i % 10),
+            &rng.bytes(100),
+        );
+    }
+    let objects = ws.store.join("objects");
+    std::os::unix::fs::chown(&objects, Some(NOBODY), Some(NOBODY)).unwrap();
+    ws.save();
+    let want = std::fs::metadata(&objects).unwrap();
+    let mut shards = 0;
+    for shard in std::fs::read_dir(&objects).unwrap() {
+        let m = shard.unwrap().metadata().unwrap();
+        assert_eq!((m.uid(), m.gid()), (NOBODY, NOBODY), "a shard made by root");
+        assert_eq!(m.mode(), want.mode());
+        shards += 1;
+    }
+    assert!(shards > 200, "only {shards} shards");
+    assert_store_verifies(&ws, "after root's save");
+}

@@ -29,8 +29,9 @@
 //!
 //! ## Shard directories
 //! A shard directory `objects/ab/` is made when the first object of its
-//! shard is placed, with the permissions of `objects/`; a missing shard
-//! holds nothing. (Stores made before this rule have all 256 from `init`,
+//! shard is placed, with the permissions and owner of `objects/` (so a
+//! save run by root in another user's store leaves it theirs); a missing
+//! shard holds nothing. (Stores made before this rule have all 256 from `init`,
 //! and they work the same.)
 //!
 //! ## Placing a fresh shard whole
@@ -190,8 +191,9 @@ pub struct Objects {
     /// (see "Placing a fresh shard whole" in the module doc), one of the
     /// `SHARD_*` states. Back to undecided at each commit and abort.
     staged: Box<[AtomicU8]>,
-    /// The permissions of `objects/`, which every shard directory gets.
-    shard_mode: OnceLock<Result<u32, Errno>>,
+    /// The permission bits, owner and group of `objects/`, which every
+    /// shard directory gets.
+    objects_stat: OnceLock<Result<(u32, u32, u32), Errno>>,
     /// Whether this operation changed `objects/` itself (made a shard or
     /// renamed one into place), so its next placement syncs it.
     dir_changed: AtomicBool,
@@ -308,7 +310,7 @@ impl Objects {
             counter: AtomicU64::new(0),
             lanes: (0..LANES).map(|_| OnceLock::new()).collect(),
             staged: (0..256).map(|_| AtomicU8::new(SHARD_UNDECIDED)).collect(),
-            shard_mode: OnceLock::new(),
+            objects_stat: OnceLock::new(),
             dir_changed: AtomicBool::new(false),
             read_only,
         }
@@ -336,28 +338,35 @@ impl Objects {
         Ok(())
     }
 
-    /// The permissions of a shard directory: those of `objects/`.
-    fn shard_mode(&self) -> Result<rustix::fs::Mode, Errno> {
-        let mode = self
-            .shard_mode
-            .get_or_init(|| fs::stat_fd(self.dir.as_fd()).map(|m| m.perm()));
-        mode.map(rustix::fs::Mode::from_raw_mode)
+    /// Makes the directory `name` in `dir` as a shard directory: with the
+    /// permissions and owner of `objects/` (whatever the umask, and when
+    /// root writes into another user's store). `Ok(false)`: it exists.
+    fn mkdir_shard(&self, dir: BorrowedFd<'_>, name: &str) -> Result<bool, Errno> {
+        let like = *self.objects_stat.get_or_init(|| {
+            rustix::fs::fstat(&self.dir).map(|st| (st.st_mode & 0o7777, st.st_uid, st.st_gid))
+        });
+        let (mode, uid, gid) = like?;
+        let mode = rustix::fs::Mode::from_raw_mode(mode);
+        match rustix::fs::mkdirat(dir, name, mode) {
+            Ok(()) => {}
+            Err(Errno::EXIST) => return Ok(false),
+            Err(e) => return Err(e),
+        }
+        rustix::fs::chmodat(dir, name, mode, AtFlags::empty())?;
+        if uid != rustix::process::geteuid().as_raw() {
+            let (uid, gid) = (
+                rustix::fs::Uid::from_raw(uid),
+                rustix::fs::Gid::from_raw(gid),
+            );
+            rustix::fs::chownat(dir, name, Some(uid), Some(gid), AtFlags::empty())?;
+        }
+        Ok(true)
     }
 
     /// Makes the shard directory `objects/<shard>` if it is missing.
     fn make_shard(&self, shard: u8) -> Result<()> {
         let name = format!("{shard:02x}");
-        let made = self.shard_mode().and_then(|mode| {
-            match rustix::fs::mkdirat(self.dir.as_fd(), name.as_str(), mode) {
-                Ok(()) => {
-                    // The umask may have narrowed `mode`.
-                    rustix::fs::chmodat(self.dir.as_fd(), name.as_str(), mode, AtFlags::empty())?;
-                    Ok(true)
-                }
-                Err(Errno::EXIST) => Ok(false),
-                Err(e) => Err(e),
-            }
-        });
+        let made = self.mkdir_shard(self.dir.as_fd(), &name);
         if made.ctx("create", self.path.join(&name))? {
             self.dir_changed.store(true, Ordering::Relaxed);
         }
@@ -560,22 +569,13 @@ impl Objects {
             Err(Errno::NOENT) => {}
             Err(_) => return false,
         }
-        let Ok(mode) = self.shard_mode() else {
-            return false;
-        };
-        let rel = format!("{STAGED}/{name}");
-        let mkdir = |rel: &str, mode| match rustix::fs::mkdirat(self.tmp.as_fd(), rel, mode) {
-            // A staged shard left by an earlier operation of this process
-            // is empty, or the count in `place_staged` keeps it in place.
+        let root = match rustix::fs::mkdirat(self.tmp.as_fd(), STAGED, rustix::fs::Mode::RWXU) {
             Ok(()) | Err(Errno::EXIST) => Ok(()),
             Err(e) => Err(e),
         };
-        mkdir(STAGED, rustix::fs::Mode::RWXU)
-            .and_then(|()| mkdir(&rel, mode))
-            // The umask may have narrowed `mode`.
-            .and_then(|()| {
-                rustix::fs::chmodat(self.tmp.as_fd(), rel.as_str(), mode, AtFlags::empty())
-            })
+        // A staged shard left by an earlier operation of this process is
+        // empty, or the count in `place_staged` keeps it in place.
+        root.and_then(|()| self.mkdir_shard(self.tmp.as_fd(), &format!("{STAGED}/{name}")))
             .is_ok()
     }
 
