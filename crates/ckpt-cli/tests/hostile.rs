@@ -766,13 +766,7 @@ fn root_saving_into_another_users_store_keeps_its_shards_theirs() {
     let ws = Ws::new();
     ws.init();
     // More than the 32 objects fsynced one by one, so shards are staged.
-    for i in 0..1000 {
-        write(
-            &ws.root,
-            &format!("d{:02}/f{i:04}", i % 10),
-            &rng.bytes(100),
-        );
-    }
+    fill_dir(&ws.root, "many", 1000, &mut rng);
     let objects = ws.store.join("objects");
     std::os::unix::fs::chown(&objects, Some(NOBODY), Some(NOBODY)).unwrap();
     ws.save();
