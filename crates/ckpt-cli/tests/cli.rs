@@ -508,8 +508,25 @@ fn restore_to_non_empty_dir_fails_and_changes_nothing() {
     let r = ws
         .run(&["restore", &v1, "--to", dest.to_str().unwrap()])
         .code(2);
-    assert!(r.stderr.contains("not empty"), "{}", r.dump());
+    assert!(
+        r.stderr
+            .contains("is not empty; `ckpt restore --to` needs a new or empty directory"),
+        "{}",
+        r.dump()
+    );
     assert_same(&dest_before, &snapshot(&dest), "--to target");
+    // `ckpt clone` into it: refused before any remote is asked, in its
+    // own words.
+    let r = ws
+        .run(&["clone", "s3://bucket/team", dest.to_str().unwrap()])
+        .code(2);
+    assert!(
+        r.stderr
+            .contains("is not empty; `ckpt clone` needs a new or empty directory"),
+        "{}",
+        r.dump()
+    );
+    assert_same(&dest_before, &snapshot(&dest), "clone target");
     assert_same(&before, &snapshot(&ws.root), "workspace");
     assert_eq!(ws.log_ids(), ids);
     // Into the workspace itself: refused too.

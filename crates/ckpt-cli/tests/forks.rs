@@ -500,7 +500,10 @@ fn bad_fork_input_changes_nothing() {
     let busy_before = snapshot(&busy);
     let inside = f.ws.root.join("sub");
     for (args, what) in [
-        (vec!["fork", &v1, busy.to_str().unwrap()], "not empty"),
+        (
+            vec!["fork", &v1, busy.to_str().unwrap()],
+            "is not empty; a fork needs a new or empty directory",
+        ),
         (
             vec!["fork", &v1, inside.to_str().unwrap()],
             "inside the workspace",
@@ -509,15 +512,26 @@ fn bad_fork_input_changes_nothing() {
             vec!["fork", &v1, f.ws.root.to_str().unwrap()],
             "inside the workspace",
         ),
-        (vec!["adopt", busy.to_str().unwrap()], ""),
+        (vec!["adopt", busy.to_str().unwrap()], "is not a fork"),
+        (
+            vec!["diff", "--fork", busy.to_str().unwrap()],
+            "is not a fork",
+        ),
         (
             vec!["adopt", f.ws.root.to_str().unwrap()],
             "this workspace itself",
         ),
-        (vec!["fork", "--remove", busy.to_str().unwrap()], ""),
+        (
+            vec!["fork", "--remove", busy.to_str().unwrap()],
+            "is not a fork",
+        ),
     ] {
         let r = f.run(&args);
         assert_ne!(r.code, Some(0), "{}", r.dump());
+        // A directory that is no workspace is a bad argument here.
+        if what == "is not a fork" {
+            assert_eq!(r.code, Some(2), "{}", r.dump());
+        }
         assert!(r.stderr.contains(what), "{what}: {}", r.dump());
         assert_same(&before, &snapshot(&f.ws.root), "workspace after bad input");
         assert_same(&busy_before, &snapshot(&busy), "busy dir after bad input");

@@ -796,7 +796,7 @@ pub fn clone(ctx: &Context, opts: &CloneOptions<'_>) -> Result<CloneReport> {
         layout::check_name(w)?;
     }
     let dest = normalize(&ctx.abs(opts.dir));
-    let missing = materialize::check_fresh(&dest)?;
+    let missing = materialize::check_fresh(&dest, "`ckpt clone`")?;
     let client = Client::open(&url, opts.settings)?;
     let rt = crate::runtime()?;
     // Everything is read before anything local is created.

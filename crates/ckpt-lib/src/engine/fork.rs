@@ -223,7 +223,7 @@ pub fn fork(
     watcher_plan: &dyn Fn() -> ScanPlan,
     durable: bool,
 ) -> Result<Forked> {
-    let missing = materialize::check_fresh(dest)?;
+    let missing = materialize::check_fresh(dest, "a fork")?;
     let cp = store.catalog.reader()?.resolve(rev)?;
     let ws = Workspace::plan(dest, new_store, config.data_home.as_deref())?;
     remove_dead_siblings(&ws.root, "ckpt-fork");
@@ -660,7 +660,7 @@ pub fn clone_fork(
     config: &Config,
     known: Option<&Index>,
 ) -> Result<StagedCopy> {
-    let missing = materialize::check_fresh(dest)?;
+    let missing = materialize::check_fresh(dest, "a fork")?;
     let ws = Workspace::plan(dest, None, config.data_home.as_deref())?;
     // The store's staging directory is named after the fork, not after
     // its store (whose name is new each time), so that the next fork of

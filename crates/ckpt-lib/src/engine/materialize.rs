@@ -532,14 +532,14 @@ impl Writer<'_> {
     }
 }
 
-/// Checks that `dest` is a new or empty directory; returns whether it is
-/// missing.
-pub fn check_fresh(dest: &Path) -> Result<bool> {
+/// Checks that `dest` is a new or empty directory for `what` (the command
+/// that writes it, as the error names it); returns whether it is missing.
+pub fn check_fresh(dest: &Path, what: &str) -> Result<bool> {
     match std::fs::read_dir(dest) {
         Ok(mut it) => {
             if it.next().is_some() {
                 return Err(Error::Usage(format!(
-                    "{} is not empty; --to needs a new or empty directory (nothing was changed)",
+                    "{} is not empty; {what} needs a new or empty directory: name one that does not exist yet, or empty this one (nothing was changed)",
                     dest.display()
                 )));
             }
@@ -651,7 +651,7 @@ pub fn restore_to_with(
     let reader = store.catalog.reader()?;
     let target = reader.resolve(rev)?;
     // Refuse a non-empty destination before creating anything.
-    let missing = check_fresh(dest)?;
+    let missing = check_fresh(dest, "`ckpt restore --to`")?;
     let filter = PathFilter::new(paths.to_vec());
     if missing {
         std::fs::create_dir_all(dest).ctx("create", dest)?;

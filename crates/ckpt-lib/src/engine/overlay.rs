@@ -152,7 +152,7 @@ pub fn fork(
     config: &Config,
     opts: MaterializeOptions<'_>,
 ) -> Result<(Forked, ForkedOverlay)> {
-    let missing = materialize::check_fresh(dest)?;
+    let missing = materialize::check_fresh(dest, "a fork")?;
     let cp = store.catalog.reader()?.resolve(rev)?;
     let ws = Workspace::plan(dest, new_store, config.data_home.as_deref())?;
     fork_into(store, origin_root, &cp, &ws, missing, config, opts).inspect_err(|_| {

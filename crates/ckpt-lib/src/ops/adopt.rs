@@ -97,7 +97,16 @@ pub fn split_fork_arg(arg: &str) -> (&str, Option<&str>) {
 /// must be another workspace than `ws`.
 pub fn fork_workspace(ctx: &Context, ws: &Workspace, dir: &Path) -> Result<Workspace> {
     let abs = normalize(&ctx.abs(dir));
-    let fork = Workspace::discover(&abs)?;
+    let fork = match Workspace::discover(&abs) {
+        // A bad argument, not a command run outside a workspace.
+        Err(Error::NotAWorkspace(_)) => {
+            return Err(Error::Usage(format!(
+                "{} is not a fork: it is not in any ckpt workspace; `ckpt forks` lists the forks of this one (nothing was changed)",
+                abs.display()
+            )))
+        }
+        r => r?,
+    };
     if fork.root != abs.canonicalize().unwrap_or(abs.clone()) {
         return Err(Error::Usage(format!(
             "{} is not a workspace root (it is inside {}); name the fork's directory (nothing was changed)",

@@ -377,7 +377,7 @@ pub fn fork_many(ctx: &Context, opts: &ForkOptions<'_>, n: usize) -> Result<Fork
     let mut dests = Vec::with_capacity(n);
     for d in numbered(opts.dir, n) {
         let dest = outside(ctx, &ws, &d)?;
-        crate::engine::materialize::check_fresh(&dest)?;
+        crate::engine::materialize::check_fresh(&dest, "a fork")?;
         dests.push(dest);
     }
     let choice = choose(&ws, &dests[0], opts)?;
