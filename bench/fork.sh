@@ -4,7 +4,8 @@
 #   - the parent's save after a 1-file edit (the reference for the next line)
 #   - a fork's first save after a 1-file edit
 #   - one fork (`ckpt fork HEAD DIR`), 8 forks (`ckpt fork HEAD --count 8 PREFIX`)
-#   - on btrfs, the rows again with the parent's `ckpt watch` running (saved just before)
+#   - on btrfs, the rows again with the parent's `ckpt watch` running (saved just before), the
+#     fork's first save both right away and once the watcher has warmed the fork
 #   - disk used by a fresh fork (filesystem "used" before/after, after sync)
 #   - adopt (`ckpt adopt DIR` of a fork with a 1-file edit saved)
 #   - as root, overlay forks: the first (which writes the shared lower), one more, and
@@ -62,6 +63,13 @@ one_fork() { # DIR: times `ckpt fork HEAD DIR` into s, the disk it used (KiB) in
   local u0; u0=$(used "$base")
   s+=($(cd "$ws" && timed "$CKPT" fork HEAD "$1"))
   d+=($(( ($(used "$base") - u0) / 1024 )))
+}
+warmed() { # waits (untimed) until the parent's watcher has warmed every fork (docs/FORK.md)
+  local k
+  for ((k = 0; k < 1200; k++)); do
+    (cd "$ws" && "$CKPT" watch --status --json) | grep -q '"warming": 0' && return
+    sleep 0.05
+  done
 }
 first_saves() { # LABEL PREFIX: the first save of each fork $base/PREFIX$i after a 1-file edit
   local s=() i
@@ -159,15 +167,24 @@ bench_on() { # DIR LABEL
     (cd "$ws" && "$CKPT" watch --daemon -q)
     # The first save through a new watcher records its position with the index.
     echo "// w" >> "$f"; (cd "$ws" && "$CKPT" save -q)
-    local ps=(); s=(); d=(); for ((i = 0; i < RUNS; i++)); do
+    local ps=(); s=(); d=(); local fa=() fw=()
+    for ((i = 0; i < RUNS; i++)); do
       echo "// w$i" >> "$f"; ps+=($(cd "$ws" && timed "$CKPT" save -q))
       one_fork "$base/wf$i"
+      # Its first save right away, while the watcher warms it (walks it).
+      echo "// f$i" >> "$base/wf$i/$rel"; fa+=($(cd "$base/wf$i" && timed "$CKPT" save -q))
     done
     report "watcher: parent save after a 1-file edit" "${ps[@]}"
     report "watcher: one fork" "${s[@]}"
     local one1; one1=$(printf '%s\n' "${s[@]}" | median 1)
     report "watcher: disk used by a fresh fork (KiB)" "${d[@]}"
-    first_saves "watcher: " wf
+    report "watcher: fork's first save right away" "${fa[@]}"
+    # The same once the watcher's walk of the fork has ended (untimed wait).
+    for ((i = 0; i < RUNS; i++)); do
+      settled; (cd "$ws" && "$CKPT" fork -q HEAD "$base/wh$i"); warmed
+      echo "// h$i" >> "$base/wh$i/$rel"; fw+=($(cd "$base/wh$i" && timed "$CKPT" save -q))
+    done
+    report "watcher: fork's first save once warmed" "${fw[@]}"
     adopts "watcher: " wf
     s=(); for ((i = 0; i < RUNS; i++)); do
       echo "// v$i" >> "$f"; (cd "$ws" && "$CKPT" save -q)
@@ -190,7 +207,7 @@ bench_on() { # DIR LABEL
       row " with its own store: 8 forks" "$one8" "$(floor 8 --own-store)"
     fi
     (cd "$ws" && "$CKPT" watch --stop -q)
-    for ((i = 0; i < RUNS; i++)); do (cd "$ws" && "$CKPT" fork -q --remove "$base/wf$i"); done
+    for ((i = 0; i < RUNS; i++)); do (cd "$ws" && "$CKPT" fork -q --remove "$base/wf$i" && "$CKPT" fork -q --remove "$base/wh$i"); done
     remove_counts wg
   fi
 

@@ -1055,6 +1055,65 @@ fn subvolume_forks_right_after_edits_through_the_watcher_are_exact() {
     });
 }
 
+/// A subvolume fork made through the watcher, and every copy of `fork
+/// --count`, is not scanned, so the parent's watcher warms it
+/// (`crate::daemon::warm`): it `lstat`s every entry of each such fork once,
+/// counted by the watcher's status, and changes nothing in it.
+#[test]
+fn the_watcher_warms_every_entry_of_the_forks_it_spared_a_scan() {
+    on_subvolume_fleet("fork_warm", 10, (3, 5), |f, _| {
+        f.save(&f.ws.root);
+        let _watching = Watching::start(f);
+        write(&f.ws.root, "through.txt", b"the watcher");
+        f.save(&f.ws.root);
+        let one = f.dir("warm-one");
+        let r = f
+            .run(&["fork", "HEAD", one.to_str().unwrap(), "--json"])
+            .ok()
+            .json();
+        assert_eq!(r["restored"]["watcher"], true, "{r}");
+        let prefix = f.dir("warm-");
+        f.run(&["fork", "HEAD", "--count", "3", prefix.to_str().unwrap()])
+            .ok();
+        let forks: Vec<PathBuf> = std::iter::once(one)
+            .chain((1..=3).map(|i| f.dir(&format!("warm-{i}"))))
+            .collect();
+        let before: Vec<Snapshot> = forks.iter().map(|d| snapshot(d)).collect();
+        let entries: u64 = forks.iter().map(|d| count_entries(d)).sum();
+        // The walks run in the background: wait for them (a bound on a
+        // stuck walk, not a timing).
+        let mut status = serde_json::Value::Null;
+        for _ in 0..2400 {
+            status = f.run(&["watch", "--status", "--json"]).ok().json();
+            if status["warming"] == 0 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert_eq!(status["warming"], 0, "{status}");
+        assert_eq!(status["warmed_entries"], entries, "{status}");
+        for (d, b) in forks.iter().zip(&before) {
+            assert_same(b, &snapshot(d), "a warmed fork");
+        }
+    });
+}
+
+/// Every entry below `root` (not `root` itself), without following links.
+fn count_entries(root: &Path) -> u64 {
+    let mut n = 0;
+    let mut todo = vec![root.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let e = e.unwrap();
+            n += 1;
+            if e.file_type().unwrap().is_dir() {
+                todo.push(e.path());
+            }
+        }
+    }
+    n
+}
+
 /// Rewrites a random file of `root` with other bytes of the same length and
 /// puts its mtime back: only its ctime says it changed.
 fn same_size_same_mtime(root: &Path, rng: &mut Rng) {

@@ -101,6 +101,12 @@ pub fn run(ctx: &Ctx, args: &WatchArgs) -> Result<()> {
                     if let Some(q) = s.auto_save_secs {
                         println!("  auto-save after {q} s quiet ({} so far)", s.auto_saves);
                     }
+                    if s.warming > 0 || s.warmed_entries > 0 {
+                        println!(
+                            "  forks: {} being warmed, {} entries warmed",
+                            s.warming, s.warmed_entries
+                        );
+                    }
                 }
             }
         }

@@ -26,6 +26,8 @@ use std::os::unix::fs::MetadataExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rustix::event::{poll, PollFd, PollFlags};
@@ -86,6 +88,8 @@ struct Watcher {
     auto_saved_through: Option<Instant>,
     auto_child: Option<Child>,
     auto_saves: u64,
+    /// Forks being warmed ([`Op::Warm`], [`super::warm`]).
+    warming: Arc<super::warm::Progress>,
     uid: u32,
     ws: Workspace,
     /// The in-memory engine's index (see "The in-memory engine").
@@ -357,6 +361,8 @@ impl Watcher {
             overflows: self.overflows,
             auto_save_secs: self.opts.auto_save.map(|d| d.as_secs_f64()),
             auto_saves: self.auto_saves,
+            warming: self.warming.running.load(Ordering::Relaxed),
+            warmed_entries: self.warming.entries.load(Ordering::Relaxed),
         }
     }
 
@@ -420,6 +426,12 @@ impl Watcher {
                     // The client waits: memory is given back once idle.
                     self.write_index();
                 }
+            }
+            Op::Warm => {
+                // Absolute paths only: the watcher's own directory means
+                // nothing to the client.
+                let dirs = req.warm.iter().filter(|d| d.is_absolute()).cloned();
+                super::warm::start(dirs.collect(), &self.warming);
             }
             Op::Stop => {}
         }
@@ -881,6 +893,7 @@ pub fn run(ws: &Workspace, opts: WatchOptions) -> Result<()> {
         auto_saved_through: None,
         auto_child: None,
         auto_saves: 0,
+        warming: Arc::default(),
         uid,
         ws: ws.clone(),
         mem: None,

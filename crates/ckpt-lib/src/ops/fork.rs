@@ -260,6 +260,11 @@ fn fork_with(
         });
         rep.elapsed = t0.elapsed();
     }
+    // The watcher spared the fork its scan: its inodes are cold.
+    if rep.restored.is_some_and(|r| r.watcher) {
+        ctx.client()
+            .warm(&ws.store_path, std::slice::from_ref(&rep.to));
+    }
     Ok(rep)
 }
 
@@ -390,9 +395,12 @@ pub fn fork_many(ctx: &Context, opts: &ForkOptions<'_>, n: usize) -> Result<Fork
     if let Some(t) = &template {
         let made = clone_all(ctx, t, &dests, &choice);
         drop_template(template.as_ref());
-        return made.map(|forks| ForkManyReport {
-            forks,
-            elapsed: t0.elapsed(),
+        return made.map(|forks| {
+            let elapsed = t0.elapsed();
+            // Copies of a template are never scanned: their inodes are cold.
+            let dirs: Vec<PathBuf> = forks.iter().map(|f| f.to.clone()).collect();
+            ctx.client().warm(&ws.store_path, &dirs);
+            ForkManyReport { forks, elapsed }
         });
     }
     // Each object is hashed once for all the forks.

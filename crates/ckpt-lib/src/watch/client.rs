@@ -20,7 +20,7 @@ use std::collections::HashSet;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::os::unix::net::UnixStream;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -239,6 +239,22 @@ impl Client<'_> {
         }
         if let Err(e) = request(store, Op::Persist, 0, 0) {
             self.notes.push(format!("watcher persist failed: {e}"));
+        }
+    }
+
+    /// Asks a live watcher to warm `dirs` ([`Op::Warm`]): forks made
+    /// without a scan of their snapshot. Best effort, and it does not wait
+    /// for the walk.
+    pub fn warm(&self, store: &Path, dirs: &[PathBuf]) {
+        if dirs.is_empty() || !socket_path(store).exists() {
+            return;
+        }
+        let req = Request {
+            warm: dirs.to_vec(),
+            ..Request::new(Op::Warm)
+        };
+        if let Err(e) = exchange(store, &req, TIMEOUT) {
+            self.notes.push(format!("watcher warm failed: {e}"));
         }
     }
 

@@ -158,6 +158,11 @@ pub enum Op {
     /// token (`ckpt fork` asks before it takes the store lock; with the
     /// lock busy the watcher writes later, as usual).
     Persist,
+    /// `lstat` every entry of the trees in [`Request::warm`] in the
+    /// background, at the lowest priority, and answer at once: forks that
+    /// were made without a scan of their snapshot (see
+    /// [`crate::daemon::warm`]).
+    Warm,
 }
 
 /// What an in-place restore asks (`op: restore`; never a dry run).
@@ -249,6 +254,9 @@ pub struct Request {
     /// For `scan`: the catalog generation the client holds the lock at.
     #[serde(default)]
     pub generation: u64,
+    /// For `warm`: the directories to walk.
+    #[serde(default)]
+    pub warm: Vec<PathBuf>,
 }
 
 impl Request {
@@ -262,6 +270,7 @@ impl Request {
             save: None,
             restore: None,
             generation: 0,
+            warm: Vec::new(),
         }
     }
 }
@@ -297,6 +306,12 @@ pub struct WatchStatus {
     pub auto_save_secs: Option<f64>,
     /// Auto-saves started.
     pub auto_saves: u64,
+    /// Trees asked to be warmed ([`Op::Warm`]) whose walk has not ended.
+    #[serde(default)]
+    pub warming: u64,
+    /// Entries `lstat`ed by those walks so far.
+    #[serde(default)]
+    pub warmed_entries: u64,
 }
 
 /// A response (one line of JSON).
