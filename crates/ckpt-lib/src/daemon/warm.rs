@@ -64,19 +64,17 @@ fn idle_priority() {
 }
 
 /// `lstat`s every entry below `root` on its device, depth first, holding
-/// one directory open per level; returns how many (each also counted in
-/// `progress`).
-fn walk(root: &Path, progress: &Progress) -> u64 {
+/// one directory open per level, and counts each in `progress`.
+fn walk(root: &Path, progress: &Progress) {
     let Ok(fd) = fs::open_dir_path(root) else {
-        return 0;
+        return;
     };
     let Ok(dev) = rustix::fs::fstat(&fd).map(|s| s.st_dev) else {
-        return 0;
+        return;
     };
     let Ok(listing) = fs::list_dir(fd) else {
-        return 0;
+        return;
     };
-    let mut n = 0;
     let mut stack: Vec<(Listing, usize)> = vec![(listing, 0)];
     while let Some((listing, i)) = stack.last_mut() {
         let Some((name, _)) = listing.names.get(*i) else {
@@ -87,7 +85,6 @@ fn walk(root: &Path, progress: &Progress) -> u64 {
         let Ok(meta) = fs::stat_at(listing.fd(), name) else {
             continue;
         };
-        n += 1;
         progress.entries.fetch_add(1, Ordering::Relaxed);
         if meta.file_type() != FileType::Directory || meta.dev != dev {
             continue;
@@ -97,5 +94,4 @@ fn walk(root: &Path, progress: &Progress) -> u64 {
             stack.push((sub, 0));
         }
     }
-    n
 }
