@@ -58,11 +58,7 @@ fn main() -> ExitCode {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
-    // Tree walks recurse, so rayon's threads get the stack they need (see
-    // `WALK_STACK`). This cannot fail before anything else used rayon.
-    let _ = rayon::ThreadPoolBuilder::new()
-        .stack_size(ckpt_lib::store::tree::WALK_STACK)
-        .build_global();
+    walk_stack();
     let cli = Cli::parse();
     let globals = context::Globals {
         chdir: cli.chdir.as_ref(),
@@ -87,6 +83,25 @@ fn main() -> ExitCode {
             eprintln!("ckpt: error: {e}");
             exit::code(&e)
         }
+    }
+}
+
+/// Gives every thread this process starts the stack a tree walk needs
+/// ([`ckpt_lib::store::tree::WALK_STACK`]; the walks recurse), through the
+/// size the standard library gives a new thread that names none,
+/// `RUST_MIN_STACK`, set before any thread exists (a larger value of the
+/// user's is kept). So rayon's global pool can be left to build itself on
+/// first use, with that stack: a command a watcher serves starts no thread
+/// at all, where building the pool here started two on every command
+/// (0.8 ms of a 3.6 ms `ckpt status` through the watcher; BENCHMARKS.md,
+/// "Watch mode"). Commands ckpt runs (`fork -- CMD`) inherit the variable.
+fn walk_stack() {
+    const VAR: &str = "RUST_MIN_STACK";
+    let want = ckpt_lib::store::tree::WALK_STACK;
+    let set = std::env::var(VAR).ok().and_then(|v| v.trim().parse().ok());
+    if set.is_none_or(|n: usize| n < want) {
+        // Sound: no other thread exists yet to read the environment.
+        std::env::set_var(VAR, want.to_string());
     }
 }
 

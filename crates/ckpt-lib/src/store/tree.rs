@@ -35,8 +35,9 @@ pub const MAX_DEPTH: usize = 2048;
 /// The stack to give every thread that may walk a tree: the engine's
 /// walks recurse once per level, up to about 2 KiB a level, so
 /// [`MAX_DEPTH`] levels take about 4 MiB, where a new thread gets 2 MiB
-/// (the main thread 8 MiB). The CLI builds rayon's global pool and the
-/// servers' runtimes with it.
+/// (the main thread 8 MiB). The CLI gives every thread of its process
+/// this stack (`RUST_MIN_STACK`, which rayon's global pool also gets), and
+/// the servers' runtimes are built with it.
 pub const WALK_STACK: usize = 16 << 20;
 
 /// How deep the directory at relative path `rel` is (the root, `""`, is 0).
