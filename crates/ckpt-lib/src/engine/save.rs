@@ -154,7 +154,7 @@ impl Scanner for OnDisk {
 
     fn keep_index(&mut self, store: &Store, mut scan: ScanResult) -> Result<()> {
         let saved = save_index(store, &mut scan);
-        crate::platform::drop_later(scan);
+        free(scan);
         saved
     }
 }
@@ -407,6 +407,18 @@ pub fn status(store: &Store, filter: &PathFilter, mut scan: ScanResult) -> Resul
         skipped: std::mem::take(&mut scan.skipped),
         journal: reader.journal()?,
     };
-    crate::platform::drop_later(scan);
+    free(scan);
     Ok(status)
+}
+
+/// Frees a scan's result. A large one on a thread of its own
+/// ([`crate::platform::drop_later`]: a scan-mode command about to exit
+/// need not wait for its index to be freed); a small one here, where
+/// starting a thread costs more than the free (a status through the
+/// watcher, whose hash-only scan keeps no index, started one on every call).
+fn free(scan: ScanResult) {
+    const SMALL_DIRS: usize = 1024;
+    if scan.index.dirs.len() > SMALL_DIRS {
+        crate::platform::drop_later(scan);
+    }
 }
