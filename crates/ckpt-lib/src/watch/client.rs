@@ -105,6 +105,22 @@ pub fn request(store: &Path, op: Op, epoch: u64, seq: u64) -> Result<Response, S
 }
 
 fn exchange(store: &Path, req: &Request, timeout: Duration) -> Result<Response, String> {
+    let resp = exchange_any(store, req, timeout)?;
+    if resp.v != PROTOCOL {
+        return Err(format!(
+            "the watcher speaks protocol {}, this ckpt {PROTOCOL}: restart it \
+             (`ckpt watch --stop`, then `ckpt watch`)",
+            resp.v
+        ));
+    }
+    if let Some(e) = resp.error {
+        return Err(format!("watcher refused: {e}"));
+    }
+    Ok(resp)
+}
+
+/// [`exchange`] without the checks of the answer's version and error.
+fn exchange_any(store: &Path, req: &Request, timeout: Duration) -> Result<Response, String> {
     let path = socket_path(store);
     check_socket(&path)?;
     let fail = |what: &str, e: std::io::Error| format!("{}: {what}: {e}", path.display());
@@ -118,27 +134,32 @@ fn exchange(store: &Path, req: &Request, timeout: Duration) -> Result<Response, 
     BufReader::new(&stream)
         .read_line(&mut answer)
         .map_err(|e| fail("receive", e))?;
-    let resp: Response = serde_json::from_str(&answer)
-        .map_err(|e| format!("{}: bad answer from watcher: {e}", path.display()))?;
-    if resp.v != PROTOCOL {
-        return Err(format!(
-            "watcher speaks protocol {}, this ckpt {PROTOCOL}",
-            resp.v
-        ));
-    }
-    if let Some(e) = resp.error {
-        return Err(format!("watcher refused: {e}"));
-    }
-    Ok(resp)
+    serde_json::from_str(&answer)
+        .map_err(|e| format!("{}: bad answer from watcher: {e}", path.display()))
 }
 
 /// Asks the watcher of the store at `store` to stop and waits (up to
 /// `timeout`) until it has let go of its lock. `false`: none was running.
 /// An error when one holds the lock but does not answer.
+///
+/// A watcher of another protocol version (one started by the ckpt before
+/// an upgrade) refuses the request and names its version; the request is
+/// sent again in that version, whose `stop` is the same.
 pub fn stop(store: &Path, timeout: Duration) -> CkptResult<bool> {
-    match request(store, Op::Stop, 0, 0) {
-        Ok(_) => {}
-        Err(_) => {
+    let ask = |v| {
+        let req = Request {
+            v,
+            ..Request::new(Op::Stop)
+        };
+        exchange_any(store, &req, TIMEOUT)
+    };
+    let answer = match ask(PROTOCOL) {
+        Ok(r) if r.v != PROTOCOL => ask(r.v),
+        other => other,
+    };
+    match answer {
+        Ok(r) if r.error.is_none() => {}
+        _ => {
             // Not answering: is one running at all?
             return match Lock::acquire(&lock_path(store), Duration::ZERO) {
                 Ok(_) => Ok(false),
@@ -441,5 +462,54 @@ impl Client<'_> {
             dirs_listed: 0,
             index_unchanged: true,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::BufRead;
+    use std::os::unix::net::UnixListener;
+
+    /// A watcher started by the ckpt before an upgrade speaks an older
+    /// protocol: it refuses this version's `stop`, naming its own, and
+    /// `stop` asks again in that version, which it obeys. (The peer here
+    /// answers as protocol-1 watchers did: every field, `v: 1`.)
+    #[test]
+    fn stop_speaks_an_older_watchers_protocol() {
+        let store = tempfile::tempdir().unwrap();
+        let listener = UnixListener::bind(socket_path(store.path())).unwrap();
+        let old = std::thread::spawn(move || {
+            let mut seen = Vec::new();
+            for conn in listener.incoming().take(2) {
+                let conn = conn.unwrap();
+                let mut line = String::new();
+                std::io::BufReader::new(&conn).read_line(&mut line).unwrap();
+                let req: serde_json::Value = serde_json::from_str(&line).unwrap();
+                let v = req["v"].as_u64().unwrap();
+                seen.push((v, req["op"].as_str().unwrap().to_string()));
+                let error = (v != 1).then(|| format!("protocol {v} not spoken"));
+                let resp = Response {
+                    v: 1,
+                    error,
+                    ..Response::default()
+                };
+                let mut out = serde_json::to_vec(&resp).unwrap();
+                out.push(b'\n');
+                (&conn).write_all(&out).unwrap();
+            }
+            seen
+        });
+        assert!(stop(store.path(), Duration::from_secs(5)).unwrap());
+        let seen = old.join().unwrap();
+        assert_eq!(
+            seen,
+            [(PROTOCOL as u64, "stop".into()), (1, "stop".into())],
+            "asked in this version, then in the watcher's"
+        );
+        assert_ne!(
+            PROTOCOL, 1,
+            "the test needs another version than the peer's"
+        );
     }
 }
