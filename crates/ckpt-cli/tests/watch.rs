@@ -686,13 +686,15 @@ fn the_watcher_refuses_a_client_of_another_uid() {
         skip("needs root to act as another uid");
         return;
     }
-    let answer = connect_as_uid(&sock, 12345, b"{\"v\":1,\"op\":\"dirty\"}\n");
+    let v = ckpt_lib::watch::PROTOCOL;
+    let req = |op: &str| format!("{{\"v\":{v},\"op\":\"{op}\"}}\n").into_bytes();
+    let answer = connect_as_uid(&sock, 12345, &req("dirty"));
     assert!(
         answer.contains("may not use this watcher") && !answer.contains("\"dirs\":["),
         "the watcher answered another uid: {answer}"
     );
     // Its owner is still served.
-    let answer = connect_as_uid(&sock, 0, b"{\"v\":1,\"op\":\"status\"}\n");
+    let answer = connect_as_uid(&sock, 0, &req("status"));
     assert!(answer.contains("\"status\":{"), "{answer}");
 }
 
