@@ -93,8 +93,8 @@ fn main() -> ExitCode {
 /// user's is kept). So rayon's global pool can be left to build itself on
 /// first use, with that stack: a command a watcher serves starts no thread
 /// at all, where building the pool here started two on every command
-/// (0.8 ms of a 3.6 ms `ckpt status` through the watcher; BENCHMARKS.md,
-/// "Watch mode"). Commands ckpt runs (`fork -- CMD`) inherit the variable.
+/// (BENCHMARKS.md, "A command the watcher serves starts no thread").
+/// Commands ckpt runs (`fork -- CMD`) inherit the variable.
 fn walk_stack() {
     const VAR: &str = "RUST_MIN_STACK";
     let want = ckpt_lib::store::tree::WALK_STACK;
