@@ -53,8 +53,15 @@ report() { printf '%-44s %10s   (runs: %s)\n' "$1" "$(printf '%s\n' "${@:2}" | m
 used() { sync; df -B1 --output=used "$1" | tail -1; }
 # settled: untimed, before each timed fork on btrfs, waits until the btrfs cleaner has
 # deleted every subvolume removed so far (earlier rows' forks), so that no fork is timed
-# while the cleaner works.
-settled() { if [ "$(stat -f -c %T "$base")" = btrfs ]; then btrfs subvolume sync "$base" >/dev/null; fi; sync; }
+# while the cleaner works. The cleaner runs after a transaction commit, and a deletion
+# alone may wait long for one (minutes, seen here), so a commit is asked for first.
+settled() {
+  if [ "$(stat -f -c %T "$base")" = btrfs ]; then
+    btrfs filesystem sync "$base" >/dev/null
+    btrfs subvolume sync "$base" >/dev/null
+  fi
+  sync
+}
 
 # The rows measured on each fork of bench_on, with and without a watcher
 # (they read bench_on's base, ws and rel, and one_fork adds to its s and d).

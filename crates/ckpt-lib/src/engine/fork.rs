@@ -498,7 +498,7 @@ pub(crate) fn snapshot_store(store: &Path, at: &Path) -> bool {
     let (Some(parent), Some(name)) = (at.parent(), at.file_name()) else {
         return false;
     };
-    if std::fs::create_dir_all(parent).is_err() {
+    if !ensure_dir(parent) {
         return false;
     }
     let Ok(dir) = ckpt_copy::fs::open_dir_path(parent) else {
@@ -520,6 +520,15 @@ pub(crate) fn snapshot_store(store: &Path, at: &Path) -> bool {
     true
 }
 
+/// Makes the directory `dir` (and its parents) unless it is one already.
+/// It looks first: a `mkdir` takes its parent directory's lock even when
+/// the name exists, and btrfs holds that lock while it commits a snapshot
+/// made in that directory, so a `mkdir` of the fork's store directory
+/// beside a workspace snapshot being made would wait for that commit.
+fn ensure_dir(dir: &Path) -> bool {
+    dir.is_dir() || std::fs::create_dir_all(dir).is_ok()
+}
+
 /// The snapshots of a subvolume fork, taken at once: the workspace
 /// `origin_root` at `staging` ([`snapshot_into`]) and, when `with_store`,
 /// the origin's store at `store_at` ([`snapshot_store`]), while the
@@ -539,6 +548,11 @@ fn snapshot_all(
 ) -> (Result<()>, bool, Option<Index>) {
     if !with_store {
         return (snapshot_into(origin_root, staging), false, None);
+    }
+    // The store's directory exists before either snapshot starts (see
+    // `ensure_dir`), so that the two commit together.
+    if let Some(parent) = store_at.parent() {
+        ensure_dir(parent);
     }
     std::thread::scope(|s| {
         let st = s.spawn(|| snapshot_store(&store.root, store_at));

@@ -262,6 +262,7 @@ fn fork_with(
     }
     // The watcher spared the fork its scan: its inodes are cold.
     if rep.restored.is_some_and(|r| r.watcher) {
+        let _t = crate::trace::span("watcher warm");
         ctx.client()
             .warm(&ws.store_path, std::slice::from_ref(&rep.to));
     }

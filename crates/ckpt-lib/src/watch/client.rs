@@ -122,20 +122,36 @@ fn exchange(store: &Path, req: &Request, timeout: Duration) -> Result<Response, 
 /// [`exchange`] without the checks of the answer's version and error.
 fn exchange_any(store: &Path, req: &Request, timeout: Duration) -> Result<Response, String> {
     let path = socket_path(store);
-    check_socket(&path)?;
-    let fail = |what: &str, e: std::io::Error| format!("{}: {what}: {e}", path.display());
-    let stream = UnixStream::connect(&path).map_err(|e| fail("connect", e))?;
+    let (stream, fail) = send_on(&path, req)?;
     stream.set_read_timeout(Some(timeout)).ok();
-    stream.set_write_timeout(Some(TIMEOUT)).ok();
-    let mut line = serde_json::to_vec(req).expect("request serialises");
-    line.push(b'\n');
-    (&stream).write_all(&line).map_err(|e| fail("send", e))?;
     let mut answer = String::new();
     BufReader::new(&stream)
         .read_line(&mut answer)
         .map_err(|e| fail("receive", e))?;
     serde_json::from_str(&answer)
         .map_err(|e| format!("{}: bad answer from watcher: {e}", path.display()))
+}
+
+/// Sends `req` to the watcher of the store at `store` and hangs up without
+/// reading the answer (the watcher ignores a peer that is gone).
+fn send(store: &Path, req: &Request) -> Result<(), String> {
+    send_on(&socket_path(store), req).map(drop)
+}
+
+/// Connects to the socket at `path` and sends `req`; the stream, and how to
+/// word a later failure on it.
+fn send_on<'a>(
+    path: &'a Path,
+    req: &Request,
+) -> Result<(UnixStream, impl Fn(&str, std::io::Error) -> String + 'a), String> {
+    check_socket(path)?;
+    let fail = move |what: &str, e: std::io::Error| format!("{}: {what}: {e}", path.display());
+    let stream = UnixStream::connect(path).map_err(|e| fail("connect", e))?;
+    stream.set_write_timeout(Some(TIMEOUT)).ok();
+    let mut line = serde_json::to_vec(req).expect("request serialises");
+    line.push(b'\n');
+    (&stream).write_all(&line).map_err(|e| fail("send", e))?;
+    Ok((stream, fail))
 }
 
 /// Asks the watcher of the store at `store` to stop and waits (up to
@@ -264,8 +280,11 @@ impl Client<'_> {
     }
 
     /// Asks a live watcher to warm `dirs` ([`Op::Warm`]): forks made
-    /// without a scan of their snapshot. Best effort, and it does not wait
-    /// for the walk.
+    /// without a scan of their snapshot. Best effort: it sends the request
+    /// and waits neither for the walk nor for the answer (which only says
+    /// the walk started). The watcher serves connections in the order they
+    /// were made, so a command run after this one returns finds the walk
+    /// started.
     pub fn warm(&self, store: &Path, dirs: &[PathBuf]) {
         if dirs.is_empty() || !socket_path(store).exists() {
             return;
@@ -274,7 +293,7 @@ impl Client<'_> {
             warm: dirs.to_vec(),
             ..Request::new(Op::Warm)
         };
-        if let Err(e) = exchange(store, &req, TIMEOUT) {
+        if let Err(e) = send(store, &req) {
             self.notes.push(format!("watcher warm failed: {e}"));
         }
     }
