@@ -44,6 +44,10 @@ ROWS = [
     ("scan_restore1", "scan-mode restore after a 1-file edit", "ms"),
     ("scan_save_floor", "scan save ÷ floor", "x"),
     ("scan_status_floor", "scan status ÷ floor", "x"),
+    ("fixed_save1", "the same save in a 1-file workspace (cost that no tree size changes)", "ms"),
+    ("fixed_status", "the same status in a 1-file workspace", "ms"),
+    ("scan_save_floor_fixed", "scan save ÷ (floor + 1-file save)", "x"),
+    ("scan_status_floor_fixed", "scan status ÷ (floor + 1-file status)", "x"),
     ("watch_start", "watcher start (`watch --daemon` until ready)", "ms"),
     ("watch_startup_ms", "watcher's own initial walk (`startup_ms`)", "ms"),
     ("watch_floor", "`watch_floor`, 1 thread (walk + inotify_add_watch only)", "ms"),
@@ -310,6 +314,24 @@ class Scale:
     def watch_floor(self, ws) -> float:
         return self.floor(self.a.watch_floor, ws, "1")
 
+    def fixed_cost(self, rec, scratch):
+        """The same scan-mode save and status in a workspace of one file, in the
+        same minutes: what those commands cost whatever the tree (process start and
+        exit, opening the store, the durable commit of a save). Divided into the
+        scan-mode figures with the `lstat` floor, it leaves what the tree's own
+        scan adds to its `lstat`s."""
+        tiny = os.path.join(scratch, "one-file")
+        rmtree(tiny)
+        os.makedirs(tiny)
+        f = os.path.join(tiny, "a.ts")
+        append_line(f, 0)
+        self.ck(tiny, "init", "-q", "--store", os.path.join(scratch, "one-file-store"), ".")
+        self.ck(tiny, "save", "-q", "-m", "first")
+        edit = lambda: append_line(f, 0)  # noqa: E731
+        self.series(rec, "fixed_save1", tiny, lambda: ["save", "-q", "-m", "s"], self.a.runs,
+                    prep=edit)
+        self.series(rec, "fixed_status", tiny, lambda: ["status"], self.a.runs, prep=edit)
+
     def first_saves_and_copies(self, rec, ws, scratch):
         """Order-fair: rounds alternate which goes first; nothing is deleted until the
         size is done, so no timed run follows a mass deletion."""
@@ -386,10 +408,13 @@ class Scale:
             self.ck(ws, "restore", "-q", base)
             self.series(rec, "scan_restore1", ws, lambda: ["restore", "-q", base], a.runs,
                         prep=edit)
+            self.fixed_cost(rec, scratch)
             rec["stat_floor_after"] = self.stat_floor(ws)
             floor = statistics.median([rec["stat_floor"], rec["stat_floor_after"]])
             rec["scan_save_floor"] = rec["scan_save1"] / floor
             rec["scan_status_floor"] = rec["scan_status"] / floor
+            rec["scan_save_floor_fixed"] = rec["scan_save1"] / (floor + rec["fixed_save1"])
+            rec["scan_status_floor_fixed"] = rec["scan_status"] / (floor + rec["fixed_status"])
 
             log(f"== {k}x: watch mode")
             rec["watch_floor"] = self.watch_floor(ws)
