@@ -317,8 +317,8 @@ class Scale:
     def fixed_cost(self, rec, scratch):
         """The same scan-mode save and status in a workspace of one file, in the
         same minutes: what those commands cost whatever the tree (process start and
-        exit, opening the store, the durable commit of a save). Divided into the
-        scan-mode figures with the `lstat` floor, it leaves what the tree's own
+        exit, opening the store, the durable commit of a save). The scan-mode
+        figures divided by it plus the `lstat` floor leave what the tree's own
         scan adds to its `lstat`s."""
         tiny = os.path.join(scratch, "one-file")
         rmtree(tiny)
