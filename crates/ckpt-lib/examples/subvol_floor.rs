@@ -5,7 +5,8 @@
 //!    DEST and, at the same time (on another thread), the store subvolume
 //!    STORE into another: concurrent snapshots share one transaction
 //!    commit (when they are made in different directories);
-//! 2. write a small file into the workspace snapshot (the fork's marker);
+//! 2. rewrite the workspace snapshot's `.ckpt` marker in place, as a fork
+//!    makes it its own (`Workspace::write_marker_in_place`);
 //! 3. `rename` the snapshot to DEST and `fsync` DEST's parent, which makes
 //!    the rename durable (on btrfs, a full transaction commit, since the
 //!    renamed inode is a subvolume).
@@ -105,7 +106,8 @@ fn one(ws: &Path, store: &Path, dest: &Path, own_store: bool) {
     if own_store {
         make_own(&store_at);
     }
-    std::fs::write(staging.join(".marker"), b"{}\n").expect("write the marker");
+    std::fs::write(staging.join(ckpt_lib::workspace::MARKER_NAME), b"{}\n")
+        .expect("write the marker");
     std::fs::rename(&staging, dest).expect("rename");
     open_dir(dest.parent().expect("DEST has a parent"))
         .sync_all()

@@ -106,8 +106,10 @@
 //! Everything is built in a staging directory beside DIR
 //! (`.<name>.ckpt-fork.<pid>`; for a subvolume fork, the snapshot): the
 //! files, the store when it lives inside DIR, the index, the `.ckpt`
-//! marker last; then one `rename` puts it at DIR (replacing DIR if it was
-//! an empty directory). A crash before the
+//! marker last (a subvolume fork's snapshot already holds one: it is made
+//! the fork's, in place, as soon as the snapshot exists, so the snapshot
+//! never names the origin's store); then one `rename` puts it at DIR
+//! (replacing DIR if it was an empty directory). A crash before the
 //! rename leaves DIR as it was (missing or empty) plus the staging
 //! directory, which the next fork into DIR removes; after it, the fork is
 //! complete. On an error everything made is removed.
@@ -270,8 +272,14 @@ pub fn fork(
         // The origin's stat index, read while the snapshots are taken.
         let mut known = None;
         if backend == Backend::BtrfsSubvolume {
-            let (snapped, store_snapped, index) =
-                snapshot_all(store, origin_root, &staging, &store_at, inner.is_none());
+            let (snapped, store_snapped, index) = snapshot_all(
+                store,
+                origin_root,
+                &staging,
+                &ws,
+                &store_at,
+                inner.is_none(),
+            );
             store_snapshot = store_snapped;
             known = index;
             if snapped.is_err() && store_snapshot {
@@ -409,7 +417,8 @@ pub fn fork(
             objects
         };
         let t = crate::trace::span("publish");
-        publish(&staging, &ws, durable)?;
+        let marker_written = backend == Backend::BtrfsSubvolume;
+        publish(&staging, &ws, durable, marker_written)?;
         drop(t);
         let report = match (report, written) {
             (Some(r), _) => r,
@@ -530,7 +539,8 @@ fn ensure_dir(dir: &Path) -> bool {
 }
 
 /// The snapshots of a subvolume fork, taken at once: the workspace
-/// `origin_root` at `staging` ([`snapshot_into`]) and, when `with_store`,
+/// `origin_root` at `staging` with the marker of `ws`, the fork
+/// ([`snapshot_into`]) and, when `with_store`,
 /// the origin's store at `store_at` ([`snapshot_store`]), while the
 /// origin's stat index is read (the store lock, held by the caller, keeps
 /// it still, so it is the snapshot's too: [`Index::at_snapshot`] checks).
@@ -543,11 +553,12 @@ fn snapshot_all(
     store: &Store,
     origin_root: &Path,
     staging: &Path,
+    ws: &Workspace,
     store_at: &Path,
     with_store: bool,
 ) -> (Result<()>, bool, Option<Index>) {
     if !with_store {
-        return (snapshot_into(origin_root, staging), false, None);
+        return (snapshot_into(origin_root, staging, ws), false, None);
     }
     // The store's directory exists before either snapshot starts (see
     // `ensure_dir`), so that the two commit together.
@@ -557,9 +568,9 @@ fn snapshot_all(
     std::thread::scope(|s| {
         let st = s.spawn(|| snapshot_store(&store.root, store_at));
         let ix = s.spawn(|| store.load_index().ok());
-        let ws = snapshot_into(origin_root, staging);
+        let snapped_ws = snapshot_into(origin_root, staging, ws);
         let snapped = joined(st);
-        (ws, snapped, joined(ix))
+        (snapped_ws, snapped, joined(ix))
     })
 }
 
@@ -568,14 +579,14 @@ fn joined<T>(h: std::thread::ScopedJoinHandle<'_, T>) -> T {
     h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))
 }
 
-/// Writes the workspace marker of `ws` into `staging`, then puts `staging`
-/// at `ws.root` with one `rename` and, when `durable`, makes that durable.
-fn publish(staging: &Path, ws: &Workspace, durable: bool) -> Result<()> {
-    Workspace {
-        root: staging.to_path_buf(),
-        store_path: ws.store_path.clone(),
+/// Writes the workspace marker of `ws` into `staging` (unless
+/// `marker_written`: a snapshot's, by [`snapshot_into`]), then puts
+/// `staging` at `ws.root` with one `rename` and, when `durable`, makes
+/// that durable.
+fn publish(staging: &Path, ws: &Workspace, durable: bool, marker_written: bool) -> Result<()> {
+    if !marker_written {
+        ws.write_marker_in_place(staging)?;
     }
-    .write_marker()?;
     std::fs::rename(staging, &ws.root).ctx("rename", &ws.root)?;
     if durable {
         sync_parent(&ws.root)?;
@@ -708,7 +719,10 @@ pub fn clone_fork(
         // Both at once: concurrent snapshots share a btrfs commit.
         let (snapped, store_snapped) = std::thread::scope(|s| {
             let st = s.spawn(|| snapshot_store(&template.store_path, &store_staging));
-            (snapshot_into(&template.root, &staging), joined(st))
+            (
+                snapshot_into(&template.root, &staging, &made.ws),
+                joined(st),
+            )
         });
         if !store_snapped {
             return Err(Error::io(
@@ -784,7 +798,7 @@ impl StagedCopy {
         let run = || -> Result<()> {
             std::fs::rename(self.store_staging(), &ws.store_path).ctx("rename", &ws.store_path)?;
             let _ = std::fs::remove_dir(&self.store_dir);
-            publish(&self.staging(), ws, false)?;
+            publish(&self.staging(), ws, false, true)?;
             let _ = std::fs::remove_dir(&self.tree_dir);
             Ok(())
         };
@@ -825,9 +839,11 @@ pub struct SnapshotRestore {
 }
 
 /// Snapshots the workspace subvolume `origin_root` at `staging` (which must
-/// not exist) and removes the origin's workspace marker from it. On an
-/// error nothing is left at `staging`.
-fn snapshot_into(origin_root: &Path, staging: &Path) -> Result<()> {
+/// not exist) and makes the marker there the fork `ws`'s, in place
+/// ([`Workspace::write_marker_in_place`]): from then on the snapshot names
+/// the fork's store, never the origin's. On an error nothing is left at
+/// `staging`.
+fn snapshot_into(origin_root: &Path, staging: &Path, ws: &Workspace) -> Result<()> {
     let _t = crate::trace::span("btrfs snapshot");
     let (Some(parent), Some(name)) = (staging.parent(), staging.file_name()) else {
         return Err(Error::Usage(format!(
@@ -844,15 +860,9 @@ fn snapshot_into(origin_root: &Path, staging: &Path) -> Result<()> {
             std::io::Error::from(e),
         )
     })?;
-    let marker = staging.join(crate::workspace::MARKER_NAME);
-    match std::fs::remove_file(&marker) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => {
-            remove_tree(staging);
-            Err(Error::io("remove", marker, e))
-        }
-    }
+    ws.write_marker_in_place(staging).inspect_err(|_| {
+        remove_tree(staging);
+    })
 }
 
 /// Makes the snapshot at `staging` exactly checkpoint `rec` of `fork_store`

@@ -192,19 +192,37 @@ impl Workspace {
     /// The last step of [`init`](Self::init), once the store exists: writes
     /// the marker that makes the directory a workspace.
     pub fn write_marker(&self) -> Result<()> {
+        let path = self.root.join(MARKER_NAME);
+        let tmp = self.root.join(".ckpt.tmp-init");
+        std::fs::write(&tmp, self.marker_bytes()).ctx("write", &tmp)?;
+        std::fs::rename(&tmp, &path).ctx("rename", &path)?;
+        Ok(())
+    }
+
+    /// Writes this workspace's marker into `staging`, the directory that
+    /// is to become its root, in place: a `.ckpt` already there (a
+    /// snapshot's copy of another workspace's marker) is truncated and
+    /// rewritten, not replaced. Only for a directory nobody uses yet and
+    /// that any failure removes whole (a fork's staging snapshot), so a
+    /// torn write is never seen.
+    ///
+    /// Why in place: in a btrfs snapshot, the first change to any part of
+    /// its tree copies that part and moves hundreds of back-references at
+    /// the next commit. Rewriting the marker changes only its own inode; a
+    /// new file renamed over it would also change the root directory's
+    /// entries, elsewhere in the tree, and cost a subvolume fork's
+    /// publishing commit about twice as much (BENCHMARKS.md, "Forks").
+    pub fn write_marker_in_place(&self, staging: &Path) -> Result<()> {
+        let path = staging.join(MARKER_NAME);
+        std::fs::write(&path, self.marker_bytes()).ctx("write", &path)
+    }
+
+    fn marker_bytes(&self) -> Vec<u8> {
         let marker = Marker {
             version: 1,
             store: self.store_path.clone(),
         };
-        let path = self.root.join(MARKER_NAME);
-        let tmp = self.root.join(".ckpt.tmp-init");
-        std::fs::write(
-            &tmp,
-            serde_json::to_vec_pretty(&marker).expect("marker serialises"),
-        )
-        .ctx("write", &tmp)?;
-        std::fs::rename(&tmp, &path).ctx("rename", &path)?;
-        Ok(())
+        serde_json::to_vec_pretty(&marker).expect("marker serialises")
     }
 
     /// Finds the workspace containing `start` by walking up.
