@@ -416,9 +416,12 @@ pub fn fork(
             fork_store.close()?;
             objects
         };
+        // A snapshot's marker is already the fork's (`snapshot_into`).
+        if backend != Backend::BtrfsSubvolume {
+            ws.write_marker_in_place(&staging)?;
+        }
         let t = crate::trace::span("publish");
-        let marker_written = backend == Backend::BtrfsSubvolume;
-        publish(&staging, &ws, durable, marker_written)?;
+        publish(&staging, &ws, durable)?;
         drop(t);
         let report = match (report, written) {
             (Some(r), _) => r,
@@ -544,8 +547,9 @@ fn ensure_dir(dir: &Path) -> bool {
 /// the origin's store at `store_at` ([`snapshot_store`]), while the
 /// origin's stat index is read (the store lock, held by the caller, keeps
 /// it still, so it is the snapshot's too: [`Index::at_snapshot`] checks).
-/// Concurrent snapshots share one btrfs transaction commit, which is most
-/// of a snapshot's cost, and the index is read meanwhile. Returns the
+/// Each snapshot ends with a btrfs transaction commit, most of its cost;
+/// taken at once, the two share one when the second joins the transaction
+/// before the first commits, and else overlap. The index is read meanwhile. Returns the
 /// workspace snapshot's outcome, whether the store was snapshotted (left
 /// to the caller to undo), and the index (used either way: taken at the
 /// store's snapshot, or device-mapped into the fork's new store).
@@ -561,7 +565,7 @@ fn snapshot_all(
         return (snapshot_into(origin_root, staging, ws), false, None);
     }
     // The store's directory exists before either snapshot starts (see
-    // `ensure_dir`), so that the two commit together.
+    // `ensure_dir`), so that neither waits for the other.
     if let Some(parent) = store_at.parent() {
         ensure_dir(parent);
     }
@@ -579,14 +583,9 @@ fn joined<T>(h: std::thread::ScopedJoinHandle<'_, T>) -> T {
     h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))
 }
 
-/// Writes the workspace marker of `ws` into `staging` (unless
-/// `marker_written`: a snapshot's, by [`snapshot_into`]), then puts
-/// `staging` at `ws.root` with one `rename` and, when `durable`, makes
-/// that durable.
-fn publish(staging: &Path, ws: &Workspace, durable: bool, marker_written: bool) -> Result<()> {
-    if !marker_written {
-        ws.write_marker_in_place(staging)?;
-    }
+/// Puts `staging`, whose marker is already `ws`'s, at `ws.root` with one
+/// `rename` and, when `durable`, makes that durable.
+fn publish(staging: &Path, ws: &Workspace, durable: bool) -> Result<()> {
     std::fs::rename(staging, &ws.root).ctx("rename", &ws.root)?;
     if durable {
         sync_parent(&ws.root)?;
@@ -716,7 +715,7 @@ pub fn clone_fork(
     let (staging, store_staging) = (made.staging(), made.store_staging());
     let run = || -> Result<()> {
         std::fs::create_dir(&made.tree_dir).ctx("create", &made.tree_dir)?;
-        // Both at once: concurrent snapshots share a btrfs commit.
+        // Both at once, so that their commits overlap (`snapshot_all`).
         let (snapped, store_snapped) = std::thread::scope(|s| {
             let st = s.spawn(|| snapshot_store(&template.store_path, &store_staging));
             (
@@ -798,7 +797,7 @@ impl StagedCopy {
         let run = || -> Result<()> {
             std::fs::rename(self.store_staging(), &ws.store_path).ctx("rename", &ws.store_path)?;
             let _ = std::fs::remove_dir(&self.store_dir);
-            publish(&self.staging(), ws, false, true)?;
+            publish(&self.staging(), ws, false)?;
             let _ = std::fs::remove_dir(&self.tree_dir);
             Ok(())
         };
