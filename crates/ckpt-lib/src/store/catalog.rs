@@ -250,7 +250,7 @@ pub struct Catalog {
 /// redb syncs the file when it is opened for writing, at each durable
 /// commit and twice when it is closed; each `fdatasync` of a file in a
 /// fresh btrfs snapshot also adds to the transaction commit that
-/// publishes a fork, so a fork paid for six (BENCHMARKS.md, forks). Its
+/// publishes a fork, so a fork paid for six (measured in 3f7f94f). Its
 /// commits are still atomic for readers in this process; what they lose
 /// is only their order on disk, which matters only to a reader after a
 /// crash: no workspace names the store of an unpublished fork, and
