@@ -93,7 +93,8 @@ fn main() -> ExitCode {
 /// user's is kept). So rayon's global pool can be left to build itself on
 /// first use, with that stack: a command a watcher serves starts no thread
 /// at all, where building the pool here started two on every command
-/// (BENCHMARKS.md, "A command the watcher serves starts no thread").
+/// (c896730: `status` through the watcher 3.6 -> 3.2 ms on an Intel host,
+/// `perf stat -r 40`, 4 rounds alternated).
 /// Commands ckpt runs (`fork -- CMD`) inherit the variable.
 fn walk_stack() {
     const VAR: &str = "RUST_MIN_STACK";

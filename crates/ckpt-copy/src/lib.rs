@@ -17,7 +17,7 @@
 //! The small file-system helpers the scan calls per entry are `#[inline]`:
 //! they used to live in the same crate as the scan, and without the hint
 //! the scan of the reference workspace took 12% longer once they moved
-//! here (BENCHMARKS.md, "The front-door refactor, old vs new").
+//! here (`ckpt status` of both builds alternated, 15 pairs: 1.12; 194d221).
 //!
 //! Configuration is explicit: a forced strategy or split threshold is passed
 //! in by the caller ([`copy::CopyConfig`]); this crate reads no environment.
