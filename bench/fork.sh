@@ -105,7 +105,7 @@ bench_on() { # DIR LABEL
   "$CKPT" init --store "$base/store" "$ws" >/dev/null
   # On btrfs the workspace is made a subvolume, so forks are snapshots.
   [ "$label" = "loop btrfs" ] && "$CKPT" init --subvolume "$ws" >/dev/null
-  (cd "$ws" && "$CKPT" save -q -m base)
+  (cd "$ws" && "$CKPT" save -q -m base >/dev/null)
   (cd "$ws" && "$CKPT" doctor | grep '^fork backend')
   local f=$ws/app/src/index.js
   [ -f "$f" ] || f=$(find "$ws/app" -type f -print -quit)
@@ -173,7 +173,7 @@ bench_on() { # DIR LABEL
     # changed since the index instead of scanning the snapshot.
     (cd "$ws" && "$CKPT" watch --daemon -q)
     # The first save through a new watcher records its position with the index.
-    echo "// w" >> "$f"; (cd "$ws" && "$CKPT" save -q)
+    echo "// w" >> "$f"; (cd "$ws" && "$CKPT" save -q >/dev/null)
     local ps=(); s=(); d=(); local fa=() fw=()
     for ((i = 0; i < RUNS; i++)); do
       echo "// w$i" >> "$f"; ps+=($(cd "$ws" && timed "$CKPT" save -q))
@@ -194,7 +194,7 @@ bench_on() { # DIR LABEL
     report "watcher: fork's first save once warmed" "${fw[@]}"
     adopts "watcher: " wf
     s=(); for ((i = 0; i < RUNS; i++)); do
-      echo "// v$i" >> "$f"; (cd "$ws" && "$CKPT" save -q)
+      echo "// v$i" >> "$f"; (cd "$ws" && "$CKPT" save -q >/dev/null)
       settled
       s+=($(cd "$ws" && timed "$CKPT" fork HEAD --count 8 "$base/wg$i-"))
     done
