@@ -3,8 +3,9 @@
 //!
 //! 1. snapshot the workspace subvolume WS into a hidden directory beside
 //!    DEST and, at the same time (on another thread), the store subvolume
-//!    STORE into another: concurrent snapshots share one transaction
-//!    commit (when they are made in different directories);
+//!    STORE into another (in different directories, so that neither
+//!    waits for the other's): their transaction commits share or overlap,
+//!    as a fork's do;
 //! 2. rewrite the workspace snapshot's `.ckpt` marker in place, as a fork
 //!    makes it its own (`Workspace::write_marker_in_place`);
 //! 3. `rename` the snapshot to DEST and `fsync` DEST's parent, which makes

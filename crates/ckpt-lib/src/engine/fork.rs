@@ -543,16 +543,16 @@ fn ensure_dir(dir: &Path) -> bool {
 
 /// The snapshots of a subvolume fork, taken at once: the workspace
 /// `origin_root` at `staging` with the marker of `ws`, the fork
-/// ([`snapshot_into`]) and, when `with_store`,
-/// the origin's store at `store_at` ([`snapshot_store`]), while the
-/// origin's stat index is read (the store lock, held by the caller, keeps
-/// it still, so it is the snapshot's too: [`Index::at_snapshot`] checks).
-/// Each snapshot ends with a btrfs transaction commit, most of its cost;
-/// taken at once, the two share one when the second joins the transaction
-/// before the first commits, and else overlap. The index is read meanwhile. Returns the
-/// workspace snapshot's outcome, whether the store was snapshotted (left
-/// to the caller to undo), and the index (used either way: taken at the
-/// store's snapshot, or device-mapped into the fork's new store).
+/// ([`snapshot_into`]) and, when `with_store`, the origin's store at
+/// `store_at` ([`snapshot_store`]), while the origin's stat index is read
+/// (the store lock, held by the caller, keeps it still, so it is the
+/// snapshot's too: [`Index::at_snapshot`] checks). Each snapshot ends with
+/// a btrfs transaction commit, most of its cost; taken at once, the two
+/// share one when the second joins the transaction before the first
+/// commits, and else overlap. Returns the workspace snapshot's outcome,
+/// whether the store was snapshotted (left to the caller to undo), and the
+/// index (used either way: taken at the store's snapshot, or device-mapped
+/// into the fork's new store).
 fn snapshot_all(
     store: &Store,
     origin_root: &Path,
