@@ -31,6 +31,7 @@ fn full_scan(root: &Path) -> ScanResult {
         on_unreadable: OnUnreadable::Record,
     })
     .unwrap()
+    .apply(Index::default())
 }
 
 fn rel_join(rel: &[u8], name: &[u8]) -> Vec<u8> {

@@ -160,9 +160,9 @@ impl Scanner for OnDisk {
 }
 
 /// Scans the workspace against `index`: only the `dirty` directories (and
-/// the path from the root to each) when given, else every directory. A
-/// partial scan's index is `index` updated in place (see
-/// [`scan::PartialScan::apply`]). A failed capture scan drops the pending
+/// the path from the root to each) when given, else every directory. The
+/// result's index is `index` updated in place (see
+/// [`scan::Scanned::apply`]). A failed capture scan drops the pending
 /// objects it stored.
 pub fn scan_against(
     ws: &Workspace,
@@ -186,9 +186,10 @@ pub fn scan_against(
         on_unreadable: OnUnreadable::Record,
     };
     let result = match dirty {
-        Some(dirs) => scan::scan_partial(&input, dirs).map(|p| p.apply(index)),
+        Some(dirs) => scan::scan_partial(&input, dirs),
         None => scan::scan(&input),
-    };
+    }
+    .map(|s| s.apply(index));
     if result.is_err() {
         store.objects.abort();
     }

@@ -71,6 +71,7 @@ fn full_scan(root: &Path, exclude: &[Vec<u8>]) -> Result<ScanResult> {
         mode: Mode::HashOnly,
         on_unreadable: OnUnreadable::Fail,
     })
+    .map(|s| s.apply(Index::default()))
 }
 
 /// The result of comparing a directory with a checkpoint.

@@ -63,7 +63,7 @@
 //! `ckpt save` does, but keeps the new index in memory instead of writing
 //! it: the scan's records replace the old ones in that index, in place, so
 //! a save costs what changed, not the size of the index (see
-//! [`crate::workspace::scan::PartialScan::apply`]). It writes index and
+//! [`crate::workspace::scan::Scanned::apply`]). It writes index and
 //! token (`seq = mem.seq`) later, under the store lock, when no request
 //! came for a while, when it stops, and when a command that relies on the
 //! files asks (`op: persist`: `ckpt fork`, before it takes the lock, so

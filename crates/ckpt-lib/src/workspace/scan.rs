@@ -15,18 +15,21 @@
 //! stat changed are read: in [`Mode::Capture`] they are stored as objects, in
 //! [`Mode::HashOnly`] (status, diff) they are only hashed.
 //!
-//! The result is the root tree hash, the trees that were (re)built, and the
-//! new index. Nothing is written to the catalog here.
+//! The result is the root tree hash, the trees that were (re)built, and
+//! what changed in the index: the records made anew and the directories
+//! gone. [`Scanned::apply`] makes those changes to the index the scan was
+//! made against, in place, so that a scan of an unchanged tree costs its
+//! `lstat`s and comparisons, not a copy of the index. Nothing is written
+//! to the catalog here.
 //!
 //! [`scan_partial`] is the same scan restricted to the directories a watcher
 //! reported dirty (see [`crate::watch`]): those are listed and every entry
 //! re-stated as above; directories on the path from the root to one of them
 //! keep their old listing but re-stat the subdirectories on that path; every
 //! other directory keeps its index record and tree without being opened.
-//! Its result says which records it made and which directories went away,
-//! and [`PartialScan::apply`] makes those changes to the index it scanned
-//! against, in place: nothing in a partial scan costs more than the dirty
-//! directories, the path to each and the records whose tree is unknown.
+//! Its result is applied the same way: nothing in a partial scan costs more
+//! than the dirty directories, the path to each and the records whose tree
+//! is unknown.
 //!
 //! ## Scans that store nothing
 //! The index may only name content and trees the store holds (see
@@ -194,6 +197,7 @@ pub struct ScanResult {
 
 #[derive(Default)]
 struct Collector {
+    /// The records made anew (see [`IndexUpdate::records`]).
     records: Mutex<Vec<(Vec<u8>, Arc<DirRecord>)>>,
     new_trees: Mutex<HashMap<Hash, Vec<u8>>>,
     skipped: Mutex<Vec<Skipped>>,
@@ -202,6 +206,7 @@ struct Collector {
     unreadable_parents: Mutex<HashSet<Vec<u8>>>,
     temps: Mutex<Vec<Vec<u8>>>,
     files_read: AtomicU64,
+    /// Directories whose old record was kept as it is.
     reused_dirs: AtomicU64,
     new_objects: AtomicU64,
     new_bytes: AtomicU64,
@@ -260,8 +265,11 @@ struct Partial {
     affected: HashSet<Vec<u8>>,
 }
 
-/// Scans the workspace.
-pub fn scan(input: &ScanInput<'_>) -> Result<ScanResult> {
+/// Scans the workspace: every directory. The result's index is the one
+/// the scan was made against with the changes applied
+/// ([`Scanned::apply`]), for every mode (`verify` reads a hash-only full
+/// scan's records).
+pub fn scan(input: &ScanInput<'_>) -> Result<Scanned> {
     let scan_start_ns = fs::now_ns();
     let root_fd = fs::open_dir_path(input.root).ctx("open", input.root)?;
     let scanner = Scanner {
@@ -275,22 +283,58 @@ pub fn scan(input: &ScanInput<'_>) -> Result<ScanResult> {
         .expect("the root is never another workspace");
     let mut out = scanner.out;
     let records = std::mem::take(out.records.get_mut().unwrap());
-    let index_unchanged = *out.reused_dirs.get_mut() == records.len() as u64
-        && records.len() == input.index.dirs.len();
-    // A hash-only scan's index is not kept: what changed in it is not
-    // tracked.
-    let track = !matches!(input.mode, Mode::HashOnly);
-    let dirs = Dirs::succeeding(&input.index.dirs, records, track);
-    Ok(out.into_result(input, scan_start_ns, root, dirs, index_unchanged))
+    let visited = *out.reused_dirs.get_mut() + records.len() as u64;
+    let (removed, unchanged) = changes(&input.index.dirs, &records);
+    let unchanged = unchanged && visited == input.index.dirs.len() as u64;
+    let scan = out.into_result(input, scan_start_ns, root, Dirs::default(), unchanged);
+    Ok(Scanned {
+        scan,
+        update: Some(IndexUpdate {
+            removed,
+            records,
+            scan_start_ns: Some(scan_start_ns),
+            visited: Some(visited),
+        }),
+    })
 }
 
-/// What a [`scan_partial`] found, and what it changes in the index it
-/// scanned against.
+/// What `records` (those a scan made anew, or that it visited) change in
+/// `old`: the directories that went away (each was a subdirectory in its
+/// parent's old record and is not one in the new), and whether nothing
+/// changed at all.
+fn changes(old: &Dirs, records: &[(Vec<u8>, Arc<DirRecord>)]) -> (Vec<Vec<u8>>, bool) {
+    let mut removed: Vec<Vec<u8>> = Vec::new();
+    let mut unchanged = true;
+    for (path, rec) in records {
+        let Some(old) = old.get(path) else {
+            unchanged = false;
+            continue;
+        };
+        if Arc::ptr_eq(old, rec) {
+            continue;
+        }
+        unchanged = false;
+        for v in old.entries.views() {
+            if matches!(v.entry.node, NodeRef::Dir { .. })
+                && !rec
+                    .get(v.entry.name)
+                    .is_some_and(|n| matches!(n.entry.node, Node::Dir { .. }))
+            {
+                removed.push(join(path, v.entry.name));
+            }
+        }
+    }
+    (removed, unchanged)
+}
+
+/// What a [`scan`] or [`scan_partial`] found, and what it changes in the
+/// index it scanned against.
 #[derive(Debug)]
-pub struct PartialScan {
-    /// The result; its index holds no records until [`PartialScan::apply`].
+pub struct Scanned {
+    /// The result; its index holds no records until [`Scanned::apply`].
     pub scan: ScanResult,
-    /// `None` for a hash-only scan, whose result never becomes the index.
+    /// `None` for a hash-only partial scan, whose result never becomes the
+    /// index.
     update: Option<IndexUpdate>,
 }
 
@@ -300,18 +344,24 @@ struct IndexUpdate {
     /// The directories no longer there: each loses its record and those of
     /// every directory below it.
     removed: Vec<Vec<u8>>,
-    /// The record of every directory the scan visited (most are the old
-    /// records, kept as the same `Arc`, which is no change).
+    /// The record of every directory the scan made anew (a record it kept
+    /// as the same `Arc` is not here: that is no change).
     records: Vec<(Vec<u8>, Arc<DirRecord>)>,
     /// The scan's start, when it visited anything.
     scan_start_ns: Option<i64>,
+    /// A full scan: how many directories it recorded. Once the changes are
+    /// made, an index holding more records holds some no directory entry
+    /// leads to (an older restore could leave one), and those go.
+    visited: Option<u64>,
 }
 
-impl PartialScan {
+impl Scanned {
     /// The result with its index: `index`, the one the scan was made
-    /// against, updated in place (a hash-only scan's result keeps an empty
-    /// index and `index` is dropped). The cost follows the directories the
-    /// scan visited and those removed, not the size of `index`.
+    /// against, updated in place (a hash-only partial scan's result keeps
+    /// an empty index and `index` is dropped). The cost follows the
+    /// records made anew and the directories removed, not the size of
+    /// `index` (except to drop records no entry leads to, when a full scan
+    /// finds some).
     pub fn apply(self, mut index: Index) -> ScanResult {
         let mut scan = self.scan;
         if let Some(u) = self.update {
@@ -321,6 +371,10 @@ impl PartialScan {
             index.dirs.extend(u.records);
             if let Some(t) = u.scan_start_ns {
                 index.scan_start_ns = t;
+            }
+            if u.visited.is_some_and(|v| v != index.dirs.len() as u64) {
+                index.dirs.retain_reachable();
+                scan.index_unchanged = false;
             }
             scan.index = index;
         }
@@ -335,8 +389,8 @@ impl PartialScan {
 /// changed since `input.index` was produced, and that the index holds the
 /// root's record. Nothing here costs more than the dirty directories, the
 /// path to each and the records with unknown trees: the index is updated in
-/// place by [`PartialScan::apply`], never copied.
-pub fn scan_partial(input: &ScanInput<'_>, dirty: &HashSet<Vec<u8>>) -> Result<PartialScan> {
+/// place by [`Scanned::apply`], never copied.
+pub fn scan_partial(input: &ScanInput<'_>, dirty: &HashSet<Vec<u8>>) -> Result<Scanned> {
     let scan_start_ns = fs::now_ns();
     let old_dirs = &input.index.dirs;
     let mut listed: HashSet<Vec<u8>> = dirty.clone();
@@ -361,12 +415,13 @@ pub fn scan_partial(input: &ScanInput<'_>, dirty: &HashSet<Vec<u8>>) -> Result<P
             Dirs::default(),
             true,
         );
-        return Ok(PartialScan {
+        return Ok(Scanned {
             scan,
             update: keeps_index.then(|| IndexUpdate {
                 removed: Vec::new(),
                 records: Vec::new(),
                 scan_start_ns: None,
+                visited: None,
             }),
         });
     }
@@ -383,27 +438,7 @@ pub fn scan_partial(input: &ScanInput<'_>, dirty: &HashSet<Vec<u8>>) -> Result<P
     let mut out = scanner.out;
     let records = std::mem::take(out.records.get_mut().unwrap());
     // Subdirectories that went away take their records with them.
-    let mut removed: Vec<Vec<u8>> = Vec::new();
-    let mut unchanged = true;
-    for (path, rec) in &records {
-        let Some(old) = old_dirs.get(path) else {
-            unchanged = false;
-            continue;
-        };
-        if Arc::ptr_eq(old, rec) {
-            continue;
-        }
-        unchanged = false;
-        for v in old.entries.views() {
-            if matches!(v.entry.node, NodeRef::Dir { .. })
-                && !rec
-                    .get(v.entry.name)
-                    .is_some_and(|n| matches!(n.entry.node, Node::Dir { .. }))
-            {
-                removed.push(join(path, v.entry.name));
-            }
-        }
-    }
+    let (removed, unchanged) = changes(old_dirs, &records);
     let mut scan = out.into_result(input, scan_start_ns, root, Dirs::default(), unchanged);
     // A hash-only scan (status, diff, restore planning) never becomes the
     // index: it leaves the index it scanned against as it is.
@@ -412,13 +447,14 @@ pub fn scan_partial(input: &ScanInput<'_>, dirty: &HashSet<Vec<u8>>) -> Result<P
             removed,
             records,
             scan_start_ns: Some(scan_start_ns),
+            visited: None,
         }),
         false => {
             scan.index_unchanged = true;
             None
         }
     };
-    Ok(PartialScan { scan, update })
+    Ok(Scanned { scan, update })
 }
 
 /// What the parent knows of a directory it hands to [`Scanner::scan_dir`].
@@ -945,18 +981,18 @@ impl Scanner<'_> {
 
     /// Records `rel`'s old record as its new one (entries and tree
     /// unchanged) and returns its tree hash: the same record, counted as
-    /// reused, or a copy with `exact_names` changed.
+    /// reused and not collected (it is no change), or a copy with
+    /// `exact_names` changed.
     fn keep_record(&self, rel: Vec<u8>, old: &Arc<DirRecord>, exact_names: bool) -> Hash {
-        let rec = if exact_names == old.exact_names {
+        if exact_names == old.exact_names {
             self.out.reused_dirs.fetch_add(1, Ordering::Relaxed);
-            Arc::clone(old)
         } else {
-            Arc::new(DirRecord {
+            let rec = Arc::new(DirRecord {
                 exact_names,
                 ..DirRecord::clone(old)
-            })
-        };
-        self.out.records.lock().unwrap().push((rel, rec));
+            });
+            self.out.records.lock().unwrap().push((rel, rec));
+        }
         old.tree
     }
 
@@ -1294,10 +1330,10 @@ mod tests {
         }
     }
 
-    /// The index the way a partial scan made it before it was updated in
-    /// place: the whole map copied, the directories gone (and everything
-    /// within them) filtered out by a walk over every record, the records
-    /// it made added.
+    /// The index the way a scan's update would make it as a copy: the whole
+    /// map copied, the directories gone (and everything within them)
+    /// filtered out by a walk over every record, the records it made
+    /// added.
     fn copied_update(index: &Index, u: &IndexUpdate) -> crate::store::index::DirMap {
         let mut dirs = (*index.dirs).clone();
         dirs.retain(|p, _| !u.removed.iter().any(|r| is_within(p, r)));
@@ -1336,7 +1372,7 @@ mod tests {
     /// full scan of the tree finds, the delta has the bytes the walk over
     /// every record made, and what is saved loads back as the index.
     #[test]
-    fn partial_scans_applied_in_place_equal_the_copying_update_and_a_full_scan() {
+    fn scans_applied_in_place_equal_the_copying_update_and_a_scan_without_index() {
         // One store for every case (making one costs more than a case).
         let shared = tempfile::tempdir().unwrap();
         Store::create(&shared.path().join("store")).unwrap();
@@ -1370,7 +1406,8 @@ mod tests {
                     mode: Mode::Capture(objects),
                     on_unreadable: OnUnreadable::Record,
                 })
-                .unwrap();
+                .unwrap()
+                .apply(Index::default());
                 let mut first = first.index;
                 first.save(&path).unwrap();
                 let mut index = Index::load(&path, 0);
@@ -1384,6 +1421,25 @@ mod tests {
                         true => Mode::Capture(objects),
                         false => Mode::HashKeep(objects),
                     };
+                    // A record no entry leads to (an older restore could
+                    // write one): a full scan drops it.
+                    let stray = *whole && i % 2 == 0;
+                    if stray {
+                        let rec = Arc::clone(&index.dirs[&Vec::new()]);
+                        index.dirs.insert(b"gone/stray".to_vec(), rec);
+                    }
+                    // Against no index: every directory listed, every file
+                    // read, every record new.
+                    let full = scan(&ScanInput {
+                        root: &root,
+                        index: &Index::default(),
+                        ignore: &ignore,
+                        exclude: &[],
+                        mode: Mode::HashOnly,
+                        on_unreadable: OnUnreadable::Record,
+                    })
+                    .unwrap()
+                    .apply(Index::default());
                     let input = ScanInput {
                         root: &root,
                         index: &index,
@@ -1392,36 +1448,28 @@ mod tests {
                         mode,
                         on_unreadable: OnUnreadable::Record,
                     };
-                    let mut scanned = match whole {
+                    let scanned = match whole {
                         true => scan(&input).unwrap(),
-                        false => {
-                            let partial = scan_partial(&input, &dirty).unwrap();
-                            let copied = copied_update(&index, partial.update.as_ref().unwrap());
-                            let scanned = partial.apply(index);
-                            prop_assert_eq!(
-                                &*scanned.index.dirs,
-                                &copied,
-                                "round {}: in place vs copied",
-                                i
-                            );
-                            scanned
-                        }
+                        false => scan_partial(&input, &dirty).unwrap(),
                     };
+                    let mut copied = copied_update(&index, scanned.update.as_ref().unwrap());
+                    if *whole {
+                        copied.retain(|p, _| full.index.dirs.contains_key(p));
+                    }
+                    let mut scanned = scanned.apply(index);
+                    prop_assert!(!stray || !scanned.index_unchanged);
+                    prop_assert_eq!(
+                        &*scanned.index.dirs,
+                        &copied,
+                        "round {}: in place vs copied",
+                        i
+                    );
                     let ix = &mut scanned.index;
                     prop_assert_eq!(
                         ix.dirs.unknown_trees(),
                         &crate::store::index::unknown_trees(&ix.dirs)
                     );
 
-                    let full = scan(&ScanInput {
-                        root: &root,
-                        index: ix,
-                        ignore: &ignore,
-                        exclude: &[],
-                        mode: Mode::HashOnly,
-                        on_unreadable: OnUnreadable::Record,
-                    })
-                    .unwrap();
                     prop_assert_eq!(full.root, scanned.root, "round {}: root", i);
                     let mut got: Vec<&Vec<u8>> = ix.dirs.keys().collect();
                     let mut want: Vec<&Vec<u8>> = full.index.dirs.keys().collect();
