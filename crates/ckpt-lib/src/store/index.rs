@@ -54,11 +54,21 @@
 //! `b → c` is `a → c`).
 //!
 //! ## Loading without parsing
-//! Loading checks the trailer and validates every record, but keeps each
-//! directory's entries as bytes of the file ([`Entries`]); a scan compares
-//! an unchanged directory's fresh `lstat`s against those bytes through
-//! [`Entries::views`], and only directories that changed are decoded into
-//! [`IndexEntry`]s. Writing a whole base copies unchanged records' bytes.
+//! Loading checks the trailer and each record's header (path, tree hash,
+//! flags, bases, entry count), but keeps each directory's entries as bytes
+//! of the file ([`Entries`]); a scan compares an unchanged directory's
+//! fresh `lstat`s against those bytes through [`Entries::views`], and only
+//! directories that changed are decoded into [`IndexEntry`]s. Writing a
+//! whole base copies unchanged records' bytes.
+//!
+//! Entries are checked as they are read, once, by whoever reads them
+//! first (a scan reads each once anyway): an entry that does not decode, or
+//! whose name is not after the one before it, ends its record there, and
+//! [`Entries::len`] counts the entries that read. A damaged record thus
+//! looks like a directory that changed, which costs a re-read of it, never
+//! a wrong tree. (A file whose trailer matches was written whole by ckpt,
+//! so only a writer's bug could damage one; checking every entry at load
+//! cost a third of loading an index of 1M entries.)
 //!
 //! ## The racy-mtime rule
 //! A file modified within the same timestamp tick in which it was hashed
@@ -293,6 +303,11 @@ pub(crate) enum Codec {
     V4(Bases),
 }
 
+/// Fewer bytes than any entry takes in either version (version 4: flags,
+/// name length, a name byte, mode, two times, inode and at least a
+/// symlink's target length): a record's count is checked against it.
+const MIN_ENTRY_BYTES: usize = 8;
+
 impl Codec {
     /// Parses one entry (the one parser of an index entry of each version).
     fn decode<'a>(&self, r: &mut Reader<'a>) -> Result<EntryView<'a>> {
@@ -410,8 +425,9 @@ fn encode_v4(v: &EntryView<'_>, b: &Bases, out: &mut Vec<u8>) {
     }
 }
 
-/// Where a loaded record's entries lie in the file it was loaded from
-/// (already validated, so reading them again cannot fail).
+/// Where a loaded record's entries lie in the file it was loaded from (its
+/// header checked when loaded; its entries are checked as they are read,
+/// [`Checked`]).
 #[derive(Clone)]
 struct RawEntries {
     /// The whole file.
@@ -444,10 +460,10 @@ impl RawEntries {
         &self.buf[self.at..self.block.end]
     }
 
-    /// A reader at the first entry, and how the entries are encoded.
-    fn entries(&self) -> (Reader<'_>, Codec) {
+    /// The entries, each checked as it is read.
+    fn checked(&self) -> Checked<'_> {
         let mut rd = Reader::new(self.bytes());
-        // Validated when loaded: these reads cannot fail.
+        // Checked when loaded ([`parse_dir`]): these reads cannot fail.
         let codec = match self.v4 {
             true => Codec::V4(
                 Bases::decode(&mut rd)
@@ -457,7 +473,42 @@ impl RawEntries {
             false => Codec::V3,
         };
         let _ = rd.u32();
-        (rd, codec)
+        Checked {
+            rd,
+            left: self.n,
+            codec,
+            prev: None,
+        }
+    }
+}
+
+/// A record's entries read from its bytes, each checked: the first that
+/// does not decode, or whose name is not after the one before it (names
+/// are sorted and unique), ends them (see "Loading without parsing").
+pub(crate) struct Checked<'a> {
+    rd: Reader<'a>,
+    left: u32,
+    codec: Codec,
+    prev: Option<&'a [u8]>,
+}
+
+impl<'a> Iterator for Checked<'a> {
+    type Item = EntryView<'a>;
+    fn next(&mut self) -> Option<EntryView<'a>> {
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        match self.codec.decode(&mut self.rd) {
+            Ok(v) if self.prev.is_none_or(|p| p < v.entry.name) => {
+                self.prev = Some(v.entry.name);
+                Some(v)
+            }
+            _ => {
+                self.left = 0;
+                None
+            }
+        }
     }
 }
 
@@ -469,11 +520,27 @@ impl RawEntries {
 pub struct Entries {
     raw: Option<RawEntries>,
     decoded: OnceLock<Vec<IndexEntry>>,
+    /// How many of `raw`'s entries read ([`Checked`]), once counted.
+    read: OnceLock<u32>,
 }
 
 impl Entries {
-    /// Number of entries (without decoding them).
+    /// Number of entries: as many as [`Entries::views`] yields. Of entries
+    /// loaded from a file this reads them once (not into
+    /// [`IndexEntry`]s); [`Entries::claimed`] does not read them.
     pub fn len(&self) -> usize {
+        match (&self.raw, self.decoded.get()) {
+            (_, Some(d)) => d.len(),
+            (Some(r), None) => *self.read.get_or_init(|| r.checked().count() as u32) as usize,
+            (None, None) => 0,
+        }
+    }
+
+    /// The number of entries the record's header gives, without reading
+    /// them: [`Entries::len`], unless the record is damaged, when fewer
+    /// read. For a caller that reads them through [`Entries::views`] anyway
+    /// and treats fewer views than this as a change.
+    pub(crate) fn claimed(&self) -> usize {
         match (&self.raw, self.decoded.get()) {
             (_, Some(d)) => d.len(),
             (Some(r), None) => r.n as usize,
@@ -489,10 +556,7 @@ impl Entries {
     /// The entries as borrowed views, decoding nothing.
     pub(crate) fn views(&self) -> Views<'_> {
         match (&self.raw, self.decoded.get()) {
-            (Some(r), None) => {
-                let (rd, codec) = r.entries();
-                Views::Raw(rd, r.n, codec)
-            }
+            (Some(r), None) => Views::Raw(r.checked()),
             _ => Views::Decoded(self.iter()),
         }
     }
@@ -500,7 +564,7 @@ impl Entries {
 
 /// Iterator of [`Entries::views`].
 pub(crate) enum Views<'a> {
-    Raw(Reader<'a>, u32, Codec),
+    Raw(Checked<'a>),
     Decoded(std::slice::Iter<'a, IndexEntry>),
 }
 
@@ -508,16 +572,7 @@ impl<'a> Iterator for Views<'a> {
     type Item = EntryView<'a>;
     fn next(&mut self) -> Option<EntryView<'a>> {
         match self {
-            Views::Raw(r, left, codec) => {
-                if *left == 0 {
-                    return None;
-                }
-                *left -= 1;
-                // Validated when loaded: an error here cannot happen; if it
-                // did, the listing would look shorter and the directory
-                // changed, which only costs a re-read.
-                codec.decode(r).ok()
-            }
+            Views::Raw(c) => c.next(),
             Views::Decoded(it) => it.next().map(EntryView::of),
         }
     }
@@ -527,13 +582,7 @@ impl std::ops::Deref for Entries {
     type Target = [IndexEntry];
     fn deref(&self) -> &[IndexEntry] {
         self.decoded.get_or_init(|| match &self.raw {
-            Some(r) => {
-                let (mut rd, codec) = r.entries();
-                (0..r.n)
-                    .map_while(|_| codec.decode(&mut rd).ok())
-                    .map(EntryView::to_entry)
-                    .collect()
-            }
+            Some(r) => r.checked().map(EntryView::to_entry).collect(),
             None => Vec::new(),
         })
     }
@@ -544,6 +593,7 @@ impl From<Vec<IndexEntry>> for Entries {
         Entries {
             raw: None,
             decoded: OnceLock::from(v),
+            read: OnceLock::new(),
         }
     }
 }
@@ -568,6 +618,7 @@ impl Clone for Entries {
             Some(r) => Entries {
                 raw: Some(r.clone()),
                 decoded: OnceLock::new(),
+                read: OnceLock::new(),
             },
             None => Entries::from(self.to_vec()),
         }
@@ -1088,8 +1139,9 @@ fn parse(buf: &Buf, delta: bool) -> Result<Parsed> {
     })
 }
 
-/// Validates one `dir` block (every entry parses, names strictly
-/// increasing) and makes its record, leaving the entries undecoded.
+/// Checks one `dir` block's header (path, tree hash, flags, bases and an
+/// entry count the block has room for) and makes its record, leaving the
+/// entries unread: they are checked as they are read ([`Checked`]).
 fn parse_dir(buf: &Buf, block: Range<usize>, v4: bool) -> Result<(Vec<u8>, Arc<DirRecord>)> {
     let mut r = Reader::new(&buf[block.clone()]);
     let len = r.u32()? as usize;
@@ -1101,21 +1153,13 @@ fn parse_dir(buf: &Buf, block: Range<usize>, v4: bool) -> Result<(Vec<u8>, Arc<D
         _ => return Err(Error::Corrupt("index record has unknown flags".into())),
     };
     let at = block.start + r.position();
-    let codec = match v4 {
-        true => Codec::V4(Bases::decode(&mut r)?),
-        false => Codec::V3,
-    };
-    let n = r.u32()?;
-    let mut prev: Option<&[u8]> = None;
-    for _ in 0..n {
-        let v = codec.decode(&mut r)?;
-        if prev.is_some_and(|p| p >= v.entry.name) {
-            return Err(Error::Corrupt("index entries are not sorted".into()));
-        }
-        prev = Some(v.entry.name);
+    if v4 {
+        Bases::decode(&mut r)?;
     }
-    if !r.at_end() {
-        return Err(Error::Corrupt("index".into()));
+    let n = r.u32()?;
+    let room = block.len() - r.position();
+    if n as usize > room / MIN_ENTRY_BYTES {
+        return Err(Error::Corrupt("index record count".into()));
     }
     let entries = Entries {
         raw: Some(RawEntries {
@@ -1127,6 +1171,7 @@ fn parse_dir(buf: &Buf, block: Range<usize>, v4: bool) -> Result<(Vec<u8>, Arc<D
             dev_map: None,
         }),
         decoded: OnceLock::new(),
+        read: OnceLock::new(),
     };
     Ok((
         path,
@@ -1168,7 +1213,9 @@ impl Index {
     }
 
     /// Parses an index file's bytes, checking its trailer hash and every
-    /// record (public so fuzz targets and property tests reach it).
+    /// record's header; entries are checked as they are read (see "Loading
+    /// without parsing"). Public so fuzz targets and property tests reach
+    /// it.
     pub fn decode(bytes: &[u8]) -> Result<Index> {
         Self::decode_buf(Arc::new(Bytes::Owned(bytes.to_vec())))
     }
@@ -1299,6 +1346,7 @@ impl Index {
                             ..r.clone()
                         }),
                         decoded: OnceLock::new(),
+                        read: OnceLock::new(),
                     };
                     *rec = Arc::new(DirRecord {
                         tree: rec.tree,
@@ -1692,6 +1740,81 @@ mod tests {
             b[i] ^= 1;
             assert!(Index::decode(&b).is_err(), "flip at {i} undetected");
         }
+    }
+
+    /// Entries damaged behind a matching trailer (only a writer's bug could
+    /// make such a file): the index loads, the damaged record's entries read
+    /// up to the damage, and every way of counting or reading them agrees.
+    /// A record that claims more entries than its block has room for is
+    /// refused when loaded.
+    #[test]
+    fn damaged_entries_end_their_record() {
+        let e = |name: &[u8]| IndexEntry {
+            entry: Entry {
+                name: name.to_vec(),
+                mode: 0o644,
+                mtime_ns: 7,
+                node: Node::File {
+                    size: 3,
+                    hash: Hash::of(b"abc"),
+                },
+            },
+            meta: Meta {
+                dev: 1,
+                ino: 2,
+                mode: 0o100644,
+                size: 3,
+                mtime_ns: 7,
+                ctime_ns: 9,
+            },
+            racy: false,
+        };
+        let mut ix = Index::default();
+        let names: [&[u8]; 3] = [b"name-a", b"name-b", b"name-c"];
+        ix.dirs.insert(
+            b"d".to_vec(),
+            Arc::new(DirRecord {
+                tree: Hash::of(b"t"),
+                entries: names.iter().map(|n| e(n)).collect(),
+                exact_names: true,
+            }),
+        );
+        let good = ix.encode();
+        let resealed = |mut b: Vec<u8>| {
+            let n = b.len() - 32;
+            let h = Hash::of(&b[..n]);
+            b[n..].copy_from_slice(&h.0);
+            b
+        };
+        let at = |name: &[u8]| good.windows(name.len()).position(|w| w == name).unwrap();
+        let b = at(b"name-b");
+        let reads = |bytes: Vec<u8>| {
+            let ix = Index::decode(&resealed(bytes)).unwrap();
+            let rec = &ix.dirs[b"d".as_slice()];
+            assert_eq!(rec.entries.claimed(), 3);
+            let (len, views) = (rec.entries.len(), rec.entries.views().count());
+            assert_eq!(len, views);
+            assert_eq!(rec.entries.to_vec().len(), len);
+            len
+        };
+        assert_eq!(reads(good.clone()), 3);
+        // The second entry's flags unknown, or its name equal to the first's.
+        let mut flags = good.clone();
+        flags[b - 2] = 0xff;
+        assert_eq!(reads(flags), 1);
+        let mut order = good.clone();
+        order[b + 5] = b'a';
+        assert_eq!(reads(order), 1);
+        // The third's name before the second's: two read.
+        let mut last = good.clone();
+        last[at(b"name-c") + 5] = b'a';
+        assert_eq!(reads(last), 2);
+        // The count (u32 before the first entry's flags and name length).
+        let mut count = good.clone();
+        let n = at(b"name-a") - 6;
+        assert_eq!(count[n..n + 4], 3u32.to_le_bytes());
+        count[n..n + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(Index::decode(&resealed(count)).is_err());
     }
 
     /// A version-3 file, as the previous release wrote it: the tree-entry

@@ -563,7 +563,8 @@ impl Scanner<'_> {
         };
         let listing: fs::PackedListing;
         let (dirfd, mut listed, names_seen) = match restated {
-            Some(listed) => (dir.as_fd(), listed, old.map_or(0, |o| o.entries.len())),
+            // (restat read every entry the record claims)
+            Some(listed) => (dir.as_fd(), listed, old.map_or(0, |o| o.entries.claimed())),
             None => {
                 let fd = match stat.unlisted {
                     true => match fs::reopen_dir(dir.as_fd()) {
@@ -844,7 +845,7 @@ impl Scanner<'_> {
         rel: &[u8],
         old: &'r DirRecord,
     ) -> Result<Option<Vec<Listed<'r>>>> {
-        let mut listed = Vec::with_capacity(old.entries.len());
+        let mut listed = Vec::with_capacity(old.entries.claimed());
         let mut seen = 0;
         for v in old.entries.views() {
             seen += 1;
@@ -871,9 +872,9 @@ impl Scanner<'_> {
                 deferred: false,
             });
         }
-        // Records are validated when loaded, so every entry decodes; were
-        // one not to, the names would be incomplete: list instead.
-        Ok((seen == old.entries.len()).then_some(listed))
+        // Entries are checked as they are read: when fewer read than the
+        // record claims, the names are incomplete: list instead.
+        Ok((seen == old.entries.claimed()).then_some(listed))
     }
 
     /// Whether `.ckptignore` or the exclusions drop this entry.
@@ -1086,8 +1087,10 @@ impl Scanner<'_> {
     /// stats, no racy entries, same subtrees).
     fn unchanged(&self, old: &DirRecord, listed: &[Listed], child_trees: &[Hash]) -> bool {
         // Every listed name has an old entry (names are unique on both
-        // sides), so equal counts mean the same names.
-        if old.tree == UNKNOWN_TREE || old.entries.len() != listed.len() {
+        // sides), so equal counts mean the same names. (Of a damaged
+        // record fewer entries read than it claims, and a listed name
+        // then has none.)
+        if old.tree == UNKNOWN_TREE || old.entries.claimed() != listed.len() {
             return false;
         }
         let mut child = child_trees.iter();
@@ -1361,6 +1364,60 @@ mod tests {
             }
             std::fs::write(root.join(format!("a{a}/top")), b"t").unwrap();
         }
+    }
+
+    /// A record whose entries are damaged behind a matching trailer (see
+    /// "Loading without parsing" in [`crate::store::index`]): a scan against
+    /// it re-reads that directory's files from the damaged entry on, and
+    /// its tree is the one a scan against no index finds, also when a file
+    /// after the damage changed (a record counted by its header would
+    /// match the entries that read and keep the old tree).
+    #[test]
+    fn a_damaged_record_is_scanned_as_a_changed_directory() {
+        let shared = tempfile::tempdir().unwrap();
+        Store::create(&shared.path().join("store")).unwrap();
+        let store = Store::open(&shared.path().join("store"), &Config::default()).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("ws");
+        build(&root);
+        let ignore = Ignore::default();
+        let scan_with = |index: &Index, mode| {
+            scan(&ScanInput {
+                root: &root,
+                index,
+                ignore: &ignore,
+                exclude: &[],
+                mode,
+                on_unreadable: OnUnreadable::Record,
+            })
+            .unwrap()
+            .apply(index.clone())
+        };
+        let first = scan_with(&Index::default(), Mode::Capture(&store.objects)).index;
+        std::fs::write(root.join("a2/b1/f2"), b"changed").unwrap();
+        let intact = scan_with(&first, Mode::HashOnly);
+        let clean = scan_with(&Index::default(), Mode::HashOnly);
+        // `a2/b1`'s entry `f1` (name length 2, then the name): its flags
+        // byte, just before, made unknown; the trailer made to match.
+        let mut bytes = first.encode();
+        let dir = bytes.windows(5).position(|w| w == b"a2/b1").unwrap();
+        let f1 = dir
+            + bytes[dir..]
+                .windows(3)
+                .position(|w| w == b"\x02f1")
+                .unwrap();
+        bytes[f1 - 1] = 0xff;
+        let body = bytes.len() - 32;
+        let h = Hash::of(&bytes[..body]);
+        bytes[body..].copy_from_slice(&h.0);
+        let damaged = Index::decode(&bytes).unwrap();
+        assert_eq!(damaged.dirs[b"a2/b1".as_slice()].entries.len(), 1);
+
+        let again = scan_with(&damaged, Mode::HashOnly);
+        assert_eq!(again.root, clean.root);
+        assert_eq!(intact.root, clean.root);
+        assert_eq!(again.files_read, intact.files_read + 1, "f1 re-read too");
+        assert_eq!(again.index.dirs[b"a2/b1".as_slice()].entries.len(), 3);
     }
 
     /// Each round: random edits, then a partial scan of what a watcher
