@@ -68,7 +68,7 @@
 //! looks like a directory that changed, which costs a re-read of it, never
 //! a wrong tree. (A file whose trailer matches was written whole by ckpt,
 //! so only a writer's bug could damage one; checking every entry at load
-//! cost a third of loading an index of 1M entries.)
+//! cost a third of loading an index of 400k entries.)
 //!
 //! ## The racy-mtime rule
 //! A file modified within the same timestamp tick in which it was hashed
@@ -1707,27 +1707,7 @@ mod tests {
             b"a/b".to_vec(),
             Arc::new(DirRecord {
                 tree: Hash::of(b"t"),
-                entries: vec![IndexEntry {
-                    entry: Entry {
-                        name: b"f\n\xff".to_vec(),
-                        mode: 0o755,
-                        mtime_ns: 7,
-                        node: Node::File {
-                            size: 3,
-                            hash: Hash::of(b"abc"),
-                        },
-                    },
-                    meta: Meta {
-                        dev: 1,
-                        ino: 2,
-                        mode: 0o100755,
-                        size: 3,
-                        mtime_ns: 7,
-                        ctime_ns: 9,
-                    },
-                    racy: true,
-                }]
-                .into(),
+                entries: vec![file_entry(b"f\n\xff", 0o755, true)].into(),
                 exact_names: true,
             }),
         );
@@ -1742,17 +1722,12 @@ mod tests {
         }
     }
 
-    /// Entries damaged behind a matching trailer (only a writer's bug could
-    /// make such a file): the index loads, the damaged record's entries read
-    /// up to the damage, and every way of counting or reading them agrees.
-    /// A record that claims more entries than its block has room for is
-    /// refused when loaded.
-    #[test]
-    fn damaged_entries_end_their_record() {
-        let e = |name: &[u8]| IndexEntry {
+    /// A 3-byte file's entry (content `abc`, device 1, inode 2).
+    fn file_entry(name: &[u8], perm: u32, racy: bool) -> IndexEntry {
+        IndexEntry {
             entry: Entry {
                 name: name.to_vec(),
-                mode: 0o644,
+                mode: perm,
                 mtime_ns: 7,
                 node: Node::File {
                     size: 3,
@@ -1762,13 +1737,23 @@ mod tests {
             meta: Meta {
                 dev: 1,
                 ino: 2,
-                mode: 0o100644,
+                mode: 0o100000 | perm,
                 size: 3,
                 mtime_ns: 7,
                 ctime_ns: 9,
             },
-            racy: false,
-        };
+            racy,
+        }
+    }
+
+    /// Entries damaged behind a matching trailer (only a writer's bug could
+    /// make such a file): the index loads, the damaged record's entries read
+    /// up to the damage, and every way of counting or reading them agrees.
+    /// A record that claims more entries than its block has room for is
+    /// refused when loaded.
+    #[test]
+    fn damaged_entries_end_their_record() {
+        let e = |name: &[u8]| file_entry(name, 0o644, false);
         let mut ix = Index::default();
         let names: [&[u8]; 3] = [b"name-a", b"name-b", b"name-c"];
         ix.dirs.insert(
