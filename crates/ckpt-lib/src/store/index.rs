@@ -1056,8 +1056,8 @@ struct Parsed {
     records: Vec<(Vec<u8>, Arc<DirRecord>)>,
 }
 
-/// Checks the trailer, parses and validates every record of an index
-/// (`delta == false`) or delta file.
+/// Checks the trailer and every record's header of an index (`delta ==
+/// false`) or delta file (the entries are checked as they are read).
 fn parse(buf: &Buf, delta: bool) -> Result<Parsed> {
     let bad = || Error::Corrupt(if delta { "index delta" } else { "index" }.into());
     let bytes: &[u8] = buf;
