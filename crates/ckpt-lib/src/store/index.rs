@@ -539,7 +539,8 @@ impl Entries {
     /// The number of entries the record's header gives, without reading
     /// them: [`Entries::len`], unless the record is damaged, when fewer
     /// read. For a caller that reads them through [`Entries::views`] anyway
-    /// and treats fewer views than this as a change.
+    /// and treats fewer views than this as a change, or that only needs an
+    /// estimate (a buffer's size, a delta's).
     pub(crate) fn claimed(&self) -> usize {
         match (&self.raw, self.decoded.get()) {
             (_, Some(d)) => d.len(),
@@ -1453,7 +1454,7 @@ impl Index {
                     changed.push(p);
                     // An estimate (a file or directory entry holds a 32-byte
                     // hash); the encoded size is checked below.
-                    size += 40 + p.len() + rec.entries.len() * 40;
+                    size += 40 + p.len() + rec.entries.claimed() * 40;
                     if size > limit {
                         return None;
                     }
@@ -1574,7 +1575,7 @@ impl Index {
         for (p, rec) in self.dirs.iter() {
             if rec.stored_block(p, Some(buf)).is_none() {
                 changed.push(p);
-                size += 40 + p.len() + rec.entries.len() * 40;
+                size += 40 + p.len() + rec.entries.claimed() * 40;
                 if size > limit {
                     return None;
                 }
@@ -1669,8 +1670,11 @@ fn block_flags(d: &DirRecord) -> u8 {
     }
 }
 
+/// A record's block; what is not its own bytes copied is re-encoded from
+/// the entries that read (their count written after them, so that they are
+/// read once here).
 fn encode_dir(path: &[u8], d: &DirRecord) -> Vec<u8> {
-    let mut out = Vec::with_capacity(64 + path.len() + d.entries.len() * 80);
+    let mut out = Vec::with_capacity(64 + path.len() + d.entries.claimed() * 80);
     out.extend_from_slice(&(path.len() as u32).to_le_bytes());
     out.extend_from_slice(path);
     out.extend_from_slice(&d.tree.0);
@@ -1680,10 +1684,14 @@ fn encode_dir(path: &[u8], d: &DirRecord) -> Vec<u8> {
         _ => {
             let bases = Bases::of(d.entries.views());
             bases.encode(&mut out);
-            out.extend_from_slice(&(d.entries.len() as u32).to_le_bytes());
+            let count_at = out.len();
+            out.extend_from_slice(&0u32.to_le_bytes());
+            let mut n = 0u32;
             for v in d.entries.views() {
                 encode_v4(&v, &bases, &mut out);
+                n += 1;
             }
+            out[count_at..count_at + 4].copy_from_slice(&n.to_le_bytes());
         }
     }
     out
