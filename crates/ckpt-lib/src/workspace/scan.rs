@@ -298,10 +298,9 @@ pub fn scan(input: &ScanInput<'_>) -> Result<Scanned> {
     })
 }
 
-/// What `records` (those a scan made anew, or that it visited) change in
-/// `old`: the directories that went away (each was a subdirectory in its
-/// parent's old record and is not one in the new), and whether nothing
-/// changed at all.
+/// What `records` (those a scan made anew) change in `old`: the
+/// directories that went away (each was a subdirectory in its parent's old
+/// record and is not one in the new), and whether nothing changed at all.
 fn changes(old: &Dirs, records: &[(Vec<u8>, Arc<DirRecord>)]) -> (Vec<Vec<u8>>, bool) {
     let mut removed: Vec<Vec<u8>> = Vec::new();
     let mut unchanged = true;
