@@ -19,8 +19,9 @@
 # forks use the btrfs-subvolume backend; on xfs reflink; on the scratch ext4 copy. With
 # FLOOR=path/to/clone_floor (cargo build --release -p ckpt-copy --example clone_floor),
 # the xfs section also reports the kernel floor (create + FICLONE of the same files)
-# and the floor of a fork with a store of its own (+ a hard link per store object and
-# a syncfs), alternated with as many more forks, and one fork ÷ each floor. With STAT_FLOOR=path/to/stat_floor (cargo build --release -p ckpt-lib
+# the floor of a fork with a store of its own (+ a hard link per store object and
+# a syncfs) and the floor of an exact fork (+ every mtime set), alternated with as many
+# more forks, and one fork ÷ each floor. With STAT_FLOOR=path/to/stat_floor (cargo build --release -p ckpt-lib
 # --example stat_floor), the btrfs section reports the floor of a subvolume fork's scan:
 # the first lstat of every entry of a fresh snapshot (2 threads; btrfs reads each inode
 # then), and one fork ÷ that floor. Loop images are 4 GiB, one at a time, deleted after.
@@ -123,7 +124,9 @@ bench_on() { # DIR LABEL
     # inodes in the background, which would slow whatever runs next).
     # The second floor adds what a fork with a store of its own cannot skip:
     # a hard link per object of the store, then a syncfs (clone_floor's doc).
-    local fl=() fo=() fs=()
+    # The third also sets every file's and directory's mtime, as a fork
+    # must for its files to be exact (clone_floor --times).
+    local fl=() fo=() fs=() ft=()
     for ((i = 0; i < RUNS; i++)); do
       sync; sleep "$PAUSE"
       fo+=($(cd "$ws" && timed "$CKPT" fork HEAD "$base/alt$i"))
@@ -131,17 +134,21 @@ bench_on() { # DIR LABEL
       fl+=($("$FLOOR" "$ws" "$base/floor$i" | awk '{print $6}'))
       sync; sleep "$PAUSE"
       fs+=($("$FLOOR" "$ws" "$base/sfloor$i" --own-store "$base/store/objects" | awk '{print $10}'))
+      sync; sleep "$PAUSE"
+      ft+=($("$FLOOR" "$ws" "$base/tfloor$i" --own-store "$base/store/objects" --times | awk '{print $10}'))
     done
     ratio() { awk -v a="$(printf '%s\n' "${fo[@]}" | median 1)" -v b="$(printf '%s\n' "$@" | median 1)" \
       'BEGIN{printf "%.2f\n", a/b}'; }
     report "one fork, alternated with the floors" "${fo[@]}"
     report "kernel floor: create + FICLONE only" "${fl[@]}"
     report "floor with own store: + links, syncfs" "${fs[@]}"
+    report "exact-fork floor: + mtimes" "${ft[@]}"
     printf '%-44s %10s\n' "one fork / kernel floor" "$(ratio "${fl[@]}")" \
-      "one fork / floor with own store" "$(ratio "${fs[@]}")"
+      "one fork / floor with own store" "$(ratio "${fs[@]}")" \
+      "one fork / exact-fork floor" "$(ratio "${ft[@]}")"
     for ((i = 0; i < RUNS; i++)); do
       (cd "$ws" && "$CKPT" fork -q --remove "$base/alt$i")
-      rm -rf "$base/floor$i" "$base/sfloor$i" "$base/sfloor$i.objects"
+      rm -rf "$base/floor$i" "$base/sfloor$i" "$base/sfloor$i.objects" "$base/tfloor$i" "$base/tfloor$i.objects"
     done
     if [ -n "$FLOOR_ONLY" ]; then echo; return; fi
   fi

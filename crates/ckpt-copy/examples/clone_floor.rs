@@ -14,7 +14,13 @@
 //! is published. Every object of the store is linked, which is what a fork
 //! of a store holding one checkpoint links.
 //!
-//! Usage: cargo run --release -p ckpt-copy --example clone_floor SRC DST [--own-store OBJECTS]
+//! With `--times` each cloned file also gets its source's mtime
+//! (`futimens` through the descriptor already open), and each directory
+//! its own once every file is cloned (`utimensat`): what a fork must add
+//! for its files to be exact (a restore compares mtimes, and a fork's
+//! first save trusts them). The mtimes are read before the clock starts.
+//!
+//! Usage: cargo run --release -p ckpt-copy --example clone_floor SRC DST [--own-store OBJECTS] [--times]
 //! Prints: `files N dirs M clone_ms T` (with `--own-store`, then
 //! `objects K own_store_ms U`: the whole timed work, links and `syncfs`
 //! included).
@@ -24,28 +30,46 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use rayon::prelude::*;
-use rustix::fs::{AtFlags, Mode, OFlags};
+use rustix::fs::{AtFlags, Mode, OFlags, Timespec, Timestamps, CWD};
 
-fn list(root: &Path, rel: &Path, dirs: &mut Vec<PathBuf>, files: &mut Vec<PathBuf>) {
+/// A path below the root, and its mtime.
+type Listed = (PathBuf, Timespec);
+
+fn list(root: &Path, rel: &Path, dirs: &mut Vec<Listed>, files: &mut Vec<Listed>) {
     for e in std::fs::read_dir(root.join(rel)).expect("list") {
         let e = e.expect("entry");
         let t = e.file_type().expect("type");
         let r = rel.join(e.file_name());
+        let st = rustix::fs::lstat(root.join(&r)).expect("lstat");
+        let mtime = Timespec {
+            tv_sec: st.st_mtime,
+            tv_nsec: st.st_mtime_nsec as _,
+        };
         if t.is_dir() {
-            dirs.push(r.clone());
+            dirs.push((r.clone(), mtime));
             list(root, &r, dirs, files);
         } else if t.is_file() {
-            files.push(r);
+            files.push((r, mtime));
         }
     }
 }
 
-fn clone_all(src: &Path, dst: &Path, dirs: &[PathBuf], files: &[PathBuf]) {
+fn times(mtime: Timespec) -> Timestamps {
+    Timestamps {
+        last_access: Timespec {
+            tv_sec: 0,
+            tv_nsec: rustix::fs::UTIME_OMIT,
+        },
+        last_modification: mtime,
+    }
+}
+
+fn clone_all(src: &Path, dst: &Path, dirs: &[Listed], files: &[Listed], set_times: bool) {
     std::fs::create_dir(dst).expect("create DST");
-    for d in dirs {
+    for (d, _) in dirs {
         std::fs::create_dir(dst.join(d)).expect("mkdir");
     }
-    files.par_iter().for_each(|f| {
+    files.par_iter().for_each(|(f, mtime)| {
         let s = rustix::fs::open(src.join(f), OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())
             .expect("open source");
         let d = rustix::fs::open(
@@ -55,32 +79,44 @@ fn clone_all(src: &Path, dst: &Path, dirs: &[PathBuf], files: &[PathBuf]) {
         )
         .expect("create");
         rustix::fs::ioctl_ficlone(d.as_fd(), s.as_fd()).expect("FICLONE");
+        if set_times {
+            rustix::fs::futimens(&d, &times(*mtime)).expect("futimens");
+        }
     });
+    if set_times {
+        // Deepest first, as a fork sets a directory's once its subtree is written.
+        for (d, mtime) in dirs.iter().rev() {
+            rustix::fs::utimensat(CWD, dst.join(d), &times(*mtime), AtFlags::SYMLINK_NOFOLLOW)
+                .expect("utimensat");
+        }
+    }
 }
 
 /// Hard-links every object (`shard/name`) of `objects` into `to`, one
 /// after the other.
-fn link_all(objects: &Path, to: &Path, shards: &[PathBuf], names: &[PathBuf]) {
+fn link_all(objects: &Path, to: &Path, shards: &[Listed], names: &[Listed]) {
     std::fs::create_dir(to).expect("create the objects directory");
-    for s in shards {
+    for (s, _) in shards {
         std::fs::create_dir(to.join(s)).expect("mkdir shard");
     }
     let (from, into) = (
         rustix::fs::open(objects, OFlags::PATH | OFlags::CLOEXEC, Mode::empty()).expect("open"),
         rustix::fs::open(to, OFlags::PATH | OFlags::CLOEXEC, Mode::empty()).expect("open"),
     );
-    for n in names {
+    for (n, _) in names {
         rustix::fs::linkat(&from, n, &into, n, AtFlags::empty()).expect("link");
     }
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let set_times = args.iter().any(|a| a == "--times");
+    args.retain(|a| a != "--times");
     let (src, dst, objects) = match args.as_slice() {
-        [_, src, dst] => (src, dst, None),
-        [_, src, dst, flag, objects] if flag == "--own-store" => (src, dst, Some(objects)),
+        [src, dst] => (src, dst, None),
+        [src, dst, flag, objects] if flag == "--own-store" => (src, dst, Some(objects)),
         _ => {
-            eprintln!("usage: clone_floor SRC DST [--own-store OBJECTS]");
+            eprintln!("usage: clone_floor SRC DST [--own-store OBJECTS] [--times]");
             std::process::exit(2);
         }
     };
@@ -89,7 +125,7 @@ fn main() {
     list(src, Path::new(""), &mut dirs, &mut files);
     let Some(objects) = objects.map(Path::new) else {
         let t0 = Instant::now();
-        clone_all(src, dst, &dirs, &files);
+        clone_all(src, dst, &dirs, &files, set_times);
         println!(
             "files {} dirs {} clone_ms {:.1}",
             files.len(),
@@ -107,7 +143,7 @@ fn main() {
     // The links on a thread of their own, beside the pool that clones.
     let clone_ms = std::thread::scope(|s| {
         s.spawn(|| link_all(objects, &to, &shards, &names));
-        clone_all(src, dst, &dirs, &files);
+        clone_all(src, dst, &dirs, &files, set_times);
         t0.elapsed().as_secs_f64() * 1e3
     });
     let d = rustix::fs::open(
