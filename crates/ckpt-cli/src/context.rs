@@ -6,6 +6,7 @@
 //! variables are documented in `docs/CLI.md` ("Environment").
 
 use std::path::PathBuf;
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use ckpt_copy::copy::Strategy;
@@ -27,9 +28,15 @@ pub struct Ctx {
     /// How remote commands reach object storage: credentials, endpoint and
     /// region from the environment and the AWS config files
     /// ([`remote_settings`]); why not, when a `CKPT_REMOTE_*` value does
-    /// not parse (only remote commands refuse it: [`Ctx::remote`]).
-    remote: std::result::Result<ckpt_remote::Settings, String>,
+    /// not parse (only remote commands refuse it: [`Ctx::remote`]). Made
+    /// on first use, so that no other command reads the AWS files.
+    remote: OnceLock<std::result::Result<ckpt_remote::Settings, String>>,
+    /// The environment, as [`Ctx::new`] was given it, for [`Ctx::remote`].
+    env: Box<Env>,
 }
+
+/// A variable's value by name: the process environment, or a map in tests.
+type Env = dyn Fn(&str) -> Option<String> + Send + Sync;
 
 /// The global flags.
 pub struct Globals<'a> {
@@ -48,7 +55,10 @@ pub struct Globals<'a> {
 impl Ctx {
     /// Builds the context from the global flags and `env` (the process
     /// environment, or a map in tests).
-    pub fn new(g: Globals<'_>, env: impl Fn(&str) -> Option<String>) -> Result<Ctx> {
+    pub fn new(
+        g: Globals<'_>,
+        env: impl Fn(&str) -> Option<String> + Send + Sync + 'static,
+    ) -> Result<Ctx> {
         let cwd = match g.chdir {
             Some(d) => std::env::current_dir()
                 .map(|c| c.join(d))
@@ -98,9 +108,9 @@ impl Ctx {
                         .map(|h| h.join(".local/share"))
                 }),
         };
-        let remote = remote_settings(&env);
         Ok(Ctx {
-            remote,
+            remote: OnceLock::new(),
+            env: Box::new(env),
             ops: Context::new(cwd, config),
             quiet: g.quiet,
             verbose: g.verbose,
@@ -113,7 +123,8 @@ impl Ctx {
     /// The remote settings, or a usage error naming the `CKPT_REMOTE_*`
     /// value that does not parse.
     pub fn remote(&self) -> Result<&ckpt_remote::Settings> {
-        self.remote.as_ref().map_err(|why| {
+        let settings = self.remote.get_or_init(|| remote_settings(&self.env));
+        settings.as_ref().map_err(|why| {
             Error::Usage(format!(
                 "{why}; fix or unset it (nothing was changed; docs/CLI.md, \"Environment\")"
             ))
@@ -307,6 +318,35 @@ mod tests {
         assert_eq!(get("aws_access_key_id"), Some("OTHER"));
         assert_eq!(get("aws_region"), Some("eu-west-3"));
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn only_a_remote_command_reads_the_remote_settings() {
+        let asked = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+        let log = asked.clone();
+        let env = move |k: &str| {
+            log.lock().unwrap().push(k.to_string());
+            (k == "CKPT_REMOTE_CONCURRENCY").then(|| "eight".to_string())
+        };
+        let globals = Globals {
+            chdir: None,
+            lock_timeout: 1,
+            quiet: false,
+            verbose: false,
+            full_scan: false,
+        };
+        let ctx = Ctx::new(globals, env).unwrap();
+        let remote_keys = |asked: &[String]| {
+            asked
+                .iter()
+                .filter(|k| k.starts_with("AWS_") || k.starts_with("CKPT_REMOTE_"))
+                .count()
+        };
+        assert_eq!(remote_keys(&asked.lock().unwrap()), 0);
+        // A bad value is refused when a remote command asks, not before.
+        let err = ctx.remote().unwrap_err().to_string();
+        assert!(err.contains("CKPT_REMOTE_CONCURRENCY"), "{err}");
+        assert!(asked.lock().unwrap().iter().any(|k| k == "AWS_PROFILE"));
     }
 
     #[test]
