@@ -1,7 +1,7 @@
 //! The kernel floor of a reflink fork (bench/fork.sh): for every regular
 //! file below SRC, create the same path below DST (a new directory) and
-//! `FICLONE` the file into it, nothing else (no hashing, no modes or
-//! mtimes, no store). The tree is listed before the clock starts;
+//! `FICLONE` the file into it, nothing else (no hashing, no modes, no
+//! mtimes unless `--times`, no store). The tree is listed before the clock starts;
 //! directories are created first, then files are cloned in parallel on
 //! every core (rayon), as the fork does.
 //!
