@@ -26,6 +26,7 @@
 //! included).
 
 use std::os::fd::AsFd;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -38,12 +39,13 @@ type Listed = (PathBuf, Timespec);
 fn list(root: &Path, rel: &Path, dirs: &mut Vec<Listed>, files: &mut Vec<Listed>) {
     for e in std::fs::read_dir(root.join(rel)).expect("list") {
         let e = e.expect("entry");
-        let t = e.file_type().expect("type");
+        // (`DirEntry::metadata` does not follow a symlink.)
+        let m = e.metadata().expect("lstat");
+        let t = m.file_type();
         let r = rel.join(e.file_name());
-        let st = rustix::fs::lstat(root.join(&r)).expect("lstat");
         let mtime = Timespec {
-            tv_sec: st.st_mtime,
-            tv_nsec: st.st_mtime_nsec as _,
+            tv_sec: m.mtime(),
+            tv_nsec: m.mtime_nsec() as _,
         };
         if t.is_dir() {
             dirs.push((r.clone(), mtime));
