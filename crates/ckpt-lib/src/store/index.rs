@@ -1452,9 +1452,8 @@ impl Index {
                         continue;
                     }
                     changed.push(p);
-                    // An estimate (a file or directory entry holds a 32-byte
-                    // hash); the encoded size is checked below.
-                    size += 40 + p.len() + rec.entries.claimed() * 40;
+                    // The encoded size is checked below.
+                    size += estimated_block(p, rec);
                     if size > limit {
                         return None;
                     }
@@ -1575,7 +1574,7 @@ impl Index {
         for (p, rec) in self.dirs.iter() {
             if rec.stored_block(p, Some(buf)).is_none() {
                 changed.push(p);
-                size += 40 + p.len() + rec.entries.claimed() * 40;
+                size += estimated_block(p, rec);
                 if size > limit {
                     return None;
                 }
@@ -1668,6 +1667,12 @@ fn block_flags(d: &DirRecord) -> u8 {
     } else {
         0
     }
+}
+
+/// An estimate of the bytes `rec`'s block takes in a delta, without reading
+/// its entries (a file or directory entry holds a 32-byte hash).
+fn estimated_block(path: &[u8], rec: &DirRecord) -> usize {
+    40 + path.len() + rec.entries.claimed() * 40
 }
 
 /// A record's block; what is not its own bytes copied is re-encoded from
