@@ -161,6 +161,10 @@ pub struct Forked {
     pub restored: Option<SnapshotRestore>,
     /// Why another backend than the chosen one was used, if one was.
     pub note: Option<String>,
+    /// A subvolume fork whose store is a snapshot: its stat index as the
+    /// restore in the snapshot left it (and wrote it), so that `fork
+    /// --count`'s copies start from it instead of reading it again.
+    pub index: Option<Index>,
 }
 
 /// The hidden sibling `.<name>.<tag>.<pid>` of `root` (a fork's staging
@@ -269,6 +273,7 @@ pub fn fork(
     };
     let mut run = || -> Result<Forked> {
         let mut written = None;
+        let mut kept = None;
         // The origin's stat index, read while the snapshots are taken.
         let mut known = None;
         if backend == Backend::BtrfsSubvolume {
@@ -401,7 +406,7 @@ pub fn fork(
                 let mut index = inherit::written_index(&stats, generation);
                 index.save(&fork_store.index_path())?;
             } else {
-                written = Some(restore_snapshot(
+                let (w, ix) = restore_snapshot(
                     store,
                     origin_root,
                     &fork_store,
@@ -411,7 +416,8 @@ pub fn fork(
                     store_snapshot,
                     known.take(),
                     watcher_plan,
-                )?);
+                )?;
+                (written, kept) = (Some(w), ix);
             }
             fork_store.close()?;
             objects
@@ -443,6 +449,7 @@ pub fn fork(
             backend,
             restored: written,
             note: note.clone(),
+            index: kept,
         })
     };
     run().inspect_err(|_| undo())
@@ -738,12 +745,16 @@ pub fn clone_fork(
         fork_store
             .catalog
             .start_fork(&made.ws.root, origin, head.seq)?;
-        snapshot_store_index(
-            &fork_store,
-            dev_of(&template.root)?,
-            dev_of(&staging)?,
-            known,
-        )?;
+        let (from, to) = (dev_of(&template.root)?, dev_of(&staging)?);
+        let _t = crate::trace::span("snapshot index");
+        let written = match known {
+            Some(k) => k.save_snapshot_delta(&fork_store.index_path(), from, to)?,
+            None => false,
+        };
+        if !written {
+            snapshot_store_index(&fork_store, from, to, known)?;
+        }
+        drop(_t);
         fork_store.close()
     };
     match run() {
@@ -818,6 +829,7 @@ impl StagedCopy {
             backend: Backend::BtrfsSubvolume,
             restored: Some(SnapshotRestore::default()),
             note: None,
+            index: None,
         })
     }
 }
@@ -885,7 +897,8 @@ fn snapshot_into(origin_root: &Path, staging: &Path, ws: &Workspace) -> Result<(
 /// is where a nested workspace can be (a scan that skips one never claims
 /// exact names), and the snapshot holds it, which the scanner must see to
 /// remove. Otherwise every directory of the snapshot is scanned. `known`
-/// is the origin's index when it was read during the snapshots.
+/// is the origin's index when it was read during the snapshots. Returns
+/// what changed and, with a store snapshot, the fork's index as written.
 #[allow(clippy::too_many_arguments)]
 fn restore_snapshot(
     store: &Store,
@@ -897,7 +910,7 @@ fn restore_snapshot(
     store_snapshot: bool,
     known: Option<Index>,
     watcher_plan: &dyn Fn() -> ScanPlan,
-) -> Result<SnapshotRestore> {
+) -> Result<(SnapshotRestore, Option<Index>)> {
     let (from, to) = (dev_of(origin_root)?, dev_of(staging)?);
     let mut plan = ScanPlan::Full;
     let mut loaded = None;
@@ -938,6 +951,7 @@ fn restore_snapshot(
             ..OnDisk::new(plan)
         },
         root: staging,
+        kept: None,
     };
     let rep = restore::restore(
         &ws,
@@ -960,12 +974,13 @@ fn restore_snapshot(
         })
         .map(|c| c.new.as_ref().map_or(0, |n| n.node.size()))
         .sum();
-    Ok(SnapshotRestore {
+    let restored = SnapshotRestore {
         written: rep.written,
         removed: rep.removed,
         bytes,
         watcher,
-    })
+    };
+    Ok((restored, scanner.kept.filter(|_| store_snapshot)))
 }
 
 /// The scanner of the restore inside a snapshot: a workspace nested in the
@@ -976,6 +991,8 @@ fn restore_snapshot(
 struct SnapshotScanner<'a> {
     inner: OnDisk,
     root: &'a Path,
+    /// The index the restore kept, once written.
+    kept: Option<Index>,
 }
 
 impl Scanner for SnapshotScanner<'_> {
@@ -996,8 +1013,10 @@ impl Scanner for SnapshotScanner<'_> {
         self.inner.scan(ws, store, kind)
     }
 
-    fn keep_index(&mut self, store: &Store, scan: ScanResult) -> Result<()> {
-        self.inner.keep_index(store, scan)
+    fn keep_index(&mut self, store: &Store, mut scan: ScanResult) -> Result<()> {
+        crate::engine::save::save_index(store, &mut scan)?;
+        self.kept = Some(scan.index);
+        Ok(())
     }
 }
 

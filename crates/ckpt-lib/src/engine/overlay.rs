@@ -264,6 +264,7 @@ fn fork_into(
                 backend: Backend::Overlay,
                 restored: None,
                 note: None,
+                index: None,
             },
             ForkedOverlay {
                 lower: lower.clone(),

@@ -303,6 +303,10 @@ fn mount_new(
 /// The report of the fork `forked`, started at `t0`, whose store is
 /// recorded in the data home's list.
 fn report(ctx: &Context, forked: fork::Forked, choice: &Choice, t0: Instant) -> ForkReport {
+    // Not waited for: freeing an index of many directories takes a while.
+    if let Some(ix) = forked.index {
+        crate::platform::drop_later(ix);
+    }
     let store_path = forked.workspace.store_path;
     crate::workspace::known::record(ctx.config.data_home.as_deref(), &store_path);
     ForkReport {
@@ -396,6 +400,9 @@ pub fn fork_many(ctx: &Context, opts: &ForkOptions<'_>, n: usize) -> Result<Fork
     if let Some(t) = &template {
         let made = clone_all(ctx, t, &dests, &choice);
         drop_template(template.as_ref());
+        if let Some(ix) = template.and_then(|t| t.index) {
+            crate::platform::drop_later(ix);
+        }
         return made.map(|forks| {
             let elapsed = t0.elapsed();
             // Copies of a template are never scanned: their inodes are cold.
@@ -470,15 +477,28 @@ fn clone_all(
             }
         }
     };
-    // Read once: every copy's store is a snapshot of the template's.
-    let known = tstore.load_index().ok();
+    // Every copy's store is a snapshot of the template's, whose index its
+    // restore left in memory; read (once) only when that is not the
+    // template store's base file.
+    let read;
+    let known = match t
+        .index
+        .as_ref()
+        .filter(|ix| ix.snapshot_base(&tstore.index_path()).is_some())
+    {
+        Some(ix) => Some(ix),
+        None => {
+            read = tstore.load_index().ok();
+            read.as_ref()
+        }
+    };
     // Every copy's store first, then every publish ([`fork::clone_fork`]).
     let all = || -> Vec<Made> {
         let started: Vec<Result<(fork::StagedCopy, Instant)>> = dests
             .par_iter()
             .map(|d| {
                 let t0 = Instant::now();
-                fork::clone_fork(&t.workspace, &head, &origin, d, &ctx.config, known.as_ref())
+                fork::clone_fork(&t.workspace, &head, &origin, d, &ctx.config, known)
                     .map(|c| (c, t0))
             })
             .collect();

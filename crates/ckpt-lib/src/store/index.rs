@@ -148,6 +148,16 @@ fn remap(map: Option<DevMap>, dev: u64) -> u64 {
         _ => dev,
     }
 }
+
+/// Whether `rec` is still the bytes of the base file `buf` (in the current
+/// encoding): [`Index::remap_dev`] then only changes the map it is read
+/// through, and a delta against that base need not repeat it.
+fn of_base(rec: &DirRecord, buf: Option<&Buf>) -> bool {
+    rec.entries
+        .raw
+        .as_ref()
+        .is_some_and(|r| r.v4 && buf.is_some_and(|b| Arc::ptr_eq(b, &r.buf)))
+}
 /// A delta is written instead of the whole file while it stays at most
 /// this fraction (1/N) of the base's size; beyond, the index is compacted.
 const DELTA_MAX_FRACTION: usize = 4;
@@ -683,6 +693,37 @@ impl DirRecord {
         let (p, t, flags) = r.head();
         (p == path && t == self.tree.0 && flags == block_flags(self))
             .then(|| &r.buf[r.block.clone()])
+    }
+
+    /// This record on the snapshot that [`Index::remap_dev`] moves to:
+    /// with `of_base` (see [`of_base`]) the same bytes read through the
+    /// base's new `map`, else its entries with device `moved.0` rewritten
+    /// as `moved.1`.
+    fn remapped(&self, of_base: bool, map: Option<DevMap>, moved: DevMap) -> DirRecord {
+        let entries = match self.entries.raw.as_ref().filter(|_| of_base) {
+            Some(r) => Entries {
+                raw: Some(RawEntries {
+                    dev_map: map,
+                    ..r.clone()
+                }),
+                decoded: OnceLock::new(),
+                read: OnceLock::new(),
+            },
+            None => self
+                .entries
+                .iter()
+                .map(|e| {
+                    let mut e = e.clone();
+                    e.meta.dev = remap(Some(moved), e.meta.dev);
+                    e
+                })
+                .collect(),
+        };
+        DirRecord {
+            tree: self.tree,
+            entries,
+            exact_names: self.exact_names,
+        }
     }
 }
 
@@ -1270,28 +1311,15 @@ impl Index {
     /// This index as if loaded from `path` instead of its base file: a copy
     /// whose base is the file at `path`, so that saving it writes a delta
     /// beside `path`. `path` must hold the base's very bytes, as a btrfs
-    /// snapshot of the base file does: checked by its inode number (a
-    /// snapshot keeps it), its length and its trailer (BLAKE3 of all the
-    /// bytes before it). None when it does not, or when this index's base
-    /// is not a file it was loaded from.
+    /// snapshot of the base file does ([`Index::snapshot_base`]). None
+    /// when it does not, or when this index's base is not a file it was
+    /// loaded from.
     ///
     /// A fork reads the origin's index while it snapshots the origin's
-    /// store, and `fork --count` reads its template's index once for all
-    /// the copies; each then takes the copy at its own store's `index`.
+    /// store and takes the copy at the fork's store's `index`.
     pub fn at_snapshot(&self, path: &Path) -> Option<Index> {
-        use std::os::unix::fs::FileExt;
         let b = self.base.as_ref()?;
-        let (buf, held) = (b.buf.clone()?, b.file.as_ref()?);
-        let f = File::open(path).ok()?;
-        let (m, h) = (f.metadata().ok()?, held.metadata().ok()?);
-        let mut t = [0u8; 32];
-        if m.ino() != h.ino() || m.len() != b.len as u64 || b.len < 32 {
-            return None;
-        }
-        f.read_exact_at(&mut t, (b.len - 32) as u64).ok()?;
-        if Hash(t) != b.id {
-            return None;
-        }
+        let (buf, f) = (b.buf.clone()?, self.snapshot_base(path)?);
         Some(Index {
             base: Some(Arc::new(Base {
                 buf: Some(buf),
@@ -1305,6 +1333,101 @@ impl Index {
             })),
             ..self.clone()
         })
+    }
+
+    /// The file at `path`, opened, when it holds this index's base file's
+    /// very bytes, as a btrfs snapshot of it does: checked by its inode
+    /// number (a snapshot keeps it), its length and its trailer (BLAKE3 of
+    /// all the bytes before it). None when it does not, or when the base
+    /// is not a file this index was loaded from.
+    pub fn snapshot_base(&self, path: &Path) -> Option<File> {
+        use std::os::unix::fs::FileExt;
+        let b = self.base.as_ref()?;
+        let held = b.file.as_ref().filter(|_| b.buf.is_some())?;
+        let f = File::open(path).ok()?;
+        let (m, h) = (f.metadata().ok()?, held.metadata().ok()?);
+        let mut t = [0u8; 32];
+        if m.ino() != h.ino() || m.len() != b.len as u64 || b.len < 32 {
+            return None;
+        }
+        f.read_exact_at(&mut t, (b.len - 32) as u64).ok()?;
+        (Hash(t) == b.id).then_some(f)
+    }
+
+    /// Writes beside `path`, a btrfs snapshot of this index's base file
+    /// ([`Index::snapshot_base`]) on device `to`, the delta that taking
+    /// this index there, moving it from device `from` and saving it would
+    /// write ([`Index::at_snapshot`], [`Index::remap_dev`], [`Index::save`]),
+    /// without copying or changing this index: `fork --count` writes one
+    /// into every copy's store, all from its template's index. Costs a
+    /// look at every record (no allocation) and the encoding of those
+    /// changed since the base, not a copy of the index. Returns false,
+    /// having written nothing, when that way would not write a delta there
+    /// ([`Index::snapshot_delta`]) or `path` is not the base: the caller
+    /// then takes it.
+    pub fn save_snapshot_delta(&self, path: &Path, from: u64, to: u64) -> Result<bool> {
+        let Some(delta) = self
+            .snapshot_base(path)
+            .and_then(|_| self.snapshot_delta(from, to))
+        else {
+            return Ok(false);
+        };
+        let _t = crate::trace::span("index write delta");
+        replace(&delta_path(path), &delta, false)?;
+        Ok(true)
+    }
+
+    /// The bytes of [`Index::save_snapshot_delta`]'s delta. None when the
+    /// base is not a loaded file of this generation and version, its map
+    /// does not end at `from`, what changed since it is not known, a
+    /// record is neither the base's bytes nor among the changes (moving it
+    /// would make it one), or the delta would be too large.
+    fn snapshot_delta(&self, from: u64, to: u64) -> Option<Vec<u8>> {
+        let b = self.base.as_ref()?;
+        let buf = b.buf.as_ref()?;
+        if b.generation != self.generation || !b.current {
+            return None;
+        }
+        let map = match b.dev_map {
+            None => (from, to),
+            Some((first, last)) if last == from => (first, to),
+            Some(_) => return None,
+        };
+        let since = self.dirs.changed.as_ref()?;
+        if self
+            .dirs
+            .iter()
+            .any(|(p, rec)| !of_base(rec, Some(buf)) && !since.contains_key(p))
+        {
+            return None;
+        }
+        let mut changed: Vec<(&[u8], DirRecord)> = Vec::new();
+        let mut removed: Vec<&[u8]> = Vec::new();
+        let mut size = 0usize;
+        let limit = b.len / DELTA_MAX_FRACTION;
+        for (p, &in_base) in since {
+            match self.dirs.get(p) {
+                Some(rec) => {
+                    let rec = rec.remapped(of_base(rec, Some(buf)), Some(map), (from, to));
+                    if rec.stored_block(p, Some(buf)).is_some() {
+                        continue;
+                    }
+                    size += estimated_block(p, &rec);
+                    if size > limit {
+                        return None;
+                    }
+                    changed.push((p, rec));
+                }
+                None if in_base => removed.push(p),
+                None => {}
+            }
+        }
+        changed.sort_unstable_by(|x, y| x.0.cmp(y.0));
+        removed.sort_unstable();
+        let head = self.delta_head(b.id, Some(map), &removed);
+        let recs: Vec<(&[u8], &DirRecord)> = changed.iter().map(|(p, r)| (*p, r)).collect();
+        let out = Index::finish_with(head, &recs);
+        (out.len() <= limit.max(1)).then_some(out)
     }
 
     /// Makes this index describe a btrfs snapshot of the tree it was made
@@ -1333,48 +1456,19 @@ impl Index {
             b.dev_map = map;
         }
         let base_buf = self.base.as_ref().and_then(|b| b.buf.clone());
-        let of_base =
-            |r: &&RawEntries| r.v4 && base_buf.as_ref().is_some_and(|b| Arc::ptr_eq(b, &r.buf));
         let mut moved = Vec::new();
         for (p, rec) in self.dirs.map.iter_mut() {
-            match rec.entries.raw.as_ref().filter(of_base) {
+            if of_base(rec, base_buf.as_ref()) {
                 // Still the base's bytes, read through its map: not a
                 // change since the base (the next delta carries the map).
-                Some(r) => {
-                    let entries = Entries {
-                        raw: Some(RawEntries {
-                            dev_map: map,
-                            ..r.clone()
-                        }),
-                        decoded: OnceLock::new(),
-                        read: OnceLock::new(),
-                    };
-                    *rec = Arc::new(DirRecord {
-                        tree: rec.tree,
-                        entries,
-                        exact_names: rec.exact_names,
-                    });
-                }
-                None => moved.push(p.clone()),
+                *rec = Arc::new(rec.remapped(true, map, (from, to)));
+            } else {
+                moved.push(p.clone());
             }
         }
         for p in moved {
-            let rec = &self.dirs[&p];
-            let entries = rec
-                .entries
-                .iter()
-                .map(|e| {
-                    let mut e = e.clone();
-                    e.meta.dev = remap(Some((from, to)), e.meta.dev);
-                    e
-                })
-                .collect();
-            let rec = Arc::new(DirRecord {
-                tree: rec.tree,
-                entries,
-                exact_names: rec.exact_names,
-            });
-            self.dirs.insert(p, rec);
+            let rec = self.dirs[&p].remapped(false, map, (from, to));
+            self.dirs.insert(p, Arc::new(rec));
         }
         true
     }
@@ -1392,26 +1486,36 @@ impl Index {
         self.finish(head, &paths)
     }
 
-    /// `head`, then `u32:ndirs (u32:block_len dir)*` for `paths`, then the
-    /// trailer.
+    /// `head`, then `u32:ndirs (u32:block_len dir)*` for `paths` (their
+    /// records in this index), then the trailer.
     fn finish(&self, head: Vec<u8>, paths: &[&Vec<u8>]) -> Vec<u8> {
+        let recs: Vec<(&[u8], &DirRecord)> = paths
+            .iter()
+            .map(|p| (p.as_slice(), &*self.dirs[*p]))
+            .collect();
+        Index::finish_with(head, &recs)
+    }
+
+    /// `head`, then `u32:ndirs (u32:block_len dir)*` for `recs` (path,
+    /// record), then the trailer.
+    fn finish_with<'a>(head: Vec<u8>, recs: &[(&[u8], &'a DirRecord)]) -> Vec<u8> {
         use std::borrow::Cow;
-        let encode = |p: &&Vec<u8>| {
-            let rec = &self.dirs[*p];
+        fn encode<'a>(p: &[u8], rec: &'a DirRecord) -> Cow<'a, [u8]> {
             match rec.stored_block(p, None) {
                 Some(b) => Cow::Borrowed(b),
                 None => Cow::Owned(encode_dir(p, rec)),
             }
-        };
-        let blocks: Vec<Cow<'_, [u8]>> = if paths.len() > 64 {
-            paths.par_iter().map(encode).collect()
+        }
+        let encode = |&(p, rec): &(&[u8], &'a DirRecord)| encode(p, rec);
+        let blocks: Vec<Cow<'_, [u8]>> = if recs.len() > 64 {
+            recs.par_iter().map(encode).collect()
         } else {
-            paths.iter().map(encode).collect()
+            recs.iter().map(encode).collect()
         };
         let total: usize = blocks.iter().map(|b| b.len() + 4).sum();
         let mut out = head;
         out.reserve(total + 36);
-        out.extend_from_slice(&(paths.len() as u32).to_le_bytes());
+        out.extend_from_slice(&(recs.len() as u32).to_le_bytes());
         for b in &blocks {
             out.extend_from_slice(&(b.len() as u32).to_le_bytes());
             out.extend_from_slice(b);
@@ -1464,21 +1568,21 @@ impl Index {
         }
         changed.sort_unstable();
         removed.sort_unstable();
-        let out = self.finish(self.delta_head(base, &removed), &changed);
+        let out = self.finish(self.delta_head(base.id, base.dev_map, &removed), &changed);
         (out.len() <= limit.max(1)).then_some(out)
     }
 
-    /// A delta's header against `base`, up to its records: magic, version,
+    /// A delta's header against a base, up to its records: magic, version,
     /// generation, scan start, the base's id and device map, the `removed`
     /// paths (sorted).
-    fn delta_head(&self, base: &Base, removed: &[&[u8]]) -> Vec<u8> {
+    fn delta_head(&self, id: Hash, dev_map: Option<DevMap>, removed: &[&[u8]]) -> Vec<u8> {
         let mut head = Vec::with_capacity(80 + removed.iter().map(|p| p.len() + 4).sum::<usize>());
         head.extend_from_slice(DELTA_MAGIC);
         head.extend_from_slice(&DELTA_VERSION.to_le_bytes());
         head.extend_from_slice(&self.generation.to_le_bytes());
         head.extend_from_slice(&self.scan_start_ns.to_le_bytes());
-        head.extend_from_slice(&base.id.0);
-        match base.dev_map {
+        head.extend_from_slice(&id.0);
+        match dev_map {
             None => head.push(0),
             Some((from, to)) => {
                 head.push(1);
@@ -1593,7 +1697,7 @@ impl Index {
             .collect();
         changed.sort_unstable();
         removed.sort_unstable();
-        let out = self.finish(self.delta_head(base, &removed), &changed);
+        let out = self.finish(self.delta_head(base.id, base.dev_map, &removed), &changed);
         (out.len() <= limit.max(1)).then_some(out)
     }
 }
@@ -1895,6 +1999,26 @@ mod tests {
             })
     }
 
+    /// The model of a device map: `dirs` with every entry on device `from`
+    /// on device `to`.
+    fn moved(dirs: &DirMap, from: u64, to: u64) -> DirMap {
+        dirs.iter()
+            .map(|(p, r)| {
+                let entries = r.entries.iter().map(|e| {
+                    let mut e = e.clone();
+                    e.meta.dev = remap(Some((from, to)), e.meta.dev);
+                    e
+                });
+                let rec = DirRecord {
+                    tree: r.tree,
+                    entries: entries.collect(),
+                    exact_names: r.exact_names,
+                };
+                (p.clone(), Arc::new(rec))
+            })
+            .collect()
+    }
+
     fn arb_index() -> impl Strategy<Value = Index> {
         let dir = (
             proptest::collection::vec(arb_entry(), 0..12),
@@ -2010,6 +2134,10 @@ mod tests {
             std::fs::read(delta_path(path)).unwrap(),
         );
         assert!(read.at_snapshot(&copy).is_none(), "another inode was taken");
+        assert!(
+            !read.save_snapshot_delta(&copy, 8, 9).unwrap() && !delta_path(&copy).exists(),
+            "a delta was written beside another inode"
+        );
         let mut changed = Index {
             base: None,
             ..read.clone()
@@ -2090,23 +2218,6 @@ mod tests {
             let from = 7u64;
             let devs: HashSet<u64> = ix.dirs.values().flat_map(|r| r.entries.iter().map(|e| e.meta.dev)).collect();
             prop_assume!(to != from && to2 != to && !devs.contains(&to) && !devs.contains(&to2));
-            let moved = |dirs: &DirMap, from: u64, to: u64| {
-                dirs.iter()
-                    .map(|(p, r)| {
-                        let entries = r.entries.iter().map(|e| {
-                            let mut e = e.clone();
-                            e.meta.dev = remap(Some((from, to)), e.meta.dev);
-                            e
-                        });
-                        let rec = DirRecord {
-                            tree: r.tree,
-                            entries: entries.collect(),
-                            exact_names: r.exact_names,
-                        };
-                        (p.clone(), Arc::new(rec))
-                    })
-                    .collect::<DirMap>()
-            };
             let tmp = tempfile::tempdir().unwrap();
             let path = tmp.path().join("index");
             let g = ix.generation;
@@ -2230,6 +2341,68 @@ mod tests {
                     back.apply_delta(d).unwrap();
                     prop_assert_eq!(&back.dirs, &ix.dirs, "change {}: loaded", i);
                 }
+            }
+        }
+    }
+
+    proptest! {
+        /// `fork --count`'s delta for a copy ([`Index::save_snapshot_delta`])
+        /// has the bytes of the general way (take the index at the copy's
+        /// snapshot of the base, move it to the copy's device, save it)
+        /// and is made exactly when that way writes a delta: from a base
+        /// with or without a device map, after records were put (entries
+        /// on the moved device among them) and removed.
+        #[test]
+        fn the_snapshot_delta_is_what_remap_and_save_write(
+            ix in arb_index(),
+            more in proptest::collection::vec(arb_index(), 2),
+            puts in proptest::collection::vec((0u8..16, any::<prop::sample::Index>()), 0..5),
+            removes in proptest::collection::vec(0u8..16, 0..3),
+            mapped in any::<bool>(),
+            to in 1u64 << 40..1u64 << 41,
+        ) {
+            // A base of up to 18 directories `d0`…
+            let mut big = ix;
+            let pool: Vec<Arc<DirRecord>> =
+                more.iter().flat_map(|m| m.dirs.values().cloned()).collect();
+            for (i, rec) in pool.iter().enumerate() {
+                big.dirs.insert(path((big.dirs.len() + i) as u8), Arc::clone(rec));
+            }
+            let devs: HashSet<u64> = big.dirs.values().flat_map(|r| r.entries.iter().map(|e| e.meta.dev)).collect();
+            prop_assume!(!devs.contains(&to) && !devs.contains(&8));
+            let tmp = tempfile::tempdir().unwrap();
+            let path_ = tmp.path().join("index");
+            let g = big.generation;
+            big.save(&path_).unwrap();
+            let from = if mapped {
+                let mut a = Index::load(&path_, g);
+                prop_assert!(a.remap_dev(7, 8));
+                a.save(&path_).unwrap();
+                8
+            } else {
+                7
+            };
+            let mut ix = Index::load(&path_, g);
+            for (n, pick) in &puts {
+                ix.dirs.insert(path(*n), Arc::clone(pick.get(&pool)));
+            }
+            for n in &removes {
+                ix.dirs.remove(&path(*n));
+            }
+            let (link, link2) = (tmp.path().join("link"), tmp.path().join("link2"));
+            std::fs::hard_link(&path_, &link).unwrap();
+            std::fs::hard_link(&path_, &link2).unwrap();
+            let mut general = ix.at_snapshot(&link).unwrap();
+            prop_assert!(general.remap_dev(from, to));
+            general.save(&link).unwrap();
+            let same_base = std::fs::metadata(&link).unwrap().ino() == std::fs::metadata(&path_).unwrap().ino();
+            let delta = same_base.then(|| std::fs::read(delta_path(&link)).unwrap());
+            let want = moved(&ix.dirs, from, to);
+            prop_assert_eq!(&*Index::load(&link, g).dirs, &want);
+            prop_assert_eq!(&ix.snapshot_delta(from, to), &delta);
+            prop_assert_eq!(ix.save_snapshot_delta(&link2, from, to).unwrap(), delta.is_some());
+            if delta.is_some() {
+                prop_assert_eq!(&*Index::load(&link2, g).dirs, &want);
             }
         }
     }
