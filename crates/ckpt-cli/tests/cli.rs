@@ -149,8 +149,15 @@ fn unknown_checkpoint_id_exits_2() {
 #[test]
 fn save_with_nothing_changed_records_nothing() {
     let (ws, id) = small_ws();
+    let catalog = ws.store.join("catalog.redb");
+    let before = std::fs::read(&catalog).unwrap();
     let r = ws.run(&["save"]).ok();
     assert!(r.stdout.contains("nothing changed"), "{}", r.dump());
+    // Not even redb's open and close wrote to the catalog.
+    assert!(
+        std::fs::read(&catalog).unwrap() == before,
+        "a save that recorded nothing wrote to the catalog"
+    );
     assert_eq!(ws.log_ids(), vec![id.clone()]);
     let v = ws.run(&["save", "--json"]).ok().json();
     assert_eq!(v["saved"], false);

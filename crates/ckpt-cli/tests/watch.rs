@@ -775,6 +775,41 @@ fn auto_save_checkpoints_after_a_quiet_period_and_only_if_something_changed() {
     assert_full_scan_agrees(&ws, "auto-save");
 }
 
+/// A save through the watcher that records nothing writes nothing to the
+/// catalog (it is opened writable only when a commit is due, and redb's
+/// open and close write even without a commit), and the next save that
+/// records a checkpoint still does.
+#[test]
+fn a_save_through_the_watcher_that_records_nothing_leaves_the_catalog_alone() {
+    let ws = Ws::new();
+    ws.init();
+    write(&ws.root, "f", b"1");
+    ws.save();
+    let _w = Watcher::start(&ws, &[]);
+    save_v(&ws);
+    let catalog = ws.store.join("catalog.redb");
+    let before = std::fs::read(&catalog).unwrap();
+    let (v, err) = save_v(&ws);
+    assert_eq!(v["saved"], false, "{v}");
+    assert!(
+        err.contains("partial scan"),
+        "not through the watcher: {err}"
+    );
+    assert!(
+        std::fs::read(&catalog).unwrap() == before,
+        "a save that recorded nothing wrote to the catalog"
+    );
+    write(&ws.root, "f", b"2");
+    let (v, err) = save_v(&ws);
+    assert_eq!(v["saved"], true, "{v}");
+    assert!(
+        err.contains("partial scan"),
+        "not through the watcher: {err}"
+    );
+    assert_eq!(ws.log_ids().len(), 2);
+    assert_full_scan_agrees(&ws, "after a save that opened the catalog writable");
+}
+
 #[test]
 fn watch_status_stop_and_a_second_watcher() {
     let ws = Ws::new();

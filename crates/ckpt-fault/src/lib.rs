@@ -26,6 +26,7 @@ pub const POINTS: &[&str] = &[
     "objects.before_rename",
     "objects.after_rename",
     "objects.after_dir_fsync",
+    "catalog.before_writable_open",
     "catalog.before_commit",
     "catalog.after_commit",
     "index.after_tmp_write",

@@ -510,7 +510,7 @@ impl Watcher {
         let t0 = Instant::now();
         let store = self
             .ws
-            .open_store(&self.config_locking(p.lock_timeout_ms))?;
+            .open_store_for_save(&self.config_locking(p.lock_timeout_ms))?;
         let opts = SaveOptions {
             message: p.message.clone(),
             tags: p.tags.clone(),

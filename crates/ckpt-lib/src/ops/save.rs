@@ -88,7 +88,7 @@ pub fn save(ctx: &Context, opts: &SaveOptions) -> Result<SaveReport> {
             });
         }
     }
-    let store = ws.open_store(&ctx.config)?;
+    let store = ws.open_store_for_save(&ctx.config)?;
     let mut here = ctx.here(&ws, &store);
     let report = save_with(&ws, &store, opts, &mut here.scanner, t0);
     here.finish(&store, report.is_ok());

@@ -31,6 +31,30 @@
 //! look annotations up by the `seq` of a record they hold. A catalog made
 //! before annotations existed has no such table, which reads as "none";
 //! the first annotation creates it (no format bump).
+//!
+//! ## Opened writable only when a commit is due
+//! Opening a redb database writable costs an `fdatasync` (it marks the file
+//! as needing a repair if the process dies), and closing it four more (a
+//! commit of the allocator state, then the clean-shutdown header): about
+//! 2.6 ms here, whether anything was committed or not. A save that records
+//! nothing (the common case for hooks that save after every tool call)
+//! commits nothing, so [`Catalog::open_lazily`] opens the file read-only
+//! and only the first write transaction ([`Catalog::writable`]) closes that
+//! handle and opens the file writable. Why that is sound:
+//! - Every opener of a catalog holds the store lock
+//!   ([`crate::store::lock`]), so no other process opens the file between
+//!   the read-only handle's close and the writable open, and what the
+//!   read-only handle read is still the latest commit.
+//! - redb refuses a writable open while a read-only handle of the same
+//!   file is open in the process, even one with no live transaction:
+//!   hence the close. Closing releases the file at once; a read
+//!   transaction still alive then fails its next read
+//!   (`DatabaseClosed`) rather than reading anything stale. The save path
+//!   that uses this ([`crate::engine::save::capture_scanned`]) drops its
+//!   reader before it commits.
+//! - The read-only handle writes nothing, so a crash at any point before
+//!   the writable open (crash point `catalog.before_writable_open`) leaves
+//!   the file exactly as the last writer left it.
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -307,6 +331,14 @@ type LockResult<T> = std::result::Result<T, redb::BackendError>;
 enum Db {
     Write(Database),
     Read(ReadOnlyDatabase),
+    /// Read-only until the first write transaction, which closes the
+    /// read-only handle and opens the file writable ("Opened writable only
+    /// when a commit is due", in the module doc).
+    Lazy {
+        /// The read-only handle, until `write` is set.
+        read: std::sync::Mutex<Option<ReadOnlyDatabase>>,
+        write: std::sync::OnceLock<Database>,
+    },
 }
 
 fn u64_bytes(v: u64) -> [u8; 8] {
@@ -398,6 +430,16 @@ impl Catalog {
         match self.db {
             Db::Write(db) => db.close(),
             Db::Read(db) => db.close(),
+            Db::Lazy { read, write } => {
+                match (
+                    write.into_inner(),
+                    read.into_inner().unwrap_or_else(|p| p.into_inner()),
+                ) {
+                    (Some(db), _) => db.close(),
+                    (None, Some(db)) => db.close(),
+                    (None, None) => Ok(()),
+                }
+            }
         }
         .map_err(|e| catalog_error(&self.path, e))?;
         match self.unsynced {
@@ -426,9 +468,45 @@ impl Catalog {
         }
     }
 
+    /// Opens an existing catalog read-only, to be reopened writable by its
+    /// first write transaction (see "Opened writable only when a commit is
+    /// due" in the module doc): for a save, which often commits nothing.
+    /// A catalog that needs a repair is opened writable at once, which
+    /// repairs it.
+    pub fn open_lazily(path: &Path) -> Result<Catalog> {
+        if !path.exists() {
+            return Err(Error::Corrupt(format!("{} is missing", path.display())));
+        }
+        match Database::builder().open_read_only(path) {
+            Ok(db) => Ok(Catalog {
+                db: Db::Lazy {
+                    read: std::sync::Mutex::new(Some(db)),
+                    write: std::sync::OnceLock::new(),
+                },
+                path: path.to_path_buf(),
+                unsynced: None,
+            }),
+            Err(_) => Catalog::open(path),
+        }
+    }
+
+    /// The database to write through: for a lazily opened catalog, opened
+    /// writable on the first call (the read-only handle closed first).
     fn writable(&self) -> Result<&Database> {
         match &self.db {
             Db::Write(db) => Ok(db),
+            Db::Lazy { read, write } => {
+                let mut r = read.lock().unwrap_or_else(|p| p.into_inner());
+                if let Some(db) = write.get() {
+                    return Ok(db);
+                }
+                if let Some(ro) = r.take() {
+                    ro.close().map_err(|e| self.err(e))?;
+                }
+                ckpt_fault::point("catalog.before_writable_open");
+                let db = Database::open(&self.path).map_err(|e| self.err(e))?;
+                Ok(write.get_or_init(|| db))
+            }
             Db::Read(_) => Err(Error::Usage(format!(
                 "internal error: a write to {} through a read-only handle (nothing was changed)",
                 self.path.display()
@@ -441,6 +519,17 @@ impl Catalog {
         let txn = match &self.db {
             Db::Write(db) => db.begin_read(),
             Db::Read(db) => db.begin_read(),
+            Db::Lazy { read, write } => {
+                let r = read.lock().unwrap_or_else(|p| p.into_inner());
+                match (write.get(), r.as_ref()) {
+                    (Some(db), _) => db.begin_read(),
+                    (None, Some(db)) => db.begin_read(),
+                    // A failed writable open: the error said so.
+                    (None, None) => Err(redb::TransactionError::Storage(
+                        redb::StorageError::DatabaseClosed,
+                    )),
+                }
+            }
         };
         Ok(CatalogReader {
             txn: txn.map_err(|e| self.err(e))?,

@@ -87,6 +87,9 @@ pub const WATCH_LOG: &str = "watch.log";
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Mode {
     Write,
+    /// [`Mode::Write`] with the catalog opened writable only when a commit
+    /// is due ([`Catalog::open_lazily`]).
+    Save,
     ReadOnly,
     Unsynced,
 }
@@ -148,6 +151,16 @@ impl Store {
     /// Opens and locks a store.
     pub fn open(root: &Path, config: &Config) -> Result<Store> {
         Store::open_mode(root, config, Mode::Write)
+    }
+
+    /// [`Store::open`] for a save, which often records nothing: its
+    /// catalog is opened read-only, and writable only by its first commit
+    /// ([`Catalog::open_lazily`]), so a save that commits nothing writes
+    /// nothing to it, and opening and closing it costs no `fdatasync`. The
+    /// caller must hold no [`crate::store::catalog::CatalogReader`] across
+    /// a write (one would fail its next read).
+    pub fn open_for_save(root: &Path, config: &Config) -> Result<Store> {
+        Store::open_mode(root, config, Mode::Save)
     }
 
     /// Opens and locks the store of a fork that is not published yet: its
@@ -216,6 +229,7 @@ impl Store {
         let catalog = match mode {
             Mode::ReadOnly => Catalog::open_read_only(&catalog)?,
             Mode::Write => Catalog::open(&catalog)?,
+            Mode::Save => Catalog::open_lazily(&catalog)?,
             Mode::Unsynced => Catalog::open_unsynced(&catalog)?,
         };
         let caps: Caps = catalog.reader()?.caps()?.unwrap_or(Caps::NONE);

@@ -267,6 +267,12 @@ impl Workspace {
         Store::open(&self.store_path, config)
     }
 
+    /// Opens and locks this workspace's store for a save
+    /// ([`Store::open_for_save`]).
+    pub fn open_store_for_save(&self, config: &Config) -> Result<Store> {
+        Store::open_for_save(&self.store_path, config)
+    }
+
     /// Opens (and locks) the workspace's store for reading only
     /// ([`Store::open_read_only`]).
     pub fn open_store_read_only(&self, config: &Config) -> Result<Store> {
