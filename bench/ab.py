@@ -10,8 +10,10 @@ other way round, so a copy that happens to be faster favours neither. For
 every operation the two binaries take turns (A B B A …), so drift in the
 machine's speed hits both alike:
 
-- scan mode: save-1 (append a line to one file, `ckpt save`), status (after
-  such an edit), restore-1 (edit, then `ckpt restore BASE`, which saves first);
+- scan mode: save-0 (`ckpt save` with nothing changed: what a hook that
+  saves after every tool call mostly does), save-1 (append a line to one
+  file, `ckpt save`), status (after such an edit), restore-1 (edit, then
+  `ckpt restore BASE`, which saves first);
 - watch mode: the same three with a live `ckpt watch --daemon` in each copy;
 - first-save: `ckpt init --store NEW && ckpt save` of the whole copy into a
   fresh store. Stores are removed only at the end, never just before a timed
@@ -88,6 +90,8 @@ def main():
                 r[k].append(timed(argv_of(k, phase[k]), w))
 
     def ops(mode, phase, n):
+        series(f"save-0 ({mode})", phase, lambda w, i: None,
+               lambda k, c: [bins[k], "save", "-q"], n)
         series(f"save-1 ({mode})", phase, edit, lambda k, c: [bins[k], "save", "-q", "-m", "ab"], n)
         series(f"status ({mode})", phase, edit, lambda k, c: [bins[k], "status"], n)
         series(f"restore-1 ({mode})", phase, edit,

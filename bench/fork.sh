@@ -67,15 +67,17 @@ settled() {
 # The rows measured on each fork of bench_on, with and without a watcher
 # (they read bench_on's base, ws and rel, and one_fork adds to its s and d).
 one_fork() { # DIR: times `ckpt fork HEAD DIR` into s, the disk it used (KiB) into d
-  settled
+  # Not while the watcher walks the forks made before (it warms each after its fork).
+  warmed; settled
   local u0; u0=$(used "$base")
   s+=($(cd "$ws" && timed "$CKPT" fork HEAD "$1"))
   d+=($(( ($(used "$base") - u0) / 1024 )))
 }
-warmed() { # waits (untimed) until the parent's watcher has warmed every fork (docs/FORK.md)
-  local k
+warmed() { # waits (untimed) until the parent's watcher, if one runs, has warmed every fork (docs/FORK.md)
+  local k st
   for ((k = 0; k < 1200; k++)); do
-    (cd "$ws" && "$CKPT" watch --status --json) | grep -q '"warming": 0' && return
+    st=$(cd "$ws" && "$CKPT" watch --status --json 2>/dev/null) || return 0
+    grep -q '"warming": 0\|"running": false' <<<"$st" && return
     sleep 0.05
   done
 }
@@ -202,7 +204,7 @@ bench_on() { # DIR LABEL
     adopts "watcher: " wf
     s=(); for ((i = 0; i < RUNS; i++)); do
       echo "// v$i" >> "$f"; (cd "$ws" && "$CKPT" save -q >/dev/null)
-      settled
+      warmed; settled
       s+=($(cd "$ws" && timed "$CKPT" fork HEAD --count 8 "$base/wg$i-"))
     done
     report "watcher: 8 forks (--count 8)" "${s[@]}"

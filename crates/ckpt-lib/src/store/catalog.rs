@@ -48,10 +48,14 @@
 //! - redb refuses a writable open while a read-only handle of the same
 //!   file is open in the process, even one with no live transaction:
 //!   hence the close. Closing releases the file at once; a read
-//!   transaction still alive then fails its next read
-//!   (`DatabaseClosed`) rather than reading anything stale. The save path
-//!   that uses this ([`crate::engine::save::capture_scanned`]) drops its
-//!   reader before it commits.
+//!   transaction still alive then fails its next read of the file
+//!   (`DatabaseClosed`), and what it read before stays the snapshot it
+//!   began with. The save path that uses this
+//!   ([`crate::engine::save::capture_scanned`]) drops its reader before it
+//!   commits.
+//! - If the writable open fails (a read-only filesystem, a full disk),
+//!   the commit fails with that error and nothing was written; the
+//!   objects the save stored are unreferenced, as after any failed save.
 //! - The read-only handle writes nothing, so a crash at any point before
 //!   the writable open (crash point `catalog.before_writable_open`) leaves
 //!   the file exactly as the last writer left it.
