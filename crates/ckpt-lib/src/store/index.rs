@@ -100,6 +100,7 @@
 //! write. Files of any other version are not read (the next scan
 //! re-hashes, as for a missing index).
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::ops::Range;
@@ -1385,9 +1386,6 @@ impl Index {
     fn snapshot_delta(&self, from: u64, to: u64) -> Option<Vec<u8>> {
         let b = self.base.as_ref()?;
         let buf = b.buf.as_ref()?;
-        if b.generation != self.generation || !b.current {
-            return None;
-        }
         let map = match b.dev_map {
             None => (from, to),
             Some((first, last)) if last == from => (first, to),
@@ -1401,33 +1399,9 @@ impl Index {
         {
             return None;
         }
-        let mut changed: Vec<(&[u8], DirRecord)> = Vec::new();
-        let mut removed: Vec<&[u8]> = Vec::new();
-        let mut size = 0usize;
-        let limit = b.len / DELTA_MAX_FRACTION;
-        for (p, &in_base) in since {
-            match self.dirs.get(p) {
-                Some(rec) => {
-                    let rec = rec.remapped(of_base(rec, Some(buf)), Some(map), (from, to));
-                    if rec.stored_block(p, Some(buf)).is_some() {
-                        continue;
-                    }
-                    size += estimated_block(p, &rec);
-                    if size > limit {
-                        return None;
-                    }
-                    changed.push((p, rec));
-                }
-                None if in_base => removed.push(p),
-                None => {}
-            }
-        }
-        changed.sort_unstable_by(|x, y| x.0.cmp(y.0));
-        removed.sort_unstable();
-        let head = self.delta_head(b.id, Some(map), &removed);
-        let recs: Vec<(&[u8], &DirRecord)> = changed.iter().map(|(p, r)| (*p, r)).collect();
-        let out = Index::finish_with(head, &recs);
-        (out.len() <= limit.max(1)).then_some(out)
+        self.delta_with(b, Some(map), |rec| {
+            Cow::Owned(rec.remapped(of_base(rec, Some(buf)), Some(map), (from, to)))
+        })
     }
 
     /// Makes this index describe a btrfs snapshot of the tree it was made
@@ -1499,7 +1473,6 @@ impl Index {
     /// `head`, then `u32:ndirs (u32:block_len dir)*` for `recs` (path,
     /// record), then the trailer.
     fn finish_with<'a>(head: Vec<u8>, recs: &[(&[u8], &'a DirRecord)]) -> Vec<u8> {
-        use std::borrow::Cow;
         fn encode<'a>(p: &[u8], rec: &'a DirRecord) -> Cow<'a, [u8]> {
             match rec.stored_block(p, None) {
                 Some(b) => Cow::Borrowed(b),
@@ -1537,17 +1510,30 @@ impl Index {
     /// larger than the base allows, or what changed is not known. Costs
     /// what changed since `base`, not the whole index.
     pub fn encode_delta(&self, base: &Base) -> Option<Vec<u8>> {
+        self.delta_with(base, base.dev_map, Cow::Borrowed)
+    }
+
+    /// [`Index::encode_delta`] against `base` with device map `dev_map`,
+    /// each record changed since it read through `view` (the record as it
+    /// is, or as on a snapshot: [`Index::snapshot_delta`]).
+    fn delta_with<'a>(
+        &'a self,
+        base: &Base,
+        dev_map: Option<DevMap>,
+        view: impl Fn(&'a DirRecord) -> Cow<'a, DirRecord>,
+    ) -> Option<Vec<u8>> {
         if base.generation != self.generation || !base.current {
             return None;
         }
         let since = self.dirs.changed.as_ref()?;
-        let mut changed: Vec<&Vec<u8>> = Vec::new();
+        let mut changed: Vec<(&[u8], Cow<'a, DirRecord>)> = Vec::new();
         let mut removed: Vec<&[u8]> = Vec::new();
         let mut size = 0usize;
         let limit = base.len / DELTA_MAX_FRACTION;
         for (p, &in_base) in since {
             match self.dirs.get(p) {
                 Some(rec) => {
+                    let rec = view(rec);
                     if base
                         .buf
                         .as_ref()
@@ -1555,20 +1541,21 @@ impl Index {
                     {
                         continue;
                     }
-                    changed.push(p);
                     // The encoded size is checked below.
-                    size += estimated_block(p, rec);
+                    size += estimated_block(p, &rec);
                     if size > limit {
                         return None;
                     }
+                    changed.push((p, rec));
                 }
                 None if in_base => removed.push(p),
                 None => {}
             }
         }
-        changed.sort_unstable();
+        changed.sort_unstable_by(|x, y| x.0.cmp(y.0));
         removed.sort_unstable();
-        let out = self.finish(self.delta_head(base.id, base.dev_map, &removed), &changed);
+        let recs: Vec<(&[u8], &DirRecord)> = changed.iter().map(|(p, r)| (*p, &**r)).collect();
+        let out = Index::finish_with(self.delta_head(base.id, dev_map, &removed), &recs);
         (out.len() <= limit.max(1)).then_some(out)
     }
 
