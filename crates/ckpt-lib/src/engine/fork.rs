@@ -675,8 +675,12 @@ pub fn can_clone(template: &Workspace) -> bool {
 /// written by the restore that made it so; a snapshot keeps every inode's
 /// number, mode, size, mtime and ctime (see [`inherit::snapshot_index`]).
 /// All or nothing as [`fork`]: built in staging snapshots, published by
-/// [`StagedCopy::publish`]. `known` is the template store's index, read once
-/// by the caller for all the copies ([`snapshot_store_index`]).
+/// [`StagedCopy::publish`]. `known` is the template store's index, as the
+/// template's restore left it in memory (or read once by the caller): each
+/// copy writes its one delta from it ([`Index::save_snapshot_delta`]: the
+/// device map, and the records changed since the base with their devices
+/// replaced) without copying it, else takes the general way
+/// ([`snapshot_store_index`]).
 ///
 /// Two steps, so that a caller making several copies at once can finish
 /// every copy's store before it publishes any: renaming a subvolume (both
