@@ -955,6 +955,7 @@ fn restore_snapshot(
             ..OnDisk::new(plan)
         },
         root: staging,
+        keep: store_snapshot,
         kept: None,
     };
     let rep = restore::restore(
@@ -984,7 +985,7 @@ fn restore_snapshot(
         bytes,
         watcher,
     };
-    Ok((restored, scanner.kept.filter(|_| store_snapshot)))
+    Ok((restored, scanner.kept))
 }
 
 /// The scanner of the restore inside a snapshot: a workspace nested in the
@@ -995,7 +996,9 @@ fn restore_snapshot(
 struct SnapshotScanner<'a> {
     inner: OnDisk,
     root: &'a Path,
-    /// The index the restore kept, once written.
+    /// Whether to hand the index the restore keeps to the caller (`kept`),
+    /// once written, instead of freeing it.
+    keep: bool,
     kept: Option<Index>,
 }
 
@@ -1018,6 +1021,9 @@ impl Scanner for SnapshotScanner<'_> {
     }
 
     fn keep_index(&mut self, store: &Store, mut scan: ScanResult) -> Result<()> {
+        if !self.keep {
+            return self.inner.keep_index(store, scan);
+        }
         crate::engine::save::save_index(store, &mut scan)?;
         self.kept = Some(scan.index);
         Ok(())

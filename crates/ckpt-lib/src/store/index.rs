@@ -159,6 +159,7 @@ fn of_base(rec: &DirRecord, buf: Option<&Buf>) -> bool {
         .as_ref()
         .is_some_and(|r| r.v4 && buf.is_some_and(|b| Arc::ptr_eq(b, &r.buf)))
 }
+
 /// A delta is written instead of the whole file while it stays at most
 /// this fraction (1/N) of the base's size; beyond, the index is compacted.
 const DELTA_MAX_FRACTION: usize = 4;
