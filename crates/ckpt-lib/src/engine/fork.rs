@@ -750,15 +750,16 @@ pub fn clone_fork(
             .catalog
             .start_fork(&made.ws.root, origin, head.seq)?;
         let (from, to) = (dev_of(&template.root)?, dev_of(&staging)?);
-        let _t = crate::trace::span("snapshot index");
         let written = match known {
-            Some(k) => k.save_snapshot_delta(&fork_store.index_path(), from, to)?,
+            Some(k) => {
+                let _t = crate::trace::span("snapshot delta");
+                k.save_snapshot_delta(&fork_store.index_path(), from, to)?
+            }
             None => false,
         };
         if !written {
             snapshot_store_index(&fork_store, from, to, known)?;
         }
-        drop(_t);
         fork_store.close()
     };
     match run() {
