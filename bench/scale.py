@@ -55,6 +55,12 @@ ROWS = [
     ("watch_save1", "watch-mode save after a 1-file edit", "ms"),
     ("watch_status", "watch-mode status (1 file changed)", "ms"),
     ("watch_restore1", "watch-mode restore after a 1-file edit", "ms"),
+    ("watch_save1_ref", "the same save in the 1× reference, alternated with it", "ms"),
+    ("watch_status_ref", "the same status in the 1× reference, alternated", "ms"),
+    ("watch_restore1_ref", "the same restore in the 1× reference, alternated", "ms"),
+    ("watch_save1_paired", "watch save ÷ the 1× reference's, same minutes", "x"),
+    ("watch_status_paired", "watch status ÷ the 1× reference's, same minutes", "x"),
+    ("watch_restore1_paired", "watch restore ÷ the 1× reference's, same minutes", "x"),
     ("watch_rss", "watcher RSS right after the ops (MiB)", "MiB"),
     ("watch_rss_idle", "watcher RSS after 2 s idle (index written) (MiB)", "MiB"),
     ("watch_hwm", "watcher peak RSS, VmHWM (MiB)", "MiB"),
@@ -283,6 +289,54 @@ class Scale:
         self.n += 1
         append_line(os.path.join(ws, EDIT1), self.n)
 
+    def start_reference(self):
+        """A 1× workspace with its own watcher, kept for the whole run. Each larger
+        size's watch-mode series alternate with the same operation there, so that
+        k× ÷ 1× is measured in the same minutes: the host's speed drifts between
+        sizes, and a 1-file change costs a few milliseconds, so the growth column
+        (1× measured minutes earlier) swings by more than the goal's margin."""
+        root = os.path.join(self.a.scratch, "ref1")
+        rmtree(root)
+        os.makedirs(root)
+        ws = os.path.join(root, "ws")
+        make_workspace(self.template, ws, 1)
+        self.ck(ws, "init", "-q", "--store", os.path.join(root, "store"), ".")
+        self.ck(ws, "save", "-q", "-m", "first")
+        o, _, _, _ = self.ck(ws, "watch", "--daemon", "--json")
+        WATCHERS[ws] = int(json.loads(o)["pid"])
+        self.ck(ws, "save", "-q", "-m", "after watcher start")  # full scan by design
+        self.ref_ws = ws
+        self.ref_base = json.loads(
+            self.ck(ws, "log", "-n", "1", "--json")[0])["checkpoints"][0]["id"]
+        log(f"the 1× reference for watch mode, with its watcher: {ws}")
+
+    def stop_reference(self):
+        if getattr(self, "ref_ws", None):
+            stop_watcher(self.a.ckpt, self.ref_ws)
+            if not self.a.keep:
+                rmtree(os.path.dirname(self.ref_ws))
+            self.ref_ws = None
+
+    def paired_series(self, rec, key, sides, runs):
+        """`series` for two workspaces, alternated run by run (which goes first
+        alternates too): `sides` is [(ws, argv_of, prep)] for this size, then for the
+        1× reference. Records `key` (this size), `key_ref` and `key_paired`, the
+        ratio of the two medians."""
+        v = {0: [], 1: []}
+        for i in range(runs):
+            for side in ((0, 1) if i % 2 == 0 else (1, 0)):
+                ws, argv_of, prep = sides[side]
+                prep()
+                self.sync()
+                _, _, ms, _ = self.ck(ws, *argv_of())
+                v[side].append(ms)
+            log(f"  {key} run {i + 1}: {v[0][-1]:.1f} ms, 1× reference {v[1][-1]:.1f} ms")
+        rec[key + "_runs"] = [round(x, 3) for x in v[0]]
+        rec[key + "_ref_runs"] = [round(x, 3) for x in v[1]]
+        rec[key] = statistics.median(v[0])
+        rec[key + "_ref"] = statistics.median(v[1])
+        rec[key + "_paired"] = rec[key] / rec[key + "_ref"]
+
     def series(self, rec, key, ws, argv_of, runs, prep=None, rss_key=None):
         v = []
         for i in range(runs):
@@ -425,12 +479,30 @@ class Scale:
             if not st.get("complete", False):
                 raise BenchError(f"the watcher cannot vouch for completeness: {st}")
             self.ck(ws, "save", "-q", "-m", "after watcher start")  # full scan by design
-            self.series(rec, "watch_save1", ws, lambda: ["save", "-q", "-m", "w"], a.runs,
-                        prep=edit)
-            self.series(rec, "watch_status", ws, lambda: ["status"], a.runs, prep=edit)
-            self.ck(ws, "restore", "-q", base)
-            self.series(rec, "watch_restore1", ws, lambda: ["restore", "-q", base], a.runs,
-                        prep=edit)
+            # At 1× too: there the ratio shows what the method itself reads as growth.
+            ref = getattr(self, "ref_ws", None)
+            if ref:
+                log(f"   (alternated with the 1× reference {ref})")
+                ref_edit = lambda: self.edit(ref)  # noqa: E731
+                ref_base = self.ref_base
+
+                def pair(key, argv_of, ref_argv_of):
+                    self.paired_series(rec, key, [(ws, argv_of, edit),
+                                                  (ref, ref_argv_of, ref_edit)], a.runs)
+                save = lambda: ["save", "-q", "-m", "w"]  # noqa: E731
+                pair("watch_save1", save, save)
+                pair("watch_status", lambda: ["status"], lambda: ["status"])
+                self.ck(ws, "restore", "-q", base)
+                self.ck(ref, "restore", "-q", ref_base)
+                pair("watch_restore1", lambda: ["restore", "-q", base],
+                     lambda: ["restore", "-q", ref_base])
+            else:
+                self.series(rec, "watch_save1", ws, lambda: ["save", "-q", "-m", "w"],
+                            a.runs, prep=edit)
+                self.series(rec, "watch_status", ws, lambda: ["status"], a.runs, prep=edit)
+                self.ck(ws, "restore", "-q", base)
+                self.series(rec, "watch_restore1", ws, lambda: ["restore", "-q", base],
+                            a.runs, prep=edit)
             st = json.loads(self.ck(ws, "watch", "--status", "--json")[0])
             s = st.get("status", st)
             rec["watch_startup_ms"] = s.get("startup_ms")
@@ -649,6 +721,7 @@ def main():
 
     failed = False
     try:
+        s.start_reference()
         for k in sizes:
             # workspace + one copy per round + a store per round (one replica's
             # objects, or every replica's with --distinct)
@@ -674,6 +747,7 @@ def main():
         failed = True
         log(f"!!! FAILED: {e}")
     finally:
+        s.stop_reference()
         rmtree(template)
         if not a.keep:
             try:
