@@ -274,6 +274,8 @@ class Scale:
         self.a = args
         self.results: dict[int, dict] = {}
         self.n = 0
+        self.ref_ws = None  # the 1× reference (start_reference)
+        self.ref_base = None
 
     def ck(self, ws, *argv, env=None, ok=(0,)):
         return run([self.a.ckpt, *argv], cwd=ws, env=env, ok=ok)
@@ -290,11 +292,11 @@ class Scale:
         append_line(os.path.join(ws, EDIT1), self.n)
 
     def start_reference(self):
-        """A 1× workspace with its own watcher, kept for the whole run. Each larger
-        size's watch-mode series alternate with the same operation there, so that
-        k× ÷ 1× is measured in the same minutes: the host's speed drifts between
-        sizes, and a 1-file change costs a few milliseconds, so the growth column
-        (1× measured minutes earlier) swings by more than the goal's margin."""
+        """A 1× workspace with its own watcher, kept for the whole run. Every size's
+        watch-mode series alternate with the same operation there, so that k× ÷ 1×
+        is measured in the same minutes: the host's speed drifts between sizes, and
+        a 1-file change costs a few milliseconds, so the growth column (1× measured
+        minutes earlier) swings by more than the goal's margin."""
         root = os.path.join(self.a.scratch, "ref1")
         rmtree(root)
         os.makedirs(root)
@@ -311,7 +313,7 @@ class Scale:
         log(f"the 1× reference for watch mode, with its watcher: {ws}")
 
     def stop_reference(self):
-        if getattr(self, "ref_ws", None):
+        if self.ref_ws:
             stop_watcher(self.a.ckpt, self.ref_ws)
             if not self.a.keep:
                 rmtree(os.path.dirname(self.ref_ws))
@@ -493,30 +495,22 @@ class Scale:
             if not st.get("complete", False):
                 raise BenchError(f"the watcher cannot vouch for completeness: {st}")
             self.ck(ws, "save", "-q", "-m", "after watcher start")  # full scan by design
-            # At 1× too: there the ratio shows what the method itself reads as growth.
-            ref = getattr(self, "ref_ws", None)
-            if ref:
-                log(f"   (alternated with the 1× reference {ref})")
-                ref_edit = lambda: self.edit(ref)  # noqa: E731
-                ref_base = self.ref_base
+            # Every run alternates with the same command in the 1× reference, at 1× too
+            # (there the ratio shows what the method itself reads as growth).
+            ref, ref_base = self.ref_ws, self.ref_base
+            log(f"   (alternated with the 1× reference {ref})")
+            ref_edit = lambda: self.edit(ref)  # noqa: E731
 
-                def pair(key, argv_of, ref_argv_of):
-                    self.paired_series(rec, key, [(ws, argv_of, edit),
-                                                  (ref, ref_argv_of, ref_edit)], a.runs)
-                save = lambda: ["save", "-q", "-m", "w"]  # noqa: E731
-                pair("watch_save1", save, save)
-                pair("watch_status", lambda: ["status"], lambda: ["status"])
-                self.ck(ws, "restore", "-q", base)
-                self.ck(ref, "restore", "-q", ref_base)
-                pair("watch_restore1", lambda: ["restore", "-q", base],
-                     lambda: ["restore", "-q", ref_base])
-            else:
-                self.series(rec, "watch_save1", ws, lambda: ["save", "-q", "-m", "w"],
-                            a.runs, prep=edit)
-                self.series(rec, "watch_status", ws, lambda: ["status"], a.runs, prep=edit)
-                self.ck(ws, "restore", "-q", base)
-                self.series(rec, "watch_restore1", ws, lambda: ["restore", "-q", base],
-                            a.runs, prep=edit)
+            def pair(key, argv_of, ref_argv_of):
+                self.paired_series(rec, key, [(ws, argv_of, edit),
+                                              (ref, ref_argv_of, ref_edit)], a.runs)
+            save = lambda: ["save", "-q", "-m", "w"]  # noqa: E731
+            pair("watch_save1", save, save)
+            pair("watch_status", lambda: ["status"], lambda: ["status"])
+            self.ck(ws, "restore", "-q", base)
+            self.ck(ref, "restore", "-q", ref_base)
+            pair("watch_restore1", lambda: ["restore", "-q", base],
+                 lambda: ["restore", "-q", ref_base])
             st = json.loads(self.ck(ws, "watch", "--status", "--json")[0])
             s = st.get("status", st)
             rec["watch_startup_ms"] = s.get("startup_ms")
