@@ -291,6 +291,22 @@ class Scale:
         self.n += 1
         append_line(os.path.join(ws, EDIT1), self.n)
 
+    def head_id(self, ws) -> str:
+        return json.loads(self.ck(ws, "log", "-n", "1", "--json")[0])["checkpoints"][0]["id"]
+
+    def start_watcher(self, ws) -> float:
+        """`ckpt watch --daemon` in `ws`, stopped at exit; then the one save whose
+        full scan a new watcher needs. Returns the start's ms (until ready). A
+        watcher that cannot vouch for completeness would make every save a full
+        scan, so the run stops."""
+        o, _, ms, _ = self.ck(ws, "watch", "--daemon", "--json")
+        st = json.loads(o)
+        WATCHERS[ws] = int(st["pid"])
+        if not st.get("complete", False):
+            raise BenchError(f"the watcher cannot vouch for completeness: {st}")
+        self.ck(ws, "save", "-q", "-m", "after watcher start")  # full scan by design
+        return ms
+
     def start_reference(self):
         """A 1× workspace with its own watcher, kept for the whole run. Every size's
         watch-mode series alternate with the same operation there, so that k× ÷ 1×
@@ -304,12 +320,9 @@ class Scale:
         make_workspace(self.template, ws, 1)
         self.ck(ws, "init", "-q", "--store", os.path.join(root, "store"), ".")
         self.ck(ws, "save", "-q", "-m", "first")
-        o, _, _, _ = self.ck(ws, "watch", "--daemon", "--json")
-        WATCHERS[ws] = int(json.loads(o)["pid"])
-        self.ck(ws, "save", "-q", "-m", "after watcher start")  # full scan by design
+        self.start_watcher(ws)
         self.ref_ws = ws
-        self.ref_base = json.loads(
-            self.ck(ws, "log", "-n", "1", "--json")[0])["checkpoints"][0]["id"]
+        self.ref_base = self.head_id(ws)
         log(f"the 1× reference for watch mode, with its watcher: {ws}")
 
     def stop_reference(self):
@@ -450,7 +463,7 @@ class Scale:
 
             log(f"== {k}x: first save vs ckpt cp + sync, {a.fair_rounds} rounds")
             self.first_saves_and_copies(rec, ws, scratch)
-            base = json.loads(self.ck(ws, "log", "-n", "1", "--json")[0])["checkpoints"][0]["id"]
+            base = self.head_id(ws)
             rec["index_bytes"] = sum(os.path.getsize(os.path.join(self.store, n))
                                      for n in ("index", "index.delta")
                                      if os.path.exists(os.path.join(self.store, n))) / 1e6
@@ -488,13 +501,7 @@ class Scale:
 
             log(f"== {k}x: watch mode")
             rec["watch_floor"] = self.watch_floor(ws)
-            o, _, ms, _ = self.ck(ws, "watch", "--daemon", "--json")
-            st = json.loads(o)
-            WATCHERS[ws] = int(st["pid"])
-            rec["watch_start"] = ms
-            if not st.get("complete", False):
-                raise BenchError(f"the watcher cannot vouch for completeness: {st}")
-            self.ck(ws, "save", "-q", "-m", "after watcher start")  # full scan by design
+            rec["watch_start"] = self.start_watcher(ws)
             # Every run alternates with the same command in the 1× reference, at 1× too
             # (there the ratio shows what the method itself reads as growth).
             ref, ref_base = self.ref_ws, self.ref_base
