@@ -66,6 +66,27 @@ pub fn stat_at(dir: BorrowedFd<'_>, name: &[u8]) -> rustix::io::Result<Meta> {
     rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).map(|st| Meta::from_stat(&st))
 }
 
+/// [`stat_at`], with the entry's link count (`st_nlink`), which [`Meta`]
+/// leaves out: of a directory, [`no_subdirs`] reads it. (`st_nlink` is a
+/// `u64` on x86_64 but not on every architecture.)
+#[allow(clippy::unnecessary_cast)]
+#[inline]
+pub fn stat_at_links(dir: BorrowedFd<'_>, name: &[u8]) -> rustix::io::Result<(Meta, u64)> {
+    rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)
+        .map(|st| (Meta::from_stat(&st), st.st_nlink as u64))
+}
+
+/// Whether a directory's link count says it has no subdirectories: 2 (its
+/// name and its own `.`) on filesystems that count each subdirectory's
+/// `..` (ext4, xfs, tmpfs). btrfs always gives 1, and ext4 gives 1 to a
+/// directory with more than 65,000 subdirectories, so "false" says
+/// nothing. A hint: a caller must still cope with a subdirectory (an
+/// unusual filesystem may count otherwise).
+#[inline]
+pub fn no_subdirs(nlink: u64) -> bool {
+    nlink == 2
+}
+
 /// `fstat(fd)`.
 #[inline]
 pub fn stat_fd(fd: BorrowedFd<'_>) -> rustix::io::Result<Meta> {

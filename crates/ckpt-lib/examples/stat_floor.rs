@@ -10,7 +10,13 @@
 //! that warms the caches, whose time it prints too (on a fresh btrfs
 //! snapshot, the floor under the first scan of a subvolume fork).
 //!
-//! Run: `cargo run --release -p ckpt-lib --example stat_floor -- DIR [THREADS...]`
+//! With `--scan` (DIR a workspace with a store), each 2-thread round is
+//! followed by a full hash-only scan of the workspace against its index, in
+//! this process, and it prints the scan's median and the median of the
+//! scan ÷ round ratios: the scan's own cost against the floor, without what
+//! a command adds (process start, loading the index, committing).
+//!
+//! Run: `cargo run --release -p ckpt-lib --example stat_floor -- DIR [--scan] [THREADS...]`
 
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
@@ -79,12 +85,45 @@ fn round(dirs: &[Dir], threads: usize) -> (f64, usize) {
     )
 }
 
+/// Median of `v` (sorted here).
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// 7 rounds of 2 threads, each followed by a hash-only full scan of the
+/// workspace at `root`; prints the scan's median and the median ratio.
+fn scan_against_floor(root: &Path, dirs: &[Dir]) -> ckpt_lib::Result<()> {
+    use ckpt_lib::engine::save::{scan_against, ScanKind};
+    let ws = ckpt_lib::workspace::Workspace::discover(root)?;
+    let config = ckpt_lib::Config::locking(std::time::Duration::from_secs(10));
+    let store = ws.open_store_read_only(&config)?;
+    let mut index = store.load_index()?;
+    let (mut scans, mut ratios) = (Vec::new(), Vec::new());
+    for _ in 0..7 {
+        let (floor, _) = round(dirs, 2);
+        let start = Instant::now();
+        let scan = scan_against(&ws, &store, index, ScanKind::HashOnly, None)?;
+        let ms = start.elapsed().as_secs_f64() * 1e3;
+        index = scan.index;
+        scans.push(ms);
+        ratios.push(ms / floor);
+    }
+    println!(
+        "scan (in process, hash-only, full, 2 threads): {:.1} ms median, {:.3}x the round before it (median of 7)",
+        median(&mut scans),
+        median(&mut ratios)
+    );
+    Ok(())
+}
+
 fn main() {
-    let mut args = std::env::args().skip(1);
+    let mut args = std::env::args().skip(1).peekable();
     let Some(root) = args.next() else {
-        eprintln!("usage: stat_floor DIR [THREADS...]");
+        eprintln!("usage: stat_floor DIR [--scan] [THREADS...]");
         std::process::exit(2);
     };
+    let scan = args.next_if(|a| a == "--scan").is_some();
     let threads: Vec<usize> = match args.map(|a| a.parse()).collect::<Result<Vec<_>, _>>() {
         Ok(t) if !t.is_empty() => t,
         Ok(_) => vec![1, 2],
@@ -119,5 +158,11 @@ fn main() {
             ms[6],
             dirs.len()
         );
+    }
+    if scan {
+        if let Err(e) = scan_against_floor(Path::new(&root), &dirs) {
+            eprintln!("stat_floor: cannot scan {root}: {e}");
+            std::process::exit(1);
+        }
     }
 }

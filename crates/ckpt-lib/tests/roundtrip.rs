@@ -77,6 +77,37 @@ fn assert_same(a: &BTreeMap<Vec<u8>, Snap>, b: &BTreeMap<Vec<u8>, Snap>, what: &
     }
 }
 
+/// The directories a scan of an unchanged, aged tree checks without opening
+/// them: those at depth 2 or more whose link count says they have no
+/// subdirectories (none on btrfs, which does not count them), with at most
+/// `LEAF_MAX_ENTRIES` entries, none of them racy (an mtime in the future).
+fn unopened_leaves(root: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    fn walk(dir: &Path, depth: usize, n: &mut u64) {
+        let entries: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap())
+            .collect();
+        let small = entries.len() <= ckpt_lib::workspace::scan::LEAF_MAX_ENTRIES;
+        let now = std::time::SystemTime::now();
+        let racy = entries
+            .iter()
+            .any(|e| e.path().symlink_metadata().unwrap().modified().unwrap() > now);
+        let leaf = ckpt_copy::fs::no_subdirs(dir.symlink_metadata().unwrap().nlink());
+        if depth >= 2 && small && leaf && !racy {
+            *n += 1;
+        }
+        for e in entries {
+            if e.file_type().unwrap().is_dir() {
+                walk(&e.path(), depth + 1, n);
+            }
+        }
+    }
+    let mut n = 0;
+    walk(root, 0, &mut n);
+    n
+}
+
 fn setup(dir: &Path, start: &[Op]) -> Workspace {
     let root = dir.join("ws");
     populate(&root, start);
@@ -128,6 +159,10 @@ proptest! {
         // so never exact) is listed.
         let again = save::capture(&ws, &store, &SaveOptions::default(), &mut save::OnDisk::default()).unwrap();
         prop_assert_eq!(again.scan.dirs_listed, 1);
+        // And each small leaf below the root's children is checked through
+        // its parent without being opened (the root's children come from
+        // its listing, which gives no link counts).
+        prop_assert_eq!(again.scan.dirs_unopened, unopened_leaves(&ws.root));
         drop(store);
         apply(&ws.root, &edits);
         let want = snapshot(&ws.root);
@@ -137,6 +172,64 @@ proptest! {
         let dest = dir.path().join("fork");
         materialize::restore_to(&store, &format!("v{v}"), &dest, &[]).unwrap();
         assert_same(&want, &snapshot(&dest), "checkpoint after edits to unlisted directories");
+    }
+
+    /// Small leaf directories whose stat is as recorded are checked through
+    /// their parent without being opened; every in-place change to one of
+    /// their files (content and size, mode, mtime, or content rewritten
+    /// with its mtime put back, which only its ctime shows) must still be
+    /// captured.
+    #[test]
+    fn in_place_edits_in_unopened_leaves_are_captured(
+        edits in prop::collection::vec((0usize..12, 0u8..4, any::<u8>()), 1..8)
+    ) {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("ws");
+        let file = |i: usize| root.join(format!("p/l{}/f{}", i / 3, i % 3));
+        for i in 0..12 {
+            std::fs::create_dir_all(file(i).parent().unwrap()).unwrap();
+            std::fs::write(file(i), format!("file {i}\n")).unwrap();
+        }
+        let ws = Workspace::init(&root, Some(&dir.path().join("store")), None).unwrap();
+        save(&ws);
+        std::thread::sleep(Duration::from_nanos(RACY_WINDOW_NS as u64 + 20_000_000));
+        let store = ws.open_store(&Config::locking(T)).unwrap();
+        save::capture(&ws, &store, &SaveOptions::default(), &mut save::OnDisk::default()).unwrap();
+        let again = save::capture(&ws, &store, &SaveOptions::default(), &mut save::OnDisk::default()).unwrap();
+        prop_assert_eq!(again.scan.dirs_unopened, unopened_leaves(&root));
+        drop(store);
+        for (i, kind, b) in edits {
+            let f = file(i);
+            match kind {
+                0 => {
+                    let mut old = std::fs::read(&f).unwrap();
+                    old.push(b);
+                    std::fs::write(&f, old).unwrap();
+                }
+                1 => {
+                    let mode = if b % 2 == 0 { 0o600 } else { 0o755 };
+                    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(mode)).unwrap();
+                }
+                2 => {
+                    let t = std::time::UNIX_EPOCH + Duration::from_secs(1_000_000 + b as u64);
+                    std::fs::File::options().write(true).open(&f).unwrap().set_modified(t).unwrap();
+                }
+                _ => {
+                    let mtime = std::fs::metadata(&f).unwrap().modified().unwrap();
+                    let mut old = std::fs::read(&f).unwrap();
+                    old[0] = b'a' + b % 26;
+                    std::fs::write(&f, old).unwrap();
+                    std::fs::File::options().write(true).open(&f).unwrap().set_modified(mtime).unwrap();
+                }
+            }
+        }
+        let want = snapshot(&root);
+        let v = save(&ws).unwrap();
+        let store = ws.open_store(&Config::locking(T)).unwrap();
+        let dest = dir.path().join("copy");
+        materialize::restore_to(&store, &format!("v{v}"), &dest, &[]).unwrap();
+        assert_same(&want, &snapshot(&dest), "checkpoint after in-place edits in unopened leaves");
     }
 
     #[test]

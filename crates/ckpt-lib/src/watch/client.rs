@@ -479,6 +479,7 @@ impl Client<'_> {
             new_bytes: 0,
             entries: r.entries,
             dirs_listed: 0,
+            dirs_unopened: 0,
             index_unchanged: true,
         })
     }
