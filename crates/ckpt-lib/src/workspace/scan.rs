@@ -130,9 +130,9 @@ pub enum OnUnreadable {
     Fail,
 }
 
-/// The most entries of a leaf directory checked through its parent
-/// ([`Scanner::unchanged_leaf`]): where one more name lookup per entry
-/// (about 50 ns here) costs what the `open` and `close` it saves cost.
+/// The most entries of a leaf directory checked through its parent (see
+/// the module doc): where one more name lookup per entry (about 50 ns
+/// here) costs what the `open` and `close` it saves cost.
 pub const LEAF_MAX_ENTRIES: usize = 32;
 
 /// Prefix of temporary files ckpt creates inside the workspace.
