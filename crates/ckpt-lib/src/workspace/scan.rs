@@ -1053,6 +1053,13 @@ impl<'a> Scanner<'a> {
     /// recorded, with the same size, mtime and ctime, so what is kept is
     /// what was read from it; anything else is scanned through the
     /// opened directory, as before. No content is read here.
+    ///
+    /// It applies [`Self::unchanged`]'s rule for files and symlinks (not
+    /// racy, the same stat, the same names) entry by entry instead of
+    /// building [`Self::restat`]'s listing and calling it: built that way,
+    /// a full scan in one process took 1.16–1.22× its `lstat` floor
+    /// instead of 0.99–1.03× (`stat_floor --scan`, alternated).
+    /// A change to that rule must be made in both.
     fn unchanged_leaf(
         &self,
         parent: BorrowedFd<'_>,
