@@ -3,6 +3,11 @@
 //! lock and applies the retention policy itself, see [`crate::watch`]);
 //! otherwise a scan in this process under the store lock, then the saved
 //! retention policy ([`crate::store::retention::apply_configured`]).
+//!
+//! A save in this process that has nothing left to commit (no retention
+//! policy is set) closes the catalog on a thread of its own while it writes
+//! the index ([`crate::store::catalog::Catalog::close_in_background`]): the
+//! close's `fdatasync`s no longer add to the save.
 
 use std::time::{Duration, Instant};
 
@@ -13,7 +18,7 @@ use serde_json::{json, Value};
 use super::json::{self, serialize_via_to_json, SCHEMA};
 use super::Context;
 use crate::engine::save::{self, SaveOptions, SaveOutcome, ScanCounts, ScanKind, Scanner};
-use crate::store::retention::{self, RetentionReport};
+use crate::store::retention::{self, Policy, RetentionReport};
 use crate::store::Store;
 use crate::workspace::scan::Unreadable;
 use crate::workspace::Workspace;
@@ -110,15 +115,21 @@ pub fn save_with(
     let captured = save::capture_scanned(ws, store, opts, scan, t0)?;
     let counts = captured.counts();
     let unreadable = captured.scan.unreadable.clone();
+    let policy = match &captured.outcome {
+        SaveOutcome::Saved(_) => retention::configured(store)?,
+        SaveOutcome::Unchanged(_) => Policy::default(),
+    };
+    if policy.is_empty() {
+        // Nothing more to commit: the catalog's writable handle (if this
+        // save opened one) closes while the index is written.
+        store.catalog.close_in_background();
+    }
     {
         let _t = crate::trace::span("index save");
         scanner.keep_index(store, captured.scan)?;
     }
     // If retention runs gc, the generation changes: the next scan is full.
-    let retention = match &captured.outcome {
-        SaveOutcome::Saved(_) => retention::apply_configured(store, fs::now_ns())?,
-        SaveOutcome::Unchanged(_) => None,
-    };
+    let retention = retention::apply_due(store, &policy, fs::now_ns())?;
     Ok(SaveReport {
         counts,
         outcome: captured.outcome,

@@ -98,8 +98,6 @@ enum Mode {
 pub struct Store {
     /// The store directory.
     pub root: PathBuf,
-    /// Trees, checkpoints, refs.
-    pub catalog: Catalog,
     /// File contents.
     pub objects: Objects,
     /// What the store's filesystem supports (probed at creation), after any
@@ -107,6 +105,11 @@ pub struct Store {
     pub caps: Caps,
     /// Agent state (`state.redb`), opened on first use.
     pub state: LazyState,
+    /// Trees, checkpoints, refs. Dropped after the fields above, so that
+    /// their drops (the objects' temporary directory removed) overlap with
+    /// a close it runs in the background
+    /// ([`Catalog::close_in_background`]), and before the lock.
+    pub catalog: Catalog,
     _lock: Lock,
 }
 

@@ -182,16 +182,22 @@ pub fn set_configured(store: &Store, policy: &Policy) -> Result<()> {
 /// (called after saves). Returns None when there was nothing to do, so a
 /// save pays only one catalog read for retention.
 pub fn apply_configured(store: &Store, now_ns: i64) -> Result<Option<RetentionReport>> {
-    let policy = configured(store)?;
+    apply_due(store, &configured(store)?, now_ns)
+}
+
+/// [`apply_configured`] with the persistent policy already read (by a save
+/// that reads it before it closes the catalog, see [`crate::ops::save`]):
+/// applies `policy` if it is not empty and drops anything.
+pub fn apply_due(store: &Store, policy: &Policy, now_ns: i64) -> Result<Option<RetentionReport>> {
     if policy.is_empty() {
         return Ok(None);
     }
     let checkpoints = store.catalog.reader()?.checkpoints()?;
-    if select(&checkpoints, &protected(store)?, &policy, now_ns)
+    if select(&checkpoints, &protected(store)?, policy, now_ns)
         .drop
         .is_empty()
     {
         return Ok(None);
     }
-    apply(store, &policy, now_ns, false).map(Some)
+    apply(store, policy, now_ns, false).map(Some)
 }

@@ -1,13 +1,19 @@
-//! `Catalog::open_unsynced` (the store of a fork that is not published
-//! yet) against a model: random sequences of the writes a fork makes to
-//! its store (`start_fork`, head moves, journals, workspace) through a
-//! catalog opened unsynced, then closed. Reopened the usual way, the
-//! catalog must hold exactly the model's last values: the backend that
-//! skips `fdatasync` must pass every read, write and length change
-//! through, and `close` must leave a cleanly closed file (redb's read-only
-//! open refuses one that needs a repair). Closing without
-//! `close` (the error path, which removes the store) must leave a file
-//! that still opens. An empty file is refused, not made a new catalog.
+//! The catalog's two special ways of being open, each against a model:
+//! random sequences of writes (`start_fork`, head moves, journals,
+//! workspace), then a close, and the catalog reopened the usual way must
+//! hold exactly the model's last values.
+//! - `Catalog::open_unsynced` (the store of a fork that is not published
+//!   yet): the backend that skips `fdatasync` must pass every read, write
+//!   and length change through, and `close` must leave a cleanly closed
+//!   file (redb's read-only open refuses one that needs a repair). Closing
+//!   without `close` (the error path, which removes the store) must leave a
+//!   file that still opens. An empty file is refused, not made a new
+//!   catalog.
+//! - `Catalog::open_lazily` (a save's), with `close_in_background` between
+//!   the writes: every read and write after a background close must see
+//!   what came before it (the handle is opened again), and dropping or
+//!   closing the catalog must wait for a close still running, leaving a
+//!   cleanly closed file.
 
 use std::path::{Path, PathBuf};
 
@@ -129,6 +135,52 @@ proptest! {
         // redb opens read-only only a cleanly closed file (one that needs
         // no repair).
         prop_assert!(redb::Database::builder().open_read_only(&path).is_ok());
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Step {
+    Write(Write),
+    CloseInBackground,
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    #[test]
+    fn lazy_writes_are_all_there_across_background_closes(
+        before in prop::collection::vec(write(), 0..4),
+        steps in prop::collection::vec(
+            prop_oneof![3 => write().prop_map(Step::Write), 1 => Just(Step::CloseInBackground)],
+            1..12,
+        ),
+        close: bool,
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, mut m) = made(dir.path(), &before);
+        let cat = Catalog::open_lazily(&path).unwrap();
+        prop_assert_eq!(&read(&cat), &m, "what was there before");
+        for s in &steps {
+            match s {
+                Step::Write(w) => apply(&cat, w, &mut m),
+                Step::CloseInBackground => cat.close_in_background(),
+            }
+            prop_assert_eq!(&read(&cat), &m, "after {:?}", s);
+        }
+        // A close still running when the catalog goes: dropping it, or
+        // closing it, must wait for it.
+        if let Some(Step::Write(w)) = steps.last() {
+            apply(&cat, w, &mut m);
+        }
+        cat.close_in_background();
+        if close {
+            cat.close().unwrap();
+        } else {
+            drop(cat);
+        }
+        prop_assert!(redb::Database::builder().open_read_only(&path).is_ok());
+        let again = Catalog::open(&path).unwrap();
+        prop_assert_eq!(&read(&again), &m, "reopened");
     }
 }
 
