@@ -16,6 +16,8 @@
 //!   replaced in any other way, the in-memory index writes a whole base;
 //!   the whole base an in-memory index writes is the base of its next
 //!   delta;
+//! - a base large enough for its trailer to be hashed on two threads is
+//!   refused whole when any byte of it is damaged;
 //! - end to end (real saves and a restore): small changes write only the
 //!   delta, and the index loaded from base + delta keeps every unchanged
 //!   file from being read again.
@@ -311,6 +313,35 @@ fn small_edits_write_a_delta_and_a_large_one_compacts() {
     assert!(!delta_path(&path).exists(), "a large change compacts");
     assert_ne!(std::fs::read(&path).unwrap(), base);
     assert_matches(&Index::load(&path, 4), &model, "after compaction");
+}
+
+#[test]
+fn a_large_base_with_any_byte_damaged_is_refused_whole() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("index");
+    let mut ix = Index {
+        generation: 4,
+        ..Default::default()
+    };
+    let mut model = Model::new();
+    let ops: Vec<Op> = (0..80u8).map(|d| Op::Put(d, d as u64, 120)).collect();
+    apply(&mut ix, &mut model, &ops);
+    ix.save(&path).unwrap();
+    let good = std::fs::read(&path).unwrap();
+    // Past the size above which the trailer is hashed on two threads
+    // (256 KiB).
+    assert!(good.len() > 300 << 10, "{} bytes", good.len());
+    assert_matches(&Index::load(&path, 4), &model, "undamaged");
+    for at in [20, good.len() / 3, good.len() / 2, good.len() - 40] {
+        let mut bad = good.clone();
+        bad[at] ^= 0x40;
+        assert!(Index::decode(&bad).is_err(), "byte {at} damaged, decoded");
+        std::fs::write(&path, &bad).unwrap();
+        assert!(
+            Index::load(&path, 4).dirs.is_empty(),
+            "byte {at} damaged, loaded"
+        );
+    }
 }
 
 #[test]
