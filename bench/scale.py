@@ -28,6 +28,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -93,23 +94,30 @@ def log(msg: str) -> None:
 def run(argv, *, cwd=None, env=None, ok=(0,), timeout=CMD_TIMEOUT):
     """Runs a command; returns (stdout, stderr, ms, peak RSS KiB of the child).
 
-    The child is reaped with wait4(2), so its own ru_maxrss is known (not the
-    maximum over all children, which getrusage(RUSAGE_CHILDREN) would give)."""
+    The child is reaped with a blocking wait4(2), so its own ru_maxrss is known
+    (not the maximum over all children, which getrusage(RUSAGE_CHILDREN) would
+    give), and this process sleeps until the child exits: a loop polling with
+    WNOHANG every 0.5 ms took CPU from the child on this 2-core host and added
+    about 0.8 ms to a 34 ms status (--version: 0.1 ms). A timer kills a child
+    that runs past `timeout`."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t0 = time.perf_counter_ns()
         p = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out,
                              stderr=err)
-        deadline = time.monotonic() + timeout
-        while True:
-            pid, status, ru = os.wait4(p.pid, os.WNOHANG)
-            if pid:
-                break
-            if time.monotonic() > deadline:
-                p.kill()
-                os.wait4(p.pid, 0)
-                raise BenchError(f"timeout after {timeout}s: {' '.join(map(str, argv))}")
-            time.sleep(0.0005)
+        timed_out = threading.Event()
+
+        def kill():
+            timed_out.set()
+            p.kill()
+        timer = threading.Timer(timeout, kill)
+        timer.start()
+        try:
+            _, status, ru = os.wait4(p.pid, 0)
+        finally:
+            timer.cancel()
         ms = (time.perf_counter_ns() - t0) / 1e6
+        if timed_out.is_set():
+            raise BenchError(f"timeout after {timeout}s: {' '.join(map(str, argv))}")
         p.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
         err.seek(0)
