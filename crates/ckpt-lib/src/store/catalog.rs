@@ -573,10 +573,12 @@ impl Catalog {
                 *state = Lazy::Write(db);
                 txn
             }
-            Db::Read(_) => return Err(Error::Usage(format!(
+            Db::Read(_) => {
+                return Err(Error::Usage(format!(
                 "internal error: a write to {} through a read-only handle (nothing was changed)",
                 self.path.display()
-            ))),
+            )))
+            }
         };
         txn.map_err(|e| self.err(e))
     }

@@ -14,6 +14,16 @@
 //! name always holds exactly the bytes its name promises, and a crash leaves
 //! at most stray files in `tmp/`, removed when the store is next opened.
 //!
+//! ## Syncing off the workers
+//! The first objects' `fdatasync`s are made on a thread of their own, in
+//! the order the objects were written, while the workers that wrote them
+//! go on scanning; [`Objects::commit`] waits for them before it renames
+//! anything, and fails with the first one that failed. A worker blocked in
+//! an `fdatasync` (0.5 ms each here, 12 ms when the journal is busy) took
+//! its share of the scan's CPU with it: a scan-mode save of 10 edited files
+//! on the 1× replica took 0.94× as long once the syncs moved off the
+//! workers (15 alternated pairs).
+//!
 //! A large operation (a first save) starts writing its data back early: each
 //! time [`FLUSH_AHEAD`] bytes have been written without an `fsync` of their
 //! own, a background thread runs `syncfs` while capture goes on, so the disk
@@ -179,6 +189,9 @@ pub struct Objects {
     /// cannot reflink (see [`crate::store::bands`]).
     pub band_min: u64,
     fsynced_each: AtomicUsize,
+    /// The `fdatasync`s of those objects, made off the workers (see
+    /// "Syncing off the workers").
+    syncs: Syncs,
     unsynced: AtomicUsize,
     /// Bytes written without an `fsync` since the last background flush began.
     unflushed: AtomicU64,
@@ -200,6 +213,77 @@ pub struct Objects {
     /// Opened by [`Objects::open_read_only`]: `tmp` is the shared `tmp/`
     /// root, nothing may be written, and nothing is removed on drop.
     read_only: bool,
+}
+
+/// The `fdatasync`s of an operation's first objects, made on a thread of
+/// their own (see "Syncing off the workers"): [`Syncs::submit`] hands over
+/// a written file, [`Syncs::wait`] returns once every file handed over is
+/// durable, or with the first error.
+#[derive(Debug, Default)]
+struct Syncs {
+    /// To the syncing thread, started by the first file handed over.
+    queue: Mutex<Option<std::sync::mpsc::Sender<(OwnedFd, PathBuf)>>>,
+    done: Arc<(Mutex<SyncsDone>, std::sync::Condvar)>,
+}
+
+#[derive(Debug, Default)]
+struct SyncsDone {
+    /// Files handed over and not yet synced.
+    in_flight: usize,
+    /// The first sync that failed since the last [`Syncs::wait`].
+    error: Option<Error>,
+}
+
+impl Syncs {
+    fn submit(&self, file: OwnedFd, path: PathBuf) {
+        self.done.0.lock().unwrap().in_flight += 1;
+        let mut queue = self.queue.lock().unwrap();
+        if queue.is_none() {
+            let (tx, rx) = std::sync::mpsc::channel::<(OwnedFd, PathBuf)>();
+            let done = self.done.clone();
+            let spawned = std::thread::Builder::new()
+                .name("ckpt-fsync".into())
+                .spawn(move || {
+                    for (file, path) in rx {
+                        let r = rustix::fs::fdatasync(&file);
+                        drop(file);
+                        Syncs::finish(&done, r.ctx("fsync", path).err());
+                    }
+                });
+            if spawned.is_ok() {
+                *queue = Some(tx);
+            }
+        }
+        // Without a thread (it could not start, or has ended), here.
+        let unsent = match queue.as_ref() {
+            Some(tx) => tx.send((file, path)).err().map(|e| e.0),
+            None => Some((file, path)),
+        };
+        if let Some((file, path)) = unsent {
+            let r = rustix::fs::fdatasync(&file);
+            Syncs::finish(&self.done, r.ctx("fsync", path).err());
+        }
+    }
+
+    fn finish(done: &(Mutex<SyncsDone>, std::sync::Condvar), error: Option<Error>) {
+        let mut d = done.0.lock().unwrap();
+        d.in_flight -= 1;
+        if d.error.is_none() {
+            d.error = error;
+        }
+        done.1.notify_all();
+    }
+
+    fn wait(&self) -> Result<()> {
+        let mut d = self.done.0.lock().unwrap();
+        while d.in_flight > 0 {
+            d = self.done.1.wait(d).unwrap();
+        }
+        match d.error.take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
 }
 
 thread_local! {
@@ -304,6 +388,7 @@ impl Objects {
             pending_manifests: Mutex::new(HashMap::new()),
             band_min: bands::DEFAULT_BAND_MIN,
             fsynced_each: AtomicUsize::new(0),
+            syncs: Syncs::default(),
             unsynced: AtomicUsize::new(0),
             unflushed: AtomicU64::new(0),
             flushing: Default::default(),
@@ -817,7 +902,8 @@ impl Objects {
         manifest: bool,
     ) -> Result<u64> {
         if self.fsynced_each.fetch_add(1, Ordering::Relaxed) < FSYNC_EACH_LIMIT {
-            rustix::fs::fdatasync(&tmp).ctx("fsync", self.tmp_path.join(fs::as_path(&tmp_name)))?;
+            self.syncs
+                .submit(tmp, self.tmp_path.join(fs::as_path(&tmp_name)));
         } else {
             self.unsynced.fetch_add(1, Ordering::Relaxed);
             self.flush_ahead(size);
@@ -865,6 +951,7 @@ impl Objects {
     /// Makes every pending object durable under its final name. Must be
     /// called (and succeed) before a catalog commit that references them.
     pub fn commit(&self) -> Result<usize> {
+        self.syncs.wait()?;
         let pending = std::mem::take(&mut *self.pending.lock().unwrap());
         let manifests = std::mem::take(&mut *self.pending_manifests.lock().unwrap());
         self.undecide_shards();
@@ -994,6 +1081,8 @@ impl Objects {
 
     /// Drops pending objects without storing them (an aborted operation).
     pub fn abort(&self) {
+        // The operation failed already; a sync's error would say no more.
+        let _ = self.syncs.wait();
         let mut pending = std::mem::take(&mut *self.pending.lock().unwrap());
         pending.extend(std::mem::take(&mut *self.pending_manifests.lock().unwrap()));
         for tmp_name in pending.values() {
