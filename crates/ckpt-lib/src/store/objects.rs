@@ -951,7 +951,12 @@ impl Objects {
     /// Makes every pending object durable under its final name. Must be
     /// called (and succeed) before a catalog commit that references them.
     pub fn commit(&self) -> Result<usize> {
-        self.syncs.wait()?;
+        // An object whose sync failed must never be placed, not even by a
+        // later operation on this open store (the watcher's).
+        if let Err(e) = self.syncs.wait() {
+            self.abort();
+            return Err(e);
+        }
         let pending = std::mem::take(&mut *self.pending.lock().unwrap());
         let manifests = std::mem::take(&mut *self.pending_manifests.lock().unwrap());
         self.undecide_shards();
