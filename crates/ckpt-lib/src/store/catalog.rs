@@ -373,6 +373,17 @@ enum Lazy {
     Gone,
 }
 
+impl Lazy {
+    /// The file opened read-only, or writable when it needs the repair a
+    /// writable open makes (its last writer crashed, or its close failed).
+    fn open(path: &Path) -> std::result::Result<Lazy, redb::DatabaseError> {
+        match Database::builder().open_read_only(path) {
+            Ok(db) => Ok(Lazy::Read(db)),
+            Err(_) => Database::open(path).map(Lazy::Write),
+        }
+    }
+}
+
 /// A writable handle closing on a thread of its own. Dropping this waits
 /// for the close, so it ends before the store lock, which the [`Store`]
 /// drops after its catalog, is released (see "Closed while the caller goes
@@ -535,14 +546,12 @@ impl Catalog {
         if !path.exists() {
             return Err(Error::Corrupt(format!("{} is missing", path.display())));
         }
-        match Database::builder().open_read_only(path) {
-            Ok(db) => Ok(Catalog {
-                db: Db::Lazy(std::sync::Mutex::new(Lazy::Read(db))),
-                path: path.to_path_buf(),
-                unsynced: None,
-            }),
-            Err(_) => Catalog::open(path),
-        }
+        let lazy = Lazy::open(path).map_err(|e| catalog_error(path, e))?;
+        Ok(Catalog {
+            db: Db::Lazy(std::sync::Mutex::new(lazy)),
+            path: path.to_path_buf(),
+            unsynced: None,
+        })
     }
 
     /// Begins a write transaction: for a lazily opened catalog, through a
@@ -616,12 +625,7 @@ impl Catalog {
                 let mut state = lazy.lock().unwrap_or_else(|p| p.into_inner());
                 if let Lazy::Closing(c) = &mut *state {
                     let _ = c.wait();
-                    let reopened = match Database::builder().open_read_only(&self.path) {
-                        Ok(db) => Ok(Lazy::Read(db)),
-                        // It needs the repair a writable open makes.
-                        Err(_) => Database::open(&self.path).map(Lazy::Write),
-                    };
-                    match reopened {
+                    match Lazy::open(&self.path) {
                         Ok(l) => *state = l,
                         Err(e) => {
                             *state = Lazy::Gone;
