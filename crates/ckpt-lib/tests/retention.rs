@@ -305,7 +305,8 @@ fn configured_policy_round_trips_and_applies() {
         std::fs::write(root.join("f"), format!("v{i}")).unwrap();
         save(&ws, &[]);
         let store = ws.open_store(&Config::locking(T)).unwrap();
-        let rep = retention::apply_configured(&store, i64::MAX).unwrap();
+        let policy = retention::configured(&store).unwrap();
+        let rep = retention::apply_due(&store, &policy, i64::MAX).unwrap();
         assert_eq!(rep.is_some(), i >= 2, "save {i}");
         let n = store.catalog.reader().unwrap().checkpoints().unwrap().len();
         assert_eq!(n, (i + 1).min(2));

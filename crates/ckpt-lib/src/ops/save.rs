@@ -2,7 +2,7 @@
 //! vouches for the workspace (it keeps the index in memory, takes the store
 //! lock and applies the retention policy itself, see [`crate::watch`]);
 //! otherwise a scan in this process under the store lock, then the saved
-//! retention policy ([`crate::store::retention::apply_configured`]).
+//! retention policy ([`crate::store::retention::apply_due`]).
 //!
 //! A save in this process that has nothing left to commit (no retention
 //! policy is set) closes the catalog on a thread of its own while it writes

@@ -21,7 +21,7 @@
 //! The persistent policy lives in the catalog's meta table
 //! ([`crate::store::catalog::Catalog::set_retention`]: JSON, written in one
 //! redb transaction, so crash-atomic), and
-//! [`apply_configured`] applies it after every save.
+//! [`apply_due`] applies it after every save.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -178,16 +178,10 @@ pub fn set_configured(store: &Store, policy: &Policy) -> Result<()> {
         .set_retention((!policy.is_empty()).then_some(policy))
 }
 
-/// Applies the persistent policy, if one is set and it drops anything
-/// (called after saves). Returns None when there was nothing to do, so a
-/// save pays only one catalog read for retention.
-pub fn apply_configured(store: &Store, now_ns: i64) -> Result<Option<RetentionReport>> {
-    apply_due(store, &configured(store)?, now_ns)
-}
-
-/// [`apply_configured`] with the persistent policy already read (by a save
-/// that reads it before it closes the catalog, see [`crate::ops::save`]):
-/// applies `policy` if it is not empty and drops anything.
+/// Applies `policy` (the persistent one, [`configured`], which a save reads
+/// before it closes the catalog, see [`crate::ops::save`]) if it is not
+/// empty and drops anything. Returns None when there was nothing to do, so
+/// a save without a policy pays only the read of it.
 pub fn apply_due(store: &Store, policy: &Policy, now_ns: i64) -> Result<Option<RetentionReport>> {
     if policy.is_empty() {
         return Ok(None);
