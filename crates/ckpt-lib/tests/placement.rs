@@ -11,6 +11,9 @@
 //! a shard filled since it was staged or holding a stray file, one by one.
 //! Several operations share one open store, as a restore's pre-save and
 //! its import do, so a decision of one operation cannot leak into the next.
+//! Some operations are aborted instead of committed: their contents may
+//! stay (the first ones are placed as soon as they are durable), and then
+//! with exactly their bytes, but an aborted operation leaves nothing else.
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
@@ -35,27 +38,45 @@ fn arb_op() -> impl Strategy<Value = Vec<Vec<u8>>> {
 }
 
 /// Stores `contents` (in parallel, so threads race on shard decisions and
-/// on repeated contents) and commits.
-fn store_all(store: &Store, contents: &[Vec<u8>]) {
+/// on repeated contents) and commits, or with `abort` aborts.
+fn store_all(store: &Store, contents: &[Vec<u8>], abort: bool) {
     contents.par_iter().for_each(|c| {
         store.objects.put_verified(Hash::of(c), c).unwrap();
     });
-    store.objects.commit().unwrap();
+    match abort {
+        true => store.objects.abort(),
+        false => drop(store.objects.commit().unwrap()),
+    }
 }
 
-/// The store holds exactly `model`, each content in place, and nothing else.
-fn check(root: &Path, store: &Store, model: &BTreeMap<Hash, Vec<u8>>) {
+/// The store holds every content of `model` and may hold those of `maybe`
+/// (stored by aborted operations), each in place with exactly its bytes,
+/// and nothing else.
+fn check(
+    root: &Path,
+    store: &Store,
+    model: &BTreeMap<Hash, Vec<u8>>,
+    maybe: &BTreeMap<Hash, Vec<u8>>,
+) {
     let (listed, strays) = store.objects.list().unwrap();
     assert!(strays.is_empty(), "stray names under objects/: {strays:?}");
     let mut listed = listed;
     listed.sort();
-    let want: Vec<Hash> = model.keys().copied().collect();
-    assert_eq!(
-        listed, want,
-        "the store lists other contents than were stored"
-    );
-    for (h, bytes) in model {
-        let path = store.objects.object_path(h);
+    let held: BTreeMap<Hash, &Vec<u8>> = listed
+        .iter()
+        .map(|h| {
+            let bytes = model.get(h).or_else(|| maybe.get(h));
+            (
+                *h,
+                bytes.expect("the store lists a content that was never stored"),
+            )
+        })
+        .collect();
+    for h in model.keys() {
+        assert!(held.contains_key(h), "committed content {h} is missing");
+    }
+    for (h, bytes) in held {
+        let path = store.objects.object_path(&h);
         let got = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         assert_eq!(&got, bytes, "{} holds other bytes", path.display());
         let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o7777;
@@ -101,7 +122,7 @@ proptest! {
 
     #[test]
     fn objects_land_under_their_names(
-        ops in proptest::collection::vec(arb_op(), 1..5),
+        ops in proptest::collection::vec((arb_op(), proptest::bool::weighted(0.25)), 1..5),
         premade_shards in any::<bool>(),
         reopen_after in any::<usize>(),
     ) {
@@ -113,14 +134,18 @@ proptest! {
                 std::fs::create_dir(root.join("objects").join(format!("{i:02x}"))).unwrap();
             }
         }
-        let mut model = BTreeMap::new();
+        let (mut model, mut maybe) = (BTreeMap::new(), BTreeMap::new());
         let mut store = Store::open(&root, &config()).unwrap();
-        for (i, op) in ops.iter().enumerate() {
-            store_all(&store, op);
+        for (i, (op, abort)) in ops.iter().enumerate() {
+            store_all(&store, op, *abort);
             for c in op {
-                model.insert(Hash::of(c), c.clone());
+                match abort {
+                    true => maybe.insert(Hash::of(c), c.clone()),
+                    false => model.insert(Hash::of(c), c.clone()),
+                };
             }
-            check(&root, &store, &model);
+            check(&root, &store, &model, &maybe);
+            prop_assert!(tmp_files(&root).is_empty(), "left in tmp/: {:?}", tmp_files(&root));
             if i == reopen_after % ops.len() {
                 drop(store);
                 store = Store::open(&root, &config()).unwrap();
@@ -129,7 +154,7 @@ proptest! {
         prop_assert!(tmp_files(&root).is_empty(), "left in tmp/: {:?}", tmp_files(&root));
         drop(store);
         let store = Store::open(&root, &config()).unwrap();
-        check(&root, &store, &model);
+        check(&root, &store, &model, &maybe);
     }
 }
 
@@ -160,7 +185,7 @@ fn a_stray_file_in_a_staged_shard_is_never_placed() {
     store.objects.commit().unwrap();
     let model: BTreeMap<Hash, Vec<u8>> =
         contents.iter().map(|c| (Hash::of(c), c.clone())).collect();
-    check(&root, &store, &model);
+    check(&root, &store, &model, &BTreeMap::new());
     assert_eq!(tmp_files(&root).len(), strays, "the strays stay in tmp/");
     drop(store);
     assert!(

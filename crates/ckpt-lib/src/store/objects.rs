@@ -6,8 +6,9 @@
 //! ## Writing an object (crash safety)
 //! An object is first written under a unique name in `tmp/`. Before any
 //! object is renamed to its final name its data is durable: the first few
-//! objects of an operation are `fsync`ed one by one (cheap for small saves);
-//! beyond that one `syncfs` covers them all. Then every pending object is
+//! objects of an operation are `fsync`ed one by one (cheap for small saves,
+//! and placed at once, see "Placed as soon as they are durable"); beyond
+//! that one `syncfs` covers them all. Then every pending object is
 //! renamed into `objects/` with `RENAME_NOREPLACE`, and the shard directories
 //! are synced. Only after [`Objects::commit`] returns may a checkpoint that
 //! references them be committed to the catalog. So an object under its final
@@ -36,6 +37,23 @@
 //! while the filesystem allocates an inode, so threads sharing one directory
 //! wait on each other (on ext4 a first save spent a quarter of its CPU
 //! spinning on that lock).
+//!
+//! ## Placed as soon as they are durable
+//! Those first objects are also placed by that thread: right after an
+//! object's `fdatasync` it is renamed to its final name and its shard
+//! directory is `fsync`ed, and only then is it taken out of the pending
+//! objects, so [`Objects::commit`] (which waits for the thread first)
+//! finds nothing left to do for it. A save of a few changed files thus
+//! makes its objects durable under their names while it scans, instead of
+//! after (the rename and the directory `fsync`, 0.85 ms of a scan-mode
+//! save on the 1× replica, left the save's path). The promise above still
+//! holds: nothing is named under `objects/` before its data is durable,
+//! and nothing is committed to the catalog before its name is. An object
+//! whose shard does not exist yet, or that does not rename, stays pending
+//! and is placed at commit like the rest; band manifests, which must
+//! follow their bands, always are. If the operation then aborts, an object
+//! placed early stays, unreferenced (what a crash between placing and
+//! committing leaves too; `gc` removes it), and holds exactly its bytes.
 //!
 //! ## Shard directories
 //! A shard directory `objects/ab/` is made when the first object of its
@@ -177,12 +195,16 @@ enum Stored {
 #[derive(Debug)]
 pub struct Objects {
     path: PathBuf,
-    dir: OwnedFd,
+    dir: Arc<OwnedFd>,
     tmp_path: PathBuf,
-    tmp: OwnedFd,
+    tmp: Arc<OwnedFd>,
     /// The copy engine used to get bytes in and out.
     pub copier: Copier,
-    pending: Mutex<HashMap<Hash, Vec<u8>>>,
+    /// Objects written in this operation and not yet under their final
+    /// names: hash → temporary name below `tmp`. Shared with the syncing
+    /// thread, which places the first ones early (see "Placed as soon as
+    /// they are durable").
+    pending: Arc<Mutex<HashMap<Hash, Vec<u8>>>>,
     /// Band manifests written in this operation (renamed after the bands).
     pending_manifests: Mutex<HashMap<Hash, Vec<u8>>>,
     /// Files of at least this size are stored as bands when the store
@@ -222,7 +244,7 @@ pub struct Objects {
 #[derive(Debug, Default)]
 struct Syncs {
     /// To the syncing thread, started by the first file handed over.
-    queue: Mutex<Option<std::sync::mpsc::Sender<(OwnedFd, PathBuf)>>>,
+    queue: Mutex<Option<std::sync::mpsc::Sender<SyncJob>>>,
     done: Arc<(Mutex<SyncsDone>, std::sync::Condvar)>,
 }
 
@@ -234,20 +256,81 @@ struct SyncsDone {
     error: Option<Error>,
 }
 
+/// A written temporary file for [`Syncs`]: made durable, then placed
+/// when `place` says how.
+struct SyncJob {
+    file: OwnedFd,
+    path: PathBuf,
+    place: Option<Early>,
+}
+
+/// What placing an object early takes (see "Placed as soon as they are
+/// durable" in the module doc).
+struct Early {
+    hash: Hash,
+    tmp_name: Vec<u8>,
+    tmp: Arc<OwnedFd>,
+    dir: Arc<OwnedFd>,
+    /// `objects/`, for messages.
+    objects: PathBuf,
+    pending: Arc<Mutex<HashMap<Hash, Vec<u8>>>>,
+}
+
+impl SyncJob {
+    fn run(self) -> Result<()> {
+        rustix::fs::fdatasync(&self.file).ctx("fsync", &self.path)?;
+        drop(self.file);
+        match self.place {
+            Some(e) => e.place(),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Early {
+    /// Renames the (durable) temporary file to the object's name and syncs
+    /// its shard directory, then takes it out of the pending objects. An
+    /// object whose shard does not exist yet, or that does not rename, is
+    /// left pending: [`Objects::commit`] places it as it places the rest.
+    fn place(self) -> Result<()> {
+        let final_name = object_name(&self.hash);
+        ckpt_fault::point("objects.before_rename");
+        let renamed = fs::rename_noreplace(
+            self.tmp.as_fd(),
+            &self.tmp_name,
+            self.dir.as_fd(),
+            &final_name,
+        );
+        let Ok(placed) = renamed else {
+            return Ok(());
+        };
+        if !placed {
+            let _ =
+                rustix::fs::unlinkat(self.tmp.as_fd(), self.tmp_name.as_slice(), AtFlags::empty());
+        }
+        ckpt_fault::point("objects.after_rename");
+        let shard = format!("{:02x}", self.hash.0[0]);
+        let shown = || self.objects.join(&shard);
+        let fd = fs::open_dir_at(self.dir.as_fd(), shard.as_bytes()).ctx("open", shown())?;
+        rustix::fs::fsync(&fd).ctx("fsync", shown())?;
+        ckpt_fault::point("objects.after_dir_fsync");
+        self.pending.lock().unwrap().remove(&self.hash);
+        Ok(())
+    }
+}
+
 impl Syncs {
-    fn submit(&self, file: OwnedFd, path: PathBuf) {
+    fn submit(&self, job: SyncJob) {
         self.done.0.lock().unwrap().in_flight += 1;
         let mut queue = self.queue.lock().unwrap();
         if queue.is_none() {
-            let (tx, rx) = std::sync::mpsc::channel::<(OwnedFd, PathBuf)>();
+            let (tx, rx) = std::sync::mpsc::channel::<SyncJob>();
             let done = self.done.clone();
             let spawned = std::thread::Builder::new()
                 .name("ckpt-fsync".into())
                 .spawn(move || {
-                    for (file, path) in rx {
-                        let r = rustix::fs::fdatasync(&file);
-                        drop(file);
-                        Syncs::finish(&done, r.ctx("fsync", path).err());
+                    for job in rx {
+                        Syncs::finish(&done, job.run().err());
                     }
                 });
             if spawned.is_ok() {
@@ -256,12 +339,11 @@ impl Syncs {
         }
         // Without a thread (it could not start, or has ended), here.
         let unsent = match queue.as_ref() {
-            Some(tx) => tx.send((file, path)).err().map(|e| e.0),
-            None => Some((file, path)),
+            Some(tx) => tx.send(job).err().map(|e| e.0),
+            None => Some(job),
         };
-        if let Some((file, path)) = unsent {
-            let r = rustix::fs::fdatasync(&file);
-            Syncs::finish(&self.done, r.ctx("fsync", path).err());
+        if let Some(job) = unsent {
+            Syncs::finish(&self.done, job.run().err());
         }
     }
 
@@ -380,11 +462,11 @@ impl Objects {
     ) -> Objects {
         Objects {
             path,
-            dir,
+            dir: Arc::new(dir),
             tmp_path,
-            tmp,
+            tmp: Arc::new(tmp),
             copier,
-            pending: Mutex::new(HashMap::new()),
+            pending: Default::default(),
             pending_manifests: Mutex::new(HashMap::new()),
             band_min: bands::DEFAULT_BAND_MIN,
             fsynced_each: AtomicUsize::new(0),
@@ -901,17 +983,10 @@ impl Objects {
         size: u64,
         manifest: bool,
     ) -> Result<u64> {
-        if self.fsynced_each.fetch_add(1, Ordering::Relaxed) < FSYNC_EACH_LIMIT {
-            self.syncs
-                .submit(tmp, self.tmp_path.join(fs::as_path(&tmp_name)));
-        } else {
-            self.unsynced.fetch_add(1, Ordering::Relaxed);
-            self.flush_ahead(size);
-        }
         let map = if manifest {
             &self.pending_manifests
         } else {
-            &self.pending
+            &*self.pending
         };
         let mut pending = map.lock().unwrap();
         if pending.contains_key(&hash) {
@@ -919,7 +994,27 @@ impl Objects {
             let _ = rustix::fs::unlinkat(self.tmp.as_fd(), tmp_name.as_slice(), AtFlags::empty());
             return Ok(0);
         }
-        pending.insert(hash, tmp_name);
+        pending.insert(hash, tmp_name.clone());
+        drop(pending);
+        if self.fsynced_each.fetch_add(1, Ordering::Relaxed) < FSYNC_EACH_LIMIT {
+            // Band manifests wait for commit: they are placed after bands.
+            let place = (!manifest).then(|| Early {
+                hash,
+                tmp_name: tmp_name.clone(),
+                tmp: self.tmp.clone(),
+                dir: self.dir.clone(),
+                objects: self.path.clone(),
+                pending: self.pending.clone(),
+            });
+            self.syncs.submit(SyncJob {
+                file: tmp,
+                path: self.tmp_path.join(fs::as_path(&tmp_name)),
+                place,
+            });
+        } else {
+            self.unsynced.fetch_add(1, Ordering::Relaxed);
+            self.flush_ahead(size);
+        }
         Ok(size)
     }
 
@@ -960,20 +1055,20 @@ impl Objects {
         let pending = std::mem::take(&mut *self.pending.lock().unwrap());
         let manifests = std::mem::take(&mut *self.pending_manifests.lock().unwrap());
         self.undecide_shards();
-        if pending.is_empty() && manifests.is_empty() {
-            return Ok(0);
-        }
+        self.fsynced_each.store(0, Ordering::Relaxed);
         self.unflushed.store(0, Ordering::Relaxed);
         if self.unsynced.swap(0, Ordering::Relaxed) > 0 {
             let _t = crate::trace::span("objects syncfs");
-            rustix::fs::syncfs(&self.tmp).ctx("syncfs", &self.tmp_path)?;
+            rustix::fs::syncfs(&*self.tmp).ctx("syncfs", &self.tmp_path)?;
         }
         ckpt_fault::point("objects.after_tmp_fsync");
+        if pending.is_empty() && manifests.is_empty() {
+            return Ok(0);
+        }
         // Plain objects (bands included) first and durably; only then the
         // manifests that name them, so no manifest ever names a missing band.
         let _t = crate::trace::span("objects place");
         let n = self.place(pending, object_name)? + self.place(manifests, manifest_name)?;
-        self.fsynced_each.store(0, Ordering::Relaxed);
         Ok(n)
     }
 
@@ -1094,6 +1189,7 @@ impl Objects {
             let _ = rustix::fs::unlinkat(self.tmp.as_fd(), tmp_name.as_slice(), AtFlags::empty());
         }
         self.undecide_shards();
+        self.fsynced_each.store(0, Ordering::Relaxed);
     }
 
     /// Ends an operation's shard decisions: the next one decides afresh
