@@ -16,7 +16,10 @@
 //!   checks it when armed, and `crates/ckpt-cli/tests/faults.rs` checks the
 //!   list is exercised), so a test can iterate over all of them.
 
-/// Every crash point, in the order an operation reaches them.
+/// Every crash point, in the order an operation reaches them (except that
+/// a save's first objects reach `objects.before_rename` to
+/// `objects.after_dir_fsync` on the store's syncing thread while the scan
+/// runs, so before `save.after_scan`; see `store/objects.rs`).
 pub const POINTS: &[&str] = &[
     // save (crate ckpt-lib: objects, checkpoint, catalog, index)
     "save.after_scan",

@@ -1145,10 +1145,11 @@ const SMALL_FILE: usize = 64 * 1024;
 /// The trailer is hashed on one thread while the records are parsed on
 /// another (above [`SMALL_FILE`]), and what was parsed is returned only if the hash matches: a
 /// file that fails its trailer is refused whole, as if the hash had come
-/// first. The parse is one loop: in parallel, the records' shared buffer
-/// count and the allocator made it no faster on two threads (1.16 vs 1.08
-/// ms for the 3,878 records of the 1× reference workspace), and beside the
-/// hash it takes the time the hash took before it.
+/// first. The parse is one loop: on two threads it was hardly faster (1.08
+/// ms against 1.16 in one loop for the 3,878 records of the 1× reference
+/// workspace: the records share one buffer's reference count and the
+/// allocator), and beside the hash it takes the time the hash took before
+/// it.
 fn parse<R: Records>(buf: &Buf, delta: bool) -> Result<Parsed<R>> {
     let bad = || Error::Corrupt(if delta { "index delta" } else { "index" }.into());
     let bytes: &[u8] = buf;
