@@ -295,28 +295,45 @@ impl Early {
     fn place(self) -> Result<()> {
         let final_name = object_name(&self.hash);
         ckpt_fault::point("objects.before_rename");
-        let renamed = fs::rename_noreplace(
+        let renamed = rename_into(
             self.tmp.as_fd(),
             &self.tmp_name,
             self.dir.as_fd(),
             &final_name,
         );
-        let Ok(placed) = renamed else {
+        if renamed.is_err() {
             return Ok(());
-        };
-        if !placed {
-            let _ =
-                rustix::fs::unlinkat(self.tmp.as_fd(), self.tmp_name.as_slice(), AtFlags::empty());
         }
         ckpt_fault::point("objects.after_rename");
-        let shard = format!("{:02x}", self.hash.0[0]);
-        let shown = || self.objects.join(&shard);
-        let fd = fs::open_dir_at(self.dir.as_fd(), shard.as_bytes()).ctx("open", shown())?;
-        rustix::fs::fsync(&fd).ctx("fsync", shown())?;
+        sync_shard(self.dir.as_fd(), &self.objects, self.hash.0[0])?;
         ckpt_fault::point("objects.after_dir_fsync");
         self.pending.lock().unwrap().remove(&self.hash);
         Ok(())
     }
+}
+
+/// Renames the durable temporary file `tmp_name` (below `tmp`) to
+/// `final_name` (below `objects/`, `dir`); when that name is taken (the
+/// content is stored already) drops the copy instead.
+fn rename_into(
+    tmp: BorrowedFd<'_>,
+    tmp_name: &[u8],
+    dir: BorrowedFd<'_>,
+    final_name: &[u8],
+) -> rustix::io::Result<()> {
+    if !fs::rename_noreplace(tmp, tmp_name, dir, final_name)? {
+        let _ = rustix::fs::unlinkat(tmp, tmp_name, AtFlags::empty());
+    }
+    Ok(())
+}
+
+/// `fsync`s the shard directory `objects/<shard>` (`dir`; `objects` names
+/// it in messages).
+fn sync_shard(dir: BorrowedFd<'_>, objects: &Path, shard: u8) -> Result<()> {
+    let name = format!("{shard:02x}");
+    let shown = || objects.join(&name);
+    let fd = fs::open_dir_at(dir, name.as_bytes()).ctx("open", shown())?;
+    rustix::fs::fsync(&fd).ctx("fsync", shown())
 }
 
 impl Syncs {
@@ -997,10 +1014,11 @@ impl Objects {
         pending.insert(hash, tmp_name.clone());
         drop(pending);
         if self.fsynced_each.fetch_add(1, Ordering::Relaxed) < FSYNC_EACH_LIMIT {
+            let path = self.tmp_path.join(fs::as_path(&tmp_name));
             // Band manifests wait for commit: they are placed after bands.
             let place = (!manifest).then(|| Early {
                 hash,
-                tmp_name: tmp_name.clone(),
+                tmp_name,
                 tmp: self.tmp.clone(),
                 dir: self.dir.clone(),
                 objects: self.path.clone(),
@@ -1008,7 +1026,7 @@ impl Objects {
             });
             self.syncs.submit(SyncJob {
                 file: tmp,
-                path: self.tmp_path.join(fs::as_path(&tmp_name)),
+                path,
                 place,
             });
         } else {
@@ -1086,13 +1104,12 @@ impl Objects {
             .try_for_each(|(hash, tmp_name)| -> Result<()> {
                 let final_name = name(hash);
                 ckpt_fault::point("objects.before_rename");
-                let rename = || {
-                    fs::rename_noreplace(self.tmp.as_fd(), tmp_name, self.dir.as_fd(), &final_name)
-                };
+                let rename =
+                    || rename_into(self.tmp.as_fd(), tmp_name, self.dir.as_fd(), &final_name);
                 // `ENOENT`: the shard is missing (or was, until another
                 // thread made it); once it is there, a second `ENOENT` is
                 // the temporary file's.
-                let placed = match rename() {
+                match rename() {
                     Err(Errno::NOENT) => {
                         self.make_shard(hash.0[0])?;
                         rename()
@@ -1100,13 +1117,6 @@ impl Objects {
                     r => r,
                 }
                 .ctx("rename", self.path.join(fs::as_path(&final_name)))?;
-                if !placed {
-                    let _ = rustix::fs::unlinkat(
-                        self.tmp.as_fd(),
-                        tmp_name.as_slice(),
-                        AtFlags::empty(),
-                    );
-                }
                 ckpt_fault::point("objects.after_rename");
                 Ok(())
             })?;
@@ -1121,10 +1131,7 @@ impl Objects {
                 rustix::fs::fsync(&self.dir).ctx("fsync", &self.path)?;
             }
             for s in shards {
-                let name = format!("{s:02x}");
-                let fd = fs::open_dir_at(self.dir.as_fd(), name.as_bytes())
-                    .ctx("open", self.path.join(&name))?;
-                rustix::fs::fsync(&fd).ctx("fsync", self.path.join(&name))?;
+                sync_shard(self.dir.as_fd(), &self.path, s)?;
             }
         }
         ckpt_fault::point("objects.after_dir_fsync");
