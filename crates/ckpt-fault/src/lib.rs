@@ -19,7 +19,9 @@
 /// Every crash point, in the order an operation reaches them (except that
 /// a save's first objects reach `objects.before_rename` to
 /// `objects.after_dir_fsync` on the store's syncing thread while the scan
-/// runs, so before `save.after_scan`; see `store/objects.rs`).
+/// runs, so before `save.after_scan`; see `store/objects.rs`; and a save
+/// that stores new content reaches `catalog.before_writable_open` on a
+/// thread of the catalog's while the scan runs; see `store/catalog.rs`).
 pub const POINTS: &[&str] = &[
     // save (crate ckpt-lib: objects, checkpoint, catalog, index)
     "save.after_scan",

@@ -9,15 +9,17 @@
 //!   without `close` (the error path, which removes the store) must leave a
 //!   file that still opens. An empty file is refused, not made a new
 //!   catalog.
-//! - `Catalog::open_lazily` (a save's), with `close_in_background` between
-//!   the writes: every read and write after a background close must see
-//!   what came before it (the handle is opened again), and dropping or
-//!   closing the catalog must wait for a close still running, leaving a
-//!   cleanly closed file.
+//! - `Catalog::open_lazily` (a save's), with `close_in_background` and
+//!   `open_writable_in_background` between the writes: every read and
+//!   write after a background close or open must see what came before it
+//!   (the handle is opened again), a reader alive when a background open
+//!   is asked for must go on reading its snapshot (the open must not close
+//!   the handle under it), and dropping or closing the catalog must wait
+//!   for a close or open still running, leaving a cleanly closed file.
 
 use std::path::{Path, PathBuf};
 
-use ckpt_lib::store::catalog::{Catalog, Journal, Origin};
+use ckpt_lib::store::catalog::{Catalog, Checkpoint, Journal, Origin};
 use ckpt_lib::{Error, Hash};
 use proptest::prelude::*;
 
@@ -99,12 +101,35 @@ fn read(cat: &Catalog) -> Model {
     }
 }
 
-/// A catalog with a few writes made the usual way (the origin's, as a
-/// fork's snapshot holds it), and the model of it.
+/// The message of the checkpoint every catalog here starts with (number
+/// 1): read only by a reader beside a background open, so that its page
+/// is not one the handle holds in memory already.
+const FIRST: &str = "first";
+
+/// A catalog with a checkpoint and a few writes made the usual way (the
+/// origin's, as a fork's snapshot holds it), and the model of it.
 fn made(dir: &Path, before: &[Write]) -> (PathBuf, Model) {
     let path = dir.join("catalog.redb");
     let cat = Catalog::create(&path).unwrap();
-    let mut m = Model::default();
+    let first = Checkpoint {
+        seq: 0,
+        hash: Default::default(),
+        parent: None,
+        time_ns: 1,
+        message: FIRST.into(),
+        tags: Default::default(),
+        root: Default::default(),
+        stats: Default::default(),
+        skipped: Vec::new(),
+        duration_us: 0,
+        digest: None,
+        state_version: None,
+    };
+    assert_eq!(cat.commit_checkpoint(&[], first, None).unwrap().seq, 1);
+    let mut m = Model {
+        head: Some(1),
+        ..Model::default()
+    };
     for w in before {
         apply(&cat, w, &mut m);
     }
@@ -142,6 +167,9 @@ proptest! {
 enum Step {
     Write(Write),
     CloseInBackground,
+    OpenInBackground,
+    /// A background open asked for while a reader is alive.
+    OpenBesideReader,
 }
 
 proptest! {
@@ -151,10 +179,16 @@ proptest! {
     fn lazy_writes_are_all_there_across_background_closes(
         before in prop::collection::vec(write(), 0..4),
         steps in prop::collection::vec(
-            prop_oneof![3 => write().prop_map(Step::Write), 1 => Just(Step::CloseInBackground)],
+            prop_oneof![
+                3 => write().prop_map(Step::Write),
+                1 => Just(Step::CloseInBackground),
+                1 => Just(Step::OpenInBackground),
+                1 => Just(Step::OpenBesideReader),
+            ],
             1..12,
         ),
         close: bool,
+        end_opening: bool,
     ) {
         let dir = tempfile::tempdir().unwrap();
         let (path, mut m) = made(dir.path(), &before);
@@ -164,15 +198,28 @@ proptest! {
             match s {
                 Step::Write(w) => apply(&cat, w, &mut m),
                 Step::CloseInBackground => cat.close_in_background(),
+                Step::OpenInBackground => cat.open_writable_in_background(),
+                Step::OpenBesideReader => {
+                    let r = cat.reader().unwrap();
+                    cat.open_writable_in_background();
+                    // A second reader waits for an open under way.
+                    prop_assert_eq!(&read(&cat), &m, "a second reader");
+                    // (DatabaseClosed if the handle was closed under it)
+                    let cp = r.checkpoint(1).unwrap().map(|c| c.message);
+                    prop_assert_eq!(cp.as_deref(), Some(FIRST), "a reader beside an open");
+                }
             }
             prop_assert_eq!(&read(&cat), &m, "after {:?}", s);
         }
-        // A close still running when the catalog goes: dropping it, or
-        // closing it, must wait for it.
+        // A close or open still running when the catalog goes: dropping
+        // it, or closing it, must wait for it.
         if let Some(Step::Write(w)) = steps.last() {
             apply(&cat, w, &mut m);
         }
-        cat.close_in_background();
+        match end_opening {
+            true => cat.open_writable_in_background(),
+            false => cat.close_in_background(),
+        }
         if close {
             cat.close().unwrap();
         } else {

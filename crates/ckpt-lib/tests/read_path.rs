@@ -29,6 +29,7 @@ fn full_scan(root: &Path) -> ScanResult {
         exclude: &[],
         mode: Mode::HashOnly,
         on_unreadable: OnUnreadable::Record,
+        on_first_new_object: None,
     })
     .unwrap()
     .apply(Index::default())

@@ -637,6 +637,7 @@ impl Watcher {
             exclude: &exclude,
             mode: Mode::HashOnly,
             on_unreadable: OnUnreadable::Record,
+            on_first_new_object: None,
         };
         let t = crate::trace::span("scan");
         let r = scan::scan_partial(&input, &dirs)?.scan;

@@ -173,6 +173,9 @@ pub fn scan_against(
 ) -> Result<ScanResult> {
     let ignore = ws.ignore()?;
     let exclude = ws.excluded();
+    // New content means a new checkpoint: its commit opens the catalog
+    // writable, so start that now, beside the rest of the scan.
+    let open_catalog = || store.catalog.open_writable_in_background();
     let input = ScanInput {
         root: &ws.root,
         index: &index,
@@ -184,6 +187,10 @@ pub fn scan_against(
             ScanKind::HashKeep => Mode::HashKeep(&store.objects),
         },
         on_unreadable: OnUnreadable::Record,
+        on_first_new_object: match kind {
+            ScanKind::Capture => Some(&open_catalog),
+            ScanKind::HashOnly | ScanKind::HashKeep => None,
+        },
     };
     let result = match dirty {
         Some(dirs) => scan::scan_partial(&input, dirs),

@@ -70,6 +70,7 @@ fn full_scan(root: &Path, exclude: &[Vec<u8>]) -> Result<ScanResult> {
         exclude,
         mode: Mode::HashOnly,
         on_unreadable: OnUnreadable::Fail,
+        on_first_new_object: None,
     })
     .map(|s| s.apply(Index::default()))
 }

@@ -170,6 +170,10 @@ pub struct ScanInput<'a> {
     pub mode: Mode<'a>,
     /// Record or refuse entries it may not read.
     pub on_unreadable: OnUnreadable,
+    /// Called once, by the thread that stores the scan's first new object
+    /// ([`Mode::Capture`]): a save, which then knows it will commit, starts
+    /// opening its catalog writable (see `crate::store::catalog`).
+    pub on_first_new_object: Option<&'a (dyn Fn() + Sync)>,
 }
 
 /// What a scan found.
@@ -1231,8 +1235,12 @@ impl<'a> Scanner<'a> {
                         if c.new_bytes > 0 || c.meta.size == 0 {
                             self.out.new_bytes.fetch_add(c.new_bytes, Ordering::Relaxed);
                         }
-                        if c.new_bytes > 0 {
-                            self.out.new_objects.fetch_add(1, Ordering::Relaxed);
+                        if c.new_bytes > 0
+                            && self.out.new_objects.fetch_add(1, Ordering::Relaxed) == 0
+                        {
+                            if let Some(f) = self.input.on_first_new_object {
+                                f();
+                            }
                         }
                         (c.hash, c.meta)
                     }),
@@ -1489,6 +1497,7 @@ mod tests {
                 exclude: &[],
                 mode,
                 on_unreadable: OnUnreadable::Record,
+                on_first_new_object: None,
             })
             .unwrap()
             .apply(index.clone())
@@ -1562,6 +1571,7 @@ mod tests {
                     exclude: &[],
                     mode: Mode::Capture(objects),
                     on_unreadable: OnUnreadable::Record,
+                    on_first_new_object: None,
                 })
                 .unwrap()
                 .apply(Index::default());
@@ -1594,6 +1604,7 @@ mod tests {
                         exclude: &[],
                         mode: Mode::HashOnly,
                         on_unreadable: OnUnreadable::Record,
+                        on_first_new_object: None,
                     })
                     .unwrap()
                     .apply(Index::default());
@@ -1604,6 +1615,7 @@ mod tests {
                         exclude: &[],
                         mode,
                         on_unreadable: OnUnreadable::Record,
+                        on_first_new_object: None,
                     };
                     let scanned = match whole {
                         true => scan(&input).unwrap(),
