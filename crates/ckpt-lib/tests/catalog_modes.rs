@@ -17,9 +17,11 @@
 //!   the handle under it), and dropping or closing the catalog must wait
 //!   for a close or open still running, leaving a cleanly closed file.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 
-use ckpt_lib::store::catalog::{Catalog, Checkpoint, Journal, Origin};
+use ckpt_lib::store::catalog::{Catalog, Journal, Origin};
 use ckpt_lib::{Error, Hash};
 use proptest::prelude::*;
 
@@ -111,20 +113,7 @@ const FIRST: &str = "first";
 fn made(dir: &Path, before: &[Write]) -> (PathBuf, Model) {
     let path = dir.join("catalog.redb");
     let cat = Catalog::create(&path).unwrap();
-    let first = Checkpoint {
-        seq: 0,
-        hash: Default::default(),
-        parent: None,
-        time_ns: 1,
-        message: FIRST.into(),
-        tags: Default::default(),
-        root: Default::default(),
-        stats: Default::default(),
-        skipped: Vec::new(),
-        duration_us: 0,
-        digest: None,
-        state_version: None,
-    };
+    let first = common::record(0, 1, FIRST, &[]);
     assert_eq!(cat.commit_checkpoint(&[], first, None).unwrap().seq, 1);
     let mut m = Model {
         head: Some(1),

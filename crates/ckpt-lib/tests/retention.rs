@@ -8,6 +8,8 @@
 //! a `now` relative to the recorded checkpoint times instead of faking the
 //! clock.
 
+mod common;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
@@ -23,23 +25,7 @@ const T: Duration = Duration::from_secs(10);
 const HOUR: i64 = 3_600_000_000_000;
 
 fn cp(seq: u64, time_ns: i64, tags: &[(&str, &str)]) -> Checkpoint {
-    Checkpoint {
-        seq,
-        hash: Default::default(),
-        parent: seq.checked_sub(1).filter(|&p| p > 0),
-        time_ns,
-        message: String::new(),
-        tags: tags
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-        root: Default::default(),
-        stats: Default::default(),
-        skipped: Vec::new(),
-        duration_us: 0,
-        digest: None,
-        state_version: None,
-    }
+    common::record(seq, time_ns, "", tags)
 }
 
 #[test]

@@ -278,3 +278,31 @@ pub fn populate(root: &Path, ops: &[Op]) {
     std::fs::create_dir_all(root).unwrap();
     apply(root, ops);
 }
+
+/// A checkpoint record with only its number, time, message and tags set
+/// (its parent the number before it), for tests that write records into a
+/// catalog themselves.
+pub fn record(
+    seq: u64,
+    time_ns: i64,
+    message: &str,
+    tags: &[(&str, &str)],
+) -> ckpt_lib::store::catalog::Checkpoint {
+    ckpt_lib::store::catalog::Checkpoint {
+        seq,
+        hash: Default::default(),
+        parent: seq.checked_sub(1).filter(|&p| p > 0),
+        time_ns,
+        message: message.into(),
+        tags: tags
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        root: Default::default(),
+        stats: Default::default(),
+        skipped: Vec::new(),
+        duration_us: 0,
+        digest: None,
+        state_version: None,
+    }
+}
