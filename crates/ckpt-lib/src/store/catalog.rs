@@ -655,28 +655,30 @@ impl Catalog {
             Db::Write(db) => db.begin_write(),
             Db::Lazy(lazy) => {
                 let mut state = lazy.lock().unwrap_or_else(|p| p.into_inner());
-                match std::mem::replace(&mut *state, Lazy::Gone) {
-                    Lazy::Write(db) => {
-                        let txn = db.begin_write();
-                        *state = Lazy::Write(db);
-                        return txn.map_err(|e| self.err(e));
-                    }
-                    Lazy::Read(ro) => ro.close().map_err(|e| self.err(e))?,
-                    Lazy::Opening(mut o) => {
-                        let db = o.wait().map_err(|e| self.err(e))?;
-                        let txn = db.begin_write();
-                        *state = Lazy::Write(db);
-                        return txn.map_err(|e| self.err(e));
+                // The writable handle, if there is one or one is being
+                // opened (a failed open leaves `Gone`).
+                let writable = match std::mem::replace(&mut *state, Lazy::Gone) {
+                    Lazy::Write(db) => Some(db),
+                    Lazy::Opening(mut o) => Some(o.wait().map_err(|e| self.err(e))?),
+                    Lazy::Read(ro) => {
+                        ro.close().map_err(|e| self.err(e))?;
+                        None
                     }
                     // A failed close leaves the file for this open to
                     // repair; the commit before it was durable.
                     Lazy::Closing(mut c) => {
                         let _ = c.wait();
+                        None
                     }
-                    Lazy::Gone => {}
-                }
-                ckpt_fault::point("catalog.before_writable_open");
-                let db = Database::open(&self.path).map_err(|e| self.err(e))?;
+                    Lazy::Gone => None,
+                };
+                let db = match writable {
+                    Some(db) => db,
+                    None => {
+                        ckpt_fault::point("catalog.before_writable_open");
+                        Database::open(&self.path).map_err(|e| self.err(e))?
+                    }
+                };
                 let txn = db.begin_write();
                 *state = Lazy::Write(db);
                 txn
