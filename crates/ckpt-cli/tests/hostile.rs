@@ -463,20 +463,27 @@ fn damaged_and_truncated_store_files_are_detected() {
     let (v2, _) = ws.save();
     ws.assert_restores(&v2, &snapshot(&ws.root));
 
-    // Catalog damaged in its middle, then truncated: never a panic; exit
-    // 1 or 5 naming the catalog; the workspace untouched.
-    for how in ["flip", "truncate", "empty"] {
+    // Catalog damaged throughout (every Nth byte flipped: where a byte
+    // lands decides whether redb errs or panics, so several N), then
+    // truncated: never a panic; exit 1 or 5 naming the catalog; the
+    // workspace untouched.
+    for how in [
+        "flip89", "flip97", "flip103", "flip127", "truncate", "empty",
+    ] {
         let (ws, v1, s1) = mk(&mut rng);
         let cat = ws.store.join("catalog.redb");
         let mut b = std::fs::read(&cat).unwrap();
-        match how {
-            "flip" => {
-                for i in (4096..b.len()).step_by(97) {
+        match how
+            .strip_prefix("flip")
+            .map(|n| n.parse::<usize>().unwrap())
+        {
+            Some(n) => {
+                for i in (4096..b.len()).step_by(n) {
                     b[i] ^= 0x5a;
                 }
             }
-            "truncate" => b.truncate(b.len() / 3),
-            _ => b.clear(),
+            None if how == "truncate" => b.truncate(b.len() / 3),
+            None => b.clear(),
         }
         std::fs::write(&cat, &b).unwrap();
         for args in [

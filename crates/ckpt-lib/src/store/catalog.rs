@@ -114,6 +114,7 @@ use redb::{
 };
 use serde::{Deserialize, Serialize};
 
+use crate::store::contain::opened;
 use crate::store::tree::Tree;
 use crate::{Error, Hash, Result};
 
@@ -410,9 +411,9 @@ impl Lazy {
     /// The file opened read-only, or writable when it needs the repair a
     /// writable open makes (its last writer crashed, or its close failed).
     fn open(path: &Path) -> std::result::Result<Lazy, redb::DatabaseError> {
-        match Database::builder().open_read_only(path) {
+        match opened(|| Database::builder().open_read_only(path)) {
             Ok(db) => Ok(Lazy::Read(db)),
-            Err(_) => Database::open(path).map(Lazy::Write),
+            Err(_) => opened(|| Database::open(path)).map(Lazy::Write),
         }
     }
 }
@@ -461,7 +462,7 @@ impl Opening {
             move || {
                 ro.close()?;
                 ckpt_fault::point("catalog.before_writable_open");
-                Database::open(&path)
+                opened(|| Database::open(&path))
             }
         };
         let spawned = std::thread::Builder::new()
@@ -472,7 +473,7 @@ impl Opening {
             // A thread that does not start drops the closure, and with it
             // the read-only handle, which closes it: open here instead (a
             // failed open leaves `Gone`, and the commit opens again).
-            Err(_) => match Database::open(path) {
+            Err(_) => match opened(|| Database::open(path)) {
                 Ok(db) => Lazy::Write(db),
                 Err(_) => Lazy::Gone,
             },
@@ -545,7 +546,7 @@ impl Catalog {
         if !path.exists() {
             return Err(Error::Corrupt(format!("{} is missing", path.display())));
         }
-        let db = Database::open(path).map_err(|e| catalog_error(path, e))?;
+        let db = opened(|| Database::open(path)).map_err(|e| catalog_error(path, e))?;
         Ok(Catalog {
             db: Db::Write(db),
             path: path.to_path_buf(),
@@ -576,8 +577,7 @@ impl Catalog {
         }
         let keep = file.try_clone().map_err(|e| Error::io("open", path, e))?;
         let backend = redb::backends::FileBackend::new(file).map_err(|e| catalog_error(path, e))?;
-        let db = Database::builder()
-            .create_with_backend(Unsynced(backend))
+        let db = opened(|| Database::builder().create_with_backend(Unsynced(backend)))
             .map_err(|e| catalog_error(path, e))?;
         Ok(Catalog {
             db: Db::Write(db),
@@ -618,7 +618,7 @@ impl Catalog {
         if !path.exists() {
             return Err(Error::Corrupt(format!("{} is missing", path.display())));
         }
-        match Database::builder().open_read_only(path) {
+        match opened(|| Database::builder().open_read_only(path)) {
             Ok(db) => Ok(Catalog {
                 db: Db::Read(db),
                 path: path.to_path_buf(),
@@ -676,7 +676,7 @@ impl Catalog {
                     Some(db) => db,
                     None => {
                         ckpt_fault::point("catalog.before_writable_open");
-                        Database::open(&self.path).map_err(|e| self.err(e))?
+                        opened(|| Database::open(&self.path)).map_err(|e| self.err(e))?
                     }
                 };
                 let txn = db.begin_write();

@@ -37,6 +37,7 @@
 
 pub mod bands;
 pub mod catalog;
+mod contain;
 pub mod gc;
 pub mod index;
 pub mod lock;
