@@ -14,6 +14,7 @@
 
 mod common;
 
+use ckpt_lib::store::catalog::Durable;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
@@ -172,7 +173,7 @@ fn crafted_tree_that_escapes_is_refused() {
             rec.message = "crafted".into();
             let cp = store
                 .catalog
-                .commit_checkpoint(&[(root, t)], rec, None)
+                .commit_checkpoint(&[(root, t)], rec, None, Durable::AtCommit)
                 .unwrap();
             // Put the head back so the workspace's state is unchanged.
             store.catalog.set_head(Some(head.seq)).unwrap();

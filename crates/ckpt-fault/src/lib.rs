@@ -21,7 +21,9 @@
 /// `objects.after_dir_fsync` on the store's syncing thread while the scan
 /// runs, so before `save.after_scan`; see `store/objects.rs`; and a save
 /// that stores new content reaches `catalog.before_writable_open` on a
-/// thread of the catalog's while the scan runs; see `store/catalog.rs`).
+/// thread of the catalog's while the scan runs, and a save with nothing
+/// more to commit reaches `catalog.before_durable_close` on another while
+/// it writes its index; see `store/catalog.rs`).
 pub const POINTS: &[&str] = &[
     // save (crate ckpt-lib: objects, checkpoint, catalog, index)
     "save.after_scan",
@@ -34,6 +36,7 @@ pub const POINTS: &[&str] = &[
     "catalog.before_writable_open",
     "catalog.before_commit",
     "catalog.after_commit",
+    "catalog.before_durable_close",
     "index.after_tmp_write",
     "index.after_rename",
     // restore (the pre-restore save passes through the points above)

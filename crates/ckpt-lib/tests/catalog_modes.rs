@@ -16,12 +16,15 @@
 //!   is asked for must go on reading its snapshot (the open must not close
 //!   the handle under it), and dropping or closing the catalog must wait
 //!   for a close or open still running, leaving a cleanly closed file.
+//!   Checkpoints committed `Durable::AtClose` between them must be seen by
+//!   every later read, and once `wait_durable` returns, the file must be
+//!   cleanly closed and hold them (the close made them durable).
 
 mod common;
 
 use std::path::{Path, PathBuf};
 
-use ckpt_lib::store::catalog::{Catalog, Journal, Origin};
+use ckpt_lib::store::catalog::{Catalog, Durable, Journal, Origin};
 use ckpt_lib::{Error, Hash};
 use proptest::prelude::*;
 
@@ -114,7 +117,8 @@ fn made(dir: &Path, before: &[Write]) -> (PathBuf, Model) {
     let path = dir.join("catalog.redb");
     let cat = Catalog::create(&path).unwrap();
     let first = common::record(0, 1, FIRST, &[]);
-    assert_eq!(cat.commit_checkpoint(&[], first, None).unwrap().seq, 1);
+    let cp = cat.commit_checkpoint(&[], first, None, Durable::AtCommit);
+    assert_eq!(cp.unwrap().seq, 1);
     let mut m = Model {
         head: Some(1),
         ..Model::default()
@@ -159,6 +163,11 @@ enum Step {
     OpenInBackground,
     /// A background open asked for while a reader is alive.
     OpenBesideReader,
+    /// A checkpoint committed so, made the head.
+    Commit(Durable),
+    /// `wait_durable`, after which the file must be cleanly closed if the
+    /// last commit was made `Durable::AtClose`.
+    WaitDurable,
 }
 
 proptest! {
@@ -173,6 +182,9 @@ proptest! {
                 1 => Just(Step::CloseInBackground),
                 1 => Just(Step::OpenInBackground),
                 1 => Just(Step::OpenBesideReader),
+                1 => prop_oneof![Just(Durable::AtClose), Just(Durable::AtCommit)]
+                    .prop_map(Step::Commit),
+                1 => Just(Step::WaitDurable),
             ],
             1..12,
         ),
@@ -183,8 +195,31 @@ proptest! {
         let (path, mut m) = made(dir.path(), &before);
         let cat = Catalog::open_lazily(&path).unwrap();
         prop_assert_eq!(&read(&cat), &m, "what was there before");
+        // The last commit was `Durable::AtClose`, and nothing written since.
+        let mut at_close = false;
         for s in &steps {
+            if !matches!(s, Step::WaitDurable) {
+                at_close = false;
+            }
             match s {
+                Step::Commit(d) => {
+                    let rec = common::record(0, 2, "next", &[]);
+                    m.head = Some(cat.commit_checkpoint(&[], rec, None, *d).unwrap().seq);
+                    at_close = *d == Durable::AtClose;
+                    continue;
+                }
+                Step::WaitDurable => {
+                    cat.wait_durable().unwrap();
+                    if at_close {
+                        // Closed cleanly, with the commit in it: redb
+                        // opens read-only only a file that needs no repair.
+                        let ro = redb::Database::builder().open_read_only(&path);
+                        prop_assert!(ro.is_ok(), "not cleanly closed after wait_durable");
+                        drop(ro);
+                        let again = Catalog::open_read_only(&path).unwrap();
+                        prop_assert_eq!(&read(&again), &m, "durable at the close");
+                    }
+                }
                 Step::Write(w) => apply(&cat, w, &mut m),
                 Step::CloseInBackground => cat.close_in_background(),
                 Step::OpenInBackground => cat.open_writable_in_background(),

@@ -39,6 +39,7 @@ use crate::engine::save::{self, SaveOptions, SaveOutcome, ScanKind, Scanner};
 use crate::error::IoContext;
 use crate::ops;
 use crate::platform::inotify::{peer_uid, Event, Inotify};
+use crate::store::catalog::Durable;
 use crate::store::index::Index;
 use crate::store::lock::Lock;
 use crate::store::Store;
@@ -527,7 +528,8 @@ impl Watcher {
             how: None,
             scanned_at: None,
         };
-        let rep = ops::save::save_with(&ws, &store, &opts, &mut scanner, t0)?;
+        // Durable at the commit: the reply goes out before the close ends.
+        let rep = ops::save::save_with(&ws, &store, &opts, &mut scanner, Durable::AtCommit, t0)?;
         let how = scanner.how.unwrap_or_default();
         let (saved, checkpoint) = match rep.outcome {
             SaveOutcome::Saved(c) => (true, Some(c)),

@@ -110,7 +110,7 @@ use crate::engine::diff::{self, Change, ChangeKind, PathFilter, TreeSource};
 use crate::engine::save::{self, SaveOptions, SaveOutcome, ScanKind, Scanner, REASON_TAG};
 use crate::error::IoContext;
 use crate::error::NoSpaceForUndo;
-use crate::store::catalog::{CatalogReader, Checkpoint, Journal};
+use crate::store::catalog::{CatalogReader, Checkpoint, Durable, Journal};
 use crate::store::index::{DirRecord, Index, IndexEntry, UNKNOWN_TREE};
 use crate::store::objects::Objects;
 use crate::store::state::{self, StateRestore};
@@ -316,10 +316,12 @@ pub fn restore(
             allow_empty: false,
             journal: new_journal.clone(),
         };
-        let captured = match save::capture_scanned(ws, store, &save_opts, scanned, t0) {
-            Err(e) if e.is_out_of_space() => return Err(no_room(scanner, e)),
-            r => r?,
-        };
+        // Durable before any file changes: it is the restore's undo.
+        let captured =
+            match save::capture_scanned(ws, store, &save_opts, scanned, Durable::AtCommit, t0) {
+                Err(e) if e.is_out_of_space() => return Err(no_room(scanner, e)),
+                r => r?,
+            };
         match captured.outcome {
             SaveOutcome::Saved(cp) => (Some(cp.clone()), Some(cp.seq), captured.scan),
             SaveOutcome::Unchanged(head) => (None, head.map(|h| h.seq), captured.scan),
@@ -558,7 +560,7 @@ fn record_restored(
         allow_empty: false,
         journal: None,
     };
-    let captured = save::capture_scanned(ws, store, &opts, rescan, t0)?;
+    let captured = save::capture_scanned(ws, store, &opts, rescan, Durable::AtCommit, t0)?;
     let cp = match captured.outcome {
         SaveOutcome::Saved(cp) => Some(cp),
         SaveOutcome::Unchanged(_) => None,

@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::engine::diff::{self, Change, PathFilter, TreeSource};
 use crate::engine::digest;
-use crate::store::catalog::{ChangeStats, Checkpoint};
+use crate::store::catalog::{ChangeStats, Checkpoint, Durable};
 use crate::store::index::Index;
 use crate::store::Store;
 use crate::workspace::scan::{self, Mode, OnUnreadable, ScanInput, ScanResult};
@@ -212,7 +212,12 @@ pub fn save_index(store: &Store, scan: &mut ScanResult) -> Result<()> {
     if scan.index_unchanged {
         return Ok(());
     }
-    match scan.index.save(&store.index_path()) {
+    // Renamed into place once every checkpoint the index may name is
+    // durable (`Durable::AtClose`: once the catalog's close has ended).
+    match scan
+        .index
+        .save_when(&store.index_path(), &|| store.catalog.wait_durable())
+    {
         Err(e) if e.is_out_of_space() => crate::store::index::remove(&store.index_path()),
         r => r,
     }
@@ -261,19 +266,21 @@ pub fn capture(
 ) -> Result<Captured> {
     let t0 = Instant::now();
     let scan = scanner.scan(ws, store, ScanKind::Capture)?;
-    let mut captured = capture_scanned(ws, store, opts, scan, t0)?;
+    let mut captured = capture_scanned(ws, store, opts, scan, Durable::AtCommit, t0)?;
     let _t = trace::span("index save");
     save_index(store, &mut captured.scan)?;
     Ok(captured)
 }
 
-/// [`capture`] from a capture-mode scan already made. The index is left
-/// alone: the caller keeps `Captured::scan.index` ([`Scanner::keep_index`]).
+/// [`capture`] from a capture-mode scan already made, its checkpoint
+/// committed durable when `durable` says. The index is left alone: the
+/// caller keeps `Captured::scan.index` ([`Scanner::keep_index`]).
 pub fn capture_scanned(
     ws: &Workspace,
     store: &Store,
     opts: &SaveOptions,
     scan: ScanResult,
+    durable: Durable,
     t0: Instant,
 ) -> Result<Captured> {
     let reader = store.catalog.reader()?;
@@ -358,7 +365,7 @@ pub fn capture_scanned(
     ckpt_fault::point("catalog.before_commit");
     let cp = store
         .catalog
-        .commit_checkpoint(&trees, record, opts.journal.as_ref())?;
+        .commit_checkpoint(&trees, record, opts.journal.as_ref(), durable)?;
     ckpt_fault::point("catalog.after_commit");
     drop(t);
     Ok(Captured {

@@ -5,9 +5,12 @@
 //! retention policy ([`crate::store::retention::apply_due`]).
 //!
 //! A save in this process that has nothing left to commit (no retention
-//! policy is set) closes the catalog on a thread of its own while it writes
-//! the index ([`crate::store::catalog::Catalog::close_in_background`]): the
-//! close's `fdatasync`s no longer add to the save.
+//! policy is set) commits its checkpoint without an `fdatasync` and closes
+//! the catalog on a thread of its own, which makes it durable
+//! ([`Durable::AtClose`]), while it writes the index; the index is renamed
+//! into place, and the save reported, only once that close has ended. The
+//! watcher's saves commit durably ([`Durable::AtCommit`]): it answers
+//! before its catalog closes.
 
 use std::time::{Duration, Instant};
 
@@ -18,6 +21,7 @@ use serde_json::{json, Value};
 use super::json::{self, serialize_via_to_json, SCHEMA};
 use super::Context;
 use crate::engine::save::{self, SaveOptions, SaveOutcome, ScanCounts, ScanKind, Scanner};
+use crate::store::catalog::Durable;
 use crate::store::retention::{self, Policy, RetentionReport};
 use crate::store::Store;
 use crate::workspace::scan::Unreadable;
@@ -95,29 +99,48 @@ pub fn save(ctx: &Context, opts: &SaveOptions) -> Result<SaveReport> {
     }
     let store = ws.open_store_for_save(&ctx.config)?;
     let mut here = ctx.here(&ws, &store);
-    let report = save_with(&ws, &store, opts, &mut here.scanner, t0);
+    let report = save_with(&ws, &store, opts, &mut here.scanner, Durable::AtClose, t0);
     here.finish(&store, report.is_ok());
-    report
+    let durable = store.catalog.wait_durable();
+    report.and_then(|r| durable.map(|()| r))
 }
 
 /// The save once the store is open and the scanner chosen: [`save()`]'s
 /// "here" path ([`crate::engine::save::OnDisk`]), and the watcher's request
 /// handler (its in-memory index). Scans, commits, keeps the index, then
 /// applies the saved retention policy if a checkpoint was recorded.
+///
+/// With [`Durable::AtClose`] (and no retention policy, which would commit
+/// again), the checkpoint is durable only once the catalog's close ends:
+/// the caller must [`wait_durable`] before it reports it (the index is
+/// renamed into place after that wait, see [`save::save_index`]).
+///
+/// [`wait_durable`]: crate::store::catalog::Catalog::wait_durable
 pub fn save_with(
     ws: &Workspace,
     store: &Store,
     opts: &SaveOptions,
     scanner: &mut dyn Scanner,
+    durable: Durable,
     t0: Instant,
 ) -> Result<SaveReport> {
+    // Read before the scan only when it decides how to commit.
+    let early = match durable {
+        Durable::AtClose => Some(retention::configured(store)?),
+        Durable::AtCommit => None,
+    };
+    let durable = match &early {
+        Some(p) if p.is_empty() => Durable::AtClose,
+        _ => Durable::AtCommit,
+    };
     let scan = scanner.scan(ws, store, ScanKind::Capture)?;
-    let captured = save::capture_scanned(ws, store, opts, scan, t0)?;
+    let captured = save::capture_scanned(ws, store, opts, scan, durable, t0)?;
     let counts = captured.counts();
     let unreadable = captured.scan.unreadable.clone();
-    let policy = match &captured.outcome {
-        SaveOutcome::Saved(_) => retention::configured(store)?,
-        SaveOutcome::Unchanged(_) => Policy::default(),
+    let policy = match (&captured.outcome, early) {
+        (SaveOutcome::Saved(_), Some(p)) => p,
+        (SaveOutcome::Saved(_), None) => retention::configured(store)?,
+        (SaveOutcome::Unchanged(_), _) => Policy::default(),
     };
     if policy.is_empty() {
         // Nothing more to commit: the catalog's writable handle (if this

@@ -10,7 +10,9 @@
 //! ## Invariants
 //! - Every content hash and tree hash in the index names an object or tree
 //!   that exists in the store. Saves and restores only record hashes they
-//!   stored or read from the store. `gc` is the only operation that deletes
+//!   stored or read from the store, and a save whose checkpoint is durable
+//!   only once the catalog closes renames its index into place after that
+//!   ([`Index::save_when`]). `gc` is the only operation that deletes
 //!   objects; it bumps the store's *generation*, and an index whose
 //!   generation differs from the catalog's is discarded (see `gc`).
 //! - The index is only a cache. Each of its files is replaced atomically
@@ -1448,7 +1450,7 @@ impl Index {
             return Ok(false);
         };
         let _t = crate::trace::span("index write delta");
-        replace(&delta_path(path), &delta, false)?;
+        replace(&delta_path(path), &delta, false, &|| Ok(()))?;
         Ok(true)
     }
 
@@ -1660,6 +1662,15 @@ impl Index {
     /// becomes its base, so that the next save can again write a delta.
     /// Each file is replaced atomically (temp + rename, no fsync).
     pub fn save(&mut self, path: &Path) -> Result<()> {
+        self.save_when(path, &|| Ok(()))
+    }
+
+    /// [`Index::save`], its file renamed into place only once `ready`
+    /// returns: a save whose checkpoint becomes durable after its commit
+    /// waits there for it, so that the index never names trees a crash
+    /// could still take from the catalog (see the invariants). When
+    /// `ready` fails, nothing is replaced and that is the error.
+    pub fn save_when(&mut self, path: &Path, ready: &dyn Fn() -> Result<()>) -> Result<()> {
         let t = crate::trace::span("index encode");
         let delta = self
             .base
@@ -1669,13 +1680,13 @@ impl Index {
         if let Some(d) = delta {
             drop(t);
             let _t = crate::trace::span("index write delta");
-            replace(&delta_path(path), &d, false)?;
+            replace(&delta_path(path), &d, false, ready)?;
             return Ok(());
         }
         let bytes = self.encode();
         drop(t);
         let _t = crate::trace::span("index write");
-        let file = replace(path, &bytes, false)?;
+        let file = replace(path, &bytes, false, ready)?;
         remove_delta(path)?;
         let loaded = self.base.as_ref().and_then(|b| b.loaded.clone());
         self.base = Some(Arc::new(Base {
@@ -1706,7 +1717,7 @@ impl Index {
     /// removed, then fsync of the directory), for gc, which must not let an
     /// old index survive a crash.
     pub fn save_durable(&self, path: &Path) -> Result<()> {
-        replace(path, &self.encode(), true)?;
+        replace(path, &self.encode(), true, &|| Ok(()))?;
         remove_delta(path)?;
         let dir = path.parent().unwrap_or(Path::new("."));
         File::open(dir).and_then(|d| d.sync_all()).ctx("fsync", dir)
@@ -1782,8 +1793,13 @@ pub fn remove(path: &Path) -> Result<()> {
 }
 
 /// Replaces `path` with `bytes` (temp file + rename, fsynced first when
-/// `durable`); returns the new file, open.
-fn replace(path: &Path, bytes: &[u8], durable: bool) -> Result<File> {
+/// `durable`, renamed once `ready` returns); returns the new file, open.
+fn replace(
+    path: &Path,
+    bytes: &[u8],
+    durable: bool,
+    ready: &dyn Fn() -> Result<()>,
+) -> Result<File> {
     use std::io::Write;
     let tmp = temp_path(path);
     let mut f = File::create(&tmp).ctx("create", &tmp)?;
@@ -1799,6 +1815,10 @@ fn replace(path: &Path, bytes: &[u8], durable: bool) -> Result<File> {
     }
     written?;
     ckpt_fault::point("index.after_tmp_write");
+    if let Err(e) = ready() {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
     std::fs::rename(&tmp, path).ctx("rename", path)?;
     ckpt_fault::point("index.after_rename");
     Ok(f)
