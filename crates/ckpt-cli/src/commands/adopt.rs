@@ -9,7 +9,7 @@ use ckpt_lib::Result;
 use crate::context::Ctx;
 use crate::render::{self, print_report};
 
-/// Arguments of `ckpt adopt`.
+// Arguments of `ckpt adopt`.
 #[derive(clap::Args)]
 pub struct AdoptArgs {
     /// The fork's directory, optionally with a checkpoint: DIR or DIR#v7

@@ -8,7 +8,7 @@ use ckpt_lib::Result;
 use crate::context::Ctx;
 use crate::render::{self, parse_tags, print_report};
 
-/// Arguments of `ckpt annotate`.
+// Arguments of `ckpt annotate`.
 #[derive(clap::Args)]
 pub struct AnnotateArgs {
     /// Checkpoint id (v12, a hash prefix, HEAD, HEAD~1, latest).

@@ -8,7 +8,7 @@ use ckpt_lib::{ops, Error, Result};
 use crate::context::Ctx;
 use crate::render::print_report;
 
-/// Arguments of `ckpt cat`.
+// Arguments of `ckpt cat`.
 #[derive(clap::Args)]
 pub struct CatArgs {
     /// Checkpoint id.

@@ -10,7 +10,7 @@ use super::remote::TransferArgs;
 use crate::context::Ctx;
 use crate::render::{self, print_report};
 
-/// Arguments of `ckpt clone`.
+// Arguments of `ckpt clone`.
 #[derive(clap::Args)]
 pub struct CloneArgs {
     /// The remote URL, optionally with #ID (a remote-id prefix, v<seq>, latest; default latest).

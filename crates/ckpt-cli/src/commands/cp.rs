@@ -13,7 +13,7 @@ use ckpt_lib::{Error, Result};
 use crate::context::Ctx;
 use crate::render::{self, print_report};
 
-/// Arguments of `ckpt cp`.
+// Arguments of `ckpt cp`.
 #[derive(clap::Args)]
 pub struct CpArgs {
     /// File or directory to copy.

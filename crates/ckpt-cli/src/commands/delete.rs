@@ -6,7 +6,7 @@ use ckpt_lib::Result;
 use crate::context::Ctx;
 use crate::render::print_report;
 
-/// Arguments of `ckpt delete`.
+// Arguments of `ckpt delete`.
 #[derive(clap::Args)]
 pub struct DeleteArgs {
     /// Checkpoint id.

@@ -10,7 +10,7 @@ use ckpt_lib::Result;
 use crate::context::Ctx;
 use crate::render::{self, print_report};
 
-/// Arguments of `ckpt diff`.
+// Arguments of `ckpt diff`.
 #[derive(clap::Args)]
 pub struct DiffArgs {
     /// From (default: HEAD).

@@ -11,7 +11,7 @@ use ckpt_lib::Result;
 use crate::context::Ctx;
 use crate::render::{self, print_report};
 
-/// Arguments of `ckpt doctor`.
+// Arguments of `ckpt doctor`.
 #[derive(clap::Args)]
 pub struct DoctorArgs {
     /// JSON output.

@@ -7,7 +7,7 @@ use ckpt_lib::Result;
 use crate::context::Ctx;
 use crate::render::{self, print_report};
 
-/// Arguments of `ckpt du`.
+// Arguments of `ckpt du`.
 #[derive(clap::Args)]
 pub struct DuArgs {
     /// JSON output.

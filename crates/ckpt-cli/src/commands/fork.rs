@@ -16,7 +16,7 @@ use ckpt_lib::{Error, Result};
 use crate::context::Ctx;
 use crate::render::{self, print_report};
 
-/// Arguments of `ckpt fork`.
+// Arguments of `ckpt fork`.
 #[derive(clap::Args)]
 pub struct ForkArgs {
     /// Checkpoint id.

@@ -7,7 +7,7 @@ use ckpt_lib::Result;
 use crate::context::Ctx;
 use crate::render::{self, print_report};
 
-/// Arguments of `ckpt forks`.
+// Arguments of `ckpt forks`.
 #[derive(clap::Args)]
 pub struct ForksArgs {
     /// JSON output.

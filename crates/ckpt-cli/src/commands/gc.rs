@@ -15,7 +15,7 @@ use clap::Args;
 use crate::context::Ctx;
 use crate::render::{self, print_report};
 
-/// Arguments of `ckpt gc`.
+// Arguments of `ckpt gc`.
 #[derive(Args)]
 pub struct GcArgs {
     /// Only report what would be removed.
@@ -35,7 +35,7 @@ pub struct GcArgs {
     keep: KeepArgs,
 }
 
-/// Retention flags of `ckpt gc`.
+// Retention flags of `ckpt gc`.
 #[derive(Args, Debug, Default)]
 pub struct KeepArgs {
     /// Keep the N newest checkpoints.

@@ -6,7 +6,7 @@ use std::io::Write;
 use ckpt_lib::{Error, Result};
 use clap::CommandFactory;
 
-/// Arguments of `ckpt completions`.
+// Arguments of `ckpt completions`.
 #[derive(clap::Args)]
 pub struct CompletionsArgs {
     /// The shell.

@@ -9,7 +9,7 @@ use ckpt_lib::Result;
 use crate::context::Ctx;
 use crate::render::print_report;
 
-/// Arguments of `ckpt hash`.
+// Arguments of `ckpt hash`.
 #[derive(clap::Args)]
 pub struct HashArgs {
     /// The directory.

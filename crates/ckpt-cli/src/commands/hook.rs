@@ -174,7 +174,7 @@ fn one_line(s: &str, max: usize) -> String {
     }
 }
 
-/// Arguments of `ckpt hook`.
+// Arguments of `ckpt hook`.
 #[derive(clap::Args)]
 pub struct HookArgs {
     /// JSON output.

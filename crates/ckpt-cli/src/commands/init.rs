@@ -10,7 +10,7 @@ use super::hook;
 use crate::context::Ctx;
 use crate::render::print_report;
 
-/// Arguments of `ckpt init`.
+// Arguments of `ckpt init`.
 #[derive(clap::Args)]
 pub struct InitArgs {
     /// The directory.

@@ -8,7 +8,7 @@ use ckpt_lib::{Error, Result};
 use crate::context::Ctx;
 use crate::render::{self, print_report};
 
-/// Arguments of `ckpt log`.
+// Arguments of `ckpt log`.
 #[derive(clap::Args)]
 pub struct LogArgs {
     /// Show at most N.

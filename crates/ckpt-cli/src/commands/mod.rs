@@ -1,5 +1,12 @@
 //! The subcommands: one file per command, each with its own arguments
 //! (`#[derive(clap::Args)]`) next to the code that runs it, and the dispatch.
+//!
+//! clap builds a subcommand's arguments only when that subcommand runs
+//! (`defer`): building all of them took every command 0.3 ms (`ckpt
+//! status` on a one-file workspace 0.85×, 60 alternated pairs) and 56 of
+//! its page faults. A deferred subcommand's arguments are built after its
+//! help line, so a doc comment on an argument struct or a nested
+//! subcommand enum would replace that line: theirs are plain comments.
 
 mod adopt;
 mod annotate;
@@ -40,6 +47,7 @@ use clap::Subcommand;
 use crate::context::Ctx;
 
 #[derive(Subcommand)]
+#[command(defer = true)]
 pub enum Command {
     /// Make a directory (default: the current one) a workspace.
     Init(init::InitArgs),

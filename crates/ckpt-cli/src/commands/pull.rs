@@ -8,7 +8,7 @@ use super::remote::TransferArgs;
 use crate::context::Ctx;
 use crate::render::{self, print_report};
 
-/// Arguments of `ckpt pull`.
+// Arguments of `ckpt pull`.
 #[derive(clap::Args)]
 pub struct PullArgs {
     /// A remote name or URL; default: origin, or the only remote.

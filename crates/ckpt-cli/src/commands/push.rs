@@ -8,7 +8,7 @@ use super::remote::TransferArgs;
 use crate::context::Ctx;
 use crate::render::{self, print_report};
 
-/// Arguments of `ckpt push`.
+// Arguments of `ckpt push`.
 #[derive(clap::Args)]
 pub struct PushArgs {
     /// A remote name (see `ckpt remote list`) or URL; default: origin, or the only remote.

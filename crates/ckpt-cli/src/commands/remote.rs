@@ -8,7 +8,7 @@ use clap::Subcommand;
 use crate::context::Ctx;
 use crate::render::print_report;
 
-/// The option every transfer (`push`, `pull`, `clone`) takes.
+// The option every transfer (`push`, `pull`, `clone`) takes.
 #[derive(clap::Args)]
 pub struct TransferArgs {
     /// Requests in flight at once (default 8, or $CKPT_REMOTE_CONCURRENCY).
@@ -28,7 +28,7 @@ impl TransferArgs {
     }
 }
 
-/// `ckpt remote …`.
+// `ckpt remote …`.
 #[derive(Subcommand)]
 pub enum RemoteCmd {
     /// Add a remote: s3://bucket/prefix, gs://bucket/prefix, az://container/prefix or file:///path.

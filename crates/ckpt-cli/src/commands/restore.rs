@@ -11,7 +11,7 @@ use crate::context::Ctx;
 use crate::progress;
 use crate::render::{self, print_report};
 
-/// Arguments of `ckpt restore`.
+// Arguments of `ckpt restore`.
 #[derive(clap::Args)]
 #[command(
     after_help = "Flags go before `--`; everything after it is a path:\n  \

@@ -10,7 +10,7 @@ use crate::context::Ctx;
 use crate::progress;
 use crate::render::{self, parse_tags, print_report};
 
-/// Arguments of `ckpt save`.
+// Arguments of `ckpt save`.
 #[derive(clap::Args)]
 pub struct SaveArgs {
     /// Message.

@@ -6,7 +6,7 @@ use ckpt_lib::Result;
 use crate::context::Ctx;
 use crate::render::{self, print_report};
 
-/// Arguments of `ckpt show`.
+// Arguments of `ckpt show`.
 #[derive(clap::Args)]
 pub struct ShowArgs {
     /// Checkpoint id (v12, a hash prefix, HEAD, HEAD~1, latest).

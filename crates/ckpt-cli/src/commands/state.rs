@@ -30,7 +30,7 @@ use crate::context::Ctx;
 use crate::exit::{EXIT_CAS_MISMATCH, EXIT_NOT_FOUND};
 use crate::render::{self, print_report};
 
-/// Agent-state subcommands.
+// Agent-state subcommands.
 #[derive(Subcommand)]
 pub enum StateCmd {
     /// Print a key's value (its exact bytes); exit 8 if there is no such key.

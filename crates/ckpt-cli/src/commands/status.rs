@@ -8,7 +8,7 @@ use ckpt_lib::Result;
 use crate::context::Ctx;
 use crate::render::{self, print_report};
 
-/// Arguments of `ckpt status`.
+// Arguments of `ckpt status`.
 #[derive(clap::Args)]
 pub struct StatusArgs {
     /// JSON output.

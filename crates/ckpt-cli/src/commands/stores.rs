@@ -10,7 +10,7 @@ use ckpt_lib::Result;
 use crate::context::Ctx;
 use crate::render::{self, print_report};
 
-/// Arguments of `ckpt stores`.
+// Arguments of `ckpt stores`.
 #[derive(clap::Args)]
 pub struct StoresArgs {
     /// Also look here: a store, a directory of stores, or a directory

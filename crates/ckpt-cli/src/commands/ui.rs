@@ -12,7 +12,7 @@ use ckpt_lib::Result;
 
 use crate::context::Ctx;
 
-/// Arguments of `ckpt ui`.
+// Arguments of `ckpt ui`.
 #[derive(clap::Args)]
 pub struct UiArgs {
     /// Port to listen on (0: any free port).

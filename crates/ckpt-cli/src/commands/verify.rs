@@ -13,7 +13,7 @@ use crate::exit::{EXIT_DIFFERS, EXIT_STORE_DAMAGED};
 use crate::progress;
 use crate::render::{self, print_report};
 
-/// Arguments of `ckpt verify`.
+// Arguments of `ckpt verify`.
 #[derive(clap::Args)]
 pub struct VerifyArgs {
     /// Checkpoint id.

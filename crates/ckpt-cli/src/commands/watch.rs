@@ -19,7 +19,7 @@ use clap::Args;
 use crate::context::Ctx;
 use crate::render::{self, print_report};
 
-/// `ckpt watch` arguments.
+// `ckpt watch` arguments.
 #[derive(Args)]
 pub struct WatchArgs {
     /// Run detached in the background (log: `<store>/watch.log`).
