@@ -565,6 +565,64 @@ impl Listed<'_> {
     }
 }
 
+/// What [`Scanner::restat`] found.
+struct Restated<'r> {
+    /// The entries, or only the subdirectories when `only_dirs`.
+    listed: Vec<Listed<'r>>,
+    /// Every entry other than a directory is as its record says (see
+    /// [`file_as_recorded`]): `listed` holds only the subdirectories, and
+    /// [`with_files`] completes it.
+    only_dirs: bool,
+}
+
+/// Whether an entry that is not a directory is as recorded: not racy, and
+/// its fresh `lstat` is the one recorded (in every field, so its kind too).
+fn file_as_recorded(o: &EntryView<'_>, meta: &Meta) -> bool {
+    !o.racy && o.meta == *meta
+}
+
+/// Whether every entry of `listed` is as recorded ([`file_as_recorded`];
+/// a subdirectory also with its tree, the next of `child_trees`).
+fn as_recorded<'h>(listed: &[Listed], mut child_trees: impl Iterator<Item = &'h Hash>) -> bool {
+    listed.iter().all(|l| {
+        let Some(o) = l.old else { return false };
+        match o.entry.node {
+            // The full stat, not only mode and mtime: the entry must hold
+            // the stat taken before the subdirectory's last listing (see
+            // `crate::store::index`).
+            NodeRef::Dir { tree } => {
+                l.meta.file_type() == FileType::Directory
+                    && o.meta == l.meta
+                    && o.entry.mode == l.meta.perm()
+                    && o.entry.mtime_ns == l.meta.mtime_ns
+                    && child_trees.next() == Some(&tree)
+            }
+            _ => file_as_recorded(&o, &l.meta),
+        }
+    })
+}
+
+/// The listing of `old`'s first `n` entries from `dirs`, its subdirectories
+/// among them as [`Scanner::restat`] found them, and every other entry as
+/// recorded (`restat` found each so).
+fn with_files<'r>(old: &'r DirRecord, dirs: Vec<Listed<'r>>, n: usize) -> Vec<Listed<'r>> {
+    let mut dirs = dirs.into_iter();
+    let mut listed = Vec::with_capacity(old.entries.claimed());
+    for v in old.entries.views().take(n) {
+        listed.push(match v.entry.node {
+            NodeRef::Dir { .. } => dirs.next().expect("a listing per subdirectory"),
+            _ => Listed {
+                name: v.entry.name,
+                meta: v.meta,
+                old: Some(v),
+                deferred: false,
+                leaf: false,
+            },
+        });
+    }
+    listed
+}
+
 impl<'a> Scanner<'a> {
     fn shown(&self, rel: &[u8]) -> PathBuf {
         display_path(self.input.root, rel)
@@ -597,9 +655,14 @@ impl<'a> Scanner<'a> {
             _ => None,
         };
         let listing: fs::PackedListing;
-        let (dirfd, mut listed, names_seen) = match restated {
+        let (dirfd, mut listed, names_seen, only_dirs) = match restated {
             // (restat read every entry the record claims)
-            Some(listed) => (dir.as_fd(), listed, old.map_or(0, |o| o.entries.claimed())),
+            Some(r) => (
+                dir.as_fd(),
+                r.listed,
+                old.map_or(0, |o| o.entries.claimed()),
+                r.only_dirs,
+            ),
             None => {
                 let fd = match stat.unlisted {
                     true => match fs::reopen_dir(dir.as_fd()) {
@@ -628,12 +691,14 @@ impl<'a> Scanner<'a> {
                     }
                     Names::Unreadable => return self.unreadable_dir(rel),
                 };
-                (listing.fd(), listed, listing.len())
+                (listing.fd(), listed, listing.len(), false)
             }
         };
+        // (only the subdirectories listed: every name the record has kept)
+        let entries_seen = if only_dirs { names_seen } else { listed.len() };
         self.out
             .entries
-            .fetch_add(listed.len() as u64, Ordering::Relaxed);
+            .fetch_add(entries_seen as u64, Ordering::Relaxed);
 
         // Subdirectories first: their tree hashes are inputs. In parallel
         // only when more than one must be opened: a partial scan keeps most
@@ -680,6 +745,20 @@ impl<'a> Scanner<'a> {
         } else {
             subdirs.iter().map(scan_child).collect::<Result<_>>()?
         };
+        drop(subdirs);
+        if only_dirs {
+            // Every other entry is as recorded: the record is kept when the
+            // subdirectories are too, else the listing is completed.
+            let old = old.expect("re-statted from a record");
+            if old.tree != UNKNOWN_TREE
+                && child_trees.iter().all(Option::is_some)
+                && as_recorded(&listed, child_trees.iter().flatten())
+            {
+                let exact = self.exact_names(stat, true);
+                return Ok(Some(self.keep_record(&rel, old, exact)));
+            }
+            listed = with_files(old, listed, old.entries.claimed());
+        }
         if child_trees.iter().any(Option::is_none) {
             let mut keep = child_trees.iter().map(Option::is_some);
             listed.retain(|l| {
@@ -883,13 +962,23 @@ impl<'a> Scanner<'a> {
     /// recorded, each `lstat`ed afresh, without listing the directory
     /// (opened `O_PATH` as `dir`). `None` when a name has vanished: the
     /// directory changed after its stat was taken, so it must be listed.
+    ///
+    /// While every entry other than a directory is as recorded (the same
+    /// stat, not racy: [`as_recorded`]'s rule), only the subdirectories are
+    /// kept ([`Restated::only_dirs`]); at the first that is not, the
+    /// listing is completed from the record and goes on in full. An
+    /// unchanged tree thus makes a [`Listed`] (208 bytes) per subdirectory
+    /// instead of one per name. In a new process those are mostly fresh
+    /// heap pages, each a page fault: a status of the 1× reference
+    /// workspace took 919 page faults with one per name and takes 691.
     fn restat<'r>(
         &self,
         dir: BorrowedFd<'_>,
         rel: &[u8],
         old: &'r DirRecord,
-    ) -> Result<Option<Vec<Listed<'r>>>> {
-        let mut listed = Vec::with_capacity(old.entries.claimed());
+    ) -> Result<Option<Restated<'r>>> {
+        let mut listed = Vec::new();
+        let mut only_dirs = true;
         let mut seen = 0;
         for v in old.entries.views() {
             seen += 1;
@@ -906,7 +995,20 @@ impl<'a> Scanner<'a> {
                 Err(e) => return Err(Error::io("stat", self.shown(&join(rel, name)), e.into())),
             };
             // The rules may have changed since the record was made.
-            if self.is_excluded(rel, name, &meta) {
+            let excluded = self.is_excluded(rel, name, &meta);
+            let was_dir = matches!(v.entry.node, NodeRef::Dir { .. });
+            let is_dir = meta.file_type() == FileType::Directory;
+            if only_dirs {
+                match (was_dir, is_dir) {
+                    (false, false) if !excluded && file_as_recorded(&v, &meta) => continue,
+                    (true, true) if !excluded => {}
+                    _ => {
+                        listed = with_files(old, listed, seen - 1);
+                        only_dirs = false;
+                    }
+                }
+            }
+            if excluded {
                 continue;
             }
             listed.push(Listed {
@@ -914,12 +1016,12 @@ impl<'a> Scanner<'a> {
                 meta,
                 old: Some(v),
                 deferred: false,
-                leaf: meta.file_type() == FileType::Directory && fs::no_subdirs(nlink),
+                leaf: is_dir && fs::no_subdirs(nlink),
             });
         }
         // Entries are checked as they are read: when fewer read than the
         // record claims, the names are incomplete: list instead.
-        Ok((seen == old.entries.claimed()).then_some(listed))
+        Ok((seen == old.entries.claimed()).then_some(Restated { listed, only_dirs }))
     }
 
     /// Whether `.ckptignore` or the exclusions drop this entry.
@@ -1058,12 +1160,11 @@ impl<'a> Scanner<'a> {
     /// what was read from it; anything else is scanned through the
     /// opened directory, as before. No content is read here.
     ///
-    /// It applies [`Self::unchanged`]'s rule for files and symlinks (not
-    /// racy, the same stat, the same names) entry by entry instead of
-    /// building [`Self::restat`]'s listing and calling it: built that way,
-    /// a full scan in one process took 1.16–1.22× its `lstat` floor
-    /// instead of 0.99–1.03× (`stat_floor --scan`, alternated).
-    /// A change to that rule must be made in both.
+    /// It applies [`file_as_recorded`] entry by entry (with the same names
+    /// and no subdirectory, that is [`Self::unchanged`]'s rule) instead of
+    /// building a listing and calling that: built that way, a full scan in
+    /// one process took 1.16–1.22× its `lstat` floor instead of
+    /// 0.99–1.03× (`stat_floor --scan`, alternated).
     fn unchanged_leaf(
         &self,
         parent: BorrowedFd<'_>,
@@ -1088,7 +1189,9 @@ impl<'a> Scanner<'a> {
             path.truncate(name.len() + 1);
             path.extend_from_slice(v.entry.name);
             match fs::stat_at(parent, &path) {
-                Ok(m) if m == v.meta && !self.is_excluded(rel, v.entry.name, &m) => seen += 1,
+                Ok(m) if file_as_recorded(&v, &m) && !self.is_excluded(rel, v.entry.name, &m) => {
+                    seen += 1
+                }
                 _ => return Ok(None),
             }
         }
@@ -1194,26 +1297,9 @@ impl<'a> Scanner<'a> {
         // sides), so equal counts mean the same names. (Of a damaged
         // record fewer entries read than it claims, and a listed name
         // then has none.)
-        if old.tree == UNKNOWN_TREE || old.entries.claimed() != listed.len() {
-            return false;
-        }
-        let mut child = child_trees.iter();
-        listed.iter().all(|l| {
-            let Some(o) = l.old else { return false };
-            match o.entry.node {
-                // The full stat, not only mode and mtime: the entry
-                // must hold the stat taken before the subdirectory's
-                // last listing (see `crate::store::index`).
-                NodeRef::Dir { tree } => {
-                    l.meta.file_type() == FileType::Directory
-                        && o.meta == l.meta
-                        && o.entry.mode == l.meta.perm()
-                        && o.entry.mtime_ns == l.meta.mtime_ns
-                        && child.next() == Some(&tree)
-                }
-                _ => !o.racy && o.meta == l.meta,
-            }
-        })
+        old.tree != UNKNOWN_TREE
+            && old.entries.claimed() == listed.len()
+            && as_recorded(listed, child_trees.iter())
     }
 
     fn file_node(&self, dir: BorrowedFd<'_>, rel: &[u8], l: &Listed) -> Result<Option<Item>> {
