@@ -560,7 +560,7 @@ impl Listed<'_> {
     /// racy and its stat unchanged, so the content need not be read.
     fn cached(&self, is_kind: fn(&NodeRef) -> bool) -> Option<Node> {
         self.old
-            .filter(|o| is_kind(&o.entry.node) && !o.racy && o.meta == self.meta)
+            .filter(|o| is_kind(&o.entry.node) && file_as_recorded(o, &self.meta))
             .map(|o| o.entry.node.to_node())
     }
 }
