@@ -38,7 +38,7 @@ use crate::exit::EXIT_NOT_FOUND;
 /// Default cap on diff text returned by `checkpoint_diff`.
 const DEFAULT_DIFF_BYTES: usize = 20_000;
 
-// Arguments of `checkpoint_save`.
+/// Arguments of `checkpoint_save`.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 pub struct SaveArgs {
     /// What this checkpoint is (shown in the history).
@@ -52,7 +52,7 @@ pub struct SaveArgs {
     pub allow_empty: bool,
 }
 
-// Arguments of `checkpoint_list`.
+/// Arguments of `checkpoint_list`.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 pub struct ListArgs {
     /// Return at most this many checkpoints, newest first (default 20).
@@ -60,14 +60,14 @@ pub struct ListArgs {
     pub limit: Option<usize>,
 }
 
-// Arguments of `checkpoint_show`.
+/// Arguments of `checkpoint_show`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ShowArgs {
     /// Checkpoint id: "v12", "HEAD", "HEAD~1", or a hash prefix.
     pub id: String,
 }
 
-// Arguments of `checkpoint_annotate`.
+/// Arguments of `checkpoint_annotate`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct AnnotateArgs {
     /// Checkpoint id: "v12", "HEAD", "HEAD~1", or a hash prefix.
@@ -83,7 +83,7 @@ pub struct AnnotateArgs {
     pub note: Option<String>,
 }
 
-// Arguments of `checkpoint_diff`.
+/// Arguments of `checkpoint_diff`.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 pub struct DiffArgs {
     /// From this checkpoint (default "HEAD").
@@ -110,7 +110,7 @@ pub struct DiffArgs {
     pub max_bytes: Option<usize>,
 }
 
-// Arguments of `checkpoint_restore`.
+/// Arguments of `checkpoint_restore`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct RestoreArgs {
     /// Checkpoint to bring back: "v12", "HEAD~1", …
@@ -123,7 +123,7 @@ pub struct RestoreArgs {
     pub dry_run: bool,
 }
 
-// Arguments of `fork_create`.
+/// Arguments of `fork_create`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ForkArgs {
     /// Checkpoint to fork: "v12", "HEAD", …
@@ -141,7 +141,7 @@ pub struct ForkArgs {
     pub backend: Option<String>,
 }
 
-// Arguments of `fork_adopt`.
+/// Arguments of `fork_adopt`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct AdoptArgs {
     /// The fork: "DIR" (its head) or "DIR#v7".
@@ -151,7 +151,7 @@ pub struct AdoptArgs {
     pub dry_run: bool,
 }
 
-// Arguments of `fork_remove`.
+/// Arguments of `fork_remove`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ForkRemoveArgs {
     /// The fork's directory.
@@ -162,7 +162,7 @@ fn yes() -> bool {
     true
 }
 
-// Arguments of `workspace_status`.
+/// Arguments of `workspace_status`.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 pub struct StatusArgs {
     /// Only these paths (relative to the workspace root).
@@ -170,7 +170,7 @@ pub struct StatusArgs {
     pub paths: Vec<String>,
 }
 
-// Arguments of `state_get`.
+/// Arguments of `state_get`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct StateGetArgs {
     /// The key.
@@ -180,7 +180,7 @@ pub struct StateGetArgs {
     pub at: Option<u64>,
 }
 
-// Arguments of `state_put`.
+/// Arguments of `state_put`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct StatePutArgs {
     /// The key.
@@ -189,7 +189,7 @@ pub struct StatePutArgs {
     pub value: String,
 }
 
-// Arguments of `state_list`.
+/// Arguments of `state_list`.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 pub struct StateListArgs {
     /// Only keys starting with this.
