@@ -14,6 +14,7 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 dest="${1:?usage: install.sh TARGETDIR}"
 mkdir -p "$dest"
+dest="$(cd "$dest" && pwd)"
 stamp="$dest/.installed-lock.json"
 if cmp -s "$here/package-lock.json" "$stamp" && [ -d "$dest/node_modules/.bin" ]; then
   exit 0
