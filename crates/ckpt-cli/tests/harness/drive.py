@@ -168,6 +168,12 @@ def run(name, ws, home, script, path=None, bin_dir=None, log_dir=None, hook_trus
                "HOME": home, "LANG": "C.UTF-8", "TERM": "dumb", "NO_COLOR": "1"}
         if os.environ.get("TMPDIR"):
             env["TMPDIR"] = os.environ["TMPDIR"]
+        # Caches shared by all runs, beside the installed CLIs: Copilot CLI
+        # unpacks itself (about 200 MB) into its cache on first run, and
+        # opencode npm-installs its plugin package at every start.
+        shared = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(bin_dir or DEFAULT_BIN))), "cache")
+        env["COPILOT_CACHE_HOME"] = os.path.join(shared, "copilot")
+        env["npm_config_cache"] = os.path.join(shared, "npm")
         env.update(user_config(name, home, os.path.realpath(ws), port))
         env.update(extra_env or {})
         t0 = time.monotonic()
