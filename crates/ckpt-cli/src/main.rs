@@ -34,9 +34,9 @@ struct Cli {
     /// Run as if started in DIR.
     #[arg(short = 'C', global = true, value_name = "DIR", id = "chdir")]
     chdir: Option<PathBuf>,
-    /// Seconds to wait for another ckpt process to finish.
-    #[arg(long, global = true, default_value_t = 60, value_name = "SECS")]
-    lock_timeout: u64,
+    /// Seconds to wait for another ckpt process to finish [default: 60; 1 for `ckpt hook`].
+    #[arg(long, global = true, value_name = "SECS")]
+    lock_timeout: Option<u64>,
     /// Print less.
     #[arg(short, long, global = true)]
     quiet: bool,

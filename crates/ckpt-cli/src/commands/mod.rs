@@ -36,6 +36,7 @@ mod state;
 mod status;
 mod stores;
 mod ui;
+mod undo;
 mod verify;
 mod watch;
 
@@ -65,6 +66,9 @@ pub enum Command {
     Diff(diff::DiffArgs),
     /// Bring the workspace (or some paths, or another directory) back to a checkpoint.
     Restore(restore::RestoreArgs),
+    /// Undo the agent's last file-changing tool call (or, --turn, its last
+    /// prompt): an undoable restore to the checkpoint just before it.
+    Undo(undo::UndoArgs),
     /// Delete a checkpoint record (its data goes at the next gc).
     Delete(delete::DeleteArgs),
     /// Add, change or remove tags and a note on an existing checkpoint
@@ -136,6 +140,7 @@ pub fn run(cmd: &Command, ctx: &Ctx, chdir_given: bool) -> Result<ExitCode> {
         Command::Init(args) => init::run(ctx, args),
         Command::Save(args) => save::run(ctx, args),
         Command::Log(args) => log::run(ctx, args),
+        Command::Undo(args) => undo::run(ctx, args),
         Command::Show(args) => show::run(ctx, args),
         Command::Status(args) => status::run(ctx, args),
         Command::Diff(args) => diff::run(ctx, args),

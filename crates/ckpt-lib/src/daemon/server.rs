@@ -60,6 +60,10 @@ pub struct WatchOptions {
     pub auto_save: Option<Duration>,
     /// Tags for auto-saves.
     pub auto_save_tags: Vec<(String, String)>,
+    /// Stop after this long without a request other than `status` (a
+    /// watcher started by `ckpt hook`: see [`crate::Config::hook_watch`]);
+    /// `None`: run until stopped.
+    pub idle_stop: Option<Duration>,
     /// Called once when the watcher is ready (initial walk done).
     pub on_ready: Option<fn(&WatchStatus)>,
     /// How stores are opened (copy strategy, band size); the lock timeout
@@ -101,6 +105,9 @@ struct Watcher {
     /// freed since is to be given back once idle.
     release_due: bool,
     last_request: Instant,
+    /// The last request that was not `status`: what [`WatchOptions::idle_stop`]
+    /// counts from.
+    last_use: Instant,
     /// Why the next save cannot be partial, when it cannot.
     full_reason: &'static str,
     /// The store of the request being answered, closed (and its lock
@@ -362,6 +369,7 @@ impl Watcher {
             overflows: self.overflows,
             auto_save_secs: self.opts.auto_save.map(|d| d.as_secs_f64()),
             auto_saves: self.auto_saves,
+            idle_stop_secs: self.opts.idle_stop.map(|d| d.as_secs()),
             warming: self.warming.running.load(Ordering::Relaxed),
             warmed_entries: self.warming.entries.load(Ordering::Relaxed),
         }
@@ -759,6 +767,9 @@ impl Watcher {
             }
         };
         self.last_request = Instant::now();
+        if !matches!(req.op, Op::Status) {
+            self.last_use = self.last_request;
+        }
         let resp = self.answer(&req);
         let mut out = serde_json::to_vec(&resp).expect("response serialises");
         out.push(b'\n');
@@ -903,6 +914,7 @@ pub fn run(ws: &Workspace, opts: WatchOptions) -> Result<()> {
         persist_due: false,
         release_due: false,
         last_request: Instant::now(),
+        last_use: Instant::now(),
         full_reason: "the watcher restarted or started after the last save",
         closing: None,
     };
@@ -925,14 +937,24 @@ pub fn run(ws: &Workspace, opts: WatchOptions) -> Result<()> {
 
 fn event_loop(w: &mut Watcher, listener: &UnixListener) -> Result<()> {
     loop {
-        let timeout = if w.opts.auto_save.is_some() || w.persist_due || w.release_due {
-            Some(rustix::time::Timespec {
-                tv_sec: 0,
-                tv_nsec: 200_000_000,
-            })
-        } else {
-            None
-        };
+        let tick = Duration::from_millis(200);
+        let mut wait =
+            (w.opts.auto_save.is_some() || w.persist_due || w.release_due).then_some(tick);
+        if let Some(idle) = w.opts.idle_stop {
+            let left = idle.saturating_sub(w.last_use.elapsed());
+            if left.is_zero() {
+                eprintln!(
+                    "ckpt watch: stopping: no request for {} s (idle stop)",
+                    idle.as_secs()
+                );
+                return Ok(());
+            }
+            wait = Some(wait.map_or(left, |t| t.min(left)));
+        }
+        let timeout = wait.map(|d| rustix::time::Timespec {
+            tv_sec: d.as_secs() as i64,
+            tv_nsec: d.subsec_nanos() as i64,
+        });
         let (ino_ready, sock_ready) = {
             let ino_fd = w.ino.fd();
             let mut fds = [

@@ -43,6 +43,8 @@ pub struct SaveReport {
     /// Entries the scan was not allowed to read (see
     /// [`crate::workspace::scan`]): recorded unchanged, or left out.
     pub unreadable: Vec<Unreadable>,
+    /// The live watcher did the save.
+    pub through_watcher: bool,
 }
 
 impl SaveReport {
@@ -94,6 +96,7 @@ pub fn save(ctx: &Context, opts: &SaveOptions) -> Result<SaveReport> {
                 retention: None,
                 elapsed: t0.elapsed(),
                 unreadable,
+                through_watcher: true,
             });
         }
     }
@@ -159,5 +162,6 @@ pub fn save_with(
         retention,
         elapsed: t0.elapsed(),
         unreadable,
+        through_watcher: false,
     })
 }

@@ -342,6 +342,10 @@ pub struct WatchStatus {
     pub auto_save_secs: Option<f64>,
     /// Auto-saves started.
     pub auto_saves: u64,
+    /// Seconds without a request after which the watcher stops itself
+    /// (started by `ckpt hook`); `None`: it runs until stopped.
+    #[serde(default)]
+    pub idle_stop_secs: Option<u64>,
     /// Trees asked to be warmed ([`Op::Warm`]) whose walk has not ended.
     #[serde(default)]
     pub warming: u64,
