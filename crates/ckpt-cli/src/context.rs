@@ -100,6 +100,11 @@ impl Ctx {
                 split_at: positive("CKPT_SPLIT_BYTES"),
             },
             band_min: positive("CKPT_BAND_MIN"),
+            harness_homes: ckpt_harness::gates::Homes {
+                codex: set("CODEX_HOME")
+                    .map(PathBuf::from)
+                    .or_else(|| set("HOME").map(|h| PathBuf::from(h).join(".codex"))),
+            },
             hook_watch: match set("CKPT_HOOK_WATCH").as_deref() {
                 None => Some(ckpt_lib::config::HOOK_WATCH_IDLE),
                 Some("off" | "0") => None,

@@ -17,6 +17,8 @@
 //!   `ckpt hook`: planned, merged into what is there (every other setting
 //!   kept, idempotent), removed again; and which harnesses a directory is
 //!   configured for.
+//! - [`gates`]: what a harness requires before it runs the hooks (Codex's
+//!   project trust), checked from outside for `ckpt doctor` and `ckpt status`.
 //! - `harness/`: one file per harness with its table: configuration file,
 //!   events, matchers and payload quirks. Adding a harness is adding a file
 //!   and a [`Harness`] variant.
@@ -34,6 +36,7 @@
 //! `harness/gemini.rs` and `harness/copilot.rs`).
 
 pub mod event;
+pub mod gates;
 mod harness;
 pub mod setup;
 

@@ -35,6 +35,10 @@ pub struct Config {
     /// stops itself (`CKPT_HOOK_WATCH`: seconds, or `off`; default
     /// [`HOOK_WATCH_IDLE`]). `None`: hooks start no watcher.
     pub hook_watch: Option<Duration>,
+    /// Where agent harnesses keep their user-level state, for the checks of
+    /// their gates (`ckpt doctor`, `ckpt status`): `$CODEX_HOME`, else
+    /// `~/.codex`.
+    pub harness_homes: ckpt_harness::gates::Homes,
 }
 
 /// How long a watcher started by a hook stays up without a request: long
@@ -51,6 +55,7 @@ impl Default for Config {
             band_min: None,
             data_home: None,
             hook_watch: Some(HOOK_WATCH_IDLE),
+            harness_homes: Default::default(),
         }
     }
 }

@@ -35,6 +35,9 @@ pub fn command(cwd: &Path, args: &[&OsStr]) -> Command {
         .env_remove("CKPT_FAULT")
         .env("HOME", cwd)
         .env("XDG_DATA_HOME", cwd.join(".no-such-xdg"))
+        // `ckpt hook` would start a watcher that outlives the test; the
+        // tests of that start set the variable themselves.
+        .env("CKPT_HOOK_WATCH", "off")
         .stdin(Stdio::null());
     c
 }

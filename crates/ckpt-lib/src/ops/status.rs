@@ -39,6 +39,9 @@ pub struct StatusReport {
     pub journal: Option<Journal>,
     /// How long it took.
     pub elapsed: Duration,
+    /// Why an agent harness configured here will not run ckpt's hooks
+    /// ([`ckpt_harness::gates`]).
+    pub warnings: Vec<String>,
 }
 
 impl StatusReport {
@@ -50,7 +53,7 @@ impl StatusReport {
 
 impl StatusReport {
     /// The JSON form: `head`, `clean`, `changes`, `state_changes`,
-    /// `interrupted_restore`, `unreadable`.
+    /// `interrupted_restore`, `unreadable`, `warnings`.
     pub fn to_json(&self) -> Value {
         json!({
             "schema": SCHEMA,
@@ -60,6 +63,7 @@ impl StatusReport {
             "state_changes": json::state_changes(&self.state_changes),
             "interrupted_restore": self.journal.as_ref().map(|j| format!("v{}", j.target)),
             "unreadable": json::unreadable(&self.unreadable),
+            "warnings": self.warnings,
         })
     }
 }
@@ -87,5 +91,9 @@ pub fn status(ctx: &Context, opts: &StatusOptions) -> Result<StatusReport> {
         journal: st.journal,
         elapsed: t0.elapsed(),
         unreadable,
+        warnings: ckpt_harness::gates::closed(&ws.root, &ctx.config.harness_homes)
+            .into_iter()
+            .map(|c| c.problem)
+            .collect(),
     })
 }
