@@ -1775,7 +1775,7 @@ pub fn temp_path(path: &Path) -> PathBuf {
 
 /// Removes the index at `path`: the base file, its delta and their
 /// temporary files (when there is no space to write it, see
-/// [`crate::engine::save::save_index`]); the next scan reads everything.
+/// [`crate::engine::scanner::save_index`]); the next scan reads everything.
 pub fn remove(path: &Path) -> Result<()> {
     let d = delta_path(path);
     for p in [temp_path(path), temp_path(&d), d, path.to_path_buf()] {
