@@ -92,9 +92,8 @@ fn main() -> ExitCode {
 /// `RUST_MIN_STACK`, set before any thread exists (a larger value of the
 /// user's is kept). So rayon's global pool can be left to build itself on
 /// first use, with that stack: a command a watcher serves starts no thread
-/// at all, where building the pool here started two on every command
-/// (c896730: `status` through the watcher 3.6 -> 3.2 ms on an Intel host,
-/// `perf stat -r 40`, 4 rounds alternated).
+/// at all, where building the pool here started two on every command (a
+/// measurable part of a command the watcher serves in a few milliseconds).
 /// Commands ckpt runs (`fork -- CMD`) inherit the variable.
 fn walk_stack() {
     const VAR: &str = "RUST_MIN_STACK";

@@ -35,7 +35,8 @@ use rustix::fs::inotify::ReadFlags;
 use rustix::io::Errno;
 
 use crate::engine::restore::RestoreReport;
-use crate::engine::save::{self, SaveOptions, SaveOutcome, ScanKind, Scanner};
+use crate::engine::save::{SaveOptions, SaveOutcome};
+use crate::engine::scanner::{scan_against, ScanKind, Scanner};
 use crate::error::IoContext;
 use crate::ops;
 use crate::platform::inotify::{peer_uid, Event, Inotify};
@@ -482,7 +483,7 @@ impl Watcher {
             None => (None, format!("full scan: {}", self.full_reason)),
         };
         let t = crate::trace::span("scan");
-        let scan = save::scan_against(&self.ws, store, index, kind, dirs.as_ref())?;
+        let scan = scan_against(&self.ws, store, index, kind, dirs.as_ref())?;
         drop(t);
         if from_disk {
             // Loading read every page of the mapped index file; from now

@@ -71,7 +71,7 @@ pub mod watch;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
-use crate::engine::save::{OnDisk, ScanKind, ScanPlan, Scanner};
+use crate::engine::scanner::{OnDisk, ScanKind, ScanPlan, Scanner};
 use crate::store::Store;
 use crate::watch::client::{Client, Notes, Plan};
 use crate::watch::Token;

@@ -8,7 +8,6 @@ use serde_json::{json, Value};
 use super::json::{self, serialize_via_to_json, SCHEMA};
 use super::Context;
 use crate::engine::diff::{Change, PathFilter};
-use crate::engine::save;
 use crate::store::catalog::{Checkpoint, Journal, Skipped};
 use crate::store::state::{self, StateChange};
 use crate::workspace::scan::Unreadable;
@@ -78,7 +77,7 @@ pub fn status(ctx: &Context, opts: &StatusOptions) -> Result<StatusReport> {
     let filter = PathFilter::new(ctx.rel_paths(&ws, &opts.paths)?);
     let scan = ctx.scan_hash_only(&ws, &store)?;
     let unreadable = scan.unreadable.clone();
-    let st = save::status(&store, &filter, scan)?;
+    let st = crate::engine::status::status(&store, &filter, scan)?;
     let state_changes = match (&st.head, filter.is_all()) {
         (Some(h), true) => state::diff(&store.state, h, None)?.map_or_else(Vec::new, |d| d.changes),
         _ => Vec::new(),
