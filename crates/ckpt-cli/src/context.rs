@@ -14,6 +14,10 @@ use ckpt_lib::config::CopyConfig;
 use ckpt_lib::ops::Context;
 use ckpt_lib::{Config, Error, Result};
 
+/// `--lock-timeout` when it is not given: long enough for another
+/// command's save or restore to end.
+pub const DEFAULT_LOCK_TIMEOUT: u64 = 60;
+
 /// A command's context.
 pub struct Ctx {
     /// Where the operation runs, and its configuration.
@@ -25,6 +29,8 @@ pub struct Ctx {
     /// `CKPT_COPY_STRATEGY` when it names no strategy: `ckpt cp` refuses
     /// it, `ckpt doctor` shows it, every other command ignores it.
     pub bad_copy_strategy: Option<String>,
+    /// `--lock-timeout` was given (`ckpt hook` waits less by default).
+    pub lock_timeout_given: bool,
     /// How remote commands reach object storage: credentials, endpoint and
     /// region from the environment and the AWS config files
     /// ([`remote_settings`]); why not, when a `CKPT_REMOTE_*` value does
@@ -42,8 +48,8 @@ type Env = dyn Fn(&str) -> Option<String> + Send + Sync;
 pub struct Globals<'a> {
     /// `-C DIR`.
     pub chdir: Option<&'a PathBuf>,
-    /// `--lock-timeout SECS`.
-    pub lock_timeout: u64,
+    /// `--lock-timeout SECS`, when given.
+    pub lock_timeout: Option<u64>,
     /// `-q`.
     pub quiet: bool,
     /// `-v`.
@@ -87,13 +93,27 @@ impl Ctx {
             },
         };
         let config = Config {
-            lock_timeout: Duration::from_secs(g.lock_timeout),
+            lock_timeout: Duration::from_secs(g.lock_timeout.unwrap_or(DEFAULT_LOCK_TIMEOUT)),
             full_scan: g.full_scan || set("CKPT_FULL_SCAN").is_some_and(|v| v != "0"),
             copy: CopyConfig {
                 strategy,
                 split_at: positive("CKPT_SPLIT_BYTES"),
             },
             band_min: positive("CKPT_BAND_MIN"),
+            harness_homes: ckpt_harness::gates::Homes {
+                codex: set("CODEX_HOME")
+                    .map(PathBuf::from)
+                    .or_else(|| set("HOME").map(|h| PathBuf::from(h).join(".codex"))),
+            },
+            hook_watch: match set("CKPT_HOOK_WATCH").as_deref() {
+                None => Some(ckpt_lib::config::HOOK_WATCH_IDLE),
+                Some("off" | "0") => None,
+                Some(v) => Some(v.parse::<u64>().map(Duration::from_secs).map_err(|_| {
+                    Error::Usage(format!(
+                        "CKPT_HOOK_WATCH={v:?} is neither a number of seconds nor `off` (nothing was done)"
+                    ))
+                })?),
+            },
             // `$XDG_DATA_HOME` (absolute, as the XDG spec requires), else
             // `$HOME/.local/share` when `$HOME` is a directory that exists
             // (`HOME=/nonexistent` is a common "no home"); else none, and
@@ -112,6 +132,7 @@ impl Ctx {
             remote: OnceLock::new(),
             env: Box::new(env),
             ops: Context::new(cwd, config),
+            lock_timeout_given: g.lock_timeout.is_some(),
             quiet: g.quiet,
             verbose: g.verbose,
             bad_copy_strategy,
@@ -330,7 +351,7 @@ mod tests {
         };
         let globals = Globals {
             chdir: None,
-            lock_timeout: 1,
+            lock_timeout: Some(1),
             quiet: false,
             verbose: false,
             full_scan: false,

@@ -13,8 +13,16 @@
 
 use std::process::ExitCode;
 
-/// A generic failure (also every failure of `ckpt hook`, which never exits 2).
-pub const EXIT_FAILURE: u8 = 1;
+/// A failure of `ckpt hook`: the harness's non-blocking failure
+/// ([`ckpt_harness::Harness::failure_exit`]: 1, or 0 on Copilot CLI, where
+/// any other code denies the tool call), 1 when no harness is named. Never
+/// 2, which blocks a tool call.
+pub fn hook_failure(harness: Option<ckpt_harness::Harness>) -> ExitCode {
+    ExitCode::from(harness.map_or(
+        ckpt_harness::WARNING_EXIT,
+        ckpt_harness::Harness::failure_exit,
+    ))
+}
 
 /// `ckpt verify --store` found damaged objects, trees or records (the same
 /// code as a [`ckpt_lib::Error::Corrupt`] error).

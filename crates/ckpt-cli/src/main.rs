@@ -34,9 +34,9 @@ struct Cli {
     /// Run as if started in DIR.
     #[arg(short = 'C', global = true, value_name = "DIR", id = "chdir")]
     chdir: Option<PathBuf>,
-    /// Seconds to wait for another ckpt process to finish.
-    #[arg(long, global = true, default_value_t = 60, value_name = "SECS")]
-    lock_timeout: u64,
+    /// Seconds to wait for another ckpt process to finish [default: 60; 1 for `ckpt hook`].
+    #[arg(long, global = true, value_name = "SECS")]
+    lock_timeout: Option<u64>,
     /// Print less.
     #[arg(short, long, global = true)]
     quiet: bool,
@@ -92,9 +92,8 @@ fn main() -> ExitCode {
 /// `RUST_MIN_STACK`, set before any thread exists (a larger value of the
 /// user's is kept). So rayon's global pool can be left to build itself on
 /// first use, with that stack: a command a watcher serves starts no thread
-/// at all, where building the pool here started two on every command
-/// (c896730: `status` through the watcher 3.6 -> 3.2 ms on an Intel host,
-/// `perf stat -r 40`, 4 rounds alternated).
+/// at all, where building the pool here started two on every command (a
+/// measurable part of a command the watcher serves in a few milliseconds).
 /// Commands ckpt runs (`fork -- CMD`) inherit the variable.
 fn walk_stack() {
     const VAR: &str = "RUST_MIN_STACK";

@@ -16,7 +16,6 @@ use ckpt_lib::store::state::{ChangeKind as StateChangeKind, StateChange};
 use ckpt_lib::store::tree::Node;
 use ckpt_lib::workspace::scan::{Unreadable, UNREADABLE};
 use ckpt_lib::{Error, Result};
-use serde_json::Value;
 
 /// Quotes a path for humans: as-is when it is printable UTF-8, else in
 /// double quotes with C-style escapes (like git).
@@ -307,11 +306,6 @@ pub fn checkpoint_line(cp: &Checkpoint, head: Option<u64>, a: Option<&Annotation
         let _ = write!(line, "  (annotated:{})", annotation(a));
     }
     line
-}
-
-/// Prints a JSON value, pretty, on one stdout write.
-pub fn print_json(v: &Value) {
-    println!("{}", serde_json::to_string_pretty(v).expect("json"));
 }
 
 /// Prints a report of the operations layer as its JSON form (`--json`).

@@ -192,13 +192,14 @@ fn init_agent_claude_merges_settings_without_clobbering() {
     ws.init();
     // Printing changes nothing.
     let printed = ws.run(&["init", "--agent", "claude", "--json"]).ok().json();
-    assert_eq!(printed["written"], false);
-    assert!(
-        printed["settings"]["hooks"]["PostToolUse"][0]["hooks"][0]["command"]
-            .as_str()
-            .unwrap()
-            .contains("ckpt hook")
-    );
+    let claude = &printed["harnesses"][0];
+    assert_eq!(claude["written"], false);
+    assert_eq!(claude["change"], "create");
+    let text: Value = serde_json::from_str(claude["text"].as_str().unwrap()).unwrap();
+    assert!(text["hooks"]["PostToolUse"][0]["hooks"][0]["command"]
+        .as_str()
+        .unwrap()
+        .contains("ckpt hook"));
     assert!(!ws.root.join(".claude").exists());
 
     let settings = ws.root.join(".claude/settings.json");

@@ -5,7 +5,7 @@
 //! the files on disk are byte for byte the saved ones.
 //!
 //! Python is found as `$CKPT_MCP_PYTHON`, else `target/mcp-venv/bin/python`
-//! (what `.ci/run` creates), else `python3`; without one that can
+//! (what `scripts/test` creates), else `python3`; without one that can
 //! `import mcp` the test reports a skip (`common::skip`), which fails under
 //! `CI=true`.
 

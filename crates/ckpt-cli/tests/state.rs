@@ -343,3 +343,30 @@ fn status_reports_state_changes_since_head() {
     ws.run(&["save"]).ok();
     assert_eq!(ws.run(&["status", "--json"]).ok().json()["clean"], true);
 }
+
+#[test]
+fn state_versions_do_not_look_like_checkpoint_ids() {
+    let ws = Ws::new();
+    ws.init();
+    ws.run(&["state", "put", "plan", "one"]).ok();
+    ws.run(&["state", "put", "plan", "two"]).ok();
+    let h = ws.run(&["state", "history", "plan"]).ok();
+    let ls = ws.run(&["state", "ls"]).ok();
+    for (what, r) in [("history", &h), ("ls", &ls)] {
+        for word in r.stdout.split_whitespace() {
+            let looks_like_id = word.len() > 1
+                && word.starts_with('v')
+                && word[1..].bytes().all(|b| b.is_ascii_digit());
+            assert!(
+                !looks_like_id,
+                "state {what} prints a version as {word}, like a checkpoint id:\n{}",
+                r.dump()
+            );
+        }
+    }
+    assert_eq!(h.stdout.lines().count(), 2, "{}", h.dump());
+    for l in h.stdout.lines() {
+        assert!(l.starts_with("state@"), "{}", h.dump());
+    }
+    assert!(ls.stdout.contains("  state@"), "{}", ls.dump());
+}

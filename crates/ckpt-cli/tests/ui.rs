@@ -30,7 +30,7 @@
 //!   fork) is refused with the workspace, the fork and the log unchanged.
 //!
 //! Python is `$CKPT_UI_PYTHON`, else `target/ui-venv/bin/python` (what
-//! `.ci/run` creates), else `python3`; it must `import playwright`. The
+//! `scripts/test` creates), else `python3`; it must `import playwright`. The
 //! browser is `$CKPT_CHROMIUM`, else `/usr/bin/chromium`. Without them the
 //! browser tests report a skip (`common::skip`), which fails under
 //! `CI=true`.

@@ -836,6 +836,43 @@ fn watch_status_stop_and_a_second_watcher() {
 }
 
 #[test]
+fn watch_status_epoch_is_a_string_and_a_second_daemon_has_one_prefix() {
+    let ws = Ws::new();
+    ws.init();
+    ws.save();
+    let v = {
+        let _g = START.lock().unwrap_or_else(|e| e.into_inner());
+        ws.run(&["watch", "--daemon", "--json"]).ok().json()
+    };
+    let w = Watcher {
+        root: ws.root.clone(),
+        pid: v["pid"].as_i64().unwrap() as i32,
+    };
+    let sv = ws.run(&["watch", "--status", "--json"]).ok().json();
+    let second = ws.run(&["watch", "--daemon"]);
+    drop(w);
+    for (what, v) in [("--daemon --json", &v), ("--status --json", &sv)] {
+        let e = v["epoch"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{what}: epoch is not a string: {v}"));
+        e.parse::<u64>()
+            .unwrap_or_else(|err| panic!("{what}: epoch {e:?} is not a decimal u64: {err}"));
+    }
+    assert_ne!(second.code, Some(0), "{}", second.dump());
+    assert!(
+        second.stderr.contains("already running"),
+        "{}",
+        second.dump()
+    );
+    assert_eq!(
+        second.stderr.matches("ckpt: error:").count(),
+        1,
+        "the error prefix appears more than once:\n{}",
+        second.dump()
+    );
+}
+
+#[test]
 fn scripted_edge_cases_through_the_watcher_save_what_a_full_scan_saves() {
     let ws = Ws::new();
     ws.init();

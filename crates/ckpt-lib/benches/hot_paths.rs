@@ -9,7 +9,8 @@ use std::hint::black_box;
 use std::path::Path;
 use std::time::Duration;
 
-use ckpt_lib::engine::save::{self, SaveOptions, Scanner};
+use ckpt_lib::engine::save::{self, SaveOptions};
+use ckpt_lib::engine::scanner::{self, Scanner};
 use ckpt_lib::store::index::Index;
 use ckpt_lib::store::tree::{Entry, Node, Tree};
 use ckpt_lib::workspace::Workspace;
@@ -81,8 +82,8 @@ fn bench_scan(c: &mut Criterion) {
     g.bench_function("unchanged_2000_files", |b| {
         b.iter(|| {
             black_box(
-                save::OnDisk::default()
-                    .scan(&ws, &store, save::ScanKind::HashOnly)
+                scanner::OnDisk::default()
+                    .scan(&ws, &store, scanner::ScanKind::HashOnly)
                     .unwrap()
                     .root,
             )

@@ -94,7 +94,7 @@ fn median(v: &mut [f64]) -> f64 {
 /// 7 rounds of 2 threads, each followed by a hash-only full scan of the
 /// workspace at `root`; prints the scan's median and the median ratio.
 fn scan_against_floor(root: &Path, dirs: &[Dir]) -> ckpt_lib::Result<()> {
-    use ckpt_lib::engine::save::{scan_against, ScanKind};
+    use ckpt_lib::engine::scanner::{scan_against, ScanKind};
     let ws = ckpt_lib::workspace::Workspace::discover(root)?;
     let config = ckpt_lib::Config::locking(std::time::Duration::from_secs(10));
     let store = ws.open_store_read_only(&config)?;

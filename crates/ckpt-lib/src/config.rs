@@ -30,7 +30,21 @@ pub struct Config {
     /// `None` (no usable home), or a place that cannot be created: beside
     /// the workspace (see [`crate::workspace`], "Where the store lives").
     pub data_home: Option<PathBuf>,
+    /// Whether `ckpt hook` starts the workspace's watcher when none runs,
+    /// and how long such a watcher waits without a request before it
+    /// stops itself (`CKPT_HOOK_WATCH`: seconds, or `off`; default
+    /// [`HOOK_WATCH_IDLE`]). `None`: hooks start no watcher.
+    pub hook_watch: Option<Duration>,
+    /// Where agent harnesses keep their user-level state, for the checks of
+    /// their gates (`ckpt doctor`, `ckpt status`): `$CODEX_HOME`, else
+    /// `~/.codex`.
+    pub harness_homes: ckpt_harness::gates::Homes,
 }
+
+/// How long a watcher started by a hook stays up without a request: long
+/// enough to outlast a pause between two agent turns, short enough that
+/// watchers of abandoned workspaces do not pile up.
+pub const HOOK_WATCH_IDLE: Duration = Duration::from_secs(30 * 60);
 
 impl Default for Config {
     fn default() -> Self {
@@ -40,6 +54,8 @@ impl Default for Config {
             copy: CopyConfig::default(),
             band_min: None,
             data_home: None,
+            hook_watch: Some(HOOK_WATCH_IDLE),
+            harness_homes: Default::default(),
         }
     }
 }

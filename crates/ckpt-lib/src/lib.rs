@@ -21,8 +21,9 @@
 //! - [`workspace`]: a directory under ckpt: its marker, its
 //!   [`ignore`](workspace::ignore) rules, and the parallel
 //!   [`scan`](workspace::scan) that compares it with the index.
-//! - [`engine`]: what moves data between a workspace and its store:
-//!   [`save`](engine::save), [`restore`](engine::restore),
+//! - [`engine`]: what moves data between a workspace and its store: the
+//!   [`scanner`](engine::scanner) interface, [`save`](engine::save),
+//!   [`status`](engine::status), [`restore`](engine::restore),
 //!   [`materialize`](engine::materialize), [`diff`](engine::diff), the
 //!   state [`digest`](engine::digest), [`verify`](engine::verify),
 //!   [`fork`](engine::fork).

@@ -449,6 +449,7 @@ fn set_past_mtime(path: &Path, secs: u64) {
 fn saves_and_restores_write_deltas_that_keep_the_cache_warm() {
     use ckpt_lib::engine::restore::{self, RestoreOptions};
     use ckpt_lib::engine::save::{self, SaveOptions, SaveOutcome};
+    use ckpt_lib::engine::scanner::OnDisk;
     use ckpt_lib::workspace::Workspace;
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("ws");
@@ -465,13 +466,8 @@ fn saves_and_restores_write_deltas_that_keep_the_cache_warm() {
     let index_path = tmp.path().join("store/index");
     let save = |expect_read: u64, what: &str| {
         let store = ws.open_store(&Config::locking(t)).unwrap();
-        let c = save::capture(
-            &ws,
-            &store,
-            &SaveOptions::default(),
-            &mut save::OnDisk::default(),
-        )
-        .unwrap();
+        let c =
+            save::capture(&ws, &store, &SaveOptions::default(), &mut OnDisk::default()).unwrap();
         assert_eq!(c.files_read, expect_read, "{what}: files read");
         match c.outcome {
             SaveOutcome::Saved(cp) => Some(cp.seq),
@@ -509,7 +505,7 @@ fn saves_and_restores_write_deltas_that_keep_the_cache_warm() {
         &store,
         &format!("v{v1}"),
         &RestoreOptions::default(),
-        &mut save::OnDisk::default(),
+        &mut OnDisk::default(),
     )
     .unwrap();
     drop(store);

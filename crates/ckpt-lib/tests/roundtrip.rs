@@ -12,7 +12,9 @@ use std::time::Duration;
 use ckpt_lib::engine::diff::PathFilter;
 use ckpt_lib::engine::materialize;
 use ckpt_lib::engine::restore::{self, RestoreOptions};
-use ckpt_lib::engine::save::{self, SaveOptions, SaveOutcome, Scanner};
+use ckpt_lib::engine::save::{self, SaveOptions, SaveOutcome};
+use ckpt_lib::engine::scanner::{OnDisk, ScanKind, Scanner};
+use ckpt_lib::engine::status;
 use ckpt_lib::store::index::RACY_WINDOW_NS;
 use ckpt_lib::workspace::Workspace;
 use ckpt_lib::Config;
@@ -39,18 +41,18 @@ fn restore_ws(ws: &Workspace, seq: u64, paths: Vec<Vec<u8>>) {
             paths,
             ..Default::default()
         },
-        &mut save::OnDisk::default(),
+        &mut OnDisk::default(),
     )
     .unwrap();
 }
 
 fn assert_clean(ws: &Workspace) {
     let store = ws.open_store(&Config::locking(T)).unwrap();
-    let st = save::status(
+    let st = status::status(
         &store,
         &PathFilter::default(),
-        save::OnDisk::default()
-            .scan(ws, &store, save::ScanKind::HashOnly)
+        OnDisk::default()
+            .scan(ws, &store, ScanKind::HashOnly)
             .unwrap(),
     )
     .unwrap();
@@ -154,10 +156,10 @@ proptest! {
         // again (this scan lists everything and records exact names).
         std::thread::sleep(Duration::from_nanos(RACY_WINDOW_NS as u64 + 20_000_000));
         let store = ws.open_store(&Config::locking(T)).unwrap();
-        save::capture(&ws, &store, &SaveOptions::default(), &mut save::OnDisk::default()).unwrap();
+        save::capture(&ws, &store, &SaveOptions::default(), &mut OnDisk::default()).unwrap();
         // Nothing changed: only the root (whose names include the marker,
         // so never exact) is listed.
-        let again = save::capture(&ws, &store, &SaveOptions::default(), &mut save::OnDisk::default()).unwrap();
+        let again = save::capture(&ws, &store, &SaveOptions::default(), &mut OnDisk::default()).unwrap();
         prop_assert_eq!(again.scan.dirs_listed, 1);
         // And each small leaf below the root's children is checked through
         // its parent without being opened (the root's children come from
@@ -195,8 +197,8 @@ proptest! {
         save(&ws);
         std::thread::sleep(Duration::from_nanos(RACY_WINDOW_NS as u64 + 20_000_000));
         let store = ws.open_store(&Config::locking(T)).unwrap();
-        save::capture(&ws, &store, &SaveOptions::default(), &mut save::OnDisk::default()).unwrap();
-        let again = save::capture(&ws, &store, &SaveOptions::default(), &mut save::OnDisk::default()).unwrap();
+        save::capture(&ws, &store, &SaveOptions::default(), &mut OnDisk::default()).unwrap();
+        let again = save::capture(&ws, &store, &SaveOptions::default(), &mut OnDisk::default()).unwrap();
         prop_assert_eq!(again.scan.dirs_unopened, unopened_leaves(&root));
         drop(store);
         for (i, kind, b) in edits {

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use ckpt_lib::engine::restore::{self, RestoreOptions, Scope};
 use ckpt_lib::engine::save::{self, SaveOptions, SaveOutcome};
+use ckpt_lib::engine::scanner::OnDisk;
 use ckpt_lib::store::catalog::Checkpoint;
 use ckpt_lib::store::state::{ChangeKind, STATE_FILE};
 use ckpt_lib::store::Store;
@@ -88,7 +89,7 @@ impl Fixture {
                 scope,
                 ..Default::default()
             },
-            &mut save::OnDisk::default(),
+            &mut OnDisk::default(),
         )
         .unwrap()
     }
@@ -243,7 +244,7 @@ fn files_only_and_state_only() {
             paths: vec![b"a".to_vec()],
             ..Default::default()
         },
-        &mut save::OnDisk::default(),
+        &mut OnDisk::default(),
     )
     .expect_err("refused");
     assert_eq!(err.exit_code(), 2);
@@ -257,7 +258,7 @@ fn files_only_and_state_only() {
             paths: vec![b"a".to_vec()],
             ..Default::default()
         },
-        &mut save::OnDisk::default(),
+        &mut OnDisk::default(),
     )
     .unwrap();
     assert!(rep.state.is_none());
@@ -301,7 +302,7 @@ fn dry_run_changes_no_state() {
             dry_run: true,
             ..Default::default()
         },
-        &mut save::OnDisk::default(),
+        &mut OnDisk::default(),
     )
     .unwrap();
     let st = rep.state.unwrap();

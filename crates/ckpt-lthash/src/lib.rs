@@ -92,12 +92,12 @@
 //!
 //! # Performance
 //!
-//! Lane add/sub of two states: ~37 ns (SSE2-vectorised loops). One element
-//! is the 2048-byte BLAKE3 XOF (32 compressions of one root block) plus
-//! ≈ 70 ns: 0.38 µs on a 2-vCPU AVX-512 VM, where blake3 computes the 32
-//! blocks side by side (`xof_many`) because the whole output is asked for in
-//! one `fill`; ≈ 2.4 µs on an AVX2-only CPU, where blake3 computes them one
-//! after another. See `BENCH_RESULTS.md`.
+//! Lane add/sub of two states is SSE2-vectorised loops. One element is the
+//! 2048-byte BLAKE3 XOF (32 compressions of one root block) plus the lane
+//! adds: on an AVX-512 CPU blake3 computes the 32 blocks side by side
+//! (`xof_many`) because the whole output is asked for in one `fill`; on an
+//! AVX2-only CPU one after another, several times slower. Figures:
+//! BENCHMARKS.md ("Integrity") and `BENCH_RESULTS.md`.
 //!
 //! # Example
 //!

@@ -189,6 +189,7 @@ struct LogQuery {
     limit: Option<usize>,
     before: Option<u64>,
     search: Option<String>,
+    session: Option<String>,
     path: Option<String>,
     path_hex: Option<String>,
 }
@@ -209,6 +210,7 @@ async fn log(State(s): S, Query(q): Query<LogQuery>) -> Response {
         before: q.before,
         search: q.search.filter(|s| !s.is_empty()),
         path,
+        session: q.session.clone().filter(|s| !s.is_empty()),
     };
     run(&s, move |c| ops::log::log(c, &opts)).await
 }

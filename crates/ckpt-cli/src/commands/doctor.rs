@@ -47,6 +47,24 @@ pub fn run(ctx: &Ctx, args: &DoctorArgs) -> Result<()> {
         yn(o.namespace.works),
         o.namespace.why
     );
+    for h in &rep.harnesses {
+        match &h.warning {
+            None => println!("agent hooks: {} calls `ckpt hook` here", h.harness),
+            Some(w) => println!("agent hooks: {}: warning: {w}", h.harness),
+        }
+    }
+    match ops::watch::status(&ctx.ops, &Default::default()).ok().and_then(|r| r.status) {
+        Some(s) => println!(
+            "watcher: running (pid {}){}",
+            s.pid,
+            s.idle_stop_secs.map_or(String::new(), |i| format!(
+                ", stops itself after {i} s without a request"
+            ))
+        ),
+        None => println!(
+            "watcher: not running (the first `ckpt hook` starts one, or `ckpt watch --daemon`)"
+        ),
+    }
     Ok(())
 }
 

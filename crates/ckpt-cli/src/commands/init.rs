@@ -6,7 +6,6 @@ use ckpt_lib::ops;
 use ckpt_lib::ops::init::{Existing, InitOptions, Outcome};
 use ckpt_lib::Result;
 
-use super::hook;
 use crate::context::Ctx;
 use crate::render::print_report;
 
@@ -31,14 +30,21 @@ pub struct InitArgs {
     /// (docs/FORK.md, "Making a workspace a subvolume").
     #[arg(long, conflicts_with = "attach")]
     subvolume: bool,
-    /// Also set up hooks for an agent harness: print its configuration,
-    /// or merge it with --write (an existing workspace is kept).
-    #[arg(long, value_enum, value_name = "HARNESS")]
-    agent: Option<hook::Agent>,
-    /// With --agent: merge the hooks into the harness settings file
-    /// (.claude/settings.json), keeping everything already there.
+    /// Also set up the hooks of an agent harness (claude, codex, gemini,
+    /// copilot, cursor, opencode): say what would be written, or write it
+    /// with --write (an existing workspace is kept). Without a name: the
+    /// harnesses whose configuration directories are here.
+    #[arg(long, value_name = "HARNESS", num_args = 0..=1, default_missing_value = "",
+          value_parser = agent_names())]
+    agent: Option<String>,
+    /// With --agent: merge the hooks into the harness's project
+    /// configuration, keeping everything already there.
     #[arg(long, requires = "agent")]
     write: bool,
+    /// With --agent: take ckpt's hooks out of the harness's configuration
+    /// again (with --write; else say what would be removed).
+    #[arg(long, requires = "agent")]
+    remove: bool,
     /// JSON output.
     #[arg(long)]
     json: bool,
@@ -59,8 +65,14 @@ pub fn run(ctx: &Ctx, args: &InitArgs) -> Result<()> {
         },
     };
     let rep = ops::init::init(&ctx.ops, &opts)?;
-    if let Some(agent) = args.agent {
-        return hook::init_agent(ctx, &rep.workspace, agent, args.write, args.json);
+    if let Some(agent) = &args.agent {
+        if !args.json && !ctx.quiet && !matches!(rep.outcome, Outcome::Kept) {
+            eprintln!("initialised workspace {}", rep.workspace.root.display());
+        }
+        if !args.json && !ctx.quiet {
+            say_git_exclude(&rep);
+        }
+        return run_agent(ctx, agent, args);
     }
     if args.json {
         print_report(&rep);
@@ -99,6 +111,97 @@ pub fn run(ctx: &Ctx, args: &InitArgs) -> Result<()> {
                 rep.workspace.store_path.display(),
                 copy_strategy
             );
+        }
+        say_git_exclude(&rep);
+    }
+    Ok(())
+}
+
+/// `ckpt init`'s note on `.git/info/exclude`, when it added anything.
+fn say_git_exclude(rep: &ckpt_lib::ops::init::InitReport) {
+    if let Some(g) = rep.git_exclude.as_ref().filter(|g| !g.added.is_empty()) {
+        eprintln!(
+            "kept {} out of `git status` (added to {})",
+            g.added.join(", "),
+            g.file.display()
+        );
+    }
+}
+
+/// `--agent` values: a harness's name, or empty (detect).
+fn agent_names() -> clap::builder::PossibleValuesParser {
+    let mut names = ckpt_harness::Harness::names();
+    names.push("");
+    clap::builder::PossibleValuesParser::new(names)
+}
+
+/// `ckpt init --agent [NAME] [--write] [--remove]` once the workspace exists.
+fn run_agent(ctx: &Ctx, agent: &str, args: &InitArgs) -> Result<()> {
+    use ckpt_harness::setup::Change;
+    use ckpt_lib::ops::agent::{AgentOptions, AgentReport};
+    let harnesses = ckpt_harness::Harness::from_name(agent).map(|h| vec![h]);
+    let here = match &args.dir {
+        Some(d) => ckpt_lib::ops::Context::new(ctx.ops.abs(d), ctx.ops.config.clone()),
+        None => ckpt_lib::ops::Context::new(ctx.ops.cwd.clone(), ctx.ops.config.clone()),
+    };
+    let rep: AgentReport = ops::agent::agent(
+        &here,
+        &AgentOptions {
+            harnesses,
+            remove: args.remove,
+            write: args.write,
+        },
+    )?;
+    if args.json {
+        print_report(&rep);
+        return Ok(());
+    }
+    if rep.changes.is_empty() {
+        let names = ckpt_harness::Harness::names().join(", ");
+        println!(
+            "no agent harness is configured in {} (none of their configuration directories is \
+             there); name one: `ckpt init --agent NAME --write` ({names})",
+            rep.root.display()
+        );
+        return Ok(());
+    }
+    for c in &rep.changes {
+        let p = &c.plan;
+        let title = p.harness.title();
+        let path = p.path.display();
+        let events = p.events.join(", ");
+        match (&p.change, c.written, args.remove) {
+            (Change::Unchanged, _, false) => {
+                println!("{title}: {path} already runs `ckpt hook`; nothing changed")
+            }
+            (Change::Unchanged, _, true) => {
+                println!("{title}: {path} runs no ckpt hook; nothing changed")
+            }
+            (Change::Delete, true, _) => {
+                println!("{title}: removed {path} (it held only ckpt's hooks)")
+            }
+            (Change::Delete, false, _) => println!(
+                "{title}: would remove {path} (it holds only ckpt's hooks); run again with --write"
+            ),
+            (_, true, true) => println!("{title}: took `ckpt hook` out of {events} in {path}"),
+            (_, true, false) if events.is_empty() => println!("{title}: wrote {path}"),
+            (_, true, false) => println!("{title}: added `ckpt hook` for {events} to {path}"),
+            (_, false, true) => {
+                println!("# {title}: would take `ckpt hook` out of {events} in {path}, leaving (run again with --write):");
+                print!("{}", p.text);
+            }
+            (change, false, false) => {
+                let verb = if *change == Change::Create {
+                    "create"
+                } else {
+                    "update"
+                };
+                println!("# {title}: would {verb} {path} as follows (run again with --write to write it):");
+                print!("{}", p.text);
+            }
+        }
+        if let (Some(note), false) = (p.harness.approval(), args.remove) {
+            eprintln!("{title}: {note}");
         }
     }
     Ok(())

@@ -25,8 +25,12 @@ pub struct LogArgs {
     /// history.
     #[arg(long, value_name = "PATH")]
     path: Option<PathBuf>,
+    /// Only the checkpoints an agent harness recorded in this session (its
+    /// `session` tag).
+    #[arg(long, value_name = "SESSION")]
+    session: Option<String>,
     /// List the checkpoints of this workspace on a remote (a name or URL).
-    #[arg(long, value_name = "REMOTE", conflicts_with_all = ["before", "search", "path"])]
+    #[arg(long, value_name = "REMOTE", conflicts_with_all = ["before", "search", "path", "session"])]
     remote: Option<String>,
     /// With --remote: the workspace name there.
     #[arg(long, value_name = "NAME", requires = "remote")]
@@ -59,6 +63,7 @@ pub fn run(ctx: &Ctx, args: &LogArgs) -> Result<()> {
         before,
         search: args.search.clone(),
         path: args.path.clone(),
+        session: args.session.clone(),
     };
     let rep = ops::log::log(&ctx.ops, &opts)?;
     if args.json {
@@ -69,7 +74,7 @@ pub fn run(ctx: &Ctx, args: &LogArgs) -> Result<()> {
     if rep.total == 0 && !ctx.quiet {
         println!("no checkpoints yet: run `ckpt save`");
     } else if rep.checkpoints.is_empty()
-        && (args.search.is_some() || args.path.is_some())
+        && (args.search.is_some() || args.path.is_some() || args.session.is_some())
         && !ctx.quiet
     {
         println!("no checkpoint matches");

@@ -2,11 +2,11 @@
 //! (`#[derive(clap::Args)]`) next to the code that runs it, and the dispatch.
 //!
 //! clap builds a subcommand's arguments only when that subcommand runs
-//! (`defer`): building all of them took every command 0.3 ms (`ckpt
-//! status` on a one-file workspace 0.78× wall, 60 alternated pairs) and 60 of
-//! its page faults. A deferred subcommand's arguments are built after its
-//! help line, so a doc comment on an argument struct or a nested
-//! subcommand enum would replace that line: theirs are plain comments.
+//! (`defer`): building all of them cost every command, however small, the
+//! time and page faults of thirty argument sets it never reads. A deferred
+//! subcommand's arguments are built after its help line, so a doc comment
+//! on an argument struct or a nested subcommand enum would replace that
+//! line: theirs are plain comments.
 
 mod adopt;
 mod annotate;
@@ -36,6 +36,7 @@ mod state;
 mod status;
 mod stores;
 mod ui;
+mod undo;
 mod verify;
 mod watch;
 
@@ -65,6 +66,9 @@ pub enum Command {
     Diff(diff::DiffArgs),
     /// Bring the workspace (or some paths, or another directory) back to a checkpoint.
     Restore(restore::RestoreArgs),
+    /// Undo the agent's last file-changing tool call (or, --turn, its last
+    /// prompt): an undoable restore to the checkpoint just before it.
+    Undo(undo::UndoArgs),
     /// Delete a checkpoint record (its data goes at the next gc).
     Delete(delete::DeleteArgs),
     /// Add, change or remove tags and a note on an existing checkpoint
@@ -136,6 +140,7 @@ pub fn run(cmd: &Command, ctx: &Ctx, chdir_given: bool) -> Result<ExitCode> {
         Command::Init(args) => init::run(ctx, args),
         Command::Save(args) => save::run(ctx, args),
         Command::Log(args) => log::run(ctx, args),
+        Command::Undo(args) => undo::run(ctx, args),
         Command::Show(args) => show::run(ctx, args),
         Command::Status(args) => status::run(ctx, args),
         Command::Diff(args) => diff::run(ctx, args),

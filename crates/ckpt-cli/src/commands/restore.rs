@@ -96,10 +96,17 @@ pub fn run(ctx: &Ctx, args: &RestoreArgs) -> Result<()> {
         print_report(&r);
         return Ok(());
     }
+    print_restored(ctx, &r, scope, ctx.verbose);
+    Ok(())
+}
+
+/// Prints an in-place restore for people (`list`: every changed path, as
+/// `--verbose` asks and `ckpt undo` always does).
+pub(super) fn print_restored(ctx: &Ctx, r: &ops::restore::Restored, scope: Scope, list: bool) {
     let (rep, elapsed) = (&r.report, r.elapsed);
     render::warn_unreadable("", &rep.unreadable);
     let shown: Vec<_> = rep.changes.iter().filter(|c| c.is_interesting()).collect();
-    if args.dry_run {
+    if r.dry_run {
         let stats = diff::stats(&rep.changes);
         for c in &shown {
             println!("{}", render::change_line(c));
@@ -121,9 +128,9 @@ pub fn run(ctx: &Ctx, args: &RestoreArgs) -> Result<()> {
             stats.files_modified,
             stats.files_deleted
         );
-        return Ok(());
+        return;
     }
-    if ctx.verbose {
+    if list {
         for c in &shown {
             println!("{}", render::change_line(c));
         }
@@ -132,7 +139,7 @@ pub fn run(ctx: &Ctx, args: &RestoreArgs) -> Result<()> {
         }
     }
     if ctx.quiet {
-        return Ok(());
+        return;
     }
     if let Some(p) = &rep.pre_save {
         println!("saved the current state as {}", p.id());
@@ -161,7 +168,7 @@ pub fn run(ctx: &Ctx, args: &RestoreArgs) -> Result<()> {
             rep.target.id(),
             render::ms(elapsed),
         );
-        return Ok(());
+        return;
     }
     println!(
         "{} {}: {} written, {} removed ({}){undo}",
@@ -175,5 +182,4 @@ pub fn run(ctx: &Ctx, args: &RestoreArgs) -> Result<()> {
         rep.removed,
         render::ms(elapsed),
     );
-    Ok(())
 }

@@ -32,6 +32,9 @@ pub fn run(ctx: &Ctx, args: &StatusArgs) -> Result<()> {
     let shown: Vec<_> = st.changes.iter().filter(|c| c.is_interesting()).collect();
     let state_changes = &st.state_changes;
     let clean = st.clean();
+    for w in &st.warnings {
+        eprintln!("warning: {w}");
+    }
     if let Some(j) = &st.journal {
         println!(
             "warning: a restore to v{} was interrupted; run `ckpt restore v{}` to finish it",

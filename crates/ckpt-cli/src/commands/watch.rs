@@ -41,6 +41,10 @@ pub struct WatchArgs {
         requires = "auto_save"
     )]
     auto_save_tags: Vec<String>,
+    /// Stop after this many seconds without a request (status requests
+    /// do not count); what watchers started by `ckpt hook` use.
+    #[arg(long, value_name = "SECS", conflicts_with_all = ["stop", "status"])]
+    idle_stop: Option<u64>,
     /// JSON output (with --status, --stop, --daemon).
     #[arg(long)]
     json: bool,
@@ -98,6 +102,9 @@ pub fn run(ctx: &Ctx, args: &WatchArgs) -> Result<()> {
                         s.startup_ms.unwrap_or(0.0),
                         s.overflows
                     );
+                    if let Some(i) = s.idle_stop_secs {
+                        println!("  stops itself after {i} s without a request");
+                    }
                     if let Some(q) = s.auto_save_secs {
                         println!("  auto-save after {q} s quiet ({} so far)", s.auto_saves);
                     }
@@ -142,6 +149,7 @@ pub fn run(ctx: &Ctx, args: &WatchArgs) -> Result<()> {
     let opts = WatchOptions {
         auto_save,
         auto_save_tags: tags.into_iter().collect(),
+        idle_stop: args.idle_stop.map(Duration::from_secs),
         on_ready: (!ctx.quiet).then_some(print_ready as fn(&WatchStatus)),
         config: ctx.ops.config.clone(),
     };
@@ -151,38 +159,18 @@ pub fn run(ctx: &Ctx, args: &WatchArgs) -> Result<()> {
 fn daemonize(ctx: &Ctx, ws: &ckpt_lib::workspace::Workspace, args: &WatchArgs) -> Result<()> {
     let store = &ws.store_path;
     let log_path = watch::log_path(store);
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&log_path)
-        .map_err(|e| Error::io("open", &log_path, e))?;
-    let log_start = log.metadata().map(|m| m.len()).unwrap_or(0);
-    let exe = std::env::current_exe().map_err(|e| Error::io("find own binary", "ckpt", e))?;
-    let mut cmd = Command::new(exe);
-    cmd.arg("-C").arg(&ws.root).arg("watch");
+    let log_start = std::fs::metadata(&log_path).map(|m| m.len()).unwrap_or(0);
+    let mut extra: Vec<String> = Vec::new();
     if let Some(q) = args.auto_save {
-        cmd.arg("--auto-save").arg(q.to_string());
+        extra.extend(["--auto-save".into(), q.to_string()]);
     }
     for t in &args.auto_save_tags {
-        cmd.arg("--auto-save-tag").arg(t);
+        extra.extend(["--auto-save-tag".into(), t.clone()]);
     }
-    cmd.stdin(Stdio::null())
-        .stdout(
-            log.try_clone()
-                .map_err(|e| Error::io("dup", &log_path, e))?,
-        )
-        .stderr(log);
-    // SAFETY: setsid is async-signal-safe; it detaches the child from our
-    // session and terminal so it outlives us.
-    unsafe {
-        cmd.pre_exec(|| {
-            libc::setsid();
-            Ok(())
-        });
+    if let Some(i) = args.idle_stop {
+        extra.extend(["--idle-stop".into(), i.to_string()]);
     }
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| Error::io("start watcher", &ws.root, e))?;
+    let mut child = spawn_detached(ws, &extra)?;
     let t0 = Instant::now();
     loop {
         if let Ok(r) = client::request(store, Op::Status, 0, 0) {
@@ -223,6 +211,41 @@ fn daemonize(ctx: &Ctx, ws: &ckpt_lib::workspace::Workspace, args: &WatchArgs) -
         }
         std::thread::sleep(Duration::from_millis(10));
     }
+}
+
+/// Starts `ckpt -C ROOT watch EXTRA…` in a session of its own (so it
+/// outlives this process and its terminal), with stdin closed and output
+/// appended to `<store>/watch.log`, and returns without waiting for it.
+/// A second watcher of the same store exits at once (the watch lock).
+pub fn spawn_detached(
+    ws: &ckpt_lib::workspace::Workspace,
+    extra: &[String],
+) -> Result<std::process::Child> {
+    let log_path = watch::log_path(&ws.store_path);
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log_path)
+        .map_err(|e| Error::io("open", &log_path, e))?;
+    let exe = std::env::current_exe().map_err(|e| Error::io("find own binary", "ckpt", e))?;
+    let mut cmd = Command::new(exe);
+    cmd.arg("-C").arg(&ws.root).arg("watch").args(extra);
+    cmd.stdin(Stdio::null())
+        .stdout(
+            log.try_clone()
+                .map_err(|e| Error::io("dup", &log_path, e))?,
+        )
+        .stderr(log);
+    // SAFETY: setsid is async-signal-safe; it detaches the child from our
+    // session and terminal so it outlives us.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+    }
+    cmd.spawn()
+        .map_err(|e| Error::io("start watcher", &ws.root, e))
 }
 
 /// What a detached watcher that exited early wrote to its log, for our own

@@ -35,6 +35,9 @@ pub fn command(cwd: &Path, args: &[&OsStr]) -> Command {
         .env_remove("CKPT_FAULT")
         .env("HOME", cwd)
         .env("XDG_DATA_HOME", cwd.join(".no-such-xdg"))
+        // `ckpt hook` would start a watcher that outlives the test; the
+        // tests of that start set the variable themselves.
+        .env("CKPT_HOOK_WATCH", "off")
         .stdin(Stdio::null());
     c
 }
@@ -301,8 +304,8 @@ pub fn ids(log: &Value) -> Vec<String> {
         .collect()
 }
 
-/// A Python that can `import MODULE`: `$ENV_VAR`, else the venv `.ci/run`
-/// makes at `target/VENV`, else `python3`; the error lists what was tried.
+/// A Python that can `import MODULE`: `$ENV_VAR`, else the venv
+/// `scripts/test` makes at `target/VENV`, else `python3`; the error lists what was tried.
 pub fn python_with(env_var: &str, venv: &str, module: &str) -> Result<PathBuf, String> {
     let mut candidates = Vec::new();
     if let Some(p) = std::env::var_os(env_var) {
@@ -325,7 +328,7 @@ pub fn python_with(env_var: &str, venv: &str, module: &str) -> Result<PathBuf, S
         }
     }
     Err(format!(
-        "no Python with `{module}` (tried {candidates:?}); `.ci/run` installs it into target/{venv}"
+        "no Python with `{module}` (tried {candidates:?}); `scripts/test` installs it into target/{venv}"
     ))
 }
 
@@ -731,8 +734,10 @@ pub fn assert_untorn(ws: &Ws, ids: &[String], log: &[String]) {
 // calls [`skip`] or [`skip_env`], which write `SKIPPED <test>: <why>`
 // straight to file descriptor 2 (not captured, so `cargo test` shows it) and,
 // when the test binary exits, repeat every skip of that binary below its
-// `test result:` line. Under `CI=true`, [`skip`] panics instead: CI
-// (`.ci/run`) provides those prerequisites, so missing one is a failure.
+// `test result:` line (`scripts/test` lists them all at the end). Under
+// `CI=true`, [`skip`] panics instead: CI (`.ci/run`, which runs
+// `scripts/test` as root) provides those prerequisites, so missing one is a
+// failure.
 
 /// Skips recorded in this test binary, printed when it exits.
 static SKIPS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
@@ -793,7 +798,8 @@ fn record_skip(why: &str, loc: &std::panic::Location<'_>) {
 
 /// The calling test (or a part of it) cannot run because a prerequisite
 /// that `.ci/run` provides is missing: a package it installs (xfsprogs,
-/// btrfs-progs, fuse3, rsync, e2fsprogs), the MCP venv, or root. Under
+/// btrfs-progs, fuse3, rsync, e2fsprogs), a venv `scripts/test` makes, or
+/// root. Under
 /// `CI=true` this panics; otherwise it reports the skip (see above) and the
 /// caller returns.
 #[track_caller]

@@ -35,7 +35,8 @@ use rustix::fs::inotify::ReadFlags;
 use rustix::io::Errno;
 
 use crate::engine::restore::RestoreReport;
-use crate::engine::save::{self, SaveOptions, SaveOutcome, ScanKind, Scanner};
+use crate::engine::save::{SaveOptions, SaveOutcome};
+use crate::engine::scanner::{scan_against, ScanKind, Scanner};
 use crate::error::IoContext;
 use crate::ops;
 use crate::platform::inotify::{peer_uid, Event, Inotify};
@@ -60,6 +61,10 @@ pub struct WatchOptions {
     pub auto_save: Option<Duration>,
     /// Tags for auto-saves.
     pub auto_save_tags: Vec<(String, String)>,
+    /// Stop after this long without a request other than `status` (a
+    /// watcher started by `ckpt hook`: see [`crate::Config::hook_watch`]);
+    /// `None`: run until stopped.
+    pub idle_stop: Option<Duration>,
     /// Called once when the watcher is ready (initial walk done).
     pub on_ready: Option<fn(&WatchStatus)>,
     /// How stores are opened (copy strategy, band size); the lock timeout
@@ -101,6 +106,9 @@ struct Watcher {
     /// freed since is to be given back once idle.
     release_due: bool,
     last_request: Instant,
+    /// The last request that was not `status`: what [`WatchOptions::idle_stop`]
+    /// counts from.
+    last_use: Instant,
     /// Why the next save cannot be partial, when it cannot.
     full_reason: &'static str,
     /// The store of the request being answered, closed (and its lock
@@ -362,6 +370,7 @@ impl Watcher {
             overflows: self.overflows,
             auto_save_secs: self.opts.auto_save.map(|d| d.as_secs_f64()),
             auto_saves: self.auto_saves,
+            idle_stop_secs: self.opts.idle_stop.map(|d| d.as_secs()),
             warming: self.warming.running.load(Ordering::Relaxed),
             warmed_entries: self.warming.entries.load(Ordering::Relaxed),
         }
@@ -474,7 +483,7 @@ impl Watcher {
             None => (None, format!("full scan: {}", self.full_reason)),
         };
         let t = crate::trace::span("scan");
-        let scan = save::scan_against(&self.ws, store, index, kind, dirs.as_ref())?;
+        let scan = scan_against(&self.ws, store, index, kind, dirs.as_ref())?;
         drop(t);
         if from_disk {
             // Loading read every page of the mapped index file; from now
@@ -759,6 +768,9 @@ impl Watcher {
             }
         };
         self.last_request = Instant::now();
+        if !matches!(req.op, Op::Status) {
+            self.last_use = self.last_request;
+        }
         let resp = self.answer(&req);
         let mut out = serde_json::to_vec(&resp).expect("response serialises");
         out.push(b'\n');
@@ -903,6 +915,7 @@ pub fn run(ws: &Workspace, opts: WatchOptions) -> Result<()> {
         persist_due: false,
         release_due: false,
         last_request: Instant::now(),
+        last_use: Instant::now(),
         full_reason: "the watcher restarted or started after the last save",
         closing: None,
     };
@@ -925,14 +938,24 @@ pub fn run(ws: &Workspace, opts: WatchOptions) -> Result<()> {
 
 fn event_loop(w: &mut Watcher, listener: &UnixListener) -> Result<()> {
     loop {
-        let timeout = if w.opts.auto_save.is_some() || w.persist_due || w.release_due {
-            Some(rustix::time::Timespec {
-                tv_sec: 0,
-                tv_nsec: 200_000_000,
-            })
-        } else {
-            None
-        };
+        let tick = Duration::from_millis(200);
+        let mut wait =
+            (w.opts.auto_save.is_some() || w.persist_due || w.release_due).then_some(tick);
+        if let Some(idle) = w.opts.idle_stop {
+            let left = idle.saturating_sub(w.last_use.elapsed());
+            if left.is_zero() {
+                eprintln!(
+                    "ckpt watch: stopping: no request for {} s (idle stop)",
+                    idle.as_secs()
+                );
+                return Ok(());
+            }
+            wait = Some(wait.map_or(left, |t| t.min(left)));
+        }
+        let timeout = wait.map(|d| rustix::time::Timespec {
+            tv_sec: d.as_secs() as i64,
+            tv_nsec: d.subsec_nanos() as i64,
+        });
         let (ino_ready, sock_ready) = {
             let ino_fd = w.ino.fd();
             let mut fds = [

@@ -4,8 +4,8 @@
 //!
 //! Why: a btrfs-subvolume fork made through the watcher, or by `fork
 //! --count`, does not scan its snapshot (docs/FORK.md). The first `lstat` of
-//! an inode of a fresh snapshot reads it from the snapshot's tree, 5–7 µs
-//! against 1.4 µs for a cached one, so that fork's first save would pay a
+//! an inode of a fresh snapshot reads it from the snapshot's tree, several
+//! times the cost of a cached one, so that fork's first save would pay a
 //! whole walk of cold inodes: several times the parent's save. An agent
 //! starts working in a fork long before it saves there, so the walk is
 //! done then, on a thread of the watcher, a process that is running anyway.

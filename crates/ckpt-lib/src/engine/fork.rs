@@ -130,7 +130,7 @@ use crate::engine::diff::ChangeKind;
 use crate::engine::inherit::{self, Placement, Stats};
 use crate::engine::materialize::{self, MaterializeOptions, MaterializeReport};
 use crate::engine::restore::{self, RestoreOptions};
-use crate::engine::save::{OnDisk, ScanKind, ScanPlan, Scanner};
+use crate::engine::scanner::{OnDisk, ScanKind, ScanPlan, Scanner};
 use crate::error::IoContext;
 use crate::platform::btrfs;
 use crate::store::catalog::{Checkpoint, Origin};
@@ -1025,7 +1025,7 @@ impl Scanner for SnapshotScanner<'_> {
         if !self.keep {
             return self.inner.keep_index(store, scan);
         }
-        crate::engine::save::save_index(store, &mut scan)?;
+        crate::engine::scanner::save_index(store, &mut scan)?;
         self.kept = Some(scan.index);
         Ok(())
     }

@@ -27,7 +27,8 @@
 //!   small files are cloned too, although writing them would cost less CPU
 //!   (on xfs about half of a `FICLONE`): a fork then shares every block
 //!   with the store instead of taking one new block per small file (for
-//!   the reference workspace ~23 MiB of new space instead of ~225 MiB);
+//!   the reference workspace a tenth of the new space: BENCHMARKS.md,
+//!   "Rejected experiments");
 //! - an object used by several files is hashed once per operation (for
 //!   `fork --count N`, once for all N forks: [`MaterializeOptions::verified`]);
 //! - a fork does not hash a plain object whose inode, size and mtime are

@@ -3,7 +3,11 @@
 //! choosing between the watcher and this process, opening the store and
 //! taking the lock are the front door's job ([`crate::ops`]).
 //!
-//! - [`save`]: scan, store changed contents, commit a checkpoint.
+//! - [`scanner`]: the scan interface: where the engines get a workspace's
+//!   current state ([`scanner::Scanner`]: in this process against the index
+//!   file, or the watcher's in-memory index) and where its index goes.
+//! - [`save`]: capture: scan, store changed contents, commit a checkpoint.
+//! - [`status`]: what changed since the head, from a hash-only scan.
 //! - [`restore`]: bring a workspace (or some paths) back to a checkpoint,
 //!   journalled so an interruption resumes.
 //! - [`materialize`]: write a checkpoint's tree into a new directory
@@ -27,5 +31,7 @@ pub mod materialize;
 pub mod overlay;
 pub mod restore;
 pub mod save;
+pub mod scanner;
+pub mod status;
 pub mod subvolume;
 pub mod verify;

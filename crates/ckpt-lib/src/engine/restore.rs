@@ -107,7 +107,8 @@ use rustix::fs::{AtFlags, Mode as FsMode};
 use rustix::io::Errno;
 
 use crate::engine::diff::{self, Change, ChangeKind, PathFilter, TreeSource};
-use crate::engine::save::{self, SaveOptions, SaveOutcome, ScanKind, Scanner, REASON_TAG};
+use crate::engine::save::{self, SaveOptions, SaveOutcome, REASON_TAG};
+use crate::engine::scanner::{scan_against, ScanKind, Scanner};
 use crate::error::IoContext;
 use crate::error::NoSpaceForUndo;
 use crate::store::catalog::{CatalogReader, Checkpoint, Durable, Journal};
@@ -218,7 +219,7 @@ impl RestoreReport {
 }
 
 /// Restores the workspace in place to checkpoint `rev`, scanning and
-/// keeping the index through `scanner` ([`save::OnDisk`] in a command, the
+/// keeping the index through `scanner` ([`crate::engine::scanner::OnDisk`] in a command, the
 /// in-memory index in the watcher).
 pub fn restore(
     ws: &Workspace,
@@ -545,7 +546,7 @@ fn record_restored(
             dirty.insert(c.path.clone());
         }
     }
-    let mut rescan = save::scan_against(ws, store, prior.index, ScanKind::Capture, Some(&dirty))?;
+    let mut rescan = scan_against(ws, store, prior.index, ScanKind::Capture, Some(&dirty))?;
     // Unchanged relative to the prior index, which may itself be newer than
     // the index file.
     rescan.index_unchanged &= prior.index_unchanged;
@@ -610,7 +611,7 @@ fn unsaved_overwritten(
     let reader = store.catalog.reader()?;
     let changes = plan(&reader, &scan, target.root, filter, ignore, &ws.root)?;
     let touched: HashSet<&[u8]> = changes.iter().map(|c| c.path.as_slice()).collect();
-    let unsaved = save::status(store, filter, scan)?.changes;
+    let unsaved = crate::engine::status::status(store, filter, scan)?.changes;
     let overwritten = |path: &[u8]| {
         let mut p = path;
         while !p.is_empty() {

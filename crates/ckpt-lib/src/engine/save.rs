@@ -1,5 +1,6 @@
-//! Saving a checkpoint, and the read-only views of the workspace state
-//! (status) built on the same scan.
+//! Saving a checkpoint: capture (scan, store changed contents, commit a
+//! checkpoint), on a scan from a [`Scanner`] (see
+//! [`crate::engine::scanner`]).
 //!
 //! Save, in order (each step's durability is what makes the next safe):
 //! 1. scan the workspace against the stat index, storing the content of
@@ -15,19 +16,19 @@
 //! A crash before 4 leaves unreferenced objects (removed by gc) and no
 //! checkpoint; after 4 the checkpoint is complete.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::time::Instant;
 
 use crate::error::IoContext;
 use ckpt_copy::fs;
 use serde::{Deserialize, Serialize};
 
-use crate::engine::diff::{self, Change, PathFilter, TreeSource};
+use crate::engine::diff::{self, PathFilter, TreeSource};
 use crate::engine::digest;
+use crate::engine::scanner::{save_index, OnDisk, ScanKind, Scanner};
 use crate::store::catalog::{ChangeStats, Checkpoint, Durable};
-use crate::store::index::Index;
 use crate::store::Store;
-use crate::workspace::scan::{self, Mode, OnUnreadable, ScanInput, ScanResult};
+use crate::workspace::scan::ScanResult;
 use crate::workspace::Workspace;
 use crate::{trace, Result};
 
@@ -66,161 +67,6 @@ pub struct Captured {
     pub scan: ScanResult,
     /// Files read during the scan, for `--verbose`.
     pub files_read: u64,
-}
-
-/// What a scan does with the files whose stat changed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ScanKind {
-    /// Store their content as pending objects (save, a restore's pre-save).
-    Capture,
-    /// Only hash them (status, diff, a dry run); the index is not kept.
-    HashOnly,
-    /// Only hash them, for an index that is kept though nothing was stored
-    /// (`restore --no-save`, and re-running an interrupted restore: neither
-    /// writes to the store; see [`crate::workspace::scan`], "Scans that
-    /// store nothing").
-    HashKeep,
-}
-
-/// Which directories a scan lists.
-#[derive(Clone, Debug, Default)]
-pub enum ScanPlan {
-    /// Every directory.
-    #[default]
-    Full,
-    /// Only these (and the path from the root to each): a live watcher
-    /// vouched that nothing else changed since the index was saved (see
-    /// [`crate::watch`]). Falls back to a full scan when the index has no
-    /// root record.
-    Partial(HashSet<Vec<u8>>),
-}
-
-/// Where the engines get the current state of a workspace, and where the
-/// stat index they leave behind goes. A command scans in this process and
-/// writes the index file ([`OnDisk`]); the watcher scans from its in-memory
-/// index and keeps the result in memory (`crate::daemon`).
-pub trait Scanner {
-    /// Scans the workspace.
-    fn scan(&mut self, ws: &Workspace, store: &Store, kind: ScanKind) -> Result<ScanResult>;
-    /// Keeps `scan.index` (unless `scan.index_unchanged`) as the index of
-    /// the workspace as it now is.
-    fn keep_index(&mut self, store: &Store, scan: ScanResult) -> Result<()>;
-}
-
-/// The [`Scanner`] of a command: scan in this process, as its
-/// [`ScanPlan`] says, against the index file, and write the index file.
-#[derive(Debug, Default)]
-pub struct OnDisk {
-    /// Which directories to list.
-    pub plan: ScanPlan,
-    /// Why a planned partial scan became a full one (for `--verbose`).
-    pub notes: Vec<String>,
-    /// The index files as the caller just loaded (or wrote) them: the next
-    /// scan uses it instead of reading them again.
-    pub loaded: Option<Index>,
-}
-
-impl OnDisk {
-    /// A scanner that lists what `plan` says.
-    pub fn new(plan: ScanPlan) -> OnDisk {
-        OnDisk {
-            plan,
-            notes: Vec::new(),
-            loaded: None,
-        }
-    }
-}
-
-impl Scanner for OnDisk {
-    fn scan(&mut self, ws: &Workspace, store: &Store, kind: ScanKind) -> Result<ScanResult> {
-        let t = trace::span("load index");
-        let index = match self.loaded.take() {
-            Some(ix) => ix,
-            None => store.load_index()?,
-        };
-        drop(t);
-        let dirty = match &self.plan {
-            ScanPlan::Partial(dirs) if index.dirs.contains_key(&Vec::new()) => Some(dirs),
-            ScanPlan::Partial(_) => {
-                self.notes
-                    .push("full scan instead: the index is missing or stale".into());
-                None
-            }
-            ScanPlan::Full => None,
-        };
-        let _t = trace::span("scan");
-        scan_against(ws, store, index, kind, dirty)
-    }
-
-    fn keep_index(&mut self, store: &Store, mut scan: ScanResult) -> Result<()> {
-        let saved = save_index(store, &mut scan);
-        free(scan);
-        saved
-    }
-}
-
-/// Scans the workspace against `index`: only the `dirty` directories (and
-/// the path from the root to each) when given, else every directory. The
-/// result's index is `index` updated in place (see
-/// [`scan::Scanned::apply`]). A failed capture scan drops the pending
-/// objects it stored.
-pub fn scan_against(
-    ws: &Workspace,
-    store: &Store,
-    index: Index,
-    kind: ScanKind,
-    dirty: Option<&HashSet<Vec<u8>>>,
-) -> Result<ScanResult> {
-    let ignore = ws.ignore()?;
-    let exclude = ws.excluded();
-    // New content means a new checkpoint: its commit opens the catalog
-    // writable, so start that now, beside the rest of the scan.
-    let open_catalog = || store.catalog.open_writable_in_background();
-    let input = ScanInput {
-        root: &ws.root,
-        index: &index,
-        ignore: &ignore,
-        exclude: &exclude,
-        mode: match kind {
-            ScanKind::Capture => Mode::Capture(&store.objects),
-            ScanKind::HashOnly => Mode::HashOnly,
-            ScanKind::HashKeep => Mode::HashKeep(&store.objects),
-        },
-        on_unreadable: OnUnreadable::Record,
-        on_first_new_object: match kind {
-            ScanKind::Capture => Some(&open_catalog),
-            ScanKind::HashOnly | ScanKind::HashKeep => None,
-        },
-    };
-    let result = match dirty {
-        Some(dirs) => scan::scan_partial(&input, dirs),
-        None => scan::scan(&input),
-    }
-    .map(|s| s.apply(index));
-    if result.is_err() {
-        store.objects.abort();
-    }
-    result
-}
-
-/// Writes the index file of a scan, unless the scan left it unchanged.
-/// The index is a cache: when there is no space for it, the index files
-/// are removed instead (the next scan reads everything; an old index left
-/// behind would not match the watch token recorded next, see
-/// [`crate::watch`]), and what was saved or restored stands.
-pub fn save_index(store: &Store, scan: &mut ScanResult) -> Result<()> {
-    if scan.index_unchanged {
-        return Ok(());
-    }
-    // Renamed into place once every checkpoint the index may name is
-    // durable (`Durable::AtClose`: once the catalog's close has ended).
-    match scan
-        .index
-        .save_when(&store.index_path(), &|| store.catalog.wait_durable())
-    {
-        Err(e) if e.is_out_of_space() => crate::store::index::remove(&store.index_path()),
-        r => r,
-    }
 }
 
 /// Records a checkpoint of the workspace, scanning all of it in this
@@ -393,47 +239,4 @@ pub fn remove_temp_files(ws: &Workspace, temps: &[Vec<u8>]) -> Result<()> {
         fs::remove_all_at(d.as_fd(), name).ctx("remove stale temporary file", &shown)?;
     }
     Ok(())
-}
-
-/// What changed in the workspace since the head checkpoint.
-pub struct Status {
-    /// The head (None before the first save).
-    pub head: Option<Checkpoint>,
-    /// Every difference from the head to the working directory.
-    pub changes: Vec<Change>,
-    /// Entries that would be skipped.
-    pub skipped: Vec<crate::store::catalog::Skipped>,
-    /// An interrupted restore, if any.
-    pub journal: Option<crate::store::catalog::Journal>,
-}
-
-/// Computes [`Status`] from a hash-only scan, without writing anything.
-pub fn status(store: &Store, filter: &PathFilter, mut scan: ScanResult) -> Result<Status> {
-    let reader = store.catalog.reader()?;
-    let head = reader.head_checkpoint()?;
-    let src = TreeSource {
-        fresh: Some(&scan.new_trees),
-        catalog: &reader,
-    };
-    let changes = diff::diff_trees(&src, head.as_ref().map(|h| h.root), Some(scan.root), filter)?;
-    let status = Status {
-        head,
-        changes,
-        skipped: std::mem::take(&mut scan.skipped),
-        journal: reader.journal()?,
-    };
-    free(scan);
-    Ok(status)
-}
-
-/// Frees a scan's result. A large one on a thread of its own
-/// ([`crate::platform::drop_later`]: a scan-mode command about to exit
-/// need not wait for its index to be freed); a small one here, where
-/// starting a thread costs more than the free (a status through the
-/// watcher, whose hash-only scan keeps no index, started one on every call).
-fn free(scan: ScanResult) {
-    const SMALL_DIRS: usize = 1024;
-    if scan.index.dirs.len() > SMALL_DIRS {
-        crate::platform::drop_later(scan);
-    }
 }

@@ -25,6 +25,9 @@ pub struct DoctorOptions {
 /// What [`doctor()`] found.
 #[derive(Debug)]
 pub struct DoctorReport {
+    /// The agent harnesses whose hooks call ckpt here, each with the
+    /// reason it will not run them, if any ([`ckpt_harness::gates`]).
+    pub harnesses: Vec<HarnessHooks>,
     /// The diagnosis.
     pub report: Report,
     /// The backend a fork beside the workspace (`../NAME-fork`) gets, and
@@ -32,6 +35,15 @@ pub struct DoctorReport {
     pub fork: Choice,
     /// Whether overlay mounts work there: as root, and in a namespace.
     pub overlay: OverlayProbes,
+}
+
+/// One harness configured to call `ckpt hook` in the workspace.
+#[derive(Debug, serde::Serialize)]
+pub struct HarnessHooks {
+    /// The harness's name.
+    pub harness: &'static str,
+    /// Why the harness will not run the hooks yet (`null`: nothing known).
+    pub warning: Option<String>,
 }
 
 impl DoctorReport {
@@ -44,6 +56,7 @@ impl DoctorReport {
         let mut v = with_schema(&self.report);
         v["fork_backend"] = serde_json::to_value(&self.fork).unwrap_or(Value::Null);
         v["overlay_mount"] = serde_json::to_value(&self.overlay).unwrap_or(Value::Null);
+        v["harnesses"] = serde_json::to_value(&self.harnesses).unwrap_or(Value::Null);
         v
     }
 }
@@ -83,7 +96,20 @@ pub fn doctor(ctx: &Context, opts: &DoctorOptions) -> Result<DoctorReport> {
             overlay.mount.why, overlay.namespace.why
         );
     }
+    let closed = ckpt_harness::gates::closed(&ws.root, &ctx.config.harness_homes);
+    let harnesses = ckpt_harness::Harness::ALL
+        .into_iter()
+        .filter(|h| ckpt_harness::setup::installed(&ws.root, *h))
+        .map(|h| HarnessHooks {
+            harness: h.name(),
+            warning: closed
+                .iter()
+                .find(|c| c.harness == h)
+                .map(|c| c.problem.clone()),
+        })
+        .collect();
     Ok(DoctorReport {
+        harnesses,
         report,
         fork,
         overlay,

@@ -22,7 +22,7 @@ use crate::engine::backend::{self, Backend, Choice};
 use crate::engine::fork::{self, SnapshotRestore};
 use crate::engine::materialize::{MaterializeOptions, MaterializeReport, Verified};
 use crate::engine::overlay;
-use crate::engine::save::ScanPlan;
+use crate::engine::scanner::ScanPlan;
 use crate::store::objects::Imported;
 use crate::watch::client::Plan;
 use crate::workspace::Workspace;

@@ -13,6 +13,10 @@
 //! store already exists: `DIR` becomes its workspace again
 //! ([`Workspace::attach`]), for a workspace that was deleted or moved.
 //!
+//! Inside a git work tree, every outcome also keeps the marker (and a
+//! store inside the work tree) out of `git status`, through the
+//! repository's `info/exclude` ([`crate::workspace::git`]).
+//!
 //! With [`Existing::Keep`] (what `ckpt init --agent` uses) a directory that
 //! already is in a workspace, at its root or below, is not an error: that
 //! workspace is reported, and its store is not opened.
@@ -26,7 +30,8 @@ use super::json::{serialize_via_to_json, SCHEMA};
 use super::Context;
 use crate::engine::subvolume::{make_subvolume, Converted};
 use crate::store::Store;
-use crate::workspace::{known, Workspace};
+use crate::workspace::git::{self, Excluded};
+use crate::workspace::{known, Workspace, MARKER_NAME};
 use crate::{Error, Result};
 
 /// What to do when the directory is already in a workspace.
@@ -91,6 +96,10 @@ pub struct InitReport {
     /// What `--subvolume` did to the store (None: not asked, or the store
     /// is inside the workspace or on another filesystem).
     pub store_subvolume: Option<Converted>,
+    /// Where the workspace's marker (and a store inside the work tree) was
+    /// kept out of `git status`, when the workspace is in a git work tree
+    /// ([`crate::workspace::git`]).
+    pub git_exclude: Option<Excluded>,
 }
 
 impl InitReport {
@@ -109,6 +118,10 @@ impl InitReport {
             },
             "subvolume": self.subvolume,
             "store_subvolume": self.store_subvolume,
+            "git_exclude": self.git_exclude.as_ref().map(|g| json!({
+                "file": g.file.display().to_string(),
+                "added": g.added,
+            })),
         })
     }
 }
@@ -119,6 +132,13 @@ serialize_via_to_json!(InitReport);
 /// `subvolume` a btrfs subvolume (an existing workspace root is kept and
 /// only converted).
 pub fn init(ctx: &Context, opts: &InitOptions) -> Result<InitReport> {
+    let mut rep = init_subvolume(ctx, opts)?;
+    let ws = &rep.workspace;
+    rep.git_exclude = git::exclude(&ws.root, MARKER_NAME, &ws.store_path);
+    Ok(rep)
+}
+
+fn init_subvolume(ctx: &Context, opts: &InitOptions) -> Result<InitReport> {
     if !opts.subvolume {
         return init_workspace(ctx, opts);
     }
@@ -198,6 +218,7 @@ fn init_workspace(ctx: &Context, opts: &InitOptions) -> Result<InitReport> {
             outcome: Outcome::Attached,
             subvolume: None,
             store_subvolume: None,
+            git_exclude: None,
         });
     }
     if let Some(s) = store.as_deref().filter(|s| Store::exists_at(s)) {
@@ -223,6 +244,7 @@ fn init_workspace(ctx: &Context, opts: &InitOptions) -> Result<InitReport> {
                 outcome: Outcome::Kept,
                 subvolume: None,
                 store_subvolume: None,
+                git_exclude: None,
             });
         }
         (r, _) => r?,
@@ -234,5 +256,6 @@ fn init_workspace(ctx: &Context, opts: &InitOptions) -> Result<InitReport> {
         outcome: Outcome::Created { copy_strategy },
         subvolume: None,
         store_subvolume: None,
+        git_exclude: None,
     })
 }

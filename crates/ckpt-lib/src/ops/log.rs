@@ -37,6 +37,9 @@ pub struct LogOptions {
     /// directory) or something below it, compared with their parent: the
     /// history of one file or directory.
     pub path: Option<PathBuf>,
+    /// Only checkpoints whose `session` tag (recorded by `ckpt hook`) is
+    /// this.
+    pub session: Option<String>,
 }
 
 /// The checkpoints.
@@ -104,9 +107,13 @@ pub fn log(ctx: &Context, opts: &LogOptions) -> Result<LogReport> {
     let mut more = false;
     r.for_each_newest(opts.before, |cp| {
         let a = notes.get(cp.seq)?;
-        let keep = needle
-            .as_deref()
-            .is_none_or(|n| matches(&cp, a.as_ref(), n))
+        let keep = opts
+            .session
+            .as_ref()
+            .is_none_or(|s| cp.tags.get("session") == Some(s))
+            && needle
+                .as_deref()
+                .is_none_or(|n| matches(&cp, a.as_ref(), n))
             && match &path {
                 Some(f) => !changes_from_parent(&r, &cp, f)?.is_empty(),
                 None => true,

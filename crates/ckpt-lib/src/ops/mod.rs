@@ -24,6 +24,8 @@
 //! | diff, with content diffs | [`diff::diff`] |
 //! | restore in place or of paths; `--to` | [`restore::restore`] ([`restore::restore_with`]); [`restore::restore_to`] |
 //! | delete | [`delete::delete`] |
+//! | undo an agent's last step or turn | [`undo::undo`] |
+//! | a harness hook event; harness hook configuration | [`hook::hook`]; [`agent::agent`] |
 //! | tags and a note added after the save | [`annotate::annotate`] |
 //! | gc and retention | [`gc::gc`] |
 //! | verify (workspace or store), hash | [`verify::verify`], [`hash::hash`] |
@@ -40,6 +42,7 @@
 //! (later) HTTP answers are the same bytes.
 
 pub mod adopt;
+pub mod agent;
 pub mod annotate;
 pub mod cat;
 pub mod cp;
@@ -51,6 +54,7 @@ pub mod fork;
 pub mod forks;
 pub mod gc;
 pub mod hash;
+pub mod hook;
 pub mod init;
 pub mod json;
 pub mod log;
@@ -60,13 +64,14 @@ pub mod show;
 pub mod state;
 pub mod status;
 pub mod stores;
+pub mod undo;
 pub mod verify;
 pub mod watch;
 
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
-use crate::engine::save::{OnDisk, ScanKind, ScanPlan, Scanner};
+use crate::engine::scanner::{OnDisk, ScanKind, ScanPlan, Scanner};
 use crate::store::Store;
 use crate::watch::client::{Client, Notes, Plan};
 use crate::watch::Token;

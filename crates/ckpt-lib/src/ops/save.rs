@@ -20,7 +20,8 @@ use serde_json::{json, Value};
 
 use super::json::{self, serialize_via_to_json, SCHEMA};
 use super::Context;
-use crate::engine::save::{self, SaveOptions, SaveOutcome, ScanCounts, ScanKind, Scanner};
+use crate::engine::save::{self, SaveOptions, SaveOutcome, ScanCounts};
+use crate::engine::scanner::{ScanKind, Scanner};
 use crate::store::catalog::Durable;
 use crate::store::retention::{self, Policy, RetentionReport};
 use crate::store::Store;
@@ -43,6 +44,8 @@ pub struct SaveReport {
     /// Entries the scan was not allowed to read (see
     /// [`crate::workspace::scan`]): recorded unchanged, or left out.
     pub unreadable: Vec<Unreadable>,
+    /// The live watcher did the save.
+    pub through_watcher: bool,
 }
 
 impl SaveReport {
@@ -94,6 +97,7 @@ pub fn save(ctx: &Context, opts: &SaveOptions) -> Result<SaveReport> {
                 retention: None,
                 elapsed: t0.elapsed(),
                 unreadable,
+                through_watcher: true,
             });
         }
     }
@@ -106,14 +110,14 @@ pub fn save(ctx: &Context, opts: &SaveOptions) -> Result<SaveReport> {
 }
 
 /// The save once the store is open and the scanner chosen: [`save()`]'s
-/// "here" path ([`crate::engine::save::OnDisk`]), and the watcher's request
+/// "here" path ([`crate::engine::scanner::OnDisk`]), and the watcher's request
 /// handler (its in-memory index). Scans, commits, keeps the index, then
 /// applies the saved retention policy if a checkpoint was recorded.
 ///
 /// With [`Durable::AtClose`] (and no retention policy, which would commit
 /// again), the checkpoint is durable only once the catalog's close ends:
 /// the caller must [`wait_durable`] before it reports it (the index is
-/// renamed into place after that wait, see [`save::save_index`]).
+/// renamed into place after that wait, see [`crate::engine::scanner::save_index`]).
 ///
 /// [`wait_durable`]: crate::store::catalog::Catalog::wait_durable
 pub fn save_with(
@@ -159,5 +163,6 @@ pub fn save_with(
         retention,
         elapsed: t0.elapsed(),
         unreadable,
+        through_watcher: false,
     })
 }

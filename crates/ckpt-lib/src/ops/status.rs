@@ -8,7 +8,6 @@ use serde_json::{json, Value};
 use super::json::{self, serialize_via_to_json, SCHEMA};
 use super::Context;
 use crate::engine::diff::{Change, PathFilter};
-use crate::engine::save;
 use crate::store::catalog::{Checkpoint, Journal, Skipped};
 use crate::store::state::{self, StateChange};
 use crate::workspace::scan::Unreadable;
@@ -39,6 +38,9 @@ pub struct StatusReport {
     pub journal: Option<Journal>,
     /// How long it took.
     pub elapsed: Duration,
+    /// Why an agent harness configured here will not run ckpt's hooks
+    /// ([`ckpt_harness::gates`]).
+    pub warnings: Vec<String>,
 }
 
 impl StatusReport {
@@ -50,7 +52,7 @@ impl StatusReport {
 
 impl StatusReport {
     /// The JSON form: `head`, `clean`, `changes`, `state_changes`,
-    /// `interrupted_restore`, `unreadable`.
+    /// `interrupted_restore`, `unreadable`, `warnings`.
     pub fn to_json(&self) -> Value {
         json!({
             "schema": SCHEMA,
@@ -60,6 +62,7 @@ impl StatusReport {
             "state_changes": json::state_changes(&self.state_changes),
             "interrupted_restore": self.journal.as_ref().map(|j| format!("v{}", j.target)),
             "unreadable": json::unreadable(&self.unreadable),
+            "warnings": self.warnings,
         })
     }
 }
@@ -74,7 +77,7 @@ pub fn status(ctx: &Context, opts: &StatusOptions) -> Result<StatusReport> {
     let filter = PathFilter::new(ctx.rel_paths(&ws, &opts.paths)?);
     let scan = ctx.scan_hash_only(&ws, &store)?;
     let unreadable = scan.unreadable.clone();
-    let st = save::status(&store, &filter, scan)?;
+    let st = crate::engine::status::status(&store, &filter, scan)?;
     let state_changes = match (&st.head, filter.is_all()) {
         (Some(h), true) => state::diff(&store.state, h, None)?.map_or_else(Vec::new, |d| d.changes),
         _ => Vec::new(),
@@ -87,5 +90,9 @@ pub fn status(ctx: &Context, opts: &StatusOptions) -> Result<StatusReport> {
         journal: st.journal,
         elapsed: t0.elapsed(),
         unreadable,
+        warnings: ckpt_harness::gates::closed(&ws.root, &ctx.config.harness_homes)
+            .into_iter()
+            .map(|c| c.problem)
+            .collect(),
     })
 }

@@ -36,8 +36,8 @@
 //! ## Opened writable only when a commit is due
 //! Opening a redb database writable costs an `fdatasync` (it marks the file
 //! as needing a repair if the process dies), and closing it four more (a
-//! commit of the allocator state, then the clean-shutdown header): about
-//! 2.6 ms here, whether anything was committed or not. A save that records
+//! commit of the allocator state, then the clean-shutdown header),
+//! whether anything was committed or not. A save that records
 //! nothing (the common case for hooks that save after every tool call)
 //! commits nothing, so [`Catalog::open_lazily`] opens the file read-only
 //! and only the first write transaction (`Catalog::begin_write`) closes that
@@ -82,16 +82,14 @@
 //! - The open writes only redb's header. A crash after it and before the
 //!   commit (the scan is longer than the window it replaces) leaves a file
 //!   whose last commit recorded its allocator state (a close's): the next
-//!   writable open loads that state, with no walk of the file (0.4 ms for
-//!   a 42 MB catalog), and the read-only open falls back to it as for any
-//!   file that needs a repair.
+//!   writable open loads that state, with no walk of the file, and the
+//!   read-only open falls back to it as for any file that needs a repair.
 //!
 //! ## Closed while the caller goes on
 //! A save that has committed its checkpoint and has nothing more to commit
 //! calls [`Catalog::close_in_background`]: the writable handle closes on a
 //! thread of its own while the save writes its index, so the close's four
-//! `fdatasync`s no longer add to the save (0.96× the save's time on the 1×
-//! reference workspace, 21 alternated pairs). Why that is sound:
+//! `fdatasync`s no longer add to the save. Why that is sound:
 //! - The close records the allocator state and the clean-shutdown header.
 //!   A crash during it leaves what a crash during any close leaves: a file
 //!   whose next writable open repairs it, with every durable commit in it.
@@ -110,7 +108,7 @@
 //! its own process with nothing more to commit ([`Durable::AtClose`])
 //! commits its checkpoint with `Durability::None`, which writes the pages
 //! but no header and no `fdatasync`, and starts the close on its thread at
-//! once: the commit's `fdatasync` (0.7 ms here) leaves the save's path.
+//! once: the commit's `fdatasync` leaves the save's path.
 //! Why that is sound:
 //! - Nothing is reported, and nothing that names the checkpoint's trees
 //!   is written, before the close has ended: the save waits for it
@@ -369,7 +367,7 @@ pub struct Catalog {
 /// redb syncs the file when it is opened for writing, at each durable
 /// commit and twice when it is closed; each `fdatasync` of a file in a
 /// fresh btrfs snapshot also adds to the transaction commit that
-/// publishes a fork, so a fork paid for six (measured in 3f7f94f). Its
+/// publishes a fork, so a fork paid for six. Its
 /// commits are still atomic for readers in this process; what they lose
 /// is only their order on disk, which matters only to a reader after a
 /// crash: no workspace names the store of an unpublished fork, and
@@ -420,8 +418,8 @@ impl redb::StorageBackend for Unsynced {
 type LockResult<T> = std::result::Result<T, redb::BackendError>;
 
 /// How the catalog is open. A writable redb database records its allocator
-/// state in a final commit when it is closed (several `fdatasync`s, ~1–2 ms
-/// here); a read-only handle writes nothing, so commands that only read
+/// state in a final commit when it is closed (several `fdatasync`s); a
+/// read-only handle writes nothing, so commands that only read
 /// ([`Catalog::open_read_only`]) do not pay for it.
 enum Db {
     Write(Database),

@@ -758,7 +758,7 @@ pub struct Dirs {
 /// subdirectories' records, the new index), so the hash shows in
 /// scan-mode saves: foldhash's, seeded anew in every process. SipHash's
 /// resistance to chosen keys bought nothing here (the paths are the
-/// user's own tree) and cost 1–2 % of a scan's CPU.
+/// user's own tree) and showed in a scan's CPU profile.
 pub type PathHasher = foldhash::fast::RandomState;
 /// Directory path → record.
 pub type DirMap = HashMap<Vec<u8>, Arc<DirRecord>, PathHasher>;
@@ -1148,16 +1148,13 @@ const SMALL_INDEX_FILE: usize = 64 * 1024;
 /// thread while rayon's pool hashes the trailer, and what was parsed is
 /// returned only if the hash matches: a file that fails its trailer is
 /// refused whole, as if the hash had come first.
-/// - The parse is one loop: on two threads it was hardly faster (1.08 ms
-///   against 1.16 in one loop for the 3,878 records of the 1× reference
-///   workspace: the records share one buffer's reference count and the
-///   allocator), and beside the hash it takes the time the hash took
-///   before it.
+/// - The parse is one loop: on two threads it was hardly faster (the
+///   records share one buffer's reference count and the allocator), and
+///   beside the hash it takes the time the hash took before it.
 /// - It runs on the caller's thread, not the pool's: in a command that
 ///   scans, this is the pool's first use, and the parse hides the pool's
-///   start instead of waiting for it (load index 2.16 → 1.62 ms, 21
-///   alternated saves on the 1× replica, against both halves handed to the
-///   pool with `rayon::join`).
+///   start instead of waiting for it (both halves handed to the pool with
+///   `rayon::join` loaded the index measurably slower).
 fn parse<R: Records>(buf: &Buf, delta: bool) -> Result<Parsed<R>> {
     let bad = || corrupt(delta);
     let bytes: &[u8] = buf;
@@ -1778,7 +1775,7 @@ pub fn temp_path(path: &Path) -> PathBuf {
 
 /// Removes the index at `path`: the base file, its delta and their
 /// temporary files (when there is no space to write it, see
-/// [`crate::engine::save::save_index`]); the next scan reads everything.
+/// [`crate::engine::scanner::save_index`]); the next scan reads everything.
 pub fn remove(path: &Path) -> Result<()> {
     let d = delta_path(path);
     for p in [temp_path(path), temp_path(&d), d, path.to_path_buf()] {

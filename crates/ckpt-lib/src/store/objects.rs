@@ -20,10 +20,8 @@
 //! the order the objects were written, while the workers that wrote them
 //! go on scanning; [`Objects::commit`] waits for them before it renames
 //! anything, and fails with the first one that failed. A worker blocked in
-//! an `fdatasync` (0.5 ms each here, 12 ms when the journal is busy) took
-//! its share of the scan's CPU with it: a scan-mode save of 10 edited files
-//! on the 1× replica took 0.94× as long once the syncs moved off the
-//! workers (15 alternated pairs).
+//! an `fdatasync` takes its share of the scan's CPU with it, so a save of
+//! a few edited files is faster with the syncs off the workers.
 //!
 //! A large operation (a first save) starts writing its data back early: each
 //! time [`FLUSH_AHEAD`] bytes have been written without an `fsync` of their
@@ -45,8 +43,8 @@
 //! objects, so [`Objects::commit`] (which waits for the thread first)
 //! finds nothing left to do for it. A save of a few changed files thus
 //! makes its objects durable under their names while it scans, instead of
-//! after (the rename and the directory `fsync`, 0.85 ms of a scan-mode
-//! save on the 1× replica, left the save's path). The promise above still
+//! after (the rename and the directory `fsync` leave the save's path).
+//! The promise above still
 //! holds: nothing is named under `objects/` before its data is durable,
 //! and nothing is committed to the catalog before its name is. An object
 //! whose shard does not exist yet, or that does not rename, stays pending
@@ -65,8 +63,8 @@
 //! ## Placing a fresh shard whole
 //! Renaming is most of what placing costs: one `rename` per object, each
 //! serialised on the filesystem's cross-directory rename lock and each
-//! dirtying the object's inode again. A first save placed 36k objects one
-//! by one in 270–400 ms, as long as it took to make their data durable.
+//! dirtying the object's inode again: placed one by one, a first save's
+//! objects took about as long to rename as their data took to be durable.
 //! So a large operation (past the objects fsynced one by one) writes each
 //! object of a shard that is missing or empty when the operation first
 //! stores into it (a *fresh* shard) into a staged copy of that shard,

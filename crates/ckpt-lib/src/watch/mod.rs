@@ -200,9 +200,10 @@ pub struct ScanReply {
 }
 
 /// The trees of a [`ScanReply`] on the wire: `[[hash, encoding], …]`, each
-/// a base64 string. As JSON arrays of numbers they were about 3.5 bytes a
-/// byte, and parsing them took 15 % of a `ckpt status` served by the
-/// watcher (the trees of the directories on the path to one edited file).
+/// a base64 string. As JSON arrays of numbers they took several bytes a
+/// byte, and parsing them was a visible part of a `ckpt status` served by
+/// the watcher (the trees of the directories on the path to one edited
+/// file).
 mod trees_base64 {
     use base64::engine::general_purpose::STANDARD;
     use base64::Engine;
@@ -342,6 +343,10 @@ pub struct WatchStatus {
     pub auto_save_secs: Option<f64>,
     /// Auto-saves started.
     pub auto_saves: u64,
+    /// Seconds without a request after which the watcher stops itself
+    /// (started by `ckpt hook`); `None`: it runs until stopped.
+    #[serde(default)]
+    pub idle_stop_secs: Option<u64>,
     /// Trees asked to be warmed ([`Op::Warm`]) whose walk has not ended.
     #[serde(default)]
     pub warming: u64,

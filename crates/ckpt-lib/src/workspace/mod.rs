@@ -35,6 +35,7 @@
 //! and reports it as skipped (kind `workspace`), and its restore never
 //! writes into or removes such a directory (see [`scan`]).
 
+pub mod git;
 pub mod ignore;
 pub mod known;
 pub mod scan;

@@ -131,8 +131,8 @@ pub enum OnUnreadable {
 }
 
 /// The most entries of a leaf directory checked through its parent (see
-/// the module doc): where one more name lookup per entry (about 50 ns
-/// here) costs what the `open` and `close` it saves cost.
+/// the module doc): where one more name lookup per entry costs what the
+/// `open` and `close` it saves cost.
 pub const LEAF_MAX_ENTRIES: usize = 32;
 
 /// Prefix of temporary files ckpt creates inside the workspace.
@@ -969,8 +969,8 @@ impl<'a> Scanner<'a> {
     /// listing is completed from the record and goes on in full. An
     /// unchanged tree thus makes a [`Listed`] (208 bytes) per subdirectory
     /// instead of one per name. In a new process those are mostly fresh
-    /// heap pages, each a page fault: a status of the 1× reference
-    /// workspace took 919 page faults with one per name and takes 691.
+    /// heap pages, each a page fault, which a status of an unchanged tree
+    /// would pay for every name.
     fn restat<'r>(
         &self,
         dir: BorrowedFd<'_>,
@@ -1149,9 +1149,9 @@ impl<'a> Scanner<'a> {
     /// would keep it, and its tree hash returned; `None` otherwise (nothing
     /// was recorded: the caller opens and scans it).
     ///
-    /// This saves an `open` and a `close` per directory (about a tenth of
-    /// the `lstat` floor of a tree of small leaf directories, as in
-    /// `node_modules`) for one more name lookup per entry, about 7 % of an
+    /// This saves an `open` and a `close` per directory (a noticeable part
+    /// of the `lstat` floor of a tree of small leaf directories, as in
+    /// `node_modules`) for one more name lookup per entry, a fraction of an
     /// `lstat`: so only up to [`LEAF_MAX_ENTRIES`] entries. The parent is
     /// held open, but the subdirectory is looked up by name at each
     /// `lstat`: if it is replaced meanwhile (say by a symlink to a moved
@@ -1162,9 +1162,8 @@ impl<'a> Scanner<'a> {
     ///
     /// It applies [`file_as_recorded`] entry by entry (with the same names
     /// and no subdirectory, that is [`Self::unchanged`]'s rule) instead of
-    /// building a listing and calling that: built that way, a full scan in
-    /// one process took 1.16–1.22× its `lstat` floor instead of
-    /// 0.99–1.03× (`stat_floor --scan`, alternated).
+    /// building a listing and calling that: built that way, a full scan
+    /// was markedly slower (BENCHMARKS.md, "Rejected experiments").
     fn unchanged_leaf(
         &self,
         parent: BorrowedFd<'_>,

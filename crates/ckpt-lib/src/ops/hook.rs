@@ -1,0 +1,111 @@
+//! `ckpt hook`: one agent-harness event → at most one checkpoint.
+//!
+//! The event ([`ckpt_harness::HookEvent`], read from the harness's stdin by
+//! the caller) becomes a save through [`super::save::save`], so it goes
+//! through the live watcher when there is one, tagged `harness`,
+//! `session`, `event` and `tool`, with a one-line message: the prompt
+//! text, the shell command or the edited path.
+//!
+//! What is recorded:
+//! - a prompt always records a checkpoint, even when nothing changed: it
+//!   marks where a turn began (`ckpt undo --turn` goes back to it);
+//! - every other event records one only when something changed since the
+//!   head, so a tool call that changed nothing leaves no trace, and the
+//!   checkpoint after a tool call exists exactly when the call changed
+//!   files ([`super::undo`] relies on that).
+//!
+//! A hook must never stall the agent: the caller passes a short lock
+//! timeout, and a store held by a long operation is an
+//! [`Error::LockTimeout`] the caller turns into a warning. Nothing is lost:
+//! the next event's checkpoint holds the change.
+//!
+//! [`HookReport::start_watcher`] says whether the caller should start the
+//! workspace's watcher (the configuration asks for it and none answered),
+//! so every hook after the first saves at watch-mode cost.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use ckpt_harness::{HookEvent, Kind};
+use serde_json::{json, Value};
+
+use super::json::{self, serialize_via_to_json, SCHEMA};
+use super::save::SaveReport;
+use super::Context;
+use crate::engine::save::{SaveOptions, SaveOutcome};
+use crate::Result;
+
+/// What [`hook`] records.
+#[derive(Clone, Debug)]
+pub struct HookOptions {
+    /// The event.
+    pub event: HookEvent,
+}
+
+/// What [`hook`] did.
+#[derive(Debug)]
+pub struct HookReport {
+    /// The save (its outcome says whether a checkpoint was recorded).
+    pub save: SaveReport,
+    /// The checkpoint's message.
+    pub message: String,
+    /// The checkpoint's tags.
+    pub tags: BTreeMap<String, String>,
+    /// Whether the caller should start the workspace's watcher.
+    pub start_watcher: bool,
+    /// How long an auto-started watcher waits without a request before it
+    /// stops ([`crate::Config::hook_watch`]).
+    pub watcher_idle: Option<Duration>,
+}
+
+impl HookReport {
+    /// The checkpoint recorded, if any.
+    pub fn saved(&self) -> Option<&crate::store::catalog::Checkpoint> {
+        match &self.save.outcome {
+            SaveOutcome::Saved(cp) => Some(cp),
+            SaveOutcome::Unchanged(_) => None,
+        }
+    }
+
+    /// The JSON form: `saved`, `id` (the new checkpoint, or null),
+    /// `message`, `tags`, `dropped` (ids the retention policy dropped),
+    /// `elapsed_ms`, `unreadable`.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "schema": SCHEMA,
+            "saved": self.saved().is_some(),
+            "id": self.saved().map(|c| c.id()),
+            "message": self.message,
+            "tags": self.tags,
+            "dropped": self.save.retention.as_ref().map_or(&[][..], |r| &r.selection.drop[..]),
+            "elapsed_ms": json::ms(self.save.elapsed),
+            "unreadable": json::unreadable(&self.save.unreadable),
+        })
+    }
+}
+
+serialize_via_to_json!(HookReport);
+
+/// Records the event (see the module doc).
+pub fn hook(ctx: &Context, opts: &HookOptions) -> Result<HookReport> {
+    let ev = &opts.event;
+    let message = ev.message();
+    let tags: BTreeMap<String, String> = ev.tags().into_iter().collect();
+    let save = super::save::save(
+        ctx,
+        &SaveOptions {
+            message: message.clone(),
+            tags: tags.clone(),
+            allow_empty: ev.kind == Kind::Prompt,
+            journal: None,
+        },
+    )?;
+    let start_watcher = ctx.config.hook_watch.is_some() && !save.through_watcher;
+    Ok(HookReport {
+        save,
+        message,
+        tags,
+        start_watcher,
+        watcher_idle: ctx.config.hook_watch,
+    })
+}
