@@ -155,7 +155,17 @@ impl HookEvent {
                 .to_string(),
             c => c,
         });
-        let tool = text(&["tool_name", "toolName", "tool"]);
+        let mut tool = text(&["tool_name", "toolName", "tool"]);
+        if tool.is_empty() {
+            // Cursor names the tool by the event instead.
+            tool = match event.as_str() {
+                "beforeShellExecution" | "afterShellExecution" => "shell",
+                "afterFileEdit" => "edit",
+                "beforeMCPExecution" | "afterMCPExecution" => "mcp",
+                _ => "",
+            }
+            .to_string();
+        }
         let detail = if kind == Kind::Prompt {
             text(&["prompt", "user_prompt", "initialPrompt"])
         } else {
@@ -396,7 +406,7 @@ mod tests {
                 json!({"conversation_id": "c", "hook_event_name": "beforeShellExecution",
                     "command": "rm -rf x", "workspace_roots": ["/w"]}),
                 Harness::Cursor,
-                "before: rm -rf x",
+                "before shell: rm -rf x",
             ),
             (
                 json!({"timestamp": 1, "cwd": "/w", "toolName": "bash",

@@ -53,7 +53,10 @@ pub fn run(ctx: &Ctx, args: &DoctorArgs) -> Result<()> {
             Some(w) => println!("agent hooks: {}: warning: {w}", h.harness),
         }
     }
-    match ops::watch::status(&ctx.ops, &Default::default()).ok().and_then(|r| r.status) {
+    match ops::watch::status(&ctx.ops, &Default::default())
+        .ok()
+        .and_then(|r| r.status)
+    {
         Some(s) => println!(
             "watcher: running (pid {}){}",
             s.pid,
