@@ -401,6 +401,7 @@ fn a_locked_store_costs_the_hook_a_second_and_a_warning_never_a_block() {
         .read(true)
         .write(true)
         .create(true)
+        .truncate(false)
         .open(&lock)
         .unwrap();
     use std::os::fd::AsRawFd;
