@@ -75,7 +75,7 @@ pub const REMOTE_POINTS: &[&str] = &[
     "remote.gc.after_mark",
 ];
 
-/// Crash points of an overlay fork (crate ckpt-lib, engine/overlay.rs),
+/// Crash points of an overlay fork (crate ckpt-lib, engine/fork/overlay.rs),
 /// kept apart from [`POINTS`] because they need overlay mounts: exercised
 /// by `crates/ckpt-cli/tests/fork_overlay.rs` (after the lower is written,
 /// before it is renamed in; before the fork's layers are published; before

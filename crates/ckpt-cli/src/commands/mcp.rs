@@ -19,7 +19,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use ckpt_lib::engine::backend::Backend;
+use ckpt_lib::engine::fork::backend::Backend;
 use ckpt_lib::engine::restore::Scope;
 use ckpt_lib::engine::save::SaveOptions;
 use ckpt_lib::ops::{self, Context};

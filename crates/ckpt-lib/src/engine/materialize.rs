@@ -56,7 +56,7 @@ use rustix::fs::{AtFlags, Mode, OFlags};
 use rustix::io::Errno;
 
 use crate::engine::diff::PathFilter;
-use crate::engine::inherit::{written_entry, Stats};
+use crate::engine::fork::inherit::{written_entry, Stats};
 use crate::error::IoContext;
 use crate::store::catalog::{CatalogReader, Checkpoint};
 use crate::store::index::IndexEntry;

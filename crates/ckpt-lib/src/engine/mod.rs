@@ -15,23 +15,18 @@
 //! - [`diff`]: tree comparison and content diffs.
 //! - [`digest`]: the LtHash state digest of a tree, kept incrementally.
 //! - [`verify`]: re-read a workspace or the store and check digests.
-//! - [`fork`]: a checkpoint as a new, independent workspace; [`backend`]:
-//!   which way its files are made; [`subvolume`]: making a workspace a
-//!   btrfs subvolume so forks are snapshots; [`overlay`]: a fork as an
-//!   overlayfs mount over a shared read-only materialised checkpoint.
-//! - [`inherit`]: a checkpoint brought from one store into another (a
-//!   fork's store starts at its origin; adopt brings a fork's back).
+//! - [`fork`]: a checkpoint as a new, independent workspace, and in its
+//!   folder what forks need: [`fork::backend`] (which way its files are
+//!   made), [`fork::subvolume`] (a workspace as a btrfs subvolume so forks
+//!   are snapshots), [`fork::overlay`] (a fork as an overlayfs mount) and
+//!   [`fork::inherit`] (a checkpoint brought from one store into another).
 
-pub mod backend;
 pub mod diff;
 pub mod digest;
 pub mod fork;
-pub mod inherit;
 pub mod materialize;
-pub mod overlay;
 pub mod restore;
 pub mod save;
 pub mod scanner;
 pub mod status;
-pub mod subvolume;
 pub mod verify;

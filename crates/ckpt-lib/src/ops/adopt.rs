@@ -3,7 +3,7 @@
 //!
 //! Two steps, each one already safe on its own:
 //! 1. the fork's checkpoint (ID, default the fork's head) is brought into
-//!    this workspace's store ([`crate::engine::inherit::import`]: objects
+//!    this workspace's store ([`crate::engine::fork::inherit::import`]: objects
 //!    hard-linked or copied, its agent state committed and this store's
 //!    latest state put back as it was, then one catalog transaction adding
 //!    the record, tagged `adopted_from=DIR#vN`, without moving the head);
@@ -25,7 +25,7 @@ use serde_json::{json, Value};
 use super::json::{self, serialize_via_to_json, SCHEMA};
 use super::restore::{RestoreRequest, Restored};
 use super::{normalize, Context};
-use crate::engine::inherit::{self, Placement};
+use crate::engine::fork::inherit::{self, Placement};
 use crate::engine::restore::{self, RestoreReport};
 use crate::store::catalog::Checkpoint;
 use crate::store::objects::Imported;

@@ -221,7 +221,7 @@ fn diff_fork(ctx: &Context, ws: &Workspace, dir: &Path, opts: &DiffOptions) -> R
     let fr = fork_store.catalog.reader()?;
     let to = fr.resolve(opts.to.as_deref().unwrap_or("HEAD"))?;
     let fork_trees: std::collections::HashMap<Hash, Vec<u8>> =
-        crate::engine::inherit::closure(&fr, to.root)?
+        crate::engine::fork::inherit::closure(&fr, to.root)?
             .0
             .into_iter()
             .collect();

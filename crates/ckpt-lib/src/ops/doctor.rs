@@ -3,14 +3,14 @@
 //! and free space, inotify limits (and whether the workspace's directories
 //! fit them), and the strategy ckpt will use and why
 //! ([`crate::platform::doctor`]), and the fork backend a fork beside the
-//! workspace gets ([`crate::engine::backend`]). Changes nothing (the
+//! workspace gets ([`crate::engine::fork::backend`]). Changes nothing (the
 //! reflink probe's temporary files are removed).
 
 use serde_json::Value;
 
 use super::json::{serialize_via_to_json, with_schema};
 use super::Context;
-use crate::engine::backend::{self, Backend, Choice, OverlayProbes};
+use crate::engine::fork::backend::{self, Backend, Choice, OverlayProbes};
 use crate::platform::doctor::{self, Report};
 use crate::Result;
 

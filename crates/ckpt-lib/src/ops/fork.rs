@@ -3,7 +3,7 @@
 //! decision and the `link` caveat).
 //!
 //! The backend is chosen here, once per `fork` or `fork --count` call
-//! ([`crate::engine::backend::choose`]: forced by `--backend` or the
+//! ([`crate::engine::fork::backend::choose`]: forced by `--backend` or the
 //! fastest proven to work). Invariant: the fork is never inside the source
 //! workspace (refused before anything is written). Its store goes where `store` says, else by the
 //! usual rule under the configured data home.
@@ -18,10 +18,10 @@ use serde_json::{json, Value};
 
 use super::json::{self, serialize_via_to_json, SCHEMA};
 use super::{normalize, Context};
-use crate::engine::backend::{self, Backend, Choice};
+use crate::engine::fork::backend::{self, Backend, Choice};
+use crate::engine::fork::overlay;
 use crate::engine::fork::{self, SnapshotRestore};
 use crate::engine::materialize::{MaterializeOptions, MaterializeReport, Verified};
-use crate::engine::overlay;
 use crate::engine::scanner::ScanPlan;
 use crate::store::objects::Imported;
 use crate::watch::client::Plan;
@@ -151,7 +151,7 @@ fn outside(ctx: &Context, ws: &Workspace, dir: &Path) -> Result<PathBuf> {
 }
 
 /// The backend for a fork of `ws` into `dest` (see
-/// [`crate::engine::backend::choose`]); `--link` always writes files
+/// [`crate::engine::fork::backend::choose`]); `--link` always writes files
 /// (hard links), so it takes the reflink/copy path.
 fn choose(ws: &Workspace, dest: &Path, opts: &ForkOptions<'_>) -> Result<Choice> {
     let forced = match (opts.command, opts.backend) {

@@ -26,7 +26,7 @@ use super::json::{self as j, serialize_via_to_json, SCHEMA};
 use super::stores::{self, Attachment, StoresOptions, BUSY_WAIT};
 use super::Context;
 use crate::engine::diff::{self, PathFilter, TreeSource};
-use crate::engine::overlay::{self, RemovedOverlay};
+use crate::engine::fork::overlay::{self, RemovedOverlay};
 use crate::error::IoContext;
 use crate::store::catalog::{ChangeStats, Checkpoint, Origin, OverlayLayers};
 use crate::store::Store;

@@ -28,7 +28,7 @@ use serde_json::{json, Value};
 
 use super::json::{serialize_via_to_json, SCHEMA};
 use super::Context;
-use crate::engine::subvolume::{make_subvolume, Converted};
+use crate::engine::fork::subvolume::{make_subvolume, Converted};
 use crate::store::Store;
 use crate::workspace::git::{self, Excluded};
 use crate::workspace::{known, Workspace, MARKER_NAME};
@@ -64,7 +64,7 @@ pub struct InitOptions {
     pub attach: bool,
     /// Also make the directory a btrfs subvolume, so forks of it are
     /// snapshots (`--subvolume`; an existing workspace is kept, and only
-    /// converted): [`crate::engine::subvolume`].
+    /// converted): [`crate::engine::fork::subvolume`].
     pub subvolume: bool,
 }
 

@@ -1,5 +1,5 @@
 //! btrfs subvolumes through their ioctls (`linux/btrfs.h`), for the
-//! subvolume fork backend ([`crate::engine::backend`]): is a directory a
+//! subvolume fork backend ([`crate::engine::fork::backend`]): is a directory a
 //! subvolume, which filesystem is it on, snapshot one, create and delete
 //! one. Nothing here shells out to `btrfs`.
 //!

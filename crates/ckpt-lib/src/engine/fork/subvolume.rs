@@ -1,5 +1,5 @@
 //! Making a directory on btrfs a subvolume, once (`ckpt init --subvolume`),
-//! so that forks of it are snapshots ([`crate::engine::backend`]).
+//! so that forks of it are snapshots ([`crate::engine::fork::backend`]).
 //!
 //! A directory cannot become a subvolume in place; it is replaced by one
 //! holding the same files, in steps each of which leaves the directory

@@ -2,7 +2,7 @@
 //! workspace for a parallel agent, whose store already knows that
 //! checkpoint (docs/FORK.md has the whole design and safety argument).
 //!
-//! How the files get there is the fork's backend ([`crate::engine::backend`]).
+//! How the files get there is the fork's backend ([`crate::engine::fork::backend`]).
 //! A **btrfs-subvolume** fork is a snapshot of the workspace subvolume
 //! followed by an in-place restore, in the snapshot, of only the paths that
 //! differ from the checkpoint ([`restore_snapshot`] has why its stat index
@@ -17,12 +17,12 @@
 //! share one.
 //!
 //! That store starts knowing its origin
-//! ([`crate::engine::inherit::import`]): the checkpoint's record (same
+//! ([`crate::engine::fork::inherit::import`]): the checkpoint's record (same
 //! number), its trees, its objects (hard links to the parent store's
 //! read-only objects where both are on one filesystem, else copies), its
 //! agent state, and a stat index of the new files, each stat taken by the
 //! writer through the new file's own descriptor once it is complete
-//! ([`crate::engine::inherit::written_index`]: no second pass of
+//! ([`crate::engine::fork::inherit::written_index`]: no second pass of
 //! `lstat`s). So the fork's first save after a small edit reads only that
 //! edit, like the parent's.
 //!
@@ -119,15 +119,32 @@
 //! promises never to modify, such as a read-only `node_modules` fixture.
 //! Writing through such a link (after a `chmod`) would damage the source
 //! store's object; `ckpt verify --store` on the source store detects it.
+//!
+//! ## This folder
+//! - this file: [`fork`] and what every backend shares (staging, publish,
+//!   the fork's store and index);
+//! - [`backend`]: which way a fork's files are made (btrfs subvolume,
+//!   reflink, copy, overlay);
+//! - [`subvolume`]: making a workspace a btrfs subvolume, so that its
+//!   forks are snapshots;
+//! - [`overlay`]: a fork as an overlayfs mount over a shared read-only
+//!   materialised checkpoint;
+//! - [`inherit`]: a checkpoint brought from one store into another (a
+//!   fork's store starts at its origin; adopt brings a fork's back).
+
+pub mod backend;
+pub mod inherit;
+pub mod overlay;
+pub mod subvolume;
 
 use std::collections::BTreeMap;
 use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use crate::engine::backend::{Backend, Choice};
 use crate::engine::diff::ChangeKind;
-use crate::engine::inherit::{self, Placement, Stats};
+use crate::engine::fork::backend::{Backend, Choice};
+use crate::engine::fork::inherit::{Placement, Stats};
 use crate::engine::materialize::{self, MaterializeOptions, MaterializeReport};
 use crate::engine::restore::{self, RestoreOptions};
 use crate::engine::scanner::{OnDisk, ScanKind, ScanPlan, Scanner};

@@ -41,9 +41,9 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus};
 
-use crate::engine::backend::Backend;
+use crate::engine::fork::backend::Backend;
+use crate::engine::fork::inherit;
 use crate::engine::fork::{self, Forked};
-use crate::engine::inherit;
 use crate::engine::materialize::{self, MaterializeOptions, MaterializeReport};
 use crate::error::IoContext;
 use crate::platform::overlay::{self as ovl, Layers, Prepared};
