@@ -215,7 +215,20 @@ fn apply_frees_exactly_the_unreferenced_objects() {
         .iter()
         .flat_map(|&v| [&contents[v - 1].0, &contents[v - 1].1])
         .collect();
-    let freed_bytes: u64 = freed.iter().map(|c| c.len() as u64).sum();
+    // On-disk bytes, as gc reports them.
+    let freed_bytes: u64 = freed
+        .iter()
+        .map(|c| {
+            let hex = Hash::of(c).to_hex();
+            let p = tmp
+                .path()
+                .join("store/objects")
+                .join(&hex[..2])
+                .join(&hex[2..]);
+            std::os::unix::fs::MetadataExt::blocks(&std::fs::metadata(p).unwrap()) * 512
+        })
+        .sum();
+    assert!(freed_bytes > 0);
 
     let store = ws.open_store(&Config::locking(T)).unwrap();
     let dry = retention::apply(&store, &policy, now, true).unwrap();

@@ -615,9 +615,9 @@ async function usageView() {
     el('h2', { text: 'Store usage' }),
     el('dl', { class: 'meta' },
       el('dt', { text: 'store' }), el('dd', { class: 'mono', text: u.store }),
-      el('dt', { text: 'total' }), el('dd', { text: bytes(u.store_bytes) + ' (objects ' + bytes(u.object_bytes) + ', catalog ' + bytes(u.catalog_bytes) + ')' }),
+      el('dt', { text: 'total on disk' }), el('dd', { text: bytes(u.store_bytes) + ' (objects ' + bytes(u.object_bytes) + ', catalog ' + bytes(u.catalog_bytes) + ')' }),
       el('dt', { text: 'gc would free' }), el('dd', { id: 'gc-free', text: bytes(u.unreferenced_bytes) + ' (' + u.unreferenced_objects + ' unreferenced objects)' })),
-    el('p', {}, el('span', { class: 'key key-new' }), ' bytes added by each checkpoint  ', el('span', { class: 'key key-unique' }), ' bytes only that checkpoint holds (deleting it frees them)'),
+    el('p', {}, el('span', { class: 'key key-new' }), ' bytes added by each checkpoint  ', el('span', { class: 'key key-unique' }), ' on-disk bytes only that checkpoint holds (deleting it, then collecting garbage, frees them)'),
     plot,
     S.readOnly ? null : el('div', { class: 'actions' }, el('button', { type: 'button', id: 'act-gc', onclick: () => gcFlow().catch(fail), text: 'Collect garbage\u2026' })));
 }

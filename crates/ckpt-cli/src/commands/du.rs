@@ -1,5 +1,5 @@
 //! `ckpt du`: prints [`ckpt_lib::ops::du`] — store size, bytes unique to
-//! each checkpoint, what gc would free.
+//! each checkpoint, what gc would free (on-disk bytes, which it says).
 
 use ckpt_lib::ops;
 use ckpt_lib::Result;
@@ -24,7 +24,7 @@ pub fn run(ctx: &Ctx, args: &DuArgs) -> Result<()> {
     }
     let u = &rep.usage;
     println!(
-        "store {}: {} ({} objects {}, catalog {}, agent state {})",
+        "store {}: {} on disk ({} objects {}, catalog {}, agent state {})",
         rep.store.display(),
         render::bytes(u.store_bytes),
         u.objects,
@@ -53,6 +53,8 @@ pub fn run(ctx: &Ctx, args: &DuArgs) -> Result<()> {
             render::bytes(c.new_bytes)
         );
     }
-    println!("\nunique: freed by deleting that checkpoint alone (then `ckpt gc`); added: new data when it was saved");
+    println!(
+        "\nunique: on-disk bytes freed by deleting that checkpoint alone, then `ckpt gc` (beyond what gc would free now)\nadded: the data it stored when it was saved"
+    );
     Ok(())
 }

@@ -140,7 +140,7 @@ fn print_retention(ctx: &Ctx, rep: &RetentionReport, dry_run: bool) {
 /// The one-line summary of a gc (`ckpt gc`, and the gc after a retention run).
 pub fn gc_summary(g: &GcReport, dry_run: bool) -> String {
     format!(
-        "{} {} objects ({}) and {} trees; {} objects live in {} checkpoints",
+        "{} {} objects ({} on disk) and {} trees; {} objects live in {} checkpoints",
         if dry_run { "would remove" } else { "removed" },
         g.objects_removed,
         render::bytes(g.bytes_freed),

@@ -106,7 +106,8 @@ pub enum Command {
     Hook(hook::HookArgs),
     /// Run a Model Context Protocol server on stdin/stdout.
     Mcp,
-    /// Store size, the bytes unique to each checkpoint, what gc would free.
+    /// Store size, the bytes unique to each checkpoint, what gc would free
+    /// (on-disk bytes).
     Du(du::DuArgs),
     /// List the stores on this machine and the workspace each belongs to
     /// (to find the checkpoints of a deleted workspace).

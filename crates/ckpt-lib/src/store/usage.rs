@@ -1,43 +1,49 @@
 //! Space accounting (`ckpt du`): how big the store is, how many bytes each
-//! checkpoint alone holds (what deleting just it would free), and what gc
-//! would free now.
+//! checkpoint alone holds, and what gc would free now.
 //!
-//! "Unique to a checkpoint" counts the objects referenced by that checkpoint
-//! and by no other, at their content size. One pass over the trees: each
-//! tree is walked once when first reached; a tree reached again from another
-//! checkpoint makes every object under it shared (that walk, too, happens
-//! once per tree). Read-only: takes the catalog read view under the store
-//! lock the caller holds.
+//! Every figure comes from [`Reach`], the same answer to "what does each
+//! checkpoint reach" that gc acts on (bands of banded files included), so:
+//! - `unreferenced_*` is exactly what `ckpt gc` removes now;
+//! - a checkpoint's `unique_*` is exactly what deleting it alone and then
+//!   running gc removes on top of that (the stored files it reaches and no
+//!   other checkpoint does).
+//!
+//! Sizes are on-disk: allocated blocks, so a sparse band counts what it
+//! occupies (see [`crate::store::gc`] for hard-linked objects). Read-only:
+//! takes the catalog read view under the store lock the caller holds.
 
 use std::collections::HashMap;
+use std::os::unix::fs::MetadataExt;
 
 use serde::Serialize;
 
-use crate::store::tree::Node;
+use crate::store::gc::{allocated, Reach, SHARED};
+use crate::store::objects::{manifest_name, object_name};
 use crate::store::Store;
-use crate::{Hash, Result};
+use crate::Result;
 
 /// One checkpoint's share of the store.
 #[derive(Debug, Serialize)]
 pub struct CheckpointUsage {
     /// Sequence number.
     pub seq: u64,
-    /// Bytes of objects no other checkpoint references.
+    /// On-disk bytes of the objects (and band manifests) no other
+    /// checkpoint reaches: what deleting this one alone, then gc, frees.
     pub unique_bytes: u64,
-    /// Number of those objects.
+    /// Number of those objects (band manifests not counted).
     pub unique_objects: u64,
     /// Bytes this checkpoint added to the store when it was saved.
     pub new_bytes: u64,
 }
 
-/// The whole store.
+/// The whole store. Every size is on-disk (allocated) bytes.
 #[derive(Debug, Serialize)]
 pub struct Usage {
-    /// Apparent size of every file in the store directory.
+    /// Every file ckpt keeps in the store directory.
     pub store_bytes: u64,
-    /// Bytes in `objects/`.
+    /// Files in `objects/` (objects and band manifests).
     pub object_bytes: u64,
-    /// Files in `objects/`.
+    /// Objects in `objects/` (band manifests not counted).
     pub objects: u64,
     /// The catalog database.
     pub catalog_bytes: u64,
@@ -45,58 +51,45 @@ pub struct Usage {
     pub state_bytes: u64,
     /// Per checkpoint, oldest first.
     pub checkpoints: Vec<CheckpointUsage>,
-    /// Objects no checkpoint references (what `ckpt gc` would free).
+    /// Objects no checkpoint reaches (what `ckpt gc` would remove).
     pub unreferenced_objects: u64,
-    /// Their bytes.
+    /// Their bytes, with the band manifests gc would remove.
     pub unreferenced_bytes: u64,
 }
 
-const SHARED: u64 = u64::MAX;
-
 /// Computes [`Usage`].
 pub fn usage(store: &Store) -> Result<Usage> {
-    let r = store.catalog.reader()?;
-    let cps = r.checkpoints()?;
-    // Owner of each tree/object: a checkpoint seq, or SHARED.
-    let mut tree_owner: HashMap<Hash, u64> = HashMap::new();
-    let mut obj_owner: HashMap<Hash, (u64, u64)> = HashMap::new();
-    for cp in &cps {
-        let mut stack = vec![(cp.root, false)];
-        while let Some((t, shared)) = stack.pop() {
-            let owner = if shared { SHARED } else { cp.seq };
-            match tree_owner.get(&t).copied() {
-                Some(SHARED) => continue,
-                Some(o) if o == owner => continue,
-                // First reached from another checkpoint: walk it again as
-                // shared, which makes everything under it shared.
-                Some(_) if !shared => {
-                    stack.push((t, true));
-                    continue;
-                }
-                _ => {}
-            }
-            tree_owner.insert(t, owner);
-            for e in r.tree(&t)?.entries {
-                match e.node {
-                    Node::Dir { tree } => stack.push((tree, shared)),
-                    Node::File { hash, size } => {
-                        let slot = obj_owner.entry(hash).or_insert((owner, size));
-                        if slot.0 != owner {
-                            slot.0 = SHARED;
-                        }
-                    }
-                    Node::Symlink { .. } => {}
-                }
-            }
-        }
-    }
+    let cps = store.catalog.reader()?.checkpoints()?;
+    let reach = Reach::of(store, &[], true)?;
+    // Per owner: (bytes, objects).
     let mut per: HashMap<u64, (u64, u64)> = HashMap::new();
-    for (owner, size) in obj_owner.values() {
-        if *owner != SHARED {
-            let e = per.entry(*owner).or_default();
-            e.0 += size;
-            e.1 += 1;
+    let mut object_bytes = 0;
+    let mut unreferenced_objects = 0;
+    let mut unreferenced_bytes = 0;
+    let mut count = |owner: Option<u64>, size: u64, object: u64| {
+        object_bytes += size;
+        match owner {
+            None => {
+                unreferenced_objects += object;
+                unreferenced_bytes += size;
+            }
+            Some(SHARED) => {}
+            Some(seq) => {
+                let e = per.entry(seq).or_default();
+                e.0 += size;
+                e.1 += object;
+            }
         }
+    };
+    for h in &reach.stored_objects {
+        count(reach.object_owner(h), allocated(store, &object_name(h)), 1);
+    }
+    for h in &reach.stored_manifests {
+        count(
+            reach.manifest_owner(h),
+            allocated(store, &manifest_name(h)),
+            0,
+        );
     }
     let checkpoints = cps
         .iter()
@@ -110,24 +103,9 @@ pub fn usage(store: &Store) -> Result<Usage> {
             }
         })
         .collect();
-    drop(r);
-    let (objects, _strays) = store.objects.list()?;
-    let mut object_bytes = 0;
-    let mut unreferenced_objects = 0;
-    let mut unreferenced_bytes = 0;
-    for h in &objects {
-        let size = ckpt_copy::fs::stat_at(
-            store.objects.dir_fd(),
-            &crate::store::objects::object_name(h),
-        )
-        .map_or(0, |m| m.size);
-        object_bytes += size;
-        if !obj_owner.contains_key(h) {
-            unreferenced_objects += 1;
-            unreferenced_bytes += size;
-        }
-    }
-    let file_size = |name: &str| std::fs::metadata(store.root.join(name)).map_or(0, |m| m.len());
+    let file_size = |name: &str| {
+        std::fs::symlink_metadata(store.root.join(name)).map_or(0, |m| m.blocks() * 512)
+    };
     let catalog_bytes = file_size("catalog.redb");
     let state_bytes = file_size("state.redb");
     let other = [
@@ -145,7 +123,7 @@ pub fn usage(store: &Store) -> Result<Usage> {
     Ok(Usage {
         store_bytes: object_bytes + catalog_bytes + state_bytes + other,
         object_bytes,
-        objects: objects.len() as u64,
+        objects: reach.stored_objects.len() as u64,
         catalog_bytes,
         state_bytes,
         checkpoints,
