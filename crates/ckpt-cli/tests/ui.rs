@@ -29,6 +29,15 @@
 //!   relative path, NUL, the workspace itself, a directory that is no
 //!   fork) is refused with the workspace, the fork and the log unchanged.
 //!
+//! - Agent sessions: a session recorded by `ckpt hook` from the Claude
+//!   Code fixture payloads (`tests/fixtures/hooks/`), interleaved with a
+//!   second session, is grouped on the page under its harness and short
+//!   session id, each turn under its prompt's text; the session filter
+//!   keeps only its checkpoints; "Undo this step" on the latest tool call
+//!   (the Write that created a file) shows the dry run, and its confirm
+//!   takes the file away leaving the rest byte for byte, and Undo brings
+//!   it back. A `--read-only` page offers no "Undo this step".
+//!
 //! Python is `$CKPT_UI_PYTHON`, else `target/ui-venv/bin/python` (what
 //! `scripts/test` creates), else `python3`; it must `import playwright`. The
 //! browser is `$CKPT_CHROMIUM`, else `/usr/bin/chromium`. Without them the
@@ -513,6 +522,112 @@ fn browser_fleet_fork_compare_adopt_undo_remove() {
         .filter(|n| n.to_string_lossy().starts_with("fork"))
         .collect();
     assert!(left.is_empty(), "fork directories left: {left:?}");
+}
+
+/// Feeds the hook payload `tests/fixtures/hooks/NAME` (its `@WORKSPACE@`
+/// made the workspace root, then changed by `edit`) to `ckpt hook`, run
+/// from outside the workspace as a harness runs it. Hooks start no watcher
+/// here (`CKPT_HOOK_WATCH=off`): none would outlive the test.
+fn hook(ws: &Ws, name: &str, edit: impl FnOnce(&mut serde_json::Value)) {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/hooks")
+        .join(name);
+    let text = std::fs::read_to_string(&p)
+        .unwrap()
+        .replace("@WORKSPACE@", ws.root.to_str().unwrap());
+    let mut payload: serde_json::Value = serde_json::from_str(&text).unwrap();
+    edit(&mut payload);
+    let mut child = command(ws.tmp.path(), &[OsStr::new("hook")])
+        .env("CKPT_HOOK_WATCH", "off")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(payload.to_string().as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "ckpt hook {name}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A workspace with two agent sessions recorded by `ckpt hook`: session
+/// A's first turn (a prompt, then a Bash call that replaced `old/` with
+/// `gen/`), session B's prompt, then A's second turn (a prompt, then a
+/// Write that created `src/greeting.js`).
+fn workspace_with_sessions() -> Ws {
+    let ws = Ws::new();
+    ws.init();
+    write(&ws.root, "README.md", b"# demo\n");
+    write(&ws.root, "old/a.txt", b"old a\n");
+    write(&ws.root, "old/b.txt", b"old b\n");
+    hook(&ws, "1_user_prompt_submit.json", |_| {});
+    hook(&ws, "2_pre_tool_use_bash.json", |_| {});
+    std::fs::remove_dir_all(ws.root.join("old")).unwrap();
+    write(&ws.root, "gen/out1.txt", b"1\n");
+    write(&ws.root, "gen/out2.txt", b"2\n");
+    hook(&ws, "3_post_tool_use_bash.json", |_| {});
+    write(&ws.root, "notes.txt", b"session b\n");
+    hook(&ws, "1_user_prompt_submit.json", |p| {
+        p["session_id"] = "other-session-b".into();
+        p["prompt"] = "Write some notes".into();
+    });
+    hook(&ws, "1_user_prompt_submit.json", |p| {
+        p["prompt"] = "Now add the greeting module".into();
+    });
+    write(
+        &ws.root,
+        "src/greeting.js",
+        b"export const hi = () => 'hello';\n",
+    );
+    hook(&ws, "4_post_tool_use_write.json", |_| {});
+    hook(&ws, "5_stop.json", |_| {});
+    ws
+}
+
+/// Every path below `root` and what it is (file bytes, link target or a
+/// directory), without times and modes.
+fn contents(root: &Path) -> std::collections::BTreeMap<Vec<u8>, What> {
+    snapshot(root).into_iter().map(|(k, s)| (k, s.what)).collect()
+}
+
+#[test]
+fn browser_agent_sessions_grouped_filtered_and_undo_this_step() {
+    let ws = workspace_with_sessions();
+    let log = ws.run(&["log", "--json"]).ok().json();
+    let messages: Vec<_> = log["checkpoints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["message"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        messages,
+        [
+            "after Write: src/greeting.js",
+            "prompt: Now add the greeting module",
+            "prompt: Write some notes",
+            "after Bash: rm -rf old && npm run gen",
+            "prompt: Replace the greeting module and clean up old files",
+        ],
+        "{log}"
+    );
+    let before = contents(&ws.root);
+    let srv = Server::start(&ws, &[]);
+    if browser("agent", &ws, &srv).is_none() {
+        return;
+    }
+    // The script undid the Write (checked there: the file gone, the rest
+    // unchanged) and pressed Undo: the workspace is as it was, byte for
+    // byte.
+    assert_eq!(contents(&ws.root), before);
 }
 
 fn python() -> Result<(PathBuf, PathBuf), String> {

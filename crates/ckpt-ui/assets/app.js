@@ -12,7 +12,7 @@ const TOKEN = document.querySelector('meta[name="ckpt-token"]').content;
 const PAGE = 200;
 const S = {
   items: [], head: null, more: false, total: 0, sel: -1, readOnly: true,
-  search: '', path: '', view: 'timeline', shown: null, loading: false,
+  search: '', path: '', session: '', view: 'timeline', shown: null, loading: false,
 };
 const $ = (id) => document.getElementById(id);
 
@@ -97,7 +97,75 @@ function fail(e) { note(String(e.message || e), 'error'); }
 
 // ---- timeline -------------------------------------------------------------
 
+// ---- agent sessions --------------------------------------------------------
+//
+// Checkpoints made by `ckpt hook` carry the tags `harness`, `session`,
+// `event` and `tool`, and the server adds `kind`: what the event means
+// (`prompt`, `before_tool`, `after_tool`, `turn_end`, `other`), so no list
+// of harness event names lives here. A prompt checkpoint's message is
+// `prompt: TEXT`. An after-tool checkpoint is a tool call that changed
+// files; its `parent` is the state just before the call.
+
 function session(c) { return (c.tags && c.tags.session) || ''; }
+
+const shortId = (s) => (s.length > 12 ? s.slice(0, 8) + '\u2026' : s);
+
+function promptText(c) {
+  const m = c.message || '';
+  return m.startsWith('prompt: ') ? m.slice(8) : m;
+}
+
+// The turn of each listed checkpoint (newest first): the newest prompt
+// checkpoint of its session at or before it, null when none is listed.
+function turns(items) {
+  const last = new Map();
+  const t = new Array(items.length).fill(null);
+  for (let i = items.length - 1; i >= 0; i--) {
+    const c = items[i]; const s = session(c);
+    if (!s) continue;
+    if (c.kind === 'prompt') last.set(s, c);
+    t[i] = last.get(s) || null;
+  }
+  return t;
+}
+
+// A run of checkpoints of one session: harness, short session id (the
+// whole id on hover) and a button filtering the timeline to it (or back).
+function sessionHeader(c) {
+  const s = session(c);
+  if (!s) return el('li', { class: 'group' }, el('span', { text: 'no agent session' }));
+  const on = S.session === s;
+  return el('li', { class: 'group session', 'data-session': s, title: 'session ' + s },
+    el('span', { class: 'harness', text: (c.tags.harness || 'agent') }), ' session ',
+    el('span', { class: 'sid mono', text: shortId(s) }), ' ',
+    el('button', { type: 'button', class: 'link session-filter', onclick: () => setSession(on ? '' : s).catch(fail), text: on ? 'all sessions' : 'only this session' }));
+}
+
+// A turn within a session: its prompt's text (null `p`: the checkpoints of
+// the session from before its first listed prompt).
+function turnHeader(p) {
+  return el('li', { class: 'group turn', 'data-prompt': p ? p.id : '' },
+    p ? el('span', { class: 'prompt', title: p.id + ': ' + (p.message || ''), text: '\u203a ' + promptText(p) })
+      : el('span', { class: 'muted', text: 'before the first prompt shown' }));
+}
+
+async function setSession(s) {
+  S.session = s;
+  $('session').value = s;
+  await reload();
+}
+
+// A tool call that changed files, with the state before it recorded, can
+// be undone from the page.
+const undoable = (c) => !S.readOnly && c.kind === 'after_tool' && !!c.parent;
+
+// "Undo this step": open the step, then the restore flow (dry-run list,
+// confirm, then Undo) to its parent, the state just before the call.
+async function undoStep(c, i) {
+  if (i !== undefined) select(i);
+  if (!S.shown || S.shown.id !== c.id) await showCheckpoint(c.id);
+  await restoreFlow(c.parent, [], null, c);
+}
 
 function tagChips(c) {
   return Object.entries(c.tags || {})
@@ -130,31 +198,35 @@ function row(c, i) {
     el('span', { class: 'mod', text: '~' + (s.files_modified || 0) }),
     el('span', { class: 'del', text: '\u2212' + (s.files_deleted || 0) })),
   el('span', { class: 'bytes', title: 'bytes added to the store', text: bytes(s.new_bytes || 0) }),
-  el('span', { class: 'tags' }, tagChips(c), annChips(c)));
+  el('span', { class: 'tags' }, tagChips(c), annChips(c),
+    undoable(c) ? el('button', {
+      type: 'button', class: 'link undo-step', title: 'restore the workspace to ' + c.parent + ', the state just before this tool call',
+      onclick: (e) => { e.stopPropagation(); undoStep(c, i).catch(fail); }, text: 'Undo this step\u2026',
+    }) : null));
 }
 
 function render() {
   const list = $('timeline');
   const frag = document.createDocumentFragment();
-  let prev = null;
+  const turn = turns(S.items);
+  let prev = null; let prevTurn = null;
   S.items.forEach((c, i) => {
     const sess = session(c);
-    if (i === 0 || sess !== prev) {
-      frag.append(el('li', { class: 'group' },
-        el('span', { text: sess ? 'session ' + sess : 'no agent session' })));
-    }
-    prev = sess;
+    if (i === 0 || sess !== prev) { frag.append(sessionHeader(c)); prevTurn = null; }
+    if (sess && turn[i] !== prevTurn) frag.append(turnHeader(turn[i]));
+    prev = sess; prevTurn = turn[i];
     frag.append(row(c, i));
   });
   list.replaceChildren(frag);
-  const f = [S.search && 'matching "' + S.search + '"', S.path && 'changing ' + S.path].filter(Boolean).join(', ');
+  const f = [S.search && 'matching "' + S.search + '"', S.path && 'changing ' + S.path,
+    S.session && 'in session ' + S.session].filter(Boolean).join(', ');
   $('summary').textContent = S.items.length + ' shown' + (f ? ' ' + f : '') + ' of ' + S.total +
     ' checkpoints' + (S.head ? ', HEAD ' + S.head : '');
   $('more').hidden = !S.more;
 }
 
 function query(before) {
-  return { limit: PAGE, before, search: S.search, path: S.path };
+  return { limit: PAGE, before, search: S.search, path: S.path, session: S.session };
 }
 
 async function reload() {
@@ -245,6 +317,7 @@ async function showCheckpoint(id) {
   const parent = r.parent;
   const s = r.stats;
   const actions = S.readOnly ? null : el('div', { class: 'actions' },
+    undoable(r) ? el('button', { type: 'button', id: 'act-undo-step', onclick: () => undoStep(r).catch(fail), text: 'Undo this step\u2026' }) : null,
     el('button', { type: 'button', id: 'act-restore', onclick: () => restoreFlow(r.id, []).catch(fail), text: 'Restore workspace to ' + r.id + '\u2026' }),
     el('button', { type: 'button', id: 'act-fork', onclick: () => forkFlow(r.id).catch(fail), text: 'Fork\u2026' }),
     el('button', { type: 'button', id: 'act-delete', class: 'danger', onclick: () => deleteFlow(r.id).catch(fail), text: 'Delete\u2026' }));
@@ -644,18 +717,28 @@ function changeList(changes) {
   changes.length > 500 ? el('li', { text: '\u2026 and ' + (changes.length - 500) + ' more' }) : null);
 }
 
-async function restoreFlow(id, paths, undoOf) {
+// Restores `paths` (all when empty) to `id`: a dry run listed in a
+// confirm, then the restore (`undoOf`: this undoes a restore to that
+// checkpoint; no dry run). `step`: an after-tool checkpoint being undone,
+// `id` its parent (the titles say so).
+async function restoreFlow(id, paths, undoOf, step) {
   const body = { id, paths: paths.filter((p) => !p.hex).map((p) => p.text), paths_hex: paths.filter((p) => p.hex).map((p) => p.hex) };
   const what = paths.length ? paths.map((p) => p.text).join(', ') : 'the whole workspace';
   if (!undoOf) {
     const dry = await post('/api/restore', Object.assign({ dry_run: true }, body));
-    const ok = await confirmBox('Restore ' + what + ' to ' + id + '?',
-      el('div', {}, el('p', { text: 'These paths will change (the current state is saved first, so this can be undone):' }), changeList(dry.changes)),
-      'Restore');
+    const title = step ? 'Undo this step, ' + step.id + ' (' + (step.message || 'tool call') + ')?' : 'Restore ' + what + ' to ' + id + '?';
+    const intro = step ? 'The whole workspace goes back to ' + id + ', the state just before this tool call' +
+      (step.head ? '' : ' (what came after it is undone too)') + '. ' : '';
+    const ok = await confirmBox(title,
+      el('div', {}, el('p', { text: intro + 'These paths will change (the current state is saved first, so this can be undone):' }), changeList(dry.changes)),
+      step ? 'Undo this step' : 'Restore');
     if (!ok) return;
   }
   const r = await post('/api/restore', Object.assign({ dry_run: false }, body));
-  restored((undoOf ? 'Undone: ' : 'Restored ') + what + ' to ' + r.restored, r, undoOf ? null : paths);
+  const done = undoOf ? 'Undone: ' + what + ' to ' + r.restored
+    : step ? 'Undid step ' + step.id + ': the whole workspace restored to ' + r.restored
+      : 'Restored ' + what + ' to ' + r.restored;
+  restored(done, r, undoOf ? null : paths);
 }
 
 // What a restore (or an adopt, which is one) did, on top of the detail
@@ -821,6 +904,7 @@ async function main() {
   $('more').addEventListener('click', () => older().catch(fail));
   $('search').addEventListener('input', debounce((e) => { S.search = e.target.value.trim(); reload().catch(fail); }, 150));
   $('path').addEventListener('input', debounce((e) => { S.path = e.target.value.trim(); reload().catch(fail); }, 300));
+  $('session').addEventListener('input', debounce((e) => { S.session = e.target.value.trim(); reload().catch(fail); }, 300));
   document.addEventListener('keydown', keys);
   new IntersectionObserver((es) => { if (es.some((x) => x.isIntersecting)) older().catch(fail); }).observe($('more'));
   setInterval(() => { for (const t of document.querySelectorAll('.time[data-ns]')) t.textContent = ago(+t.dataset.ns); }, 30000);

@@ -3,14 +3,18 @@
 //! [`Context`] at the workspace root, like one `ckpt` command: the store
 //! is opened and its lock taken and released per request, so the CLI,
 //! hooks and the watcher keep working while a page is open), and answers
-//! with the operation's report serialised exactly as `--json` prints it. A
-//! failed operation answers `{error, exit_code}` (`ops::json::error`).
+//! with the operation's report serialised exactly as `--json` prints it,
+//! plus one field for the page: each checkpoint record that has an `event`
+//! tag (made by `ckpt hook`) gets `kind`, what that event means
+//! ([`step_kind`]), so the page never keeps its own list of the harnesses'
+//! event names. A failed operation answers `{error, exit_code}`
+//! (`ops::json::error`).
 //!
 //! | route | operation |
 //! |---|---|
 //! | `GET /` `/app.js` `/app.css` | the page ([`crate::assets`]) |
 //! | `GET /api/info` | the workspace root and whether actions are allowed |
-//! | `GET /api/log?limit&before&search&path` | `ops::log::log` |
+//! | `GET /api/log?limit&before&search&session&path` | `ops::log::log` |
 //! | `GET /api/show?id` | `ops::show::show` |
 //! | `GET /api/diff?from&to&path&content&fork` | `ops::diff::diff` (`to` absent: the working directory; with `fork`, `to` is the fork's checkpoint, default its head) |
 //! | `GET /api/status` | `ops::status::status` |
@@ -48,9 +52,10 @@ use axum::routing::{get, post};
 use axum::{middleware, Json, Router};
 use ckpt_lib::engine::restore::Scope;
 use ckpt_lib::ops::{self, Context};
+use ckpt_harness::Kind;
 use ckpt_lib::{Error, Result};
 use serde::{Deserialize, Serialize};
-use serde_json::json;
+use serde_json::{json, Value};
 use tokio_stream::wrappers::BroadcastStream;
 use tokio_stream::{Stream, StreamExt};
 
@@ -94,11 +99,70 @@ async fn run<R: Serialize + Send + 'static>(
     match tokio::task::spawn_blocking(move || op(&ctx)).await {
         Ok(Ok(r)) => Json(r).into_response(),
         Ok(Err(e)) => error(&e),
-        Err(e) => (
+        Err(e) => failed(e),
+    }
+}
+
+/// [`run`] for a report holding checkpoint records: each gets its `kind`
+/// ([`with_kinds`]).
+async fn run_records<R: Serialize + Send + 'static>(
+    s: &Shared,
+    op: impl FnOnce(&Context) -> Result<R> + Send + 'static,
+) -> Response {
+    let ctx = s.context();
+    let job = move || op(&ctx).map(serde_json::to_value);
+    match tokio::task::spawn_blocking(job).await {
+        Ok(Ok(Ok(mut v))) => {
+            with_kinds(&mut v);
+            Json(v).into_response()
+        }
+        Ok(Ok(Err(e))) => (
             StatusCode::INTERNAL_SERVER_ERROR,
-            Json(json!({ "error": format!("ckpt task failed: {e}"), "exit_code": 1 })),
+            Json(json!({ "error": format!("ckpt ui: the report did not serialise: {e}"), "exit_code": 1 })),
         )
             .into_response(),
+        Ok(Err(e)) => error(&e),
+        Err(e) => failed(e),
+    }
+}
+
+/// The blocking thread running an operation panicked or was cancelled.
+fn failed(e: tokio::task::JoinError) -> Response {
+    (
+        StatusCode::INTERNAL_SERVER_ERROR,
+        Json(json!({ "error": format!("ckpt task failed: {e}"), "exit_code": 1 })),
+    )
+        .into_response()
+}
+
+/// What a hook event means to the page, by [`Kind::of`] (the one list of
+/// every harness's event names): `prompt` (a turn's first checkpoint; its
+/// message is `prompt: TEXT`), `before_tool`, `after_tool` (a tool call
+/// that changed files; the state before it is the checkpoint's `parent`),
+/// `turn_end`, `other`.
+pub fn step_kind(event: &str) -> &'static str {
+    match Kind::of(event) {
+        Kind::Prompt => "prompt",
+        Kind::BeforeTool => "before_tool",
+        Kind::AfterTool => "after_tool",
+        Kind::TurnEnd => "turn_end",
+        Kind::Other => "other",
+    }
+}
+
+/// Adds `kind` ([`step_kind`]) to the checkpoint record `v` (a `show`
+/// report) or to each of `v.checkpoints` (a `log` report), when it has an
+/// `event` tag.
+fn with_kinds(v: &mut Value) {
+    fn one(cp: &mut Value) {
+        if let Some(k) = cp["tags"]["event"].as_str().map(step_kind) {
+            cp["kind"] = k.into();
+        }
+    }
+    if let Some(cps) = v.get_mut("checkpoints").and_then(Value::as_array_mut) {
+        cps.iter_mut().for_each(one);
+    } else if v.get("tags").is_some() {
+        one(v);
     }
 }
 
@@ -212,7 +276,7 @@ async fn log(State(s): S, Query(q): Query<LogQuery>) -> Response {
         path,
         session: q.session.clone().filter(|s| !s.is_empty()),
     };
-    run(&s, move |c| ops::log::log(c, &opts)).await
+    run_records(&s, move |c| ops::log::log(c, &opts)).await
 }
 
 #[derive(Deserialize)]
@@ -222,7 +286,7 @@ struct IdQuery {
 
 async fn show(State(s): S, Query(q): Query<IdQuery>) -> Response {
     let opts = ops::show::ShowOptions { rev: q.id };
-    run(&s, move |c| ops::show::show(c, &opts)).await
+    run_records(&s, move |c| ops::show::show(c, &opts)).await
 }
 
 #[derive(Deserialize)]
@@ -505,6 +569,38 @@ mod tests {
         );
         assert!(rel_path(None, Some("2e2e")).is_err(), "hex `..` accepted");
         assert!(rel_path(None, Some("zz")).is_err());
+    }
+
+    #[test]
+    fn records_with_an_event_get_its_kind() {
+        let mut log = json!({"checkpoints": [
+            {"id": "v3", "tags": {"event": "PostToolUse", "tool": "Write"}},
+            {"id": "v2", "tags": {"event": "afterShellExecution"}},
+            {"id": "v1", "tags": {"event": "UserPromptSubmit"}},
+            {"id": "v0", "tags": {}},
+        ]});
+        with_kinds(&mut log);
+        let kinds: Vec<_> = log["checkpoints"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c.get("kind").cloned())
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                Some(json!("after_tool")),
+                Some(json!("after_tool")),
+                Some(json!("prompt")),
+                None
+            ]
+        );
+        let mut show = json!({"id": "v4", "tags": {"event": "tool.execute.before"}});
+        with_kinds(&mut show);
+        assert_eq!(show["kind"], "before_tool");
+        let mut other = json!({"forks": []});
+        with_kinds(&mut other);
+        assert_eq!(other, json!({"forks": []}));
     }
 
     #[test]
