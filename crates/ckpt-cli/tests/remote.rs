@@ -1,14 +1,18 @@
-//! `ckpt push`, `pull`, `clone`, `log --remote` and `gc --remote` against a
-//! real S3-protocol server: moto (PyPI `moto[server]`), started once per
-//! test binary on 127.0.0.1 from the venv `.ci/run` creates
-//! (`target/moto-venv`, or `$CKPT_MOTO_SERVER`). Without it the S3 tests
-//! report a skip (`common::skip`), which fails under `CI=true`; the
-//! `file://` tests always run.
+//! `ckpt push`, `pull`, `clone`, `log --remote` and `gc --remote` against
+//! two independent S3-protocol servers, each started once per test binary
+//! on 127.0.0.1 from what `.ci/run` installs under `target/`:
 //!
-//! moto checks `If-None-Match: *` on PutObject (the create-if-absent the
-//! refs use), so the concurrent-pusher test exercises the real conditional
-//! path; it is repeated against `file://` (object_store's local backend:
-//! create-if-absent by hard link).
+//! - moto (PyPI `moto[server]`, `target/moto-venv`, or
+//!   `$CKPT_MOTO_SERVER`), which honours conditional writes
+//!   (`If-None-Match: *` on PutObject);
+//! - s3rver (npm `s3rver`, `target/s3rver`, or `$CKPT_S3RVER`), which
+//!   ignores them: a second create-if-absent of a key overwrites the first
+//!   and answers 200.
+//!
+//! Every scenario runs against `file://`, moto and s3rver
+//! (`on_every_remote!`). Without a server its tests report a skip
+//! (`common::skip`), which fails under `CI=true`; the `file://` tests
+//! always run.
 
 mod common;
 
@@ -21,8 +25,18 @@ use std::time::{Duration, Instant};
 
 use common::*;
 
-/// A moto server for this test binary.
-struct Moto {
+/// Which S3 implementation a [`Server`] is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    /// moto: honours conditional writes.
+    Moto,
+    /// s3rver: ignores them.
+    S3rver,
+}
+
+/// An S3-protocol server for this test binary.
+struct Server {
+    kind: Kind,
     port: u16,
 }
 
@@ -34,14 +48,25 @@ fn free_port() -> u16 {
         .port()
 }
 
+fn repo_target() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target")
+}
+
 fn moto_bin() -> Option<PathBuf> {
     let mut c: Vec<PathBuf> = Vec::new();
     if let Some(p) = std::env::var_os("CKPT_MOTO_SERVER") {
         c.push(PathBuf::from(p));
     }
-    c.push(
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/moto-venv/bin/moto_server"),
-    );
+    c.push(repo_target().join("moto-venv/bin/moto_server"));
+    c.into_iter().find(|p| p.is_file())
+}
+
+fn s3rver_bin() -> Option<PathBuf> {
+    let mut c: Vec<PathBuf> = Vec::new();
+    if let Some(p) = std::env::var_os("CKPT_S3RVER") {
+        c.push(PathBuf::from(p));
+    }
+    c.push(repo_target().join("s3rver/node_modules/.bin/s3rver"));
     c.into_iter().find(|p| p.is_file())
 }
 
@@ -69,22 +94,12 @@ fn die_with_this_process(cmd: &mut Command) {
     }
 }
 
-/// Starts a moto server (killed when this process exits: the spawning
-/// thread lives forever and the child has PDEATHSIG).
-fn start_moto(extra_env: &[(&str, &str)]) -> Option<u16> {
-    let bin = moto_bin()?;
-    let port = free_port();
-    let env: Vec<(String, String)> = extra_env
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
+/// Starts `cmd` (killed when this process exits: the spawning thread lives
+/// forever and the child has PDEATHSIG) and waits for `port` to listen.
+fn start_server(mut cmd: Command, port: u16) -> Option<u16> {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
-        let mut cmd = Command::new(bin);
-        cmd.args(["-H", "127.0.0.1", "-p", &port.to_string()])
-            .envs(env)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
+        cmd.stdout(Stdio::null()).stderr(Stdio::null());
         die_with_this_process(&mut cmd);
         let child = cmd.spawn();
         let _ = tx.send(child.is_ok());
@@ -99,15 +114,60 @@ fn start_moto(extra_env: &[(&str, &str)]) -> Option<u16> {
     Some(port)
 }
 
-fn moto() -> Option<&'static Moto> {
-    static M: OnceLock<Option<Moto>> = OnceLock::new();
+/// Starts a moto server.
+fn start_moto(extra_env: &[(&str, &str)]) -> Option<u16> {
+    let bin = moto_bin()?;
+    let port = free_port();
+    let mut cmd = Command::new(bin);
+    cmd.args(["-H", "127.0.0.1", "-p", &port.to_string()]);
+    for (k, v) in extra_env {
+        cmd.env(k, v);
+    }
+    start_server(cmd, port)
+}
+
+/// Starts an s3rver, its data in a directory of its own.
+fn start_s3rver() -> Option<u16> {
+    let bin = s3rver_bin()?;
+    let port = free_port();
+    let dir = tempfile::tempdir_in(test_base()).ok()?.keep();
+    let mut cmd = Command::new(bin);
+    cmd.arg("-d")
+        .arg(&dir)
+        .args(["-a", "127.0.0.1", "-p", &port.to_string(), "--silent"]);
+    start_server(cmd, port)
+}
+
+fn moto() -> Option<&'static Server> {
+    static M: OnceLock<Option<Server>> = OnceLock::new();
     let m = M
-        .get_or_init(|| start_moto(&[]).map(|port| Moto { port }))
+        .get_or_init(|| {
+            start_moto(&[]).map(|port| Server {
+                kind: Kind::Moto,
+                port,
+            })
+        })
         .as_ref();
     if m.is_none() {
         skip("moto_server not found (target/moto-venv: `python3 -m venv target/moto-venv && target/moto-venv/bin/pip install 'moto[server]'`)");
     }
     m
+}
+
+fn s3rver() -> Option<&'static Server> {
+    static S: OnceLock<Option<Server>> = OnceLock::new();
+    let s = S
+        .get_or_init(|| {
+            start_s3rver().map(|port| Server {
+                kind: Kind::S3rver,
+                port,
+            })
+        })
+        .as_ref();
+    if s.is_none() {
+        skip("s3rver not found or did not start (target/s3rver: `npm install --prefix target/s3rver s3rver@3.7.1`)");
+    }
+    s
 }
 
 /// One raw HTTP/1.1 request (moto needs no signature by default).
@@ -147,7 +207,7 @@ fn http(port: u16, method: &str, path: &str, body: &[u8]) -> (u16, Vec<u8>) {
     (code, body)
 }
 
-impl Moto {
+impl Server {
     /// A new empty bucket; returns its name.
     fn bucket(&self) -> String {
         static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
@@ -167,7 +227,7 @@ impl Moto {
     }
 }
 
-/// The environment that points ckpt at a server on `port`.
+/// The environment that points ckpt at a moto server on `port`.
 fn s3_env(port: u16) -> Vec<(&'static str, String)> {
     vec![
         ("AWS_ENDPOINT", format!("http://127.0.0.1:{port}")),
@@ -176,6 +236,27 @@ fn s3_env(port: u16) -> Vec<(&'static str, String)> {
         ("AWS_REGION", "us-east-1".into()),
         ("AWS_ALLOW_HTTP", "true".into()),
     ]
+}
+
+impl Server {
+    /// The environment that points ckpt at this server (s3rver checks
+    /// signatures against its built-in `S3RVER` key).
+    fn env(&self) -> Vec<(&'static str, String)> {
+        let mut e = s3_env(self.port);
+        if self.kind == Kind::S3rver {
+            for (k, v) in e.iter_mut() {
+                if k.starts_with("AWS_ACCESS") || k.starts_with("AWS_SECRET") {
+                    *v = "S3RVER".into();
+                }
+            }
+        }
+        e
+    }
+
+    /// A new bucket and a URL under it, with the environment to reach it.
+    fn remote(&self, prefix: &str) -> (String, Vec<(&'static str, String)>) {
+        (format!("s3://{}/{prefix}", self.bucket()), self.env())
+    }
 }
 
 /// `ckpt ARGS` in `cwd` with extra environment.
@@ -210,10 +291,10 @@ fn spawn_env(cwd: &Path, env: &[(&str, String)], args: &[&str]) -> Child {
         .expect("spawn ckpt")
 }
 
-/// The tests `$file` and `$s3`: scenario `$scenario(url, env)` against a
-/// `file://` remote and against the moto server.
-macro_rules! on_both_remotes {
-    ($scenario:ident, $file:ident, $s3:ident) => {
+/// The tests `$file`, `$s3` and `$s3rver`: scenario `$scenario(url, env)`
+/// against a `file://` remote, the moto server and the s3rver server.
+macro_rules! on_every_remote {
+    ($scenario:ident, $file:ident, $s3:ident, $s3rver:ident) => {
         #[test]
         fn $file() {
             let dir = tempfile::tempdir_in(test_base()).unwrap();
@@ -223,8 +304,15 @@ macro_rules! on_both_remotes {
         #[test]
         fn $s3() {
             let Some(m) = moto() else { return };
-            let prefix = stringify!($scenario);
-            $scenario(&format!("s3://{}/{prefix}", m.bucket()), &s3_env(m.port));
+            let (url, env) = m.remote(stringify!($scenario));
+            $scenario(&url, &env);
+        }
+
+        #[test]
+        fn $s3rver() {
+            let Some(m) = s3rver() else { return };
+            let (url, env) = m.remote(stringify!($scenario));
+            $scenario(&url, &env);
         }
     };
 }
@@ -298,10 +386,11 @@ fn round_trip(url: &str, env: &[(&str, String)]) {
     ckpt(&dest, &["verify"]).ok();
     ckpt(&dest, &["verify", "--store"]).ok();
 
-    // The clone's checkpoint has the same remote id: pushing it back adds nothing.
-    let again = run_env(&dest, env, &["push", url, "--workspace", "app", "--json"])
-        .ok()
-        .json();
+    // The clone's source is its `origin`, with the workspace name: a bare
+    // push works at once, and the clone's checkpoint has the same remote
+    // id, so pushing it back adds nothing.
+    let again = run_env(&dest, env, &["push", "--json"]).ok().json();
+    assert_eq!(again["workspace"], "app", "{again}");
     assert_eq!(again["pushed"].as_array().unwrap().len(), 0, "{again}");
     assert_eq!(again["already"][0]["remote_id"], remote_id.as_str());
 
@@ -327,14 +416,12 @@ fn round_trip(url: &str, env: &[(&str, String)]) {
     let want2 = ws.materialise(&id2);
     let p2 = run_env(&ws.root, env, &["push", "--json"]).ok().json();
     assert_eq!(p2["pushed"].as_array().unwrap().len(), 1);
-    // One new file and a state change: the ref generation this store wrote
-    // and the next one, the gc list (twice), the listings of indexes and
-    // packs, a pack of contents and its index, the record, a pack of trees
-    // and nodes and its index, the new ref generation.
-    assert_eq!(p2["requests"], 12, "{p2}");
-    let pl = run_env(&dest, env, &["pull", url, "--workspace", "app", "--json"])
-        .ok()
-        .json();
+    // One new file and a state change: the listing of the ref, the gc list
+    // (twice), the listings of indexes and packs, a pack of contents and
+    // its index, the record, a pack of trees and nodes and its index, the
+    // ref entry.
+    assert_eq!(p2["requests"], 11, "{p2}");
+    let pl = run_env(&dest, env, &["pull", "--json"]).ok().json();
     assert_eq!(pl["pulled"].as_array().unwrap().len(), 1, "{pl}");
     assert_eq!(
         state_get(&dest, "step"),
@@ -345,9 +432,24 @@ fn round_trip(url: &str, env: &[(&str, String)]) {
     ckpt(&dest, &["restore", &local]).ok();
     assert_same(&want2, &snapshot(&dest), "pulled checkpoint restored");
     assert_eq!(state_get(&dest, "step"), "4");
+
+    // A checkpoint made in the clone goes back with a bare push.
+    write(&dest, "from_clone.txt", b"made in the clone\n");
+    let r = ckpt(&dest, &["save", "--json"]).ok().json();
+    let p3 = run_env(&dest, env, &["push", "--json"]).ok().json();
+    assert_eq!(p3["pushed"][0]["id"], r["id"], "{p3}");
+    let l = run_env(&ws.root, env, &["log", "--remote", "origin", "--json"])
+        .ok()
+        .json();
+    assert_eq!(l["checkpoints"][0]["remote_id"], p3["pushed"][0]["remote_id"], "{l}");
 }
 
-on_both_remotes!(round_trip, round_trip_file_remote, round_trip_s3);
+on_every_remote!(
+    round_trip,
+    round_trip_file_remote,
+    round_trip_s3,
+    round_trip_s3rver
+);
 
 /// Two pushes (the second after an edit), then a clone of the latest and a
 /// pull of both into a third workspace, with a pull that commits what
@@ -429,10 +531,11 @@ fn pull_all_and_restore_each(url: &str, env: &[(&str, String)], wants: &[Snapsho
     ckpt(&other.root, &["verify", "--store"]).ok();
 }
 
-on_both_remotes!(
+on_every_remote!(
     duplicates_and_commits,
     duplicates_and_commits_file_remote,
-    duplicates_and_commits_s3
+    duplicates_and_commits_s3,
+    duplicates_and_commits_s3rver
 );
 
 /// Starts tests/fault_proxy.py (moto's venv Python) in front of the moto
@@ -623,11 +726,8 @@ fn node_modules(root: &Path, rng: &mut Rng) {
 /// times (so every mtime differs), pushed to one bucket: the second push
 /// sends neither file contents nor trees, only its mtimes, < 2 % of the
 /// first push's bytes; and it clones back exactly.
-#[test]
-fn second_workspace_with_the_same_node_modules_sends_no_content_again() {
-    let Some(m) = moto() else { return };
-    let env = s3_env(m.port);
-    let url = format!("s3://{}/shared", m.bucket());
+fn same_node_modules(url: &str, env: &[(&str, String)]) {
+    let url = url.to_string();
     let mut rng = Rng::new("dedupe", 7);
     let a = Ws::new();
     a.init();
@@ -685,6 +785,13 @@ fn second_workspace_with_the_same_node_modules_sends_no_content_again() {
     assert_same(&b.materialise(&bv), &snapshot(&dest), "clone of b");
 }
 
+on_every_remote!(
+    same_node_modules,
+    second_workspace_with_the_same_node_modules_sends_no_content_again_file_remote,
+    second_workspace_with_the_same_node_modules_sends_no_content_again,
+    second_workspace_with_the_same_node_modules_sends_no_content_again_s3rver
+);
+
 /// Two checkpoints of one workspace that differ only in one file's mtime:
 /// the second push sends no file content and no tree, only mtimes; both
 /// come back exactly, by clone and by pull.
@@ -730,10 +837,11 @@ fn mtime_only_change(url: &str, env: &[(&str, String)]) {
     pull_all_and_restore_each(url, env, &[want1, want2]);
 }
 
-on_both_remotes!(
+on_every_remote!(
     mtime_only_change,
     mtime_only_change_file_remote,
-    mtime_only_change_s3
+    mtime_only_change_s3,
+    mtime_only_change_s3rver
 );
 
 /// An RNG that can be replayed.
@@ -814,45 +922,71 @@ fn killed_push_resumes(url: &str, env: &[(&str, String)]) {
     let _ = v1;
 }
 
-on_both_remotes!(
+on_every_remote!(
     killed_push_resumes,
     killed_push_resumes_file_remote,
-    killed_push_resumes_s3
+    killed_push_resumes_s3,
+    killed_push_resumes_s3rver
 );
 
-/// Several pushers to one workspace name at once: every checkpoint ends up
-/// in the ref.
+/// Four workspaces push to one workspace name at once, ten rounds (each
+/// round a new checkpoint in every workspace, then four simultaneous
+/// pushes). Every push that exited 0 is on the remote afterwards, by id:
+/// `log --remote` lists every one, and a clone of each gives its files.
+/// `latest` is the same checkpoint for every reader: clone picks the one
+/// `log --remote` lists first. (On a server that ignores conditional
+/// writes, a layout that relied on them lost a checkpoint in most rounds.)
 fn concurrent_pushers(url: &str, env: &[(&str, String)]) {
     let mut rng = Rng::new("concurrent", 5);
-    let n = 4;
+    let (n, rounds) = (4, 10);
     let wss: Vec<Ws> = (0..n)
-        .map(|i| {
+        .map(|_| {
             let ws = Ws::new();
             ws.init();
-            write(&ws.root, "who.txt", format!("pusher {i}\n").as_bytes());
             fill_dir(&ws.root, "files", 20, &mut rng);
-            ws.save();
             ws
         })
         .collect();
-    let children: Vec<Child> = wss
-        .iter()
-        .map(|ws| {
-            spawn_env(
+    let mut acked: Vec<(String, usize, String)> = Vec::new();
+    for round in 0..rounds {
+        let mut local = Vec::new();
+        for (i, ws) in wss.iter().enumerate() {
+            write(
                 &ws.root,
-                env,
-                &["push", url, "--workspace", "same", "--json"],
-            )
-        })
-        .collect();
-    let mut ids = Vec::new();
-    let mut retries = 0;
-    for c in children {
-        let r = finish(c, "push").ok();
-        let v = r.json();
-        retries += v["ref_retries"].as_u64().unwrap();
-        ids.push(v["pushed"][0]["remote_id"].as_str().unwrap().to_string());
+                "who.txt",
+                format!("pusher {i} round {round}\n").as_bytes(),
+            );
+            local.push(ws.save().0);
+        }
+        let children: Vec<Child> = wss
+            .iter()
+            .map(|ws| {
+                spawn_env(
+                    &ws.root,
+                    env,
+                    &["push", url, "--workspace", "same", "--json"],
+                )
+            })
+            .collect();
+        for (i, c) in children.into_iter().enumerate() {
+            let r = finish(c, "push");
+            if r.code != Some(0) {
+                // A push may fail (clearly); only those that exited 0 count.
+                eprintln!("round {round}: push {i} failed: {}", r.dump());
+                continue;
+            }
+            let v = r.json();
+            assert_eq!(v["pushed"][0]["id"], local[i].as_str(), "{v}");
+            let id = v["pushed"][0]["remote_id"].as_str().unwrap().to_string();
+            acked.push((id, i, local[i].clone()));
+        }
     }
+    assert!(
+        acked.len() >= n * rounds / 2,
+        "most pushes succeed: {} of {}",
+        acked.len(),
+        n * rounds
+    );
     let l = run_env(
         &wss[0].root,
         env,
@@ -866,16 +1000,57 @@ fn concurrent_pushers(url: &str, env: &[(&str, String)]) {
         .iter()
         .map(|c| c["remote_id"].as_str().unwrap().to_string())
         .collect();
-    for id in &ids {
-        assert!(listed.contains(id), "checkpoint {id} was lost: {l}");
+    let lost: Vec<&String> = acked
+        .iter()
+        .map(|(id, _, _)| id)
+        .filter(|id| !listed.contains(id))
+        .collect();
+    assert!(
+        lost.is_empty(),
+        "{} of {} acknowledged checkpoints are not on the remote: {lost:?}",
+        lost.len(),
+        acked.len()
+    );
+    assert_eq!(listed.len(), acked.len(), "{l}");
+    // Each one is there by id, with its data.
+    for (id, i, local) in acked.iter().step_by(7) {
+        let dest = wss[*i].fresh_dir();
+        let src = format!("{url}#{id}");
+        run_env(
+            wss[*i].tmp.path(),
+            env,
+            &["clone", &src, dest.to_str().unwrap(), "--workspace", "same"],
+        )
+        .ok();
+        assert_same(&wss[*i].materialise(local), &snapshot(&dest), "clone by id");
     }
-    eprintln!("{n} concurrent pushers: {retries} ref retries");
+    // `latest` is deterministic: the first `log --remote` lists, every time.
+    for _ in 0..2 {
+        let other = Ws::new();
+        let dest = other.fresh_dir();
+        let c = run_env(
+            other.tmp.path(),
+            env,
+            &[
+                "clone",
+                url,
+                dest.to_str().unwrap(),
+                "--workspace",
+                "same",
+                "--json",
+            ],
+        )
+        .ok()
+        .json();
+        assert_eq!(c["checkpoint"]["remote_id"], listed[0].as_str(), "{c}");
+    }
 }
 
-on_both_remotes!(
+on_every_remote!(
     concurrent_pushers,
     concurrent_pushers_file_remote,
-    concurrent_pushers_s3
+    concurrent_pushers_s3,
+    concurrent_pushers_s3rver
 );
 
 #[test]
@@ -918,32 +1093,68 @@ fn bad_input_is_refused_clearly() {
     );
 }
 
-/// A remote written in remote format 1 (trees with their mtimes) is
-/// refused by push, pull, clone, log and gc with an error that says what
-/// to do, and nothing on it is changed.
+/// A ref written by the previous ckpt (format 2: numbered generations,
+/// each listing every checkpoint) is read, not refused: log, clone and
+/// pull see its checkpoints, and a push adds to it and writes the marker
+/// that makes an older ckpt refuse the ref instead of missing the new
+/// entries. A generation in format 1 (trees with their mtimes) is refused
+/// by push, pull, clone, log and gc with an error that says what to do,
+/// and nothing on the remote is changed.
 #[test]
-fn an_older_remote_format_is_refused_clearly() {
+fn older_remote_formats_are_read_or_refused_clearly() {
     let dir = tempfile::tempdir_in(test_base()).unwrap();
     let remote = dir.path().join("r");
     let url = format!("file://{}", remote.display());
     let ws = Ws::new();
     ws.init();
     write(&ws.root, "a.txt", b"a");
-    ws.save();
-    ws.run(&["push", &url, "--workspace", "w"]).ok();
+    let (v1, _) = ws.save();
+    let p = ws.run(&["push", &url, "--workspace", "w", "--json"]).ok().json();
+    let id1 = p["pushed"][0]["remote_id"].as_str().unwrap().to_string();
+    // Rewrite the ref as the previous ckpt wrote it.
     let refs = remote.join("refs/w");
-    let generation = std::fs::read_dir(&refs)
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
-    let body = std::fs::read_to_string(&generation)
-        .unwrap()
-        .replace("\"format\":2", "\"format\":1");
-    assert!(body.contains("\"format\":1"), "{body}");
-    std::fs::write(&generation, &body).unwrap();
+    std::fs::remove_dir_all(&refs).unwrap();
+    std::fs::create_dir_all(&refs).unwrap();
+    let generation = refs.join("00000000000000000003");
+    let legacy = format!(
+        "{{\"format\":2,\"workspace\":\"w\",\"generation\":3,\"checkpoints\":[\"{id1}\"]}}"
+    );
+    std::fs::write(&generation, &legacy).unwrap();
+    let l = ws
+        .run(&["log", "--remote", &url, "--workspace", "w", "--json"])
+        .ok()
+        .json();
+    assert_eq!(l["checkpoints"][0]["remote_id"], id1.as_str(), "{l}");
+    let dest = ws.fresh_dir();
+    ckpt(ws.tmp.path(), &["clone", &url, dest.to_str().unwrap()]).ok();
+    assert_same(&ws.materialise(&v1), &snapshot(&dest), "clone of a format-2 ref");
     write(&ws.root, "b.txt", b"b");
+    ws.save();
+    let p2 = ws.run(&["push", &url, "--workspace", "w", "--json"]).ok().json();
+    let id2 = p2["pushed"][0]["remote_id"].as_str().unwrap().to_string();
+    let l = ws
+        .run(&["log", "--remote", &url, "--workspace", "w", "--json"])
+        .ok()
+        .json();
+    let listed: Vec<&str> = l["checkpoints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["remote_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(listed, [id2.as_str(), id1.as_str()], "{l}");
+    assert_eq!(std::fs::read_to_string(&generation).unwrap(), legacy);
+    let marker = std::fs::read_to_string(refs.join("18446744073709551615")).unwrap();
+    assert!(
+        marker.contains("\"format\":3") && marker.contains("\"checkpoints\":[]"),
+        "{marker}"
+    );
+
+    // Format 1 is refused, and nothing is changed.
+    let body = legacy.replace("\"format\":2", "\"format\":1");
+    std::fs::write(&generation, &body).unwrap();
+    let before: Vec<_> = std::fs::read_dir(&refs).unwrap().map(|e| e.unwrap().file_name()).collect();
+    write(&ws.root, "c.txt", b"c");
     ws.save();
     let dest = ws.tmp.path().join("c");
     let runs = [
@@ -965,7 +1176,8 @@ fn an_older_remote_format_is_refused_clearly() {
     }
     assert!(!dest.exists());
     assert_eq!(std::fs::read_to_string(&generation).unwrap(), body);
-    assert_eq!(std::fs::read_dir(&refs).unwrap().count(), 1);
+    let after: Vec<_> = std::fs::read_dir(&refs).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(before, after);
 }
 
 /// A damaged pack on the remote is detected on pull, named, and nothing is
@@ -1124,10 +1336,11 @@ fn assert_every_pack_live(cwd: &Path, env: &[(&str, String)], url: &str) {
     assert_eq!(g["live_packs"], g["stored_packs"], "{g}");
 }
 
-on_both_remotes!(
+on_every_remote!(
     gc_with_concurrent_push,
     gc_with_concurrent_push_file_remote,
-    gc_with_concurrent_push_s3
+    gc_with_concurrent_push_s3,
+    gc_with_concurrent_push_s3rver
 );
 
 /// A `ckpt` process stopped at fault points (`CKPT_FAULT_ACTION=stop`),
@@ -1280,10 +1493,11 @@ fn gc_below_a_found_tree(url: &str, env: &[(&str, String)]) {
     assert_every_pack_live(&ws.root, env, url);
 }
 
-on_both_remotes!(
+on_every_remote!(
     gc_below_a_found_tree,
     gc_below_a_found_tree_file_remote,
-    gc_below_a_found_tree_s3
+    gc_below_a_found_tree_s3,
+    gc_below_a_found_tree_s3rver
 );
 
 /// A workspace 1,800 directories deep (its deepest path about 3,600 bytes,
@@ -1336,4 +1550,9 @@ fn deep_tree(url: &str, env: &[(&str, String)]) {
     ckpt(&dest, &["verify", "--store"]).ok();
 }
 
-on_both_remotes!(deep_tree, deep_tree_file_remote, deep_tree_s3);
+on_every_remote!(
+    deep_tree,
+    deep_tree_file_remote,
+    deep_tree_s3,
+    deep_tree_s3rver
+);

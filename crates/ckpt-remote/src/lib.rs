@@ -10,7 +10,7 @@
 //! | operation | function |
 //! |---|---|
 //! | `ckpt remote add/list/remove` | [`remotes::add`], [`remotes::list`], [`remotes::remove`] |
-//! | `ckpt push` | [`push::push`] |
+//! | `ckpt push` | [`push::push`] (refs: [`refs`]) |
 //! | `ckpt pull` | [`pull::pull`] |
 //! | `ckpt clone` | [`pull::clone`] |
 //! | `ckpt log --remote` | [`log::log`] |
@@ -37,6 +37,7 @@ pub mod log;
 pub mod pack;
 pub mod pull;
 pub mod push;
+pub mod refs;
 pub mod remotes;
 pub mod report;
 pub mod trees;

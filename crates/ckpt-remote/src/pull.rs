@@ -54,9 +54,10 @@ use serde_json::{json, Value};
 use crate::client::Client;
 use crate::known::{self, Known};
 use crate::layout::{self, Record};
-use crate::log::{fetch_records, record_json, ref_ids};
+use crate::log::{history, record_json};
 use crate::pack::{self, Entry};
-use crate::push::{read_ref, records};
+use crate::push::records;
+use crate::refs;
 use crate::remotes;
 use crate::report::{with_transfer, Transfer};
 use crate::trees::{self, MNode, Rebuild, Sub};
@@ -570,8 +571,9 @@ fn fetch_trees(
     Ok((r.trees, t))
 }
 
-/// Picks records of a ref by id: a remote-id prefix (≥ 4 hex digits),
-/// `v<seq>` (the number it had where it was made), or `latest`.
+/// Picks records of a history (oldest first, [`crate::log::sort`]) by id:
+/// a remote-id prefix (≥ 4 hex digits), `v<seq>` (the number it had where
+/// it was made), or `latest` (the last).
 fn select<'r>(recs: &'r [Record], rev: &str, url: &str) -> Result<&'r Record> {
     if rev == "latest" || rev == "HEAD" {
         return recs
@@ -595,19 +597,6 @@ fn select<'r>(recs: &'r [Record], rev: &str, url: &str) -> Result<&'r Record> {
             "checkpoint id {rev:?} is ambiguous on {url}; give more digits of the remote id"
         ))),
     }
-}
-
-/// The workspace names on a remote.
-async fn workspaces(client: &Client) -> Result<Vec<String>> {
-    let mut names: Vec<String> = client
-        .list("refs")
-        .await?
-        .into_iter()
-        .filter_map(|(k, _)| k.split_once('/').map(|(n, _)| n.to_string()))
-        .collect();
-    names.sort();
-    names.dedup();
-    Ok(names)
 }
 
 /// What [`pull`] fetches.
@@ -669,13 +658,12 @@ pub fn pull(ctx: &Context, opts: &PullOptions<'_>) -> Result<PullReport> {
     let client = Client::open(&target.url, opts.settings)?;
     let rt = crate::runtime()?;
     let (recs, known) = rt.block_on(async {
-        let Some((_, body)) = read_ref(&client, &target.workspace).await? else {
+        let Some(recs) = history(&client, Some(&cache), &target.workspace).await? else {
             return Err(usage(format!(
                 "{} has no workspace {:?} (see `ckpt log --remote`; names: --workspace NAME)",
                 target.url.url, target.workspace
             )));
         };
-        let recs = fetch_records(&client, &cache, &ref_ids(&body)?).await?;
         let known = Known::load(&client, &cache).await?;
         Ok((recs, known))
     })?;
@@ -782,7 +770,8 @@ impl CloneReport {
 }
 
 /// Clones checkpoint `#ID` (default: the latest) of a remote workspace
-/// into a new workspace at `dir`, with its own store. On failure the new
+/// into a new workspace at `dir`, with its own store, whose remote
+/// `origin` is the source (URL and workspace name). On failure the new
 /// store and whatever was written to `dir` are removed.
 pub fn clone(ctx: &Context, opts: &CloneOptions<'_>) -> Result<CloneReport> {
     let t0 = Instant::now();
@@ -804,7 +793,7 @@ pub fn clone(ctx: &Context, opts: &CloneOptions<'_>) -> Result<CloneReport> {
         let name = match opts.workspace {
             Some(w) => w.to_string(),
             None => {
-                let names = workspaces(&client).await?;
+                let names = refs::workspaces(&client).await?;
                 match names.as_slice() {
                     [one] => one.clone(),
                     [] => {
@@ -823,14 +812,12 @@ pub fn clone(ctx: &Context, opts: &CloneOptions<'_>) -> Result<CloneReport> {
                 }
             }
         };
-        let Some((_, body)) = read_ref(&client, &name).await? else {
+        let Some(recs) = history(&client, None, &name).await? else {
             return Err(usage(format!(
                 "{} has no workspace {name:?}; nothing was changed",
                 url.url
             )));
         };
-        let ids = ref_ids(&body)?;
-        let recs = fetch_records_uncached(&client, &ids).await?;
         Ok((name, recs))
     })?;
     let rec = select(&recs, rev, &url.url)?.clone();
@@ -885,6 +872,15 @@ pub fn clone(ctx: &Context, opts: &CloneOptions<'_>) -> Result<CloneReport> {
             },
         )?;
         ws.write_marker()?;
+        // The source becomes `origin`, with the workspace name, so `push`
+        // and `pull` work at once (as after `git clone`).
+        remotes::set_origin(
+            &ws.store_path,
+            remotes::RemoteEntry {
+                url: url.url.clone(),
+                workspace: Some(name.clone()),
+            },
+        )?;
         Ok(CloneReport {
             url: url.url.clone(),
             workspace: name.clone(),
@@ -899,17 +895,6 @@ pub fn clone(ctx: &Context, opts: &CloneOptions<'_>) -> Result<CloneReport> {
         })
     };
     run().inspect_err(|_| undo())
-}
-
-async fn fetch_records_uncached(client: &Client, ids: &[Hash]) -> Result<Vec<Record>> {
-    stream::iter(ids.iter().copied())
-        .map(|id| async move {
-            let b = client.get_existing(&layout::record_key(&id)).await?;
-            Record::decode(&b, &id)
-        })
-        .buffered(client.concurrency())
-        .try_collect()
-        .await
 }
 
 crate::serialize_via_to_json!(PullReport, CloneReport);

@@ -5,22 +5,20 @@
 //! Order (the argument is in [`crate::layout`]): blobs of file contents
 //! and state snapshots in packs, uploaded in parallel, each pack before its
 //! index → packs of trees (without mtimes) and mtimes nodes
-//! ([`crate::trees`]) one after another, children before parents → one new
-//! ref generation by create-if-absent, retried on top of a concurrent
-//! pusher's. The checkpoint records (reachable only through a ref) are
-//! written meanwhile. Nothing the remote already holds is sent: the pack
+//! ([`crate::trees`]) one after another, children before parents → one
+//! ref entry per checkpoint ([`crate::refs`]: no conditional write, so no
+//! concurrent pusher can replace it). The checkpoint records (reachable
+//! only through a ref) are written meanwhile. Nothing the remote already holds is sent: the pack
 //! indexes say which blobs it has; an mtimes node it has stands for its
 //! whole subtree, and a tree it has for its subtree's trees and contents
 //! (so a second workspace with the same files sends only its mtimes). The
 //! shapes and nodes of unchanged subtrees come from the store's cache
 //! ([`crate::trees::Cache`]), not from reading their trees, so a push after
-//! a one-file edit walks and sends only the changed path: 12 requests in 7
-//! round trips one after another (the ref generation this store last saw
-//! and the next one, with the gc list — a listing and a GET more when that
-//! generation is no longer the current one; the listings of indexes and
-//! packs; a pack of contents, then its index, with the record and the gc
-//! list again; a pack of trees and nodes, then its index; the new ref
-//! generation).
+//! a one-file edit walks and sends only the changed path: 11 requests in 7
+//! round trips one after another (the listing of the workspace's ref, with
+//! the gc list; the listings of indexes and packs; a pack of contents,
+//! then its index, with the record and the gc list again; a pack of trees
+//! and nodes, then its index; the ref entry).
 //!
 //! Resuming: a killed push leaves whole packs (and maybe a pack without its
 //! index, which the next push recovers, see [`crate::known`]); the re-run
@@ -36,7 +34,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bytes::Bytes;
 use ckpt_copy::copytree::Progress;
@@ -52,8 +50,9 @@ use serde_json::{json, Value};
 
 use crate::client::{Client, Created};
 use crate::known::{self, Known};
-use crate::layout::{self, Record, RefBody};
+use crate::layout::{self, Record};
 use crate::pack::{self, Builder, Entry, Kind};
+use crate::refs;
 use crate::remotes;
 use crate::report::{with_transfer, Transfer};
 use crate::trees::{self, Encoder};
@@ -88,10 +87,6 @@ pub struct PushReport {
     pub pushed: Vec<(String, String)>,
     /// Checkpoints the ref already had.
     pub already: Vec<(String, String)>,
-    /// The ref generation written (or found).
-    pub generation: Option<u64>,
-    /// Times the ref write lost to a concurrent pusher and was retried on top.
-    pub ref_retries: u64,
     /// Packs left without an index by an interrupted push, recovered.
     pub recovered_packs: u64,
     /// Blobs found on the remote (not sent).
@@ -108,7 +103,7 @@ fn ids(v: &[(String, String)]) -> Vec<Value> {
 
 impl PushReport {
     /// JSON: `remote`, `workspace`, `pushed`, `already` (each `{id,
-    /// remote_id}`), `generation`, `ref_retries`, `recovered_packs`,
+    /// remote_id}`), `recovered_packs`,
     /// `skipped_objects`, and the transfer fields.
     pub fn to_json(&self) -> Value {
         with_transfer(
@@ -118,95 +113,12 @@ impl PushReport {
                 "workspace": self.workspace,
                 "pushed": ids(&self.pushed),
                 "already": ids(&self.already),
-                "generation": self.generation,
-                "ref_retries": self.ref_retries,
                 "recovered_packs": self.recovered_packs,
                 "skipped_objects": self.skipped_objects,
             }),
             &self.transfer,
         )
     }
-}
-
-/// The current generation of a ref and its body (None: no ref yet).
-pub async fn read_ref(client: &Client, name: &str) -> Result<Option<(u64, RefBody)>> {
-    Ok(read_ref_bytes(client, name).await?.map(|(g, b, _)| (g, b)))
-}
-
-/// [`read_ref`] trying first the generation this store last read or wrote
-/// (`<cache>/refs/<name>`: the generation number, a newline, its bytes): if
-/// it is still there with the same bytes and the next one is not, it is
-/// current (a pusher creates generation n+1 only after reading n, and gc
-/// keeps the newest). Two GETs at once instead of a listing and then a GET.
-pub async fn read_ref_cached(
-    client: &Client,
-    cache: &std::path::Path,
-    name: &str,
-) -> Result<Option<(u64, RefBody)>> {
-    let dir = cache.join("refs");
-    let cached = std::fs::read(dir.join(name)).ok().and_then(|b| {
-        let nl = b.iter().position(|&c| c == b'\n')?;
-        let g: u64 = std::str::from_utf8(&b[..nl]).ok()?.parse().ok()?;
-        Some((g, b[nl + 1..].to_vec()))
-    });
-    if let Some((g, bytes)) = cached {
-        let (now_key, next_key) = (layout::ref_key(name, g), layout::ref_key(name, g + 1));
-        let (now, next) = futures::try_join!(client.get(&now_key), client.get(&next_key))?;
-        if now.as_deref() == Some(&bytes[..]) && next.is_none() {
-            if let Ok(body) = serde_json::from_slice::<RefBody>(&bytes) {
-                if body.format == layout::FORMAT {
-                    return Ok(Some((g, body)));
-                }
-            }
-        }
-    }
-    let Some((g, body, bytes)) = read_ref_bytes(client, name).await? else {
-        return Ok(None);
-    };
-    remember_ref(cache, name, g, &bytes);
-    Ok(Some((g, body)))
-}
-
-/// Notes generation `g` of ref `name` (its bytes) for [`read_ref_cached`].
-fn remember_ref(cache: &std::path::Path, name: &str, g: u64, bytes: &[u8]) {
-    let mut b = format!("{g}\n").into_bytes();
-    b.extend_from_slice(bytes);
-    known::write_cache(&cache.join("refs"), name, &b);
-}
-
-/// [`read_ref`], with the generation's bytes.
-async fn read_ref_bytes(client: &Client, name: &str) -> Result<Option<(u64, RefBody, Bytes)>> {
-    for _ in 0..5 {
-        let listed = client.list(&layout::ref_dir(name)).await?;
-        let Some(generation) = listed
-            .iter()
-            .filter_map(|(k, _)| k.parse::<u64>().ok())
-            .max()
-        else {
-            return Ok(None);
-        };
-        let key = layout::ref_key(name, generation);
-        // A generation trimmed by gc between the listing and the read: list again.
-        let Some(b) = client.get(&key).await? else {
-            continue;
-        };
-        let body: RefBody = serde_json::from_slice(&b)
-            .map_err(|e| Error::Corrupt(format!("{}: {e}", client.shown("GET", &key))))?;
-        if body.format != layout::FORMAT {
-            return Err(layout::format_error(
-                &format!(
-                    "workspace {name:?} at {}",
-                    client.shown("", &key).trim_start()
-                ),
-                body.format,
-            ));
-        }
-        return Ok(Some((generation, body, b)));
-    }
-    Err(Error::Remote(format!(
-        "{}: the ref kept changing while it was read; retry",
-        client.shown("LIST", &layout::ref_dir(name))
-    )))
 }
 
 /// The packs `gc --remote` has condemned (`gc/condemned`).
@@ -668,8 +580,6 @@ pub fn push(ctx: &Context, opts: &PushOptions<'_>) -> Result<PushReport> {
         workspace: target.workspace.clone(),
         pushed: Vec::new(),
         already: Vec::new(),
-        generation: None,
-        ref_retries: 0,
         recovered_packs: 0,
         skipped_objects: 0,
         transfer: Transfer::default(),
@@ -679,14 +589,13 @@ pub fn push(ctx: &Context, opts: &PushOptions<'_>) -> Result<PushReport> {
     let prepared = rt.block_on(async {
         let _t = trace::span("push: remote state");
         let (current, condemned) = futures::try_join!(
-            read_ref_cached(&client, &cache, &target.workspace),
+            refs::read(&client, &target.workspace),
             read_condemned(&client)
         )?;
         let on_remote: HashSet<String> = current
             .as_ref()
-            .map(|(_, b)| b.checkpoints.iter().cloned().collect())
+            .map(|h| h.ids.iter().map(|i| i.to_hex()).collect())
             .unwrap_or_default();
-        report.generation = current.as_ref().map(|(g, _)| *g);
         let todo: Vec<usize> = (0..recs.len())
             .filter(|&i| !on_remote.contains(&recs[i].1.id))
             .collect();
@@ -704,9 +613,10 @@ pub fn push(ctx: &Context, opts: &PushOptions<'_>) -> Result<PushReport> {
         report.recovered_packs = known
             .recover_listed(&client, &cache, &condemned, &packs)
             .await?;
-        Ok::<_, Error>(Some((current, todo, known, condemned)))
+        let marked = current.is_some_and(|h| h.marked);
+        Ok::<_, Error>(Some((marked, todo, known, condemned)))
     })?;
-    let Some((current, todo, mut known, condemned)) = prepared else {
+    let Some((marked, todo, mut known, condemned)) = prepared else {
         report.transfer =
             std::mem::take(&mut report.transfer).counted(&client.counters, t0.elapsed());
         return Ok(report);
@@ -844,59 +754,20 @@ pub fn push(ctx: &Context, opts: &PushOptions<'_>) -> Result<PushReport> {
         enc.cache.save();
         drop(_t);
 
-        // Phase E: the ref, a new generation, retried on top of concurrent pushers.
+        // Phase E: the ref: the marker (once per name), then an entry
+        // per checkpoint, all at once (crate::refs says why no concurrent
+        // pusher can lose them).
         let _t = trace::span("push: ref");
-        let mut current = current;
-        let mut delay = Duration::from_millis(20);
-        loop {
-            let (generation, mut body) = match current.take() {
-                Some((g, b)) => (g + 1, b),
-                None => (
-                    0,
-                    RefBody {
-                        format: layout::FORMAT,
-                        workspace: target.workspace.clone(),
-                        generation: 0,
-                        checkpoints: Vec::new(),
-                    },
-                ),
-            };
-            let have: HashSet<String> = body.checkpoints.iter().cloned().collect();
-            let split = |mine: bool| -> Vec<(String, String)> {
-                recs.iter()
-                    .filter(|(_, r, _)| have.contains(&r.id) != mine)
-                    .map(|(c, r, _)| (c.id(), r.id.clone()))
-                    .collect()
-            };
-            report.pushed = split(true);
-            report.already = split(false);
-            if report.pushed.is_empty() {
-                report.generation = Some(body.generation);
-                return Ok(());
-            }
-            body.checkpoints.extend(report.pushed.iter().map(|(_, r)| r.clone()));
-            body.generation = generation;
-            let bytes = Bytes::from(serde_json::to_vec(&body).expect("ref serialises"));
-            match client.create(&layout::ref_key(&target.workspace, generation), bytes.clone()).await? {
-                Created::Yes => {
-                    remember_ref(&cache, &target.workspace, generation, &bytes);
-                    report.generation = Some(generation);
-                    return Ok(());
-                }
-                Created::AlreadyThere => {
-                    report.ref_retries += 1;
-                    if report.ref_retries > 50 {
-                        return Err(Error::Remote(format!(
-                            "{}: the ref kept changing under concurrent pushers; the data is uploaded, run the push again",
-                            client.shown("PUT", &layout::ref_dir(&target.workspace))
-                        )));
-                    }
-                    tokio::time::sleep(delay).await;
-                    delay = (delay * 2).min(Duration::from_millis(500));
-                    current = read_ref(&client, &target.workspace).await?;
-                }
-            }
+        if !marked {
+            refs::mark(&client, &target.workspace).await?;
         }
+        stream::iter(todo.iter())
+            .map(|(_, r, _)| refs::add(&client, &target.workspace, r.hash()))
+            .buffer_unordered(client.concurrency())
+            .try_collect::<Vec<()>>()
+            .await?;
+        report.pushed = todo.iter().map(|(c, r, _)| (c.id(), r.id.clone())).collect();
+        Ok::<_, Error>(())
     })?;
     report.transfer = std::mem::take(&mut report.transfer).counted(&client.counters, t0.elapsed());
     Ok(report)

@@ -206,6 +206,14 @@ pub fn add(ctx: &Context, name: &str, url: &str, workspace: Option<&str>) -> Res
     })
 }
 
+/// Records remote `origin` → `entry` in a new store (a clone's: nothing
+/// else can hold its lock yet, and it has no remotes).
+pub fn set_origin(store: &Path, entry: RemoteEntry) -> Result<()> {
+    let mut r = read(store)?;
+    r.remotes.insert("origin".to_string(), entry);
+    write(store, &r)
+}
+
 /// Removes remote `name` (its data on the remote is untouched).
 pub fn remove(ctx: &Context, name: &str) -> Result<RemotesReport> {
     locked(ctx, |store| {
