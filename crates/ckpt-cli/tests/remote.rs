@@ -416,11 +416,11 @@ fn round_trip(url: &str, env: &[(&str, String)]) {
     let want2 = ws.materialise(&id2);
     let p2 = run_env(&ws.root, env, &["push", "--json"]).ok().json();
     assert_eq!(p2["pushed"].as_array().unwrap().len(), 1);
-    // One new file and a state change: the listing of the ref, the gc list
-    // (twice), the listings of indexes and packs, a pack of contents and
-    // its index, the record, a pack of trees and nodes and its index, the
-    // ref entry.
-    assert_eq!(p2["requests"], 11, "{p2}");
+    // One new file and a state change: the remote's config (encrypted or
+    // not), the listing of the ref, the gc list (twice), the listings of
+    // indexes and packs, a pack of contents and its index, the record, a
+    // pack of trees and nodes and its index, the ref entry.
+    assert_eq!(p2["requests"], 12, "{p2}");
     let pl = run_env(&dest, env, &["pull", "--json"]).ok().json();
     assert_eq!(pl["pulled"].as_array().unwrap().len(), 1, "{pl}");
     assert_eq!(
@@ -441,7 +441,10 @@ fn round_trip(url: &str, env: &[(&str, String)]) {
     let l = run_env(&ws.root, env, &["log", "--remote", "origin", "--json"])
         .ok()
         .json();
-    assert_eq!(l["checkpoints"][0]["remote_id"], p3["pushed"][0]["remote_id"], "{l}");
+    assert_eq!(
+        l["checkpoints"][0]["remote_id"], p3["pushed"][0]["remote_id"],
+        "{l}"
+    );
 }
 
 on_every_remote!(
@@ -727,7 +730,17 @@ fn node_modules(root: &Path, rng: &mut Rng) {
 /// sends neither file contents nor trees, only its mtimes, < 2 % of the
 /// first push's bytes; and it clones back exactly.
 fn same_node_modules(url: &str, env: &[(&str, String)]) {
-    let url = url.to_string();
+    node_modules_twice(url, env, false);
+}
+
+/// [`same_node_modules`] on an encrypted remote both workspaces reach
+/// with the same key: deduplication still works.
+fn same_node_modules_encrypted(url: &str, env: &[(&str, String)]) {
+    node_modules_twice(url, env, true);
+}
+
+fn node_modules_twice(url: &str, env: &[(&str, String)], encrypt: bool) {
+    let real_url = url;
     let mut rng = Rng::new("dedupe", 7);
     let a = Ws::new();
     a.init();
@@ -739,10 +752,26 @@ fn same_node_modules(url: &str, env: &[(&str, String)]) {
     node_modules(&b.root, &mut rng.clone_seeded());
     write(&b.root, "app/main.js", b"console.log('b')\n");
     let (bv, _) = b.save();
-    let pa = run_env(&a.root, &env, &["push", &url, "--workspace", "a", "--json"])
+    let mut env: Vec<(&str, String)> = env.to_vec();
+    let url = if encrypt {
+        env.push(("CKPT_REMOTE_PASSPHRASE", "shared team passphrase".into()));
+        for ws in [&a, &b] {
+            run_env(
+                &ws.root,
+                &env,
+                &["remote", "add", "--encrypt", "origin", url],
+            )
+            .ok();
+        }
+        "origin".to_string()
+    } else {
+        url.to_string()
+    };
+    let env = &env[..];
+    let pa = run_env(&a.root, env, &["push", &url, "--workspace", "a", "--json"])
         .ok()
         .json();
-    let pb = run_env(&b.root, &env, &["push", &url, "--workspace", "b", "--json"])
+    let pb = run_env(&b.root, env, &["push", &url, "--workspace", "b", "--json"])
         .ok()
         .json();
     let (sa, sb) = (
@@ -778,12 +807,25 @@ fn same_node_modules(url: &str, env: &[(&str, String)]) {
     let dest = b.tmp.path().join("clone");
     run_env(
         b.tmp.path(),
-        &env,
-        &["clone", &url, dest.to_str().unwrap(), "--workspace", "b"],
+        env,
+        &[
+            "clone",
+            real_url,
+            dest.to_str().unwrap(),
+            "--workspace",
+            "b",
+        ],
     )
     .ok();
     assert_same(&b.materialise(&bv), &snapshot(&dest), "clone of b");
 }
+
+on_every_remote!(
+    same_node_modules_encrypted,
+    encrypted_second_workspace_with_the_same_files_sends_little_file_remote,
+    encrypted_second_workspace_with_the_same_files_sends_little_s3,
+    encrypted_second_workspace_with_the_same_files_sends_little_s3rver
+);
 
 on_every_remote!(
     same_node_modules,
@@ -1109,7 +1151,10 @@ fn older_remote_formats_are_read_or_refused_clearly() {
     ws.init();
     write(&ws.root, "a.txt", b"a");
     let (v1, _) = ws.save();
-    let p = ws.run(&["push", &url, "--workspace", "w", "--json"]).ok().json();
+    let p = ws
+        .run(&["push", &url, "--workspace", "w", "--json"])
+        .ok()
+        .json();
     let id1 = p["pushed"][0]["remote_id"].as_str().unwrap().to_string();
     // Rewrite the ref as the previous ckpt wrote it.
     let refs = remote.join("refs/w");
@@ -1127,10 +1172,17 @@ fn older_remote_formats_are_read_or_refused_clearly() {
     assert_eq!(l["checkpoints"][0]["remote_id"], id1.as_str(), "{l}");
     let dest = ws.fresh_dir();
     ckpt(ws.tmp.path(), &["clone", &url, dest.to_str().unwrap()]).ok();
-    assert_same(&ws.materialise(&v1), &snapshot(&dest), "clone of a format-2 ref");
+    assert_same(
+        &ws.materialise(&v1),
+        &snapshot(&dest),
+        "clone of a format-2 ref",
+    );
     write(&ws.root, "b.txt", b"b");
     ws.save();
-    let p2 = ws.run(&["push", &url, "--workspace", "w", "--json"]).ok().json();
+    let p2 = ws
+        .run(&["push", &url, "--workspace", "w", "--json"])
+        .ok()
+        .json();
     let id2 = p2["pushed"][0]["remote_id"].as_str().unwrap().to_string();
     let l = ws
         .run(&["log", "--remote", &url, "--workspace", "w", "--json"])
@@ -1153,7 +1205,10 @@ fn older_remote_formats_are_read_or_refused_clearly() {
     // Format 1 is refused, and nothing is changed.
     let body = legacy.replace("\"format\":2", "\"format\":1");
     std::fs::write(&generation, &body).unwrap();
-    let before: Vec<_> = std::fs::read_dir(&refs).unwrap().map(|e| e.unwrap().file_name()).collect();
+    let before: Vec<_> = std::fs::read_dir(&refs)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
     write(&ws.root, "c.txt", b"c");
     ws.save();
     let dest = ws.tmp.path().join("c");
@@ -1176,7 +1231,10 @@ fn older_remote_formats_are_read_or_refused_clearly() {
     }
     assert!(!dest.exists());
     assert_eq!(std::fs::read_to_string(&generation).unwrap(), body);
-    let after: Vec<_> = std::fs::read_dir(&refs).unwrap().map(|e| e.unwrap().file_name()).collect();
+    let after: Vec<_> = std::fs::read_dir(&refs)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
     assert_eq!(before, after);
 }
 
@@ -1555,4 +1613,282 @@ on_every_remote!(
     deep_tree_file_remote,
     deep_tree_s3,
     deep_tree_s3rver
+);
+
+/// Every object of the remote at `url`, with its raw bytes: the files
+/// below a `file://` remote's directory, or an S3 bucket's objects under
+/// the prefix, listed and read with plain HTTP (s3rver answers unsigned
+/// requests) or boto3 (moto).
+fn raw_objects(url: &str, env: &[(&str, String)]) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    if let Some(dir) = url.strip_prefix("file://") {
+        let mut stack = vec![PathBuf::from(dir)];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else {
+                    out.push((p.display().to_string(), std::fs::read(&p).unwrap()));
+                }
+            }
+        }
+        return out;
+    }
+    let rest = url.strip_prefix("s3://").unwrap();
+    let (bucket, prefix) = rest.split_once('/').unwrap();
+    let endpoint = &env.iter().find(|(k, _)| *k == "AWS_ENDPOINT").unwrap().1;
+    let key_id = &env
+        .iter()
+        .find(|(k, _)| *k == "AWS_ACCESS_KEY_ID")
+        .unwrap()
+        .1;
+    if key_id == "testing" {
+        // moto refuses unsigned reads of objects: boto3 (in moto's venv)
+        // lists and reads them, as length-prefixed key and body pairs.
+        let python = moto_bin().unwrap().with_file_name("python3");
+        let script = format!(
+            "import boto3,sys\n\
+             s3=boto3.client('s3',endpoint_url='{endpoint}',aws_access_key_id='testing',\
+             aws_secret_access_key='testing',region_name='us-east-1')\n\
+             w=sys.stdout.buffer.write\n\
+             for page in s3.get_paginator('list_objects_v2').paginate(Bucket='{bucket}',Prefix='{prefix}/'):\n\
+             \x20for o in page.get('Contents',[]):\n\
+             \x20\x20b=s3.get_object(Bucket='{bucket}',Key=o['Key'])['Body'].read()\n\
+             \x20\x20k=o['Key'].encode()\n\
+             \x20\x20w(len(k).to_bytes(4,'little')+k+len(b).to_bytes(8,'little')+b)\n"
+        );
+        let o = Command::new(python).arg("-c").arg(script).output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let b = o.stdout;
+        let mut at = 0;
+        while at < b.len() {
+            let kl = u32::from_le_bytes(b[at..at + 4].try_into().unwrap()) as usize;
+            let key = String::from_utf8(b[at + 4..at + 4 + kl].to_vec()).unwrap();
+            at += 4 + kl;
+            let n = u64::from_le_bytes(b[at..at + 8].try_into().unwrap()) as usize;
+            out.push((key, b[at + 8..at + 8 + n].to_vec()));
+            at += 8 + n;
+        }
+        return out;
+    }
+    let port: u16 = endpoint.rsplit(':').next().unwrap().parse().unwrap();
+    let mut token: Option<String> = None;
+    loop {
+        let mut q = format!("/{bucket}?list-type=2&prefix={prefix}/");
+        if let Some(t) = &token {
+            q.push_str(&format!("&continuation-token={t}"));
+        }
+        let (code, body) = http(port, "GET", &q, b"");
+        assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
+        let text = String::from_utf8_lossy(&body).to_string();
+        for part in text.split("<Key>").skip(1) {
+            let key = part.split("</Key>").next().unwrap().to_string();
+            let (code, bytes) = http(port, "GET", &format!("/{bucket}/{key}"), b"");
+            assert_eq!(code, 200, "GET {key}");
+            out.push((key, bytes));
+        }
+        token = text.split("<NextContinuationToken>").nth(1).map(|t| {
+            t.split("</NextContinuationToken>")
+                .next()
+                .unwrap()
+                .to_string()
+        });
+        if token.is_none() {
+            break;
+        }
+    }
+    out
+}
+
+/// Which of `needles` occur in the bytes or names of `objects`.
+fn found_in(objects: &[(String, Vec<u8>)], needles: &[&str]) -> Vec<String> {
+    needles
+        .iter()
+        .filter(|n| {
+            objects
+                .iter()
+                .any(|(k, b)| k.contains(*n) || b.windows(n.len()).any(|w| w == n.as_bytes()))
+        })
+        .map(|n| n.to_string())
+        .collect()
+}
+
+/// An encrypted remote (`remote add --encrypt`, key in a key file):
+/// - the bucket's bytes and names hold no path, file content, state value,
+///   message or workspace name the test wrote (the same workspace pushed
+///   in the clear shows them: the check can fail);
+/// - a clone with the key is byte for byte the checkpoint, agent state
+///   included, and pushes back at once;
+/// - a wrong key and a missing key are refused clearly by push and clone,
+///   and nothing is written to the remote or the destination;
+/// - on `file://`, a tampered pack is detected on clone and named.
+fn encrypted(url: &str, env: &[(&str, String)]) {
+    let secrets = [
+        "zebra-dir-7f3a",
+        "quokka-file-2b9c",
+        "ZEBRA-CONTENT-91c2",
+        "QUOKKA-STATE-5e1d",
+        "OKAPI-MESSAGE-33aa",
+        "narwhal-ws-8d0e",
+    ];
+    let mut rng = Rng::new("encrypted", 9);
+    let ws = Ws::new();
+    ws.init();
+    write(
+        &ws.root,
+        "zebra-dir-7f3a/quokka-file-2b9c.txt",
+        b"ZEBRA-CONTENT-91c2\n",
+    );
+    fill_dir(&ws.root, "src", 30, &mut rng);
+    write(&ws.root, "big.bin", &rng.bytes(200_000));
+    ws.run(&["state", "put", "task", "QUOKKA-STATE-5e1d"]).ok();
+    let r = ws
+        .run(&["save", "-m", "OKAPI-MESSAGE-33aa", "--json"])
+        .ok()
+        .json();
+    let id = r["id"].as_str().unwrap().to_string();
+    let want = ws.materialise(&id);
+    let key_file = ws.tmp.path().join("remote.key");
+    std::fs::write(&key_file, "correct horse battery staple\n").unwrap();
+    let key = key_file.to_str().unwrap();
+    run_env(
+        &ws.root,
+        env,
+        &[
+            "remote",
+            "add",
+            "--encrypt",
+            "--key-file",
+            key,
+            "origin",
+            url,
+            "--workspace",
+            "narwhal-ws-8d0e",
+        ],
+    )
+    .ok();
+    let p = run_env(&ws.root, env, &["push", "--json"]).ok().json();
+    assert_eq!(p["pushed"][0]["id"], id.as_str(), "{p}");
+    let objects = raw_objects(url, env);
+    assert!(objects.len() >= 5, "{} objects", objects.len());
+    assert_eq!(
+        found_in(&objects, &secrets),
+        Vec::<String>::new(),
+        "plaintext on an encrypted remote"
+    );
+    if url.starts_with("file://") {
+        // The control: in the clear, the same push shows them.
+        let plain = format!("{url}-plain");
+        run_env(
+            &ws.root,
+            env,
+            &["push", &plain, "--workspace", "narwhal-ws-8d0e"],
+        )
+        .ok();
+        let shown = found_in(&raw_objects(&plain, env), &secrets);
+        for s in ["ZEBRA-CONTENT-91c2", "QUOKKA-STATE-5e1d", "narwhal-ws-8d0e"] {
+            assert!(
+                shown.iter().any(|x| x == s),
+                "{s} not in the clear: {shown:?}"
+            );
+        }
+    }
+
+    // Missing and wrong keys: refused, nothing written anywhere.
+    let count = || raw_objects(url, env).len();
+    let before = count();
+    let other = Ws::new();
+    other.init();
+    write(&other.root, "x.txt", b"other\n");
+    other.save();
+    let mut wrong: Vec<(&str, String)> = env.to_vec();
+    wrong.push(("CKPT_REMOTE_PASSPHRASE", "not the passphrase".into()));
+    let dest = ws.fresh_dir();
+    for (what, e) in [("missing", env.to_vec()), ("wrong", wrong)] {
+        let r = run_env(
+            &other.root,
+            &e,
+            &["push", url, "--workspace", "narwhal-ws-8d0e"],
+        )
+        .code(2);
+        let r2 = run_env(ws.tmp.path(), &e, &["clone", url, dest.to_str().unwrap()]).code(2);
+        for r in [&r, &r2] {
+            let want_msg = if what == "missing" {
+                "no key was given"
+            } else {
+                "wrong key"
+            };
+            assert!(
+                r.stderr.contains(want_msg) && r.stderr.contains("nothing was changed"),
+                "{what} key: {}",
+                r.dump()
+            );
+        }
+        assert!(
+            !dest.exists(),
+            "{what} key: the clone left {}",
+            dest.display()
+        );
+        assert_eq!(count(), before, "{what} key: something was written");
+    }
+
+    // With the key: byte for byte, state included; a bare push works.
+    let mut keyed: Vec<(&str, String)> = env.to_vec();
+    keyed.push(("CKPT_REMOTE_KEY_FILE", key.to_string()));
+    let c = run_env(
+        ws.tmp.path(),
+        &keyed,
+        &["clone", url, dest.to_str().unwrap(), "--json"],
+    )
+    .ok()
+    .json();
+    assert_eq!(c["cloned"], id.as_str(), "{c}");
+    assert_same(&want, &snapshot(&dest), "encrypted clone");
+    assert_eq!(state_get(&dest, "task"), "QUOKKA-STATE-5e1d");
+    ckpt(&dest, &["verify", "--store"]).ok();
+    write(&dest, "more.txt", b"from the clone\n");
+    ckpt(&dest, &["save"]).ok();
+    let p2 = run_env(&dest, &keyed, &["push", "--json"]).ok().json();
+    assert_eq!(p2["pushed"].as_array().unwrap().len(), 1, "{p2}");
+    let l = run_env(&ws.root, env, &["log", "--remote", "origin", "--json"])
+        .ok()
+        .json();
+    assert_eq!(l["total"], 2, "{l}");
+
+    if let Some(dir) = url.strip_prefix("file://") {
+        // A tampered pack: one byte flipped in the middle of each.
+        let mut n = 0;
+        for e in std::fs::read_dir(Path::new(dir).join("packs")).unwrap() {
+            let p = e.unwrap().path();
+            let mut b = std::fs::read(&p).unwrap();
+            let mid = b.len() / 2;
+            b[mid] ^= 0x01;
+            std::fs::write(&p, b).unwrap();
+            n += 1;
+        }
+        assert!(n > 0);
+        let dest = ws.fresh_dir();
+        let r = run_env(
+            ws.tmp.path(),
+            &keyed,
+            &["clone", url, dest.to_str().unwrap()],
+        )
+        .code(5);
+        assert!(
+            r.stderr.contains(&format!("{url}/packs/"))
+                && r.stderr.contains("damaged")
+                && r.stderr.contains("tampered"),
+            "the pack is named: {}",
+            r.dump()
+        );
+        assert!(!dest.exists(), "a failed clone leaves nothing");
+    }
+}
+
+on_every_remote!(
+    encrypted,
+    encrypted_remote_file_remote,
+    encrypted_remote_s3,
+    encrypted_remote_s3rver
 );

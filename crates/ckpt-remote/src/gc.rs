@@ -195,10 +195,7 @@ async fn lock(client: &Client) -> Result<String> {
         if k == key {
             continue;
         }
-        let since: i64 = m
-            .last_modified
-            .timestamp_nanos_opt()
-            .unwrap_or(0);
+        let since: i64 = m.last_modified.timestamp_nanos_opt().unwrap_or(0);
         if now - since > STALE_LOCK.as_nanos() as i64 {
             client.delete(&k).await?;
         } else {
@@ -219,8 +216,8 @@ pub fn gc(ctx: &Context, opts: &GcOptions<'_>) -> Result<GcReport> {
     let store = ws.open_store_read_only(&ctx.config)?;
     let target = remotes::resolve(&ws, opts.remote, None)?;
     let cache = known::cache_dir(&store.root, &target.url.url);
-    let client = Client::open(&target.url, opts.settings)?;
     let rt = crate::runtime()?;
+    let client = rt.block_on(target.connect(opts.settings, Some(&cache)))?;
     let mut rep = GcReport {
         url: target.url.url.clone(),
         dry_run: opts.dry_run,
@@ -248,7 +245,7 @@ async fn sweep(
     opts: &GcOptions<'_>,
     rep: &mut GcReport,
 ) -> Result<()> {
-    let prev: Condemned = match client.get(layout::CONDEMNED).await? {
+    let prev: Condemned = match client.get_sealed(layout::CONDEMNED).await? {
         Some(b) => serde_json::from_slice(&b).map_err(|e| {
             Error::Corrupt(format!("{}: {e}", client.shown("GET", layout::CONDEMNED)))
         })?,
@@ -270,7 +267,7 @@ async fn sweep(
     let mut live: HashSet<Hash> = HashSet::new();
     let mut frontier: Vec<Hash> = Vec::new();
     for name in &names {
-        let Some(h) = refs::read(client, name).await? else {
+        let Some(h) = refs::read(client, Some(cache), name).await? else {
             continue;
         };
         rep.checkpoints += h.ids.len() as u64;
@@ -391,9 +388,9 @@ async fn sweep(
     }
     // Condemn first (pushers must see it), then delete.
     client
-        .put(
+        .put_sealed(
             layout::CONDEMNED,
-            Bytes::from(serde_json::to_vec(&condemn).expect("serialises")),
+            serde_json::to_vec(&condemn).expect("serialises"),
         )
         .await?;
     for (p, _) in &delete {

@@ -30,6 +30,7 @@
 //! for the summary.
 
 pub mod client;
+pub mod crypt;
 pub mod gc;
 pub mod known;
 pub mod layout;
@@ -70,6 +71,10 @@ pub struct Settings {
     /// Raw bytes a pull fetches between two commits of its pending objects
     /// (what a killed pull keeps).
     pub commit_bytes: u64,
+    /// The secret of an encrypted remote given for this command
+    /// (`CKPT_REMOTE_PASSPHRASE`, `CKPT_REMOTE_KEY_FILE`); before the key
+    /// file configured with the remote.
+    pub secret: Option<crypt::Secret>,
 }
 
 impl Default for Settings {
@@ -82,6 +87,7 @@ impl Default for Settings {
             timeout: Duration::from_secs(120),
             pack_target: 16 << 20,
             commit_bytes: 64 << 20,
+            secret: None,
         }
     }
 }

@@ -12,7 +12,7 @@ use futures::{stream, StreamExt, TryStreamExt};
 use serde_json::{json, Value};
 
 use crate::client::Client;
-use crate::layout::{self, Record};
+use crate::layout::Record;
 use crate::refs;
 use crate::report::{with_transfer, Transfer};
 use crate::{remotes, Result, Settings};
@@ -81,6 +81,22 @@ impl LogReport {
     }
 }
 
+/// Reads record `id` at `key`: the record and its (opened) bytes.
+async fn get_record(client: &Client, key: &str, id: &Hash) -> Result<(Record, bytes::Bytes)> {
+    client
+        .get_decoded(key, |b| {
+            let b = client.unseal(key, b)?;
+            Ok((Record::decode(&b, id)?, b))
+        })
+        .await?
+        .ok_or_else(|| {
+            crate::Error::Corrupt(format!(
+                "{}: the object is missing from the remote",
+                client.shown("GET", key)
+            ))
+        })
+}
+
 /// Fetches records (from the cache in `cache` when there), in order.
 pub async fn fetch_records(
     client: &Client,
@@ -96,9 +112,8 @@ pub async fn fetch_records(
                 if let Some(r) = cached.and_then(|b| Record::decode(&b, &id).ok()) {
                     return Ok(r);
                 }
-                let key = layout::record_key(&id);
-                let b = client.get_existing(&key).await?;
-                let r = Record::decode(&b, &id)?;
+                let key = client.record_key(&id);
+                let (r, b) = get_record(client, &key, &id).await?;
                 let _ = std::fs::create_dir_all(&dir);
                 let tmp = dir.join(format!(".{}.tmp{}", id.to_hex(), std::process::id()));
                 if std::fs::write(&tmp, &b).is_ok() {
@@ -117,9 +132,7 @@ pub async fn fetch_records(
 /// records, so every reader of one history sees the same order and the
 /// same `latest` (the last).
 pub fn sort(recs: &mut [Record]) {
-    recs.sort_by(|a, b| {
-        (a.identity.time_ns, &a.id).cmp(&(b.identity.time_ns, &b.id))
-    });
+    recs.sort_by(|a, b| (a.identity.time_ns, &a.id).cmp(&(b.identity.time_ns, &b.id)));
 }
 
 /// The records of workspace `name`, oldest first ([`sort`]); None when
@@ -130,7 +143,7 @@ pub async fn history(
     cache: Option<&std::path::Path>,
     name: &str,
 ) -> Result<Option<Vec<Record>>> {
-    let Some(h) = refs::read(client, name).await? else {
+    let Some(h) = refs::read(client, cache, name).await? else {
         return Ok(None);
     };
     let mut recs = match cache {
@@ -145,8 +158,8 @@ pub async fn history(
 pub async fn fetch_records_uncached(client: &Client, ids: &[Hash]) -> Result<Vec<Record>> {
     stream::iter(ids.iter().copied())
         .map(|id| async move {
-            let b = client.get_existing(&layout::record_key(&id)).await?;
-            Record::decode(&b, &id)
+            let key = client.record_key(&id);
+            Ok::<_, crate::Error>(get_record(client, &key, &id).await?.0)
         })
         .buffered(client.concurrency())
         .try_collect()
@@ -160,8 +173,8 @@ pub fn log(ctx: &Context, opts: &LogOptions<'_>) -> Result<LogReport> {
     let store = ws.open_store_read_only(&ctx.config)?;
     let target = remotes::resolve(&ws, opts.remote, opts.workspace)?;
     let cache = crate::known::cache_dir(&store.root, &target.url.url);
-    let client = Client::open(&target.url, opts.settings)?;
     let rt = crate::runtime()?;
+    let client = rt.block_on(target.connect(opts.settings, Some(&cache)))?;
     let mut checkpoints = rt
         .block_on(history(&client, Some(&cache), &target.workspace))?
         .unwrap_or_default();

@@ -142,7 +142,12 @@ pub(crate) async fn fetch_blobs(
         let shown = client.shown("GET", &f.key);
         for e in &f.entries {
             let at = (e.offset - f.start) as usize;
-            let raw = pack::decode_blob(e, &f.bytes[at..at + e.stored_len as usize], &shown)?;
+            let raw = pack::decode_blob(
+                client.keys(),
+                e,
+                &f.bytes[at..at + e.stored_len as usize],
+                &shown,
+            )?;
             sink(e.hash, raw)?;
         }
         Ok(f.entries.len() as u64)
@@ -384,7 +389,7 @@ fn import(
                 return Err(Error::Corrupt(format!(
                     "remote checkpoint {} ({}): {} is nested more than {} directories deep, which ckpt does not import; nothing was imported",
                     rec.id,
-                    client.shown("GET", &layout::record_key(&rec.hash())),
+                    client.shown("GET", &client.record_key(&rec.hash())),
                     String::from_utf8_lossy(&p),
                     tree::MAX_DEPTH
                 )));
@@ -425,7 +430,7 @@ fn import(
                     return Err(Error::Corrupt(format!(
                         "remote checkpoint {} ({}): its trees do not match its LtHash digest; nothing was imported",
                         rec.id,
-                        client.shown("GET", &layout::record_key(&rec.hash()))
+                        client.shown("GET", &client.record_key(&rec.hash()))
                     )));
                 }
             }
@@ -554,7 +559,7 @@ fn fetch_trees(
         return Err(Error::Corrupt(format!(
             "remote checkpoint {} ({}): its trees and mtimes do not rebuild its root tree {}; nothing was imported",
             rec.id,
-            client.shown("GET", &layout::record_key(&rec.hash())),
+            client.shown("GET", &client.record_key(&rec.hash())),
             rec.identity.root
         )));
     }
@@ -655,8 +660,8 @@ pub fn pull(ctx: &Context, opts: &PullOptions<'_>) -> Result<PullReport> {
     let store = ws.open_store(&ctx.config)?;
     let target = remotes::resolve(&ws, opts.remote, opts.workspace)?;
     let cache = known::cache_dir(&store.root, &target.url.url);
-    let client = Client::open(&target.url, opts.settings)?;
     let rt = crate::runtime()?;
+    let client = rt.block_on(target.connect(opts.settings, Some(&cache)))?;
     let (recs, known) = rt.block_on(async {
         let Some(recs) = history(&client, Some(&cache), &target.workspace).await? else {
             return Err(usage(format!(
@@ -715,6 +720,9 @@ pub struct CloneOptions<'a> {
     pub workspace: Option<&'a str>,
     /// Where to keep the new store (None: the usual rule).
     pub store: Option<&'a Path>,
+    /// The key file of an encrypted remote (recorded with `origin`);
+    /// [`Settings::secret`] comes first.
+    pub key_file: Option<&'a Path>,
     /// How to reach the remote.
     pub settings: &'a Settings,
     /// Advanced as blobs arrive.
@@ -786,8 +794,15 @@ pub fn clone(ctx: &Context, opts: &CloneOptions<'_>) -> Result<CloneReport> {
     }
     let dest = normalize(&ctx.abs(opts.dir));
     let missing = materialize::check_fresh(&dest, "`ckpt clone`")?;
-    let client = Client::open(&url, opts.settings)?;
+    let key_file = opts.key_file.map(|k| normalize(&ctx.abs(k)));
     let rt = crate::runtime()?;
+    let client = rt.block_on(Client::connect(
+        &url,
+        opts.settings,
+        false,
+        key_file.as_deref(),
+        None,
+    ))?;
     // Everything is read before anything local is created.
     let (name, recs) = rt.block_on(async {
         let name = match opts.workspace {
@@ -879,6 +894,8 @@ pub fn clone(ctx: &Context, opts: &CloneOptions<'_>) -> Result<CloneReport> {
             remotes::RemoteEntry {
                 url: url.url.clone(),
                 workspace: Some(name.clone()),
+                encrypt: client.keys().is_some(),
+                key_file: key_file.clone(),
             },
         )?;
         Ok(CloneReport {

@@ -14,9 +14,9 @@
 //! (so a second workspace with the same files sends only its mtimes). The
 //! shapes and nodes of unchanged subtrees come from the store's cache
 //! ([`crate::trees::Cache`]), not from reading their trees, so a push after
-//! a one-file edit walks and sends only the changed path: 11 requests in 7
-//! round trips one after another (the listing of the workspace's ref, with
-//! the gc list; the listings of indexes and packs; a pack of contents,
+//! a one-file edit walks and sends only the changed path: 12 requests in 8
+//! round trips one after another (the remote's `config`, crate::crypt; the
+//! listing of the workspace's ref, with the gc list; the listings of indexes and packs; a pack of contents,
 //! then its index, with the record and the gc list again; a pack of trees
 //! and nodes, then its index; the ref entry).
 //!
@@ -49,6 +49,7 @@ use rayon::prelude::*;
 use serde_json::{json, Value};
 
 use crate::client::{Client, Created};
+use crate::crypt::Keys;
 use crate::known::{self, Known};
 use crate::layout::{self, Record};
 use crate::pack::{self, Builder, Entry, Kind};
@@ -123,7 +124,7 @@ impl PushReport {
 
 /// The packs `gc --remote` has condemned (`gc/condemned`).
 pub async fn read_condemned(client: &Client) -> Result<HashSet<Hash>> {
-    let Some(b) = client.get(layout::CONDEMNED).await? else {
+    let Some(b) = client.get_sealed(layout::CONDEMNED).await? else {
         return Ok(HashSet::new());
     };
     let c: layout::Condemned = serde_json::from_slice(&b)
@@ -419,9 +420,9 @@ struct Built {
     entries: Vec<Entry>,
 }
 
-fn finish(b: Builder) -> Built {
+fn finish(b: Builder, keys: Option<&Keys>) -> Built {
     let raw = b.raw_len();
-    let (name, bytes, index, entries) = b.finish();
+    let (name, bytes, index, entries) = b.finish(keys);
     Built {
         name,
         bytes,
@@ -431,24 +432,30 @@ fn finish(b: Builder) -> Built {
     }
 }
 
-/// One blob ready for a pack: its raw bytes, and its compressed form when
-/// that pays.
+/// One blob ready for a pack: its stored form (compressed when that pays,
+/// sealed on an encrypted remote).
 struct Item {
     kind: Kind,
     hash: Hash,
-    raw: Vec<u8>,
-    z: Option<Vec<u8>>,
+    raw_len: u64,
+    stored: Vec<u8>,
     codec: u8,
 }
 
 impl Item {
-    fn new(kind: Kind, hash: Hash, raw: Vec<u8>) -> Item {
+    fn new(kind: Kind, hash: Hash, raw: Vec<u8>, keys: Option<&Keys>) -> Item {
         let (z, codec) = pack::compress(&raw);
+        let raw_len = raw.len() as u64;
+        let stored = z.unwrap_or(raw);
+        let stored = match keys {
+            Some(k) => pack::seal_blob(k, kind, &hash, &stored),
+            None => stored,
+        };
         Item {
             kind,
             hash,
-            raw,
-            z,
+            raw_len,
+            stored,
             codec,
         }
     }
@@ -458,18 +465,15 @@ impl Item {
 /// by their bytes, so the same blobs in the same order make a pack a gc has
 /// condemned or is deleting, and uploading it again would not save it. The
 /// pack then starts with a few zero bytes more until its name differs.
-fn assemble(items: &[Item], avoid: &HashSet<Hash>) -> Built {
+fn assemble(items: &[Item], avoid: &HashSet<Hash>, keys: Option<&Keys>) -> Built {
     let mut pad = 0;
     loop {
         let mut b = Builder::default();
         b.pad(pad);
         for it in items {
-            match it.z.as_deref() {
-                Some(z) => b.add_stored(it.kind, it.hash, it.raw.len() as u64, z, it.codec),
-                None => b.add_stored(it.kind, it.hash, it.raw.len() as u64, &it.raw, 0),
-            }
+            b.add_stored(it.kind, it.hash, it.raw_len, &it.stored, it.codec);
         }
-        let p = finish(b);
+        let p = finish(b, keys);
         if !avoid.contains(&p.name) {
             return p;
         }
@@ -483,6 +487,7 @@ fn build(
     group: &[Want],
     states: &HashMap<Hash, Vec<u8>>,
     avoid: &HashSet<Hash>,
+    keys: Option<&Keys>,
 ) -> Result<Built> {
     let items: Vec<Item> = group
         .par_iter()
@@ -498,23 +503,28 @@ fn build(
                     store.objects.object_path(&w.hash).display()
                 )));
             }
-            Ok(Item::new(w.kind, w.hash, raw))
+            Ok(Item::new(w.kind, w.hash, raw, keys))
         })
         .collect::<Result<_>>()?;
-    Ok(assemble(&items, avoid))
+    Ok(assemble(&items, avoid, keys))
 }
 
 /// Packs trees and nodes (children before parents) into packs of about
 /// `target` raw bytes, with names not in `avoid`.
-fn tree_packs(trees: &[(Kind, Hash, Vec<u8>)], target: u64, avoid: &HashSet<Hash>) -> Vec<Built> {
+fn tree_packs(
+    trees: &[(Kind, Hash, Vec<u8>)],
+    target: u64,
+    avoid: &HashSet<Hash>,
+    keys: Option<&Keys>,
+) -> Vec<Built> {
     let mut out = Vec::new();
     let mut items: Vec<Item> = Vec::new();
     let mut size = 0;
     for (i, (kind, h, bytes)) in trees.iter().enumerate() {
         size += bytes.len() as u64;
-        items.push(Item::new(*kind, *h, bytes.clone()));
+        items.push(Item::new(*kind, *h, bytes.clone(), keys));
         if size >= target || i + 1 == trees.len() {
-            out.push(assemble(&items, avoid));
+            out.push(assemble(&items, avoid, keys));
             items.clear();
             size = 0;
         }
@@ -573,8 +583,8 @@ pub fn push(ctx: &Context, opts: &PushOptions<'_>) -> Result<PushReport> {
     cps.dedup_by_key(|c| c.seq);
     let recs = records(&store, &reader, &cps, &target.workspace)?;
     let cache = known::cache_dir(&store.root, &target.url.url);
-    let client = Client::open(&target.url, opts.settings)?;
     let rt = crate::runtime()?;
+    let client = rt.block_on(target.connect(opts.settings, Some(&cache)))?;
     let mut report = PushReport {
         url: target.url.url.clone(),
         workspace: target.workspace.clone(),
@@ -589,7 +599,7 @@ pub fn push(ctx: &Context, opts: &PushOptions<'_>) -> Result<PushReport> {
     let prepared = rt.block_on(async {
         let _t = trace::span("push: remote state");
         let (current, condemned) = futures::try_join!(
-            refs::read(&client, &target.workspace),
+            refs::read(&client, Some(&cache), &target.workspace),
             read_condemned(&client)
         )?;
         let on_remote: HashSet<String> = current
@@ -663,9 +673,10 @@ pub fn push(ctx: &Context, opts: &PushOptions<'_>) -> Result<PushReport> {
         let states = &states;
         let groups = &groups;
         let avoid = &condemned;
+        let keys = client.keys();
         s.spawn(move || {
             for g in groups {
-                let b = build(store, g, states, avoid);
+                let b = build(store, g, states, avoid, keys);
                 let failed = b.is_err();
                 if tx.blocking_send(b).is_err() || failed {
                     break;
@@ -683,7 +694,7 @@ pub fn push(ctx: &Context, opts: &PushOptions<'_>) -> Result<PushReport> {
                     Ok((n + dn, r + dr, p + 1))
                 })
                 .await?;
-            for p in tree_packs(&w.trees, opts.settings.pack_target, avoid) {
+            for p in tree_packs(&w.trees, opts.settings.pack_target, avoid, client.keys()) {
                 let (n, r) = upload(client, cache, p, opts.progress, sent).await?;
                 total = (total.0 + n, total.1 + r, total.2 + 1);
             }
@@ -695,9 +706,11 @@ pub fn push(ctx: &Context, opts: &PushOptions<'_>) -> Result<PushReport> {
                 r.mtimes = w.roots.get(&c.root).map(|n| n.to_hex());
                 async move {
                     let body = serde_json::to_vec(&r).expect("record serialises");
-                    let key = layout::record_key(&r.hash());
-                    if client.create(&key, Bytes::from(body)).await? == Created::AlreadyThere {
-                        Record::decode(&client.get_existing(&key).await?, &r.hash())?;
+                    let key = client.record_key(&r.hash());
+                    if client.create(&key, client.seal(&key, body)).await? == Created::AlreadyThere
+                    {
+                        let there = client.get_existing(&key).await?;
+                        Record::decode(&client.unseal(&key, there)?, &r.hash())?;
                     }
                     Ok::<_, Error>(())
                 }
@@ -810,10 +823,15 @@ async fn resend(
     }
     let mut built: Vec<Built> = Vec::new();
     for g in group(wants, opts.settings.pack_target) {
-        built.push(build(store, &g, states, avoid)?);
+        built.push(build(store, &g, states, avoid, client.keys())?);
     }
     trees.reverse();
-    built.extend(tree_packs(&trees, opts.settings.pack_target, avoid));
+    built.extend(tree_packs(
+        &trees,
+        opts.settings.pack_target,
+        avoid,
+        client.keys(),
+    ));
     let mut total = (0, 0, 0);
     for p in built {
         let (n, r) = upload(client, cache, p, opts.progress, sent).await?;

@@ -21,6 +21,13 @@
 //! filesystem). No conditional write is needed: `If-None-Match` and
 //! `If-Match` may be ignored, as s3rver does, without losing anything.
 //!
+//! On an encrypted remote (crate::crypt) the directory and entry names are
+//! keyed hashes of the workspace name and the id, and entries and markers
+//! are sealed: an entry is read (once, then cached) to learn its id, a
+//! marker to learn the workspace name. Sealing uses a random nonce, so two
+//! pushers of one checkpoint write different bytes under its entry's key,
+//! which open to the same entry: nothing is lost either way.
+//!
 //! **Order.** A listing has no order of pushes; the history is ordered by
 //! the checkpoints' creation time, ties by id ([`crate::log::sort`]). So
 //! `latest` (what `clone` takes by default) is the same checkpoint for
@@ -38,9 +45,10 @@
 //! [`layout::format_error`].
 
 use std::collections::BTreeSet;
+use std::path::Path;
 
-use bytes::Bytes;
 use ckpt_lib::Hash;
+use futures::{stream, StreamExt, TryStreamExt};
 use serde::{Deserialize, Serialize};
 
 use crate::client::Client;
@@ -66,8 +74,13 @@ pub struct Entry {
 }
 
 /// Key of the entry of checkpoint `id` under workspace `name`.
-pub fn entry_key(name: &str, id: &Hash) -> String {
-    format!("{}/{}", layout::ref_dir(name), id.to_hex())
+pub fn entry_key(client: &Client, name: &str, id: &Hash) -> String {
+    format!("{}/{}", client.ref_dir(name), client.entry_name(id))
+}
+
+/// Key of the marker of workspace `name`.
+pub fn marker_key(client: &Client, name: &str) -> String {
+    format!("{}/{MARKER:020}", client.ref_dir(name))
 }
 
 /// A workspace's history as a listing found it.
@@ -88,19 +101,27 @@ impl History {
 }
 
 /// Reads the history of workspace `name` (None: nothing was ever pushed as
-/// it).
-pub async fn read(client: &Client, name: &str) -> Result<Option<History>> {
+/// it). On an encrypted remote an entry's name is a keyed hash, so each
+/// entry is read once and its id kept in `cache` (`entries/`).
+pub async fn read(client: &Client, cache: Option<&Path>, name: &str) -> Result<Option<History>> {
+    let dir = client.ref_dir(name);
     for _ in 0..5 {
-        let listed = client.list(&layout::ref_dir(name)).await?;
+        let listed = client.list(&dir).await?;
         if listed.is_empty() {
             return Ok(None);
         }
         let mut ids: BTreeSet<Hash> = BTreeSet::new();
+        let mut sealed: Vec<String> = Vec::new();
         let mut legacy: Option<u64> = None;
         let mut marked = false;
         for (k, _) in &listed {
             if k.len() == 64 {
-                ids.insert(parse_hash(k, &client.shown("LIST", &layout::ref_dir(name)))?);
+                match client.keys() {
+                    None => {
+                        ids.insert(parse_hash(k, &client.shown("LIST", &dir))?);
+                    }
+                    Some(_) => sealed.push(k.clone()),
+                }
             } else if let Ok(g) = k.parse::<u64>() {
                 if g == MARKER {
                     marked = true;
@@ -110,6 +131,7 @@ pub async fn read(client: &Client, name: &str) -> Result<Option<History>> {
             }
             // Anything else (a filesystem's temporary file) is no entry.
         }
+        ids.extend(open_entries(client, cache, name, &dir, &sealed).await?);
         if let Some(g) = legacy {
             let key = layout::ref_key(name, g);
             // Deleted by an older ckpt's gc between the listing and the
@@ -139,8 +161,63 @@ pub async fn read(client: &Client, name: &str) -> Result<Option<History>> {
     }
     Err(Error::Remote(format!(
         "{}: the ref kept changing while it was read; retry",
-        client.shown("LIST", &layout::ref_dir(name))
+        client.shown("LIST", &dir)
     )))
+}
+
+/// The ids of the sealed entries `names` of `dir` (encrypted remotes),
+/// from `cache` where it has them.
+async fn open_entries(
+    client: &Client,
+    cache: Option<&Path>,
+    name: &str,
+    dir: &str,
+    names: &[String],
+) -> Result<Vec<Hash>> {
+    let cdir = cache.map(|c| c.join("entries"));
+    stream::iter(names)
+        .map(|n| {
+            let cdir = cdir.clone();
+            async move {
+                if let Some(d) = &cdir {
+                    if let Some(id) = std::fs::read_to_string(d.join(n))
+                        .ok()
+                        .and_then(|s| parse_hash(s.trim(), "cached entry").ok())
+                    {
+                        return Ok(id);
+                    }
+                }
+                let key = format!("{dir}/{n}");
+                let e: Entry = client
+                    .get_decoded(&key, |b| {
+                        let b = client.unseal(&key, b)?;
+                        serde_json::from_slice(&b).map_err(|e| {
+                            Error::Corrupt(format!("{}: {e}", client.shown("GET", &key)))
+                        })
+                    })
+                    .await?
+                    .ok_or_else(|| {
+                        Error::Corrupt(format!(
+                            "{}: the object is missing from the remote",
+                            client.shown("GET", &key)
+                        ))
+                    })?;
+                let id = parse_hash(&e.id, &client.shown("GET", &key))?;
+                if e.workspace != name || client.entry_name(&id) != *n {
+                    return Err(Error::Corrupt(format!(
+                        "{}: the entry names another checkpoint or workspace",
+                        client.shown("GET", &key)
+                    )));
+                }
+                if let Some(d) = &cdir {
+                    crate::known::write_cache(d, n, id.to_hex().as_bytes());
+                }
+                Ok(id)
+            }
+        })
+        .buffer_unordered(client.concurrency())
+        .try_collect()
+        .await
 }
 
 /// Adds checkpoint `id` to workspace `name` (its data and record must be
@@ -151,11 +228,14 @@ pub async fn add(client: &Client, name: &str, id: Hash) -> Result<()> {
         workspace: name.to_string(),
         id: id.to_hex(),
     };
-    let bytes = Bytes::from(serde_json::to_vec(&body).expect("entry serialises"));
-    client.put(&entry_key(name, &id), bytes).await
+    let key = entry_key(client, name, &id);
+    client
+        .put_sealed(&key, serde_json::to_vec(&body).expect("entry serialises"))
+        .await
 }
 
-/// Writes the marker of workspace `name` (the same bytes every time).
+/// Writes the marker of workspace `name` (the same bytes every time on a
+/// remote that is not encrypted).
 pub async fn mark(client: &Client, name: &str) -> Result<()> {
     let body = RefBody {
         format: REF_FORMAT,
@@ -163,19 +243,35 @@ pub async fn mark(client: &Client, name: &str) -> Result<()> {
         generation: MARKER,
         checkpoints: Vec::new(),
     };
-    let bytes = Bytes::from(serde_json::to_vec(&body).expect("marker serialises"));
-    client.put(&layout::ref_key(name, MARKER), bytes).await
+    let key = marker_key(client, name);
+    client
+        .put_sealed(&key, serde_json::to_vec(&body).expect("marker serialises"))
+        .await
 }
 
-/// The workspace names on a remote, sorted.
+/// The workspace names on a remote, sorted. (On an encrypted remote, from
+/// the markers: a directory's name is a keyed hash.)
 pub async fn workspaces(client: &Client) -> Result<Vec<String>> {
-    let mut names: Vec<String> = client
+    let mut dirs: Vec<String> = client
         .list("refs")
         .await?
         .into_iter()
         .filter_map(|(k, _)| k.split_once('/').map(|(n, _)| n.to_string()))
         .collect();
+    dirs.sort();
+    dirs.dedup();
+    if client.keys().is_none() {
+        return Ok(dirs);
+    }
+    let mut names = Vec::new();
+    for d in dirs {
+        let key = format!("refs/{d}/{MARKER:020}");
+        if let Some(b) = client.get_sealed(&key).await? {
+            let body: RefBody = serde_json::from_slice(&b)
+                .map_err(|e| Error::Corrupt(format!("{}: {e}", client.shown("GET", &key))))?;
+            names.push(body.workspace);
+        }
+    }
     names.sort();
-    names.dedup();
     Ok(names)
 }
