@@ -266,9 +266,15 @@ pub async fn workspaces(client: &Client) -> Result<Vec<String>> {
     let mut names = Vec::new();
     for d in dirs {
         let key = format!("refs/{d}/{MARKER:020}");
-        if let Some(b) = client.get_sealed(&key).await? {
-            let body: RefBody = serde_json::from_slice(&b)
-                .map_err(|e| Error::Corrupt(format!("{}: {e}", client.shown("GET", &key))))?;
+        // A directory without a marker has no entries either: a push
+        // writes the marker first.
+        let body = client
+            .get_decoded(&key, |b| {
+                serde_json::from_slice::<RefBody>(&client.unseal(&key, b)?)
+                    .map_err(|e| Error::Corrupt(format!("{}: {e}", client.shown("GET", &key))))
+            })
+            .await?;
+        if let Some(body) = body {
             names.push(body.workspace);
         }
     }
