@@ -979,6 +979,21 @@ on_every_remote!(
 /// `log --remote` lists first. (On a server that ignores conditional
 /// writes, a layout that relied on them lost a checkpoint in most rounds.)
 fn concurrent_pushers(url: &str, env: &[(&str, String)]) {
+    concurrent_pushers_with(url, env, false);
+}
+
+/// [`concurrent_pushers`] on an encrypted remote (sealed entries, written
+/// with random nonces).
+fn concurrent_pushers_encrypted(url: &str, env: &[(&str, String)]) {
+    concurrent_pushers_with(url, env, true);
+}
+
+fn concurrent_pushers_with(url: &str, env: &[(&str, String)], encrypt: bool) {
+    let mut env: Vec<(&str, String)> = env.to_vec();
+    if encrypt {
+        env.push(("CKPT_REMOTE_PASSPHRASE", "pushers".into()));
+    }
+    let env = &env[..];
     let mut rng = Rng::new("concurrent", 5);
     let (n, rounds) = (4, 10);
     let wss: Vec<Ws> = (0..n)
@@ -986,6 +1001,14 @@ fn concurrent_pushers(url: &str, env: &[(&str, String)]) {
             let ws = Ws::new();
             ws.init();
             fill_dir(&ws.root, "files", 20, &mut rng);
+            if encrypt {
+                run_env(
+                    &ws.root,
+                    env,
+                    &["remote", "add", "--encrypt", "origin", url],
+                )
+                .ok();
+            }
             ws
         })
         .collect();
@@ -1087,6 +1110,13 @@ fn concurrent_pushers(url: &str, env: &[(&str, String)]) {
         assert_eq!(c["checkpoint"]["remote_id"], listed[0].as_str(), "{c}");
     }
 }
+
+on_every_remote!(
+    concurrent_pushers_encrypted,
+    concurrent_pushers_encrypted_file_remote,
+    concurrent_pushers_encrypted_s3,
+    concurrent_pushers_encrypted_s3rver
+);
 
 on_every_remote!(
     concurrent_pushers,
@@ -1855,6 +1885,30 @@ fn encrypted(url: &str, env: &[(&str, String)]) {
         .ok()
         .json();
     assert_eq!(l["total"], 2, "{l}");
+    // gc reads the sealed refs, records and indexes: everything is live,
+    // and a gc with no grace deletes nothing a ref reaches.
+    assert_every_pack_live(&ws.root, &keyed, url);
+    let g = run_env(
+        &ws.root,
+        &keyed,
+        &["gc", "--remote", url, "--grace", "0s", "--json"],
+    )
+    .ok()
+    .json();
+    assert_eq!(g["deleted_packs"], 0, "{g}");
+    assert_eq!(g["checkpoints"], 2, "{g}");
+    let again = ws.fresh_dir();
+    run_env(
+        ws.tmp.path(),
+        &keyed,
+        &["clone", url, again.to_str().unwrap()],
+    )
+    .ok();
+    assert_same(
+        &snapshot(&dest),
+        &snapshot(&again),
+        "clone of the latest after gc",
+    );
 
     if let Some(dir) = url.strip_prefix("file://") {
         // A tampered pack: one byte flipped in the middle of each.
