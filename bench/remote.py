@@ -13,6 +13,9 @@ every run, the load average before it, medians and per-run ratios. Clone
 and restore alternate which goes first from run to run; no run directory
 is deleted before the last run ends.
 
+`--encrypt` runs ckpt against an encrypted remote (`remote add --encrypt`,
+passphrase in CKPT_REMOTE_PASSPHRASE; restic encrypts by default).
+
 `--counts` measures bytes and requests only (no restic, no timing, one
 run): the first push, a second workspace holding the same files copied
 anew (`cp -R`: same content and modes, new mtimes, as a second `npm
@@ -28,6 +31,7 @@ ap.add_argument("--ckpt", default=None)
 ap.add_argument("--work", default=None, help="scratch directory (default: a temp dir)")
 ap.add_argument("--runs", type=int, default=3)
 ap.add_argument("--counts", action="store_true", help="bytes and requests only (see above)")
+ap.add_argument("--encrypt", action="store_true", help="ckpt on an encrypted remote (see above)")
 args = ap.parse_args()
 
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -50,6 +54,8 @@ def start_moto():
     env = dict(os.environ, AWS_ENDPOINT=endpoint, AWS_ACCESS_KEY_ID="testing",
                AWS_SECRET_ACCESS_KEY="testing", AWS_REGION="us-east-1", AWS_ALLOW_HTTP="true",
                RESTIC_PASSWORD="bench", AWS_DEFAULT_REGION="us-east-1")
+    if args.encrypt:
+        env["CKPT_REMOTE_PASSPHRASE"] = "bench"
     s3 = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="testing",
                       aws_secret_access_key="testing", region_name="us-east-1")
     s3.create_bucket(Bucket="bench")
@@ -118,8 +124,12 @@ def run_once(work, restic_first=False):
     subprocess.run([ckpt, "init", ws, "--store", os.path.join(work, "store")], env=env, check=True,
                    capture_output=True)
     subprocess.run([ckpt, "save", "-m", "base"], cwd=ws, env=env, check=True, capture_output=True)
-    res = {"load": os.getloadavg()[0]}
+    res = {"load": os.getloadavg()[0], "encrypt": args.encrypt}
     url = "s3://bench/ckpt"
+    if args.encrypt:
+        # Creates the remote's encryption config (Argon2id once, then cached).
+        subprocess.run([ckpt, "remote", "add", "--encrypt", "origin", url], cwd=ws, env=env,
+                       check=True, capture_output=True)
     dt, out = timed([ckpt, "push", url, "--workspace", "corpus", "--json"], cwd=ws)
     j = json.loads(out); res["ckpt_first_push"] = dict(s=dt, requests=j["requests"], sent=j["bytes_sent"], objects=j["objects"], packs=j["packs"])
     repo = f"s3:{endpoint}/bench/restic"

@@ -187,7 +187,8 @@ const REMOTE_ENV: &[&str] = &[
 /// profile `$AWS_PROFILE` or `default`); `CKPT_REMOTE_CONCURRENCY` sets the
 /// requests in flight, `CKPT_REMOTE_PACK_BYTES` the pack size,
 /// `CKPT_REMOTE_COMMIT_BYTES` how much a pull fetches between two durable
-/// commits. Documented in docs/CLI.md ("Environment").
+/// commits; `CKPT_REMOTE_PASSPHRASE` or `CKPT_REMOTE_KEY_FILE` the secret
+/// of an encrypted remote. Documented in docs/CLI.md ("Environment").
 pub fn remote_settings(
     env: &impl Fn(&str) -> Option<String>,
 ) -> std::result::Result<ckpt_remote::Settings, String> {
@@ -266,6 +267,14 @@ pub fn remote_settings(
     if let Some(n) = number("CKPT_REMOTE_COMMIT_BYTES")? {
         s.commit_bytes = n;
     }
+    // The secret of an encrypted remote (docs/REMOTE.md): a passphrase
+    // before a key file.
+    s.secret = env("CKPT_REMOTE_PASSPHRASE")
+        .filter(|v| !v.is_empty())
+        .map(ckpt_remote::crypt::Secret::Passphrase)
+        .or_else(|| {
+            set("CKPT_REMOTE_KEY_FILE").map(|p| ckpt_remote::crypt::Secret::KeyFile(p.into()))
+        });
     Ok(s)
 }
 

@@ -1,14 +1,18 @@
-//! `ckpt push`, `pull`, `clone`, `log --remote` and `gc --remote` against a
-//! real S3-protocol server: moto (PyPI `moto[server]`), started once per
-//! test binary on 127.0.0.1 from the venv `.ci/run` creates
-//! (`target/moto-venv`, or `$CKPT_MOTO_SERVER`). Without it the S3 tests
-//! report a skip (`common::skip`), which fails under `CI=true`; the
-//! `file://` tests always run.
+//! `ckpt push`, `pull`, `clone`, `log --remote` and `gc --remote` against
+//! two independent S3-protocol servers, each started once per test binary
+//! on 127.0.0.1 from what `.ci/run` installs under `target/`:
 //!
-//! moto checks `If-None-Match: *` on PutObject (the create-if-absent the
-//! refs use), so the concurrent-pusher test exercises the real conditional
-//! path; it is repeated against `file://` (object_store's local backend:
-//! create-if-absent by hard link).
+//! - moto (PyPI `moto[server]`, `target/moto-venv`, or
+//!   `$CKPT_MOTO_SERVER`), which honours conditional writes
+//!   (`If-None-Match: *` on PutObject);
+//! - s3rver (npm `s3rver`, `target/s3rver`, or `$CKPT_S3RVER`), which
+//!   ignores them: a second create-if-absent of a key overwrites the first
+//!   and answers 200.
+//!
+//! Every scenario runs against `file://`, moto and s3rver
+//! (`on_every_remote!`). Without a server its tests report a skip
+//! (`common::skip`), which fails under `CI=true`; the `file://` tests
+//! always run.
 
 mod common;
 
@@ -21,8 +25,18 @@ use std::time::{Duration, Instant};
 
 use common::*;
 
-/// A moto server for this test binary.
-struct Moto {
+/// Which S3 implementation a [`Server`] is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    /// moto: honours conditional writes.
+    Moto,
+    /// s3rver: ignores them.
+    S3rver,
+}
+
+/// An S3-protocol server for this test binary.
+struct Server {
+    kind: Kind,
     port: u16,
 }
 
@@ -34,14 +48,25 @@ fn free_port() -> u16 {
         .port()
 }
 
+fn repo_target() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target")
+}
+
 fn moto_bin() -> Option<PathBuf> {
     let mut c: Vec<PathBuf> = Vec::new();
     if let Some(p) = std::env::var_os("CKPT_MOTO_SERVER") {
         c.push(PathBuf::from(p));
     }
-    c.push(
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/moto-venv/bin/moto_server"),
-    );
+    c.push(repo_target().join("moto-venv/bin/moto_server"));
+    c.into_iter().find(|p| p.is_file())
+}
+
+fn s3rver_bin() -> Option<PathBuf> {
+    let mut c: Vec<PathBuf> = Vec::new();
+    if let Some(p) = std::env::var_os("CKPT_S3RVER") {
+        c.push(PathBuf::from(p));
+    }
+    c.push(repo_target().join("s3rver/node_modules/.bin/s3rver"));
     c.into_iter().find(|p| p.is_file())
 }
 
@@ -69,22 +94,12 @@ fn die_with_this_process(cmd: &mut Command) {
     }
 }
 
-/// Starts a moto server (killed when this process exits: the spawning
-/// thread lives forever and the child has PDEATHSIG).
-fn start_moto(extra_env: &[(&str, &str)]) -> Option<u16> {
-    let bin = moto_bin()?;
-    let port = free_port();
-    let env: Vec<(String, String)> = extra_env
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
+/// Starts `cmd` (killed when this process exits: the spawning thread lives
+/// forever and the child has PDEATHSIG) and waits for `port` to listen.
+fn start_server(mut cmd: Command, port: u16) -> Option<u16> {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
-        let mut cmd = Command::new(bin);
-        cmd.args(["-H", "127.0.0.1", "-p", &port.to_string()])
-            .envs(env)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
+        cmd.stdout(Stdio::null()).stderr(Stdio::null());
         die_with_this_process(&mut cmd);
         let child = cmd.spawn();
         let _ = tx.send(child.is_ok());
@@ -99,15 +114,60 @@ fn start_moto(extra_env: &[(&str, &str)]) -> Option<u16> {
     Some(port)
 }
 
-fn moto() -> Option<&'static Moto> {
-    static M: OnceLock<Option<Moto>> = OnceLock::new();
+/// Starts a moto server.
+fn start_moto(extra_env: &[(&str, &str)]) -> Option<u16> {
+    let bin = moto_bin()?;
+    let port = free_port();
+    let mut cmd = Command::new(bin);
+    cmd.args(["-H", "127.0.0.1", "-p", &port.to_string()]);
+    for (k, v) in extra_env {
+        cmd.env(k, v);
+    }
+    start_server(cmd, port)
+}
+
+/// Starts an s3rver, its data in a directory of its own.
+fn start_s3rver() -> Option<u16> {
+    let bin = s3rver_bin()?;
+    let port = free_port();
+    let dir = tempfile::tempdir_in(test_base()).ok()?.keep();
+    let mut cmd = Command::new(bin);
+    cmd.arg("-d")
+        .arg(&dir)
+        .args(["-a", "127.0.0.1", "-p", &port.to_string(), "--silent"]);
+    start_server(cmd, port)
+}
+
+fn moto() -> Option<&'static Server> {
+    static M: OnceLock<Option<Server>> = OnceLock::new();
     let m = M
-        .get_or_init(|| start_moto(&[]).map(|port| Moto { port }))
+        .get_or_init(|| {
+            start_moto(&[]).map(|port| Server {
+                kind: Kind::Moto,
+                port,
+            })
+        })
         .as_ref();
     if m.is_none() {
         skip("moto_server not found (target/moto-venv: `python3 -m venv target/moto-venv && target/moto-venv/bin/pip install 'moto[server]'`)");
     }
     m
+}
+
+fn s3rver() -> Option<&'static Server> {
+    static S: OnceLock<Option<Server>> = OnceLock::new();
+    let s = S
+        .get_or_init(|| {
+            start_s3rver().map(|port| Server {
+                kind: Kind::S3rver,
+                port,
+            })
+        })
+        .as_ref();
+    if s.is_none() {
+        skip("s3rver not found or did not start (target/s3rver: `npm install --prefix target/s3rver s3rver@3.7.1`)");
+    }
+    s
 }
 
 /// One raw HTTP/1.1 request (moto needs no signature by default).
@@ -147,7 +207,7 @@ fn http(port: u16, method: &str, path: &str, body: &[u8]) -> (u16, Vec<u8>) {
     (code, body)
 }
 
-impl Moto {
+impl Server {
     /// A new empty bucket; returns its name.
     fn bucket(&self) -> String {
         static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
@@ -167,7 +227,7 @@ impl Moto {
     }
 }
 
-/// The environment that points ckpt at a server on `port`.
+/// The environment that points ckpt at a moto server on `port`.
 fn s3_env(port: u16) -> Vec<(&'static str, String)> {
     vec![
         ("AWS_ENDPOINT", format!("http://127.0.0.1:{port}")),
@@ -176,6 +236,27 @@ fn s3_env(port: u16) -> Vec<(&'static str, String)> {
         ("AWS_REGION", "us-east-1".into()),
         ("AWS_ALLOW_HTTP", "true".into()),
     ]
+}
+
+impl Server {
+    /// The environment that points ckpt at this server (s3rver checks
+    /// signatures against its built-in `S3RVER` key).
+    fn env(&self) -> Vec<(&'static str, String)> {
+        let mut e = s3_env(self.port);
+        if self.kind == Kind::S3rver {
+            for (k, v) in e.iter_mut() {
+                if k.starts_with("AWS_ACCESS") || k.starts_with("AWS_SECRET") {
+                    *v = "S3RVER".into();
+                }
+            }
+        }
+        e
+    }
+
+    /// A new bucket and a URL under it, with the environment to reach it.
+    fn remote(&self, prefix: &str) -> (String, Vec<(&'static str, String)>) {
+        (format!("s3://{}/{prefix}", self.bucket()), self.env())
+    }
 }
 
 /// `ckpt ARGS` in `cwd` with extra environment.
@@ -210,10 +291,10 @@ fn spawn_env(cwd: &Path, env: &[(&str, String)], args: &[&str]) -> Child {
         .expect("spawn ckpt")
 }
 
-/// The tests `$file` and `$s3`: scenario `$scenario(url, env)` against a
-/// `file://` remote and against the moto server.
-macro_rules! on_both_remotes {
-    ($scenario:ident, $file:ident, $s3:ident) => {
+/// The tests `$file`, `$s3` and `$s3rver`: scenario `$scenario(url, env)`
+/// against a `file://` remote, the moto server and the s3rver server.
+macro_rules! on_every_remote {
+    ($scenario:ident, $file:ident, $s3:ident, $s3rver:ident) => {
         #[test]
         fn $file() {
             let dir = tempfile::tempdir_in(test_base()).unwrap();
@@ -223,8 +304,15 @@ macro_rules! on_both_remotes {
         #[test]
         fn $s3() {
             let Some(m) = moto() else { return };
-            let prefix = stringify!($scenario);
-            $scenario(&format!("s3://{}/{prefix}", m.bucket()), &s3_env(m.port));
+            let (url, env) = m.remote(stringify!($scenario));
+            $scenario(&url, &env);
+        }
+
+        #[test]
+        fn $s3rver() {
+            let Some(m) = s3rver() else { return };
+            let (url, env) = m.remote(stringify!($scenario));
+            $scenario(&url, &env);
         }
     };
 }
@@ -298,10 +386,11 @@ fn round_trip(url: &str, env: &[(&str, String)]) {
     ckpt(&dest, &["verify"]).ok();
     ckpt(&dest, &["verify", "--store"]).ok();
 
-    // The clone's checkpoint has the same remote id: pushing it back adds nothing.
-    let again = run_env(&dest, env, &["push", url, "--workspace", "app", "--json"])
-        .ok()
-        .json();
+    // The clone's source is its `origin`, with the workspace name: a bare
+    // push works at once, and the clone's checkpoint has the same remote
+    // id, so pushing it back adds nothing.
+    let again = run_env(&dest, env, &["push", "--json"]).ok().json();
+    assert_eq!(again["workspace"], "app", "{again}");
     assert_eq!(again["pushed"].as_array().unwrap().len(), 0, "{again}");
     assert_eq!(again["already"][0]["remote_id"], remote_id.as_str());
 
@@ -327,14 +416,12 @@ fn round_trip(url: &str, env: &[(&str, String)]) {
     let want2 = ws.materialise(&id2);
     let p2 = run_env(&ws.root, env, &["push", "--json"]).ok().json();
     assert_eq!(p2["pushed"].as_array().unwrap().len(), 1);
-    // One new file and a state change: the ref generation this store wrote
-    // and the next one, the gc list (twice), the listings of indexes and
-    // packs, a pack of contents and its index, the record, a pack of trees
-    // and nodes and its index, the new ref generation.
+    // One new file and a state change: the remote's config (encrypted or
+    // not), the listing of the ref, the gc list (twice), the listings of
+    // indexes and packs, a pack of contents and its index, the record, a
+    // pack of trees and nodes and its index, the ref entry.
     assert_eq!(p2["requests"], 12, "{p2}");
-    let pl = run_env(&dest, env, &["pull", url, "--workspace", "app", "--json"])
-        .ok()
-        .json();
+    let pl = run_env(&dest, env, &["pull", "--json"]).ok().json();
     assert_eq!(pl["pulled"].as_array().unwrap().len(), 1, "{pl}");
     assert_eq!(
         state_get(&dest, "step"),
@@ -345,9 +432,27 @@ fn round_trip(url: &str, env: &[(&str, String)]) {
     ckpt(&dest, &["restore", &local]).ok();
     assert_same(&want2, &snapshot(&dest), "pulled checkpoint restored");
     assert_eq!(state_get(&dest, "step"), "4");
+
+    // A checkpoint made in the clone goes back with a bare push.
+    write(&dest, "from_clone.txt", b"made in the clone\n");
+    let r = ckpt(&dest, &["save", "--json"]).ok().json();
+    let p3 = run_env(&dest, env, &["push", "--json"]).ok().json();
+    assert_eq!(p3["pushed"][0]["id"], r["id"], "{p3}");
+    let l = run_env(&ws.root, env, &["log", "--remote", "origin", "--json"])
+        .ok()
+        .json();
+    assert_eq!(
+        l["checkpoints"][0]["remote_id"], p3["pushed"][0]["remote_id"],
+        "{l}"
+    );
 }
 
-on_both_remotes!(round_trip, round_trip_file_remote, round_trip_s3);
+on_every_remote!(
+    round_trip,
+    round_trip_file_remote,
+    round_trip_s3,
+    round_trip_s3rver
+);
 
 /// Two pushes (the second after an edit), then a clone of the latest and a
 /// pull of both into a third workspace, with a pull that commits what
@@ -429,10 +534,11 @@ fn pull_all_and_restore_each(url: &str, env: &[(&str, String)], wants: &[Snapsho
     ckpt(&other.root, &["verify", "--store"]).ok();
 }
 
-on_both_remotes!(
+on_every_remote!(
     duplicates_and_commits,
     duplicates_and_commits_file_remote,
-    duplicates_and_commits_s3
+    duplicates_and_commits_s3,
+    duplicates_and_commits_s3rver
 );
 
 /// Starts tests/fault_proxy.py (moto's venv Python) in front of the moto
@@ -623,11 +729,18 @@ fn node_modules(root: &Path, rng: &mut Rng) {
 /// times (so every mtime differs), pushed to one bucket: the second push
 /// sends neither file contents nor trees, only its mtimes, < 2 % of the
 /// first push's bytes; and it clones back exactly.
-#[test]
-fn second_workspace_with_the_same_node_modules_sends_no_content_again() {
-    let Some(m) = moto() else { return };
-    let env = s3_env(m.port);
-    let url = format!("s3://{}/shared", m.bucket());
+fn same_node_modules(url: &str, env: &[(&str, String)]) {
+    node_modules_twice(url, env, false);
+}
+
+/// [`same_node_modules`] on an encrypted remote both workspaces reach
+/// with the same key: deduplication still works.
+fn same_node_modules_encrypted(url: &str, env: &[(&str, String)]) {
+    node_modules_twice(url, env, true);
+}
+
+fn node_modules_twice(url: &str, env: &[(&str, String)], encrypt: bool) {
+    let real_url = url;
     let mut rng = Rng::new("dedupe", 7);
     let a = Ws::new();
     a.init();
@@ -639,10 +752,26 @@ fn second_workspace_with_the_same_node_modules_sends_no_content_again() {
     node_modules(&b.root, &mut rng.clone_seeded());
     write(&b.root, "app/main.js", b"console.log('b')\n");
     let (bv, _) = b.save();
-    let pa = run_env(&a.root, &env, &["push", &url, "--workspace", "a", "--json"])
+    let mut env: Vec<(&str, String)> = env.to_vec();
+    let url = if encrypt {
+        env.push(("CKPT_REMOTE_PASSPHRASE", "shared team passphrase".into()));
+        for ws in [&a, &b] {
+            run_env(
+                &ws.root,
+                &env,
+                &["remote", "add", "--encrypt", "origin", url],
+            )
+            .ok();
+        }
+        "origin".to_string()
+    } else {
+        url.to_string()
+    };
+    let env = &env[..];
+    let pa = run_env(&a.root, env, &["push", &url, "--workspace", "a", "--json"])
         .ok()
         .json();
-    let pb = run_env(&b.root, &env, &["push", &url, "--workspace", "b", "--json"])
+    let pb = run_env(&b.root, env, &["push", &url, "--workspace", "b", "--json"])
         .ok()
         .json();
     let (sa, sb) = (
@@ -678,12 +807,32 @@ fn second_workspace_with_the_same_node_modules_sends_no_content_again() {
     let dest = b.tmp.path().join("clone");
     run_env(
         b.tmp.path(),
-        &env,
-        &["clone", &url, dest.to_str().unwrap(), "--workspace", "b"],
+        env,
+        &[
+            "clone",
+            real_url,
+            dest.to_str().unwrap(),
+            "--workspace",
+            "b",
+        ],
     )
     .ok();
     assert_same(&b.materialise(&bv), &snapshot(&dest), "clone of b");
 }
+
+on_every_remote!(
+    same_node_modules_encrypted,
+    encrypted_second_workspace_with_the_same_files_sends_little_file_remote,
+    encrypted_second_workspace_with_the_same_files_sends_little_s3,
+    encrypted_second_workspace_with_the_same_files_sends_little_s3rver
+);
+
+on_every_remote!(
+    same_node_modules,
+    second_workspace_with_the_same_node_modules_sends_no_content_again_file_remote,
+    second_workspace_with_the_same_node_modules_sends_no_content_again,
+    second_workspace_with_the_same_node_modules_sends_no_content_again_s3rver
+);
 
 /// Two checkpoints of one workspace that differ only in one file's mtime:
 /// the second push sends no file content and no tree, only mtimes; both
@@ -730,10 +879,11 @@ fn mtime_only_change(url: &str, env: &[(&str, String)]) {
     pull_all_and_restore_each(url, env, &[want1, want2]);
 }
 
-on_both_remotes!(
+on_every_remote!(
     mtime_only_change,
     mtime_only_change_file_remote,
-    mtime_only_change_s3
+    mtime_only_change_s3,
+    mtime_only_change_s3rver
 );
 
 /// An RNG that can be replayed.
@@ -814,45 +964,94 @@ fn killed_push_resumes(url: &str, env: &[(&str, String)]) {
     let _ = v1;
 }
 
-on_both_remotes!(
+on_every_remote!(
     killed_push_resumes,
     killed_push_resumes_file_remote,
-    killed_push_resumes_s3
+    killed_push_resumes_s3,
+    killed_push_resumes_s3rver
 );
 
-/// Several pushers to one workspace name at once: every checkpoint ends up
-/// in the ref.
+/// Four workspaces push to one workspace name at once, ten rounds (each
+/// round a new checkpoint in every workspace, then four simultaneous
+/// pushes). Every push that exited 0 is on the remote afterwards, by id:
+/// `log --remote` lists every one, and a clone of each gives its files.
+/// `latest` is the same checkpoint for every reader: clone picks the one
+/// `log --remote` lists first. (On a server that ignores conditional
+/// writes, a layout that relied on them lost a checkpoint in most rounds.)
 fn concurrent_pushers(url: &str, env: &[(&str, String)]) {
+    concurrent_pushers_with(url, env, false);
+}
+
+/// [`concurrent_pushers`] on an encrypted remote (sealed entries, written
+/// with random nonces).
+fn concurrent_pushers_encrypted(url: &str, env: &[(&str, String)]) {
+    concurrent_pushers_with(url, env, true);
+}
+
+fn concurrent_pushers_with(url: &str, env: &[(&str, String)], encrypt: bool) {
+    let mut env: Vec<(&str, String)> = env.to_vec();
+    if encrypt {
+        env.push(("CKPT_REMOTE_PASSPHRASE", "pushers".into()));
+    }
+    let env = &env[..];
     let mut rng = Rng::new("concurrent", 5);
-    let n = 4;
+    let (n, rounds) = (4, 10);
     let wss: Vec<Ws> = (0..n)
-        .map(|i| {
+        .map(|_| {
             let ws = Ws::new();
             ws.init();
-            write(&ws.root, "who.txt", format!("pusher {i}\n").as_bytes());
             fill_dir(&ws.root, "files", 20, &mut rng);
-            ws.save();
+            if encrypt {
+                run_env(
+                    &ws.root,
+                    env,
+                    &["remote", "add", "--encrypt", "origin", url],
+                )
+                .ok();
+            }
             ws
         })
         .collect();
-    let children: Vec<Child> = wss
-        .iter()
-        .map(|ws| {
-            spawn_env(
+    let mut acked: Vec<(String, usize, String)> = Vec::new();
+    for round in 0..rounds {
+        let mut local = Vec::new();
+        for (i, ws) in wss.iter().enumerate() {
+            write(
                 &ws.root,
-                env,
-                &["push", url, "--workspace", "same", "--json"],
-            )
-        })
-        .collect();
-    let mut ids = Vec::new();
-    let mut retries = 0;
-    for c in children {
-        let r = finish(c, "push").ok();
-        let v = r.json();
-        retries += v["ref_retries"].as_u64().unwrap();
-        ids.push(v["pushed"][0]["remote_id"].as_str().unwrap().to_string());
+                "who.txt",
+                format!("pusher {i} round {round}\n").as_bytes(),
+            );
+            local.push(ws.save().0);
+        }
+        let children: Vec<Child> = wss
+            .iter()
+            .map(|ws| {
+                spawn_env(
+                    &ws.root,
+                    env,
+                    &["push", url, "--workspace", "same", "--json"],
+                )
+            })
+            .collect();
+        for (i, c) in children.into_iter().enumerate() {
+            let r = finish(c, "push");
+            if r.code != Some(0) {
+                // A push may fail (clearly); only those that exited 0 count.
+                eprintln!("round {round}: push {i} failed: {}", r.dump());
+                continue;
+            }
+            let v = r.json();
+            assert_eq!(v["pushed"][0]["id"], local[i].as_str(), "{v}");
+            let id = v["pushed"][0]["remote_id"].as_str().unwrap().to_string();
+            acked.push((id, i, local[i].clone()));
+        }
     }
+    assert!(
+        acked.len() >= n * rounds / 2,
+        "most pushes succeed: {} of {}",
+        acked.len(),
+        n * rounds
+    );
     let l = run_env(
         &wss[0].root,
         env,
@@ -866,16 +1065,64 @@ fn concurrent_pushers(url: &str, env: &[(&str, String)]) {
         .iter()
         .map(|c| c["remote_id"].as_str().unwrap().to_string())
         .collect();
-    for id in &ids {
-        assert!(listed.contains(id), "checkpoint {id} was lost: {l}");
+    let lost: Vec<&String> = acked
+        .iter()
+        .map(|(id, _, _)| id)
+        .filter(|id| !listed.contains(id))
+        .collect();
+    assert!(
+        lost.is_empty(),
+        "{} of {} acknowledged checkpoints are not on the remote: {lost:?}",
+        lost.len(),
+        acked.len()
+    );
+    assert_eq!(listed.len(), acked.len(), "{l}");
+    // Each one is there by id, with its data.
+    for (id, i, local) in acked.iter().step_by(7) {
+        let dest = wss[*i].fresh_dir();
+        let src = format!("{url}#{id}");
+        run_env(
+            wss[*i].tmp.path(),
+            env,
+            &["clone", &src, dest.to_str().unwrap(), "--workspace", "same"],
+        )
+        .ok();
+        assert_same(&wss[*i].materialise(local), &snapshot(&dest), "clone by id");
     }
-    eprintln!("{n} concurrent pushers: {retries} ref retries");
+    // `latest` is deterministic: the first `log --remote` lists, every time.
+    for _ in 0..2 {
+        let other = Ws::new();
+        let dest = other.fresh_dir();
+        let c = run_env(
+            other.tmp.path(),
+            env,
+            &[
+                "clone",
+                url,
+                dest.to_str().unwrap(),
+                "--workspace",
+                "same",
+                "--json",
+            ],
+        )
+        .ok()
+        .json();
+        assert_eq!(c["checkpoint"]["remote_id"], listed[0].as_str(), "{c}");
+    }
 }
 
-on_both_remotes!(
+on_every_remote!(
+    concurrent_pushers_encrypted,
+    concurrent_pushers_encrypted_file_remote,
+    concurrent_pushers_encrypted_s3,
+    concurrent_pushers_encrypted_s3rver
+);
+
+on_every_remote!(
     concurrent_pushers,
     concurrent_pushers_file_remote,
-    concurrent_pushers_s3
+    concurrent_pushers_s3,
+    concurrent_pushers_s3rver
 );
 
 #[test]
@@ -918,32 +1165,81 @@ fn bad_input_is_refused_clearly() {
     );
 }
 
-/// A remote written in remote format 1 (trees with their mtimes) is
-/// refused by push, pull, clone, log and gc with an error that says what
-/// to do, and nothing on it is changed.
+/// A ref written by the previous ckpt (format 2: numbered generations,
+/// each listing every checkpoint) is read, not refused: log, clone and
+/// pull see its checkpoints, and a push adds to it and writes the marker
+/// that makes an older ckpt refuse the ref instead of missing the new
+/// entries. A generation in format 1 (trees with their mtimes) is refused
+/// by push, pull, clone, log and gc with an error that says what to do,
+/// and nothing on the remote is changed.
 #[test]
-fn an_older_remote_format_is_refused_clearly() {
+fn older_remote_formats_are_read_or_refused_clearly() {
     let dir = tempfile::tempdir_in(test_base()).unwrap();
     let remote = dir.path().join("r");
     let url = format!("file://{}", remote.display());
     let ws = Ws::new();
     ws.init();
     write(&ws.root, "a.txt", b"a");
-    ws.save();
-    ws.run(&["push", &url, "--workspace", "w"]).ok();
+    let (v1, _) = ws.save();
+    let p = ws
+        .run(&["push", &url, "--workspace", "w", "--json"])
+        .ok()
+        .json();
+    let id1 = p["pushed"][0]["remote_id"].as_str().unwrap().to_string();
+    // Rewrite the ref as the previous ckpt wrote it.
     let refs = remote.join("refs/w");
-    let generation = std::fs::read_dir(&refs)
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
-    let body = std::fs::read_to_string(&generation)
-        .unwrap()
-        .replace("\"format\":2", "\"format\":1");
-    assert!(body.contains("\"format\":1"), "{body}");
-    std::fs::write(&generation, &body).unwrap();
+    std::fs::remove_dir_all(&refs).unwrap();
+    std::fs::create_dir_all(&refs).unwrap();
+    let generation = refs.join("00000000000000000003");
+    let legacy = format!(
+        "{{\"format\":2,\"workspace\":\"w\",\"generation\":3,\"checkpoints\":[\"{id1}\"]}}"
+    );
+    std::fs::write(&generation, &legacy).unwrap();
+    let l = ws
+        .run(&["log", "--remote", &url, "--workspace", "w", "--json"])
+        .ok()
+        .json();
+    assert_eq!(l["checkpoints"][0]["remote_id"], id1.as_str(), "{l}");
+    let dest = ws.fresh_dir();
+    ckpt(ws.tmp.path(), &["clone", &url, dest.to_str().unwrap()]).ok();
+    assert_same(
+        &ws.materialise(&v1),
+        &snapshot(&dest),
+        "clone of a format-2 ref",
+    );
     write(&ws.root, "b.txt", b"b");
+    ws.save();
+    let p2 = ws
+        .run(&["push", &url, "--workspace", "w", "--json"])
+        .ok()
+        .json();
+    let id2 = p2["pushed"][0]["remote_id"].as_str().unwrap().to_string();
+    let l = ws
+        .run(&["log", "--remote", &url, "--workspace", "w", "--json"])
+        .ok()
+        .json();
+    let listed: Vec<&str> = l["checkpoints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["remote_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(listed, [id2.as_str(), id1.as_str()], "{l}");
+    assert_eq!(std::fs::read_to_string(&generation).unwrap(), legacy);
+    let marker = std::fs::read_to_string(refs.join("18446744073709551615")).unwrap();
+    assert!(
+        marker.contains("\"format\":3") && marker.contains("\"checkpoints\":[]"),
+        "{marker}"
+    );
+
+    // Format 1 is refused, and nothing is changed.
+    let body = legacy.replace("\"format\":2", "\"format\":1");
+    std::fs::write(&generation, &body).unwrap();
+    let before: Vec<_> = std::fs::read_dir(&refs)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    write(&ws.root, "c.txt", b"c");
     ws.save();
     let dest = ws.tmp.path().join("c");
     let runs = [
@@ -965,7 +1261,11 @@ fn an_older_remote_format_is_refused_clearly() {
     }
     assert!(!dest.exists());
     assert_eq!(std::fs::read_to_string(&generation).unwrap(), body);
-    assert_eq!(std::fs::read_dir(&refs).unwrap().count(), 1);
+    let after: Vec<_> = std::fs::read_dir(&refs)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(before, after);
 }
 
 /// A damaged pack on the remote is detected on pull, named, and nothing is
@@ -1124,10 +1424,11 @@ fn assert_every_pack_live(cwd: &Path, env: &[(&str, String)], url: &str) {
     assert_eq!(g["live_packs"], g["stored_packs"], "{g}");
 }
 
-on_both_remotes!(
+on_every_remote!(
     gc_with_concurrent_push,
     gc_with_concurrent_push_file_remote,
-    gc_with_concurrent_push_s3
+    gc_with_concurrent_push_s3,
+    gc_with_concurrent_push_s3rver
 );
 
 /// A `ckpt` process stopped at fault points (`CKPT_FAULT_ACTION=stop`),
@@ -1280,10 +1581,11 @@ fn gc_below_a_found_tree(url: &str, env: &[(&str, String)]) {
     assert_every_pack_live(&ws.root, env, url);
 }
 
-on_both_remotes!(
+on_every_remote!(
     gc_below_a_found_tree,
     gc_below_a_found_tree_file_remote,
-    gc_below_a_found_tree_s3
+    gc_below_a_found_tree_s3,
+    gc_below_a_found_tree_s3rver
 );
 
 /// A workspace 1,800 directories deep (its deepest path about 3,600 bytes,
@@ -1336,4 +1638,311 @@ fn deep_tree(url: &str, env: &[(&str, String)]) {
     ckpt(&dest, &["verify", "--store"]).ok();
 }
 
-on_both_remotes!(deep_tree, deep_tree_file_remote, deep_tree_s3);
+on_every_remote!(
+    deep_tree,
+    deep_tree_file_remote,
+    deep_tree_s3,
+    deep_tree_s3rver
+);
+
+/// Every object of the remote at `url`, with its raw bytes: the files
+/// below a `file://` remote's directory, or an S3 bucket's objects under
+/// the prefix, listed and read with plain HTTP (s3rver answers unsigned
+/// requests) or boto3 (moto).
+fn raw_objects(url: &str, env: &[(&str, String)]) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    if let Some(dir) = url.strip_prefix("file://") {
+        let mut stack = vec![PathBuf::from(dir)];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else {
+                    out.push((p.display().to_string(), std::fs::read(&p).unwrap()));
+                }
+            }
+        }
+        return out;
+    }
+    let rest = url.strip_prefix("s3://").unwrap();
+    let (bucket, prefix) = rest.split_once('/').unwrap();
+    let endpoint = &env.iter().find(|(k, _)| *k == "AWS_ENDPOINT").unwrap().1;
+    let key_id = &env
+        .iter()
+        .find(|(k, _)| *k == "AWS_ACCESS_KEY_ID")
+        .unwrap()
+        .1;
+    if key_id == "testing" {
+        // moto refuses unsigned reads of objects: boto3 (in moto's venv)
+        // lists and reads them, as length-prefixed key and body pairs.
+        let python = moto_bin().unwrap().with_file_name("python3");
+        let script = format!(
+            "import boto3,sys\n\
+             s3=boto3.client('s3',endpoint_url='{endpoint}',aws_access_key_id='testing',\
+             aws_secret_access_key='testing',region_name='us-east-1')\n\
+             w=sys.stdout.buffer.write\n\
+             for page in s3.get_paginator('list_objects_v2').paginate(Bucket='{bucket}',Prefix='{prefix}/'):\n\
+             \x20for o in page.get('Contents',[]):\n\
+             \x20\x20b=s3.get_object(Bucket='{bucket}',Key=o['Key'])['Body'].read()\n\
+             \x20\x20k=o['Key'].encode()\n\
+             \x20\x20w(len(k).to_bytes(4,'little')+k+len(b).to_bytes(8,'little')+b)\n"
+        );
+        let o = Command::new(python).arg("-c").arg(script).output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let b = o.stdout;
+        let mut at = 0;
+        while at < b.len() {
+            let kl = u32::from_le_bytes(b[at..at + 4].try_into().unwrap()) as usize;
+            let key = String::from_utf8(b[at + 4..at + 4 + kl].to_vec()).unwrap();
+            at += 4 + kl;
+            let n = u64::from_le_bytes(b[at..at + 8].try_into().unwrap()) as usize;
+            out.push((key, b[at + 8..at + 8 + n].to_vec()));
+            at += 8 + n;
+        }
+        return out;
+    }
+    let port: u16 = endpoint.rsplit(':').next().unwrap().parse().unwrap();
+    let mut token: Option<String> = None;
+    loop {
+        let mut q = format!("/{bucket}?list-type=2&prefix={prefix}/");
+        if let Some(t) = &token {
+            q.push_str(&format!("&continuation-token={t}"));
+        }
+        let (code, body) = http(port, "GET", &q, b"");
+        assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
+        let text = String::from_utf8_lossy(&body).to_string();
+        for part in text.split("<Key>").skip(1) {
+            let key = part.split("</Key>").next().unwrap().to_string();
+            let (code, bytes) = http(port, "GET", &format!("/{bucket}/{key}"), b"");
+            assert_eq!(code, 200, "GET {key}");
+            out.push((key, bytes));
+        }
+        token = text.split("<NextContinuationToken>").nth(1).map(|t| {
+            t.split("</NextContinuationToken>")
+                .next()
+                .unwrap()
+                .to_string()
+        });
+        if token.is_none() {
+            break;
+        }
+    }
+    out
+}
+
+/// Which of `needles` occur in the bytes or names of `objects`.
+fn found_in(objects: &[(String, Vec<u8>)], needles: &[&str]) -> Vec<String> {
+    needles
+        .iter()
+        .filter(|n| {
+            objects
+                .iter()
+                .any(|(k, b)| k.contains(*n) || b.windows(n.len()).any(|w| w == n.as_bytes()))
+        })
+        .map(|n| n.to_string())
+        .collect()
+}
+
+/// An encrypted remote (`remote add --encrypt`, key in a key file):
+/// - the bucket's bytes and names hold no path, file content, state value,
+///   message or workspace name the test wrote (the same workspace pushed
+///   in the clear shows them: the check can fail);
+/// - a clone with the key is byte for byte the checkpoint, agent state
+///   included, and pushes back at once;
+/// - a wrong key and a missing key are refused clearly by push and clone,
+///   and nothing is written to the remote or the destination;
+/// - on `file://`, a tampered pack is detected on clone and named.
+fn encrypted(url: &str, env: &[(&str, String)]) {
+    let secrets = [
+        "zebra-dir-7f3a",
+        "quokka-file-2b9c",
+        "ZEBRA-CONTENT-91c2",
+        "QUOKKA-STATE-5e1d",
+        "OKAPI-MESSAGE-33aa",
+        "narwhal-ws-8d0e",
+    ];
+    let mut rng = Rng::new("encrypted", 9);
+    let ws = Ws::new();
+    ws.init();
+    write(
+        &ws.root,
+        "zebra-dir-7f3a/quokka-file-2b9c.txt",
+        b"ZEBRA-CONTENT-91c2\n",
+    );
+    fill_dir(&ws.root, "src", 30, &mut rng);
+    write(&ws.root, "big.bin", &rng.bytes(200_000));
+    ws.run(&["state", "put", "task", "QUOKKA-STATE-5e1d"]).ok();
+    let r = ws
+        .run(&["save", "-m", "OKAPI-MESSAGE-33aa", "--json"])
+        .ok()
+        .json();
+    let id = r["id"].as_str().unwrap().to_string();
+    let want = ws.materialise(&id);
+    let key_file = ws.tmp.path().join("remote.key");
+    std::fs::write(&key_file, "correct horse battery staple\n").unwrap();
+    let key = key_file.to_str().unwrap();
+    run_env(
+        &ws.root,
+        env,
+        &[
+            "remote",
+            "add",
+            "--encrypt",
+            "--key-file",
+            key,
+            "origin",
+            url,
+            "--workspace",
+            "narwhal-ws-8d0e",
+        ],
+    )
+    .ok();
+    let p = run_env(&ws.root, env, &["push", "--json"]).ok().json();
+    assert_eq!(p["pushed"][0]["id"], id.as_str(), "{p}");
+    let objects = raw_objects(url, env);
+    assert!(objects.len() >= 5, "{} objects", objects.len());
+    assert_eq!(
+        found_in(&objects, &secrets),
+        Vec::<String>::new(),
+        "plaintext on an encrypted remote"
+    );
+    if url.starts_with("file://") {
+        // The control: in the clear, the same push shows them.
+        let plain = format!("{url}-plain");
+        run_env(
+            &ws.root,
+            env,
+            &["push", &plain, "--workspace", "narwhal-ws-8d0e"],
+        )
+        .ok();
+        let shown = found_in(&raw_objects(&plain, env), &secrets);
+        for s in ["ZEBRA-CONTENT-91c2", "QUOKKA-STATE-5e1d", "narwhal-ws-8d0e"] {
+            assert!(
+                shown.iter().any(|x| x == s),
+                "{s} not in the clear: {shown:?}"
+            );
+        }
+    }
+
+    // Missing and wrong keys: refused, nothing written anywhere.
+    let count = || raw_objects(url, env).len();
+    let before = count();
+    let other = Ws::new();
+    other.init();
+    write(&other.root, "x.txt", b"other\n");
+    other.save();
+    let mut wrong: Vec<(&str, String)> = env.to_vec();
+    wrong.push(("CKPT_REMOTE_PASSPHRASE", "not the passphrase".into()));
+    let dest = ws.fresh_dir();
+    for (what, e) in [("missing", env.to_vec()), ("wrong", wrong)] {
+        let r = run_env(
+            &other.root,
+            &e,
+            &["push", url, "--workspace", "narwhal-ws-8d0e"],
+        )
+        .code(2);
+        let r2 = run_env(ws.tmp.path(), &e, &["clone", url, dest.to_str().unwrap()]).code(2);
+        for r in [&r, &r2] {
+            let want_msg = if what == "missing" {
+                "no key was given"
+            } else {
+                "wrong key"
+            };
+            assert!(
+                r.stderr.contains(want_msg) && r.stderr.contains("nothing was changed"),
+                "{what} key: {}",
+                r.dump()
+            );
+        }
+        assert!(
+            !dest.exists(),
+            "{what} key: the clone left {}",
+            dest.display()
+        );
+        assert_eq!(count(), before, "{what} key: something was written");
+    }
+
+    // With the key: byte for byte, state included; a bare push works.
+    let mut keyed: Vec<(&str, String)> = env.to_vec();
+    keyed.push(("CKPT_REMOTE_KEY_FILE", key.to_string()));
+    let c = run_env(
+        ws.tmp.path(),
+        &keyed,
+        &["clone", url, dest.to_str().unwrap(), "--json"],
+    )
+    .ok()
+    .json();
+    assert_eq!(c["cloned"], id.as_str(), "{c}");
+    assert_same(&want, &snapshot(&dest), "encrypted clone");
+    assert_eq!(state_get(&dest, "task"), "QUOKKA-STATE-5e1d");
+    ckpt(&dest, &["verify", "--store"]).ok();
+    write(&dest, "more.txt", b"from the clone\n");
+    ckpt(&dest, &["save"]).ok();
+    let p2 = run_env(&dest, &keyed, &["push", "--json"]).ok().json();
+    assert_eq!(p2["pushed"].as_array().unwrap().len(), 1, "{p2}");
+    let l = run_env(&ws.root, env, &["log", "--remote", "origin", "--json"])
+        .ok()
+        .json();
+    assert_eq!(l["total"], 2, "{l}");
+    // gc reads the sealed refs, records and indexes: everything is live,
+    // and a gc with no grace deletes nothing a ref reaches.
+    assert_every_pack_live(&ws.root, &keyed, url);
+    let g = run_env(
+        &ws.root,
+        &keyed,
+        &["gc", "--remote", url, "--grace", "0s", "--json"],
+    )
+    .ok()
+    .json();
+    assert_eq!(g["deleted_packs"], 0, "{g}");
+    assert_eq!(g["checkpoints"], 2, "{g}");
+    let again = ws.fresh_dir();
+    run_env(
+        ws.tmp.path(),
+        &keyed,
+        &["clone", url, again.to_str().unwrap()],
+    )
+    .ok();
+    assert_same(
+        &snapshot(&dest),
+        &snapshot(&again),
+        "clone of the latest after gc",
+    );
+
+    if let Some(dir) = url.strip_prefix("file://") {
+        // A tampered pack: one byte flipped in the middle of each.
+        let mut n = 0;
+        for e in std::fs::read_dir(Path::new(dir).join("packs")).unwrap() {
+            let p = e.unwrap().path();
+            let mut b = std::fs::read(&p).unwrap();
+            let mid = b.len() / 2;
+            b[mid] ^= 0x01;
+            std::fs::write(&p, b).unwrap();
+            n += 1;
+        }
+        assert!(n > 0);
+        let dest = ws.fresh_dir();
+        let r = run_env(
+            ws.tmp.path(),
+            &keyed,
+            &["clone", url, dest.to_str().unwrap()],
+        )
+        .code(5);
+        assert!(
+            r.stderr.contains(&format!("{url}/packs/"))
+                && r.stderr.contains("damaged")
+                && r.stderr.contains("tampered"),
+            "the pack is named: {}",
+            r.dump()
+        );
+        assert!(!dest.exists(), "a failed clone leaves nothing");
+    }
+}
+
+on_every_remote!(
+    encrypted,
+    encrypted_remote_file_remote,
+    encrypted_remote_s3,
+    encrypted_remote_s3rver
+);

@@ -29,8 +29,12 @@ use futures::TryStreamExt;
 use object_store::path::Path as ObjPath;
 use object_store::{ObjectMeta, ObjectStore, PutMode, PutOptions, PutPayload};
 
+use crate::crypt::{self, Keys};
+use crate::layout;
 use crate::report::Counters;
 use crate::url::RemoteUrl;
+use ckpt_lib::Hash;
+
 use crate::{Error, Result, Settings};
 
 /// The outcome of a create-if-absent write.
@@ -56,6 +60,8 @@ pub struct Client {
     counted_by_http: bool,
     /// [`Settings::concurrency`] permits: one per request in flight.
     limit: Arc<tokio::sync::Semaphore>,
+    /// The keys of an encrypted remote (crate::crypt), once unlocked.
+    keys: Option<Arc<Keys>>,
 }
 
 /// Attempts of one operation here, around object_store's own retries.
@@ -91,7 +97,118 @@ impl Client {
             counters,
             counted_by_http,
             limit: Arc::new(tokio::sync::Semaphore::new(settings.concurrency.max(1))),
+            keys: None,
         })
+    }
+
+    /// Opens the remote at `url` and reads its `config`: an encrypted
+    /// remote is unlocked with the secret ([`Settings::secret`], else
+    /// `key_file`), or refused when there is none or it does not open it;
+    /// a remote configured as encrypted (`encrypt`) must be. Nothing is
+    /// written. `cache`: the store's cache of this remote (for the key).
+    pub async fn connect(
+        url: &RemoteUrl,
+        settings: &Settings,
+        encrypt: bool,
+        key_file: Option<&std::path::Path>,
+        cache: Option<&std::path::Path>,
+    ) -> Result<Client> {
+        let mut c = Client::open(url, settings)?;
+        match c.get(crypt::CONFIG).await? {
+            Some(cfg) => {
+                let secret = settings
+                    .secret
+                    .clone()
+                    .or_else(|| key_file.map(|p| crypt::Secret::KeyFile(p.to_path_buf())));
+                let keys =
+                    crypt::unlock(url.url.trim_end_matches('/'), &cfg, secret.as_ref(), cache)?;
+                c.keys = Some(Arc::new(keys));
+            }
+            None if encrypt => {
+                return Err(Error::Usage(format!(
+                    "{} is configured as an encrypted remote but holds no encryption config \
+                     ({}); nothing was changed: if it was deleted, the data on it cannot be read \
+                     (see docs/REMOTE.md)",
+                    url.url,
+                    c.shown("GET", crypt::CONFIG)
+                )))
+            }
+            None => {}
+        }
+        Ok(c)
+    }
+
+    /// Sets the keys (a remote just made encrypted).
+    pub fn set_keys(&mut self, keys: Keys) {
+        self.keys = Some(Arc::new(keys));
+    }
+
+    /// The keys, if the remote is encrypted.
+    pub fn keys(&self) -> Option<&Keys> {
+        self.keys.as_deref()
+    }
+
+    /// Key of the record of checkpoint `id`.
+    pub fn record_key(&self, id: &Hash) -> String {
+        match self.keys() {
+            Some(k) => layout::record_key(&k.name("record", &id.0)),
+            None => layout::record_key(id),
+        }
+    }
+
+    /// The directory of workspace `name`'s ref.
+    pub fn ref_dir(&self, name: &str) -> String {
+        match self.keys() {
+            Some(k) => format!("refs/{}", k.name("workspace", name.as_bytes()).to_hex()),
+            None => layout::ref_dir(name),
+        }
+    }
+
+    /// The name of checkpoint `id`'s entry in a ref directory.
+    pub fn entry_name(&self, id: &Hash) -> String {
+        match self.keys() {
+            Some(k) => k.name("entry", &id.0).to_hex(),
+            None => id.to_hex(),
+        }
+    }
+
+    /// `plain` as stored at `key`: sealed, bound to `key`, on an encrypted
+    /// remote; as it is otherwise.
+    pub fn seal(&self, key: &str, plain: Vec<u8>) -> Bytes {
+        match self.keys() {
+            Some(k) => Bytes::from(k.seal(key.as_bytes(), &plain)),
+            None => Bytes::from(plain),
+        }
+    }
+
+    /// What [`Client::seal`] stored at `key`, opened.
+    pub fn unseal(&self, key: &str, stored: Bytes) -> Result<Bytes> {
+        match self.keys() {
+            Some(k) => k
+                .open(key.as_bytes(), &stored)
+                .map(Bytes::from)
+                .ok_or_else(|| {
+                    Error::Corrupt(format!(
+                        "{}: the object does not open with this remote's key: it was damaged, \
+                     replaced or moved (tampered with); nothing was changed",
+                        self.shown("GET", key)
+                    ))
+                }),
+            None => Ok(stored),
+        }
+    }
+
+    /// `GET key`, opened ([`Client::unseal`]).
+    pub async fn get_sealed(&self, key: &str) -> Result<Option<Bytes>> {
+        match self.get(key).await? {
+            Some(b) => Ok(Some(self.unseal(key, b)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// `PUT key` of `plain`, sealed ([`Client::seal`]).
+    pub async fn put_sealed(&self, key: &str, plain: Vec<u8>) -> Result<()> {
+        self.put(key, self.seal(key, plain)).await
     }
 
     /// How this client reaches the remote.
@@ -183,6 +300,36 @@ impl Client {
             }
             Err(object_store::Error::NotFound { .. }) => Ok(None),
             Err(e) => Err(self.fail("GET", key, &e)),
+        }
+    }
+
+    /// `GET key`, decoded by `decode`. An object that exists but does not
+    /// decode is read again, up to [`OUTER_ATTEMPTS`] times with doubling
+    /// backoff, before its error is returned: on a server whose PUT is not
+    /// atomic (s3rver rewrites the file in place) a reader can catch an
+    /// object half-written while another pusher writes the same bytes
+    /// again (a record, a ref entry, an index). A damaged object fails
+    /// every time and is reported.
+    pub async fn get_decoded<T>(
+        &self,
+        key: &str,
+        decode: impl Fn(Bytes) -> Result<T>,
+    ) -> Result<Option<T>> {
+        let mut delay = self.settings.backoff;
+        let mut attempt = 1;
+        loop {
+            let Some(b) = self.get(key).await? else {
+                return Ok(None);
+            };
+            match decode(b) {
+                Ok(v) => return Ok(Some(v)),
+                Err(e) if attempt >= OUTER_ATTEMPTS => return Err(e),
+                Err(_) => {
+                    tokio::time::sleep(delay).await;
+                    delay *= 2;
+                    attempt += 1;
+                }
+            }
         }
     }
 

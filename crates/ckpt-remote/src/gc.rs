@@ -3,11 +3,13 @@
 //! pushers: a lock between gcs, and a grace period between finding a pack
 //! unreachable and deleting it.
 //!
-//! 1. **Lock.** `gc/lock` is created with create-if-absent; a second gc
-//!    fails clearly (a lock older than a day is taken over as stale).
-//! 2. **Mark.** The packs are listed (at time L), then every ref's current
-//!    generation and every checkpoint record it lists are read (a ref in
-//!    another remote format stops the gc, deleting nothing), then the pack
+//! 1. **Lock.** A gc writes `gc/locks/<token>`, then lists `gc/locks/`:
+//!    if another gc's lock is there, it removes its own and fails clearly
+//!    (a lock older than a day is taken over as stale). No conditional
+//!    write is needed ([`lock`]).
+//! 2. **Mark.** The packs are listed (at time L), then every workspace's
+//!    history ([`crate::refs`]) and every checkpoint record in it are read
+//!    (a ref in another remote format stops the gc, deleting nothing), then the pack
 //!    indexes (after the refs, so a push that wrote its ref meanwhile is
 //!    indexed too), then every mtimes node and tree below the records;
 //!    every blob they reach is live, and so is every pack holding one
@@ -22,8 +24,7 @@
 //! 5. **Write, then delete.** `gc/condemned` gets the condemned packs with
 //!    the time each was first condemned, and the packs to be deleted (they
 //!    stay on it until a gc no longer finds them); then those are deleted,
-//!    each index before its pack. Old ref generations beyond the last 16
-//!    are deleted.
+//!    each index before its pack. Refs are never deleted ([`crate::refs`]).
 //!
 //! **Why no checkpoint a ref names loses data.** Assumed: a push writes its
 //! ref, or stops, within the grace of loading the indexes (1 h by default;
@@ -76,13 +77,13 @@ use ckpt_lib::store::tree::Node;
 use ckpt_lib::Hash;
 use serde_json::{json, Value};
 
-use crate::client::{Client, Created};
+use crate::client::Client;
 use crate::known::{self, Known};
 use crate::layout::{self, parse_hash};
-use crate::log::{fetch_records, ref_ids};
+use crate::log::fetch_records;
 use crate::pack::Kind;
 use crate::pull::fetch_blobs;
-use crate::push::read_ref;
+use crate::refs;
 use crate::remotes;
 use crate::report::{with_transfer, Transfer};
 use crate::trees::{self, MNode};
@@ -90,8 +91,6 @@ use crate::{Error, Result, Settings};
 
 pub use crate::layout::Condemned;
 
-/// Ref generations kept per workspace.
-const KEEP_GENERATIONS: usize = 16;
 /// A gc lock older than this is stale.
 const STALE_LOCK: Duration = Duration::from_secs(24 * 3600);
 
@@ -131,8 +130,6 @@ pub struct GcReport {
     pub deleted_bytes: u64,
     /// Packs condemned now (deleted by a later gc after the grace).
     pub condemned_packs: u64,
-    /// Old ref generations deleted.
-    pub deleted_generations: u64,
     /// Total bytes in packs.
     pub stored_bytes: u64,
     /// Dry run.
@@ -157,7 +154,6 @@ impl GcReport {
                 "deleted_packs": self.deleted_packs,
                 "deleted_bytes": self.deleted_bytes,
                 "condemned_packs": self.condemned_packs,
-                "deleted_generations": self.deleted_generations,
                 "stored_bytes": self.stored_bytes,
                 "dry_run": self.dry_run,
             }),
@@ -166,30 +162,51 @@ impl GcReport {
     }
 }
 
-async fn lock(client: &Client) -> Result<()> {
-    let body = Bytes::from(json!({"time_ns": now_ns(), "pid": std::process::id()}).to_string());
-    for _ in 0..2 {
-        if client.create(layout::GC_LOCK, body.clone()).await? == Created::Yes {
-            return Ok(());
+/// Takes the gc lock without a conditional write: writes
+/// `gc/locks/<token>`, then lists `gc/locks/`. If another gc's lock (not
+/// stale) is there, this one is removed again and the gc stops. Of two gcs
+/// that start together, the one that lists last sees the other's lock
+/// (each writes before it lists), so at most one goes on (both may stop).
+/// An older ckpt's `gc/lock` is honoured too. Returns the lock's key.
+async fn lock(client: &Client) -> Result<String> {
+    let now = now_ns();
+    let held = |since: i64| {
+        Error::Remote(format!(
+            "another `ckpt gc --remote` holds a lock in {} (since {}); nothing was deleted: retry later \
+             (a lock older than a day is taken over)",
+            client.shown("", "gc/").trim_start(),
+            ckpt_lib::ops::json::time(since)
+        ))
+    };
+    if let Some(b) = client.get(layout::GC_LOCK).await? {
+        let v: Value = serde_json::from_slice(&b).unwrap_or(Value::Null);
+        let since = v["time_ns"].as_i64().unwrap_or(0);
+        if now - since <= STALE_LOCK.as_nanos() as i64 {
+            return Err(held(since));
         }
-        let held: Value = client
-            .get(layout::GC_LOCK)
-            .await?
-            .and_then(|b| serde_json::from_slice(&b).ok())
-            .unwrap_or(Value::Null);
-        let since = held["time_ns"].as_i64().unwrap_or(0);
-        if now_ns() - since > STALE_LOCK.as_nanos() as i64 {
-            client.delete(layout::GC_LOCK).await?;
+    }
+    let token = Hash::of(format!("{now} {} {:p}", std::process::id(), &now).as_bytes());
+    let key = format!("{}/{}", layout::GC_LOCKS, token.to_hex());
+    let body = Bytes::from(json!({"time_ns": now, "pid": std::process::id()}).to_string());
+    client.put(&key, body).await?;
+    let mut other: Option<i64> = None;
+    for (k, m) in client.list(layout::GC_LOCKS).await? {
+        let k = format!("{}/{k}", layout::GC_LOCKS);
+        if k == key {
             continue;
         }
-        return Err(Error::Remote(format!(
-            "another `ckpt gc --remote` holds {} (since {}); nothing was deleted: retry later \
-             (a lock older than a day is taken over)",
-            client.shown("", layout::GC_LOCK).trim_start(),
-            ckpt_lib::ops::json::time(since)
-        )));
+        let since: i64 = m.last_modified.timestamp_nanos_opt().unwrap_or(0);
+        if now - since > STALE_LOCK.as_nanos() as i64 {
+            client.delete(&k).await?;
+        } else {
+            other = Some(other.map_or(since, |o| o.min(since)));
+        }
     }
-    Err(Error::Remote("could not take the gc lock; retry".into()))
+    if let Some(since) = other {
+        client.delete(&key).await?;
+        return Err(held(since));
+    }
+    Ok(key)
 }
 
 /// Collects garbage on a remote.
@@ -199,20 +216,22 @@ pub fn gc(ctx: &Context, opts: &GcOptions<'_>) -> Result<GcReport> {
     let store = ws.open_store_read_only(&ctx.config)?;
     let target = remotes::resolve(&ws, opts.remote, None)?;
     let cache = known::cache_dir(&store.root, &target.url.url);
-    let client = Client::open(&target.url, opts.settings)?;
     let rt = crate::runtime()?;
+    let client = rt.block_on(target.connect(opts.settings, Some(&cache)))?;
     let mut rep = GcReport {
         url: target.url.url.clone(),
         dry_run: opts.dry_run,
         ..GcReport::default()
     };
     rt.block_on(async {
-        if !opts.dry_run {
-            lock(&client).await?;
-        }
+        let key = if opts.dry_run {
+            None
+        } else {
+            Some(lock(&client).await?)
+        };
         let r = sweep(&client, &cache, opts, &mut rep).await;
-        if !opts.dry_run {
-            client.delete(layout::GC_LOCK).await?;
+        if let Some(k) = key {
+            client.delete(&k).await?;
         }
         r
     })?;
@@ -226,7 +245,7 @@ async fn sweep(
     opts: &GcOptions<'_>,
     rep: &mut GcReport,
 ) -> Result<()> {
-    let prev: Condemned = match client.get(layout::CONDEMNED).await? {
+    let prev: Condemned = match client.get_sealed(layout::CONDEMNED).await? {
         Some(b) => serde_json::from_slice(&b).map_err(|e| {
             Error::Corrupt(format!("{}: {e}", client.shown("GET", layout::CONDEMNED)))
         })?,
@@ -242,29 +261,17 @@ async fn sweep(
     // candidate at all. Its time is taken before it starts.
     let listed_ns = now_ns();
     let listed = client.list("packs").await?;
-    let mut names: Vec<(String, Vec<u64>)> = Vec::new();
-    {
-        let mut by: HashMap<String, Vec<u64>> = HashMap::new();
-        for (k, _) in client.list("refs").await? {
-            if let Some((n, g)) = k.split_once('/') {
-                if let Ok(g) = g.parse::<u64>() {
-                    by.entry(n.to_string()).or_default().push(g);
-                }
-            }
-        }
-        names.extend(by);
-    }
+    let names = refs::workspaces(client).await?;
     rep.workspaces = names.len() as u64;
-    // Mark: the roots of every checkpoint the refs list.
+    // Mark: the roots of every checkpoint the refs hold.
     let mut live: HashSet<Hash> = HashSet::new();
     let mut frontier: Vec<Hash> = Vec::new();
-    for (name, _) in &names {
-        let Some((_, body)) = read_ref(client, name).await? else {
+    for name in &names {
+        let Some(h) = refs::read(client, Some(cache), name).await? else {
             continue;
         };
-        let ids = ref_ids(&body)?;
-        rep.checkpoints += ids.len() as u64;
-        for r in fetch_records(client, cache, &ids).await? {
+        rep.checkpoints += h.ids.len() as u64;
+        for r in fetch_records(client, cache, &h.ids).await? {
             frontier.push(r.mtimes()?);
             if let Some(s) = r.state()? {
                 live.insert(s);
@@ -381,23 +388,14 @@ async fn sweep(
     }
     // Condemn first (pushers must see it), then delete.
     client
-        .put(
+        .put_sealed(
             layout::CONDEMNED,
-            Bytes::from(serde_json::to_vec(&condemn).expect("serialises")),
+            serde_json::to_vec(&condemn).expect("serialises"),
         )
         .await?;
     for (p, _) in &delete {
         client.delete(&layout::index_key(p)).await?;
         client.delete(&layout::pack_key(p)).await?;
-    }
-    for (name, mut gens) in names {
-        gens.sort_unstable();
-        if gens.len() > KEEP_GENERATIONS {
-            for g in &gens[..gens.len() - KEEP_GENERATIONS] {
-                client.delete(&layout::ref_key(&name, *g)).await?;
-                rep.deleted_generations += 1;
-            }
-        }
     }
     Ok(())
 }

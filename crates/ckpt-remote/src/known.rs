@@ -73,7 +73,7 @@ impl Known {
             names.insert(rel.clone());
             match std::fs::read(dir.join(rel))
                 .ok()
-                .and_then(|b| pack::decode_index(&b, rel).ok())
+                .and_then(|b| pack::open_index(client.keys(), &b, rel).ok())
             {
                 Some(entries) => known.add(p, entries),
                 None => todo.push(p),
@@ -95,10 +95,16 @@ impl Known {
                     let key = layout::index_key(&p);
                     // Listed, then deleted by a `gc --remote` before this
                     // read: that pack is gone, so it is not known.
-                    let Some(b) = client.get(&key).await? else {
+                    let shown = client.shown("GET", &key);
+                    let got = client
+                        .get_decoded(&key, |b| {
+                            let e = pack::open_index(client.keys(), &b, &shown)?;
+                            Ok((e, b))
+                        })
+                        .await?;
+                    let Some((entries, b)) = got else {
                         return Ok::<_, crate::Error>(None);
                     };
-                    let entries = pack::decode_index(&b, &client.shown("GET", &key))?;
                     write_cache(&dir, &p.to_hex(), &b);
                     Ok(Some((p, entries)))
                 }
@@ -183,7 +189,7 @@ impl Known {
                         return Ok(None);
                     }
                     let idx = client.get_range(&key, size - 8 - n..size - 8).await?;
-                    let Ok(entries) = pack::decode_index(&idx, &key) else {
+                    let Ok(entries) = pack::open_index(client.keys(), &idx, &key) else {
                         return Ok(None);
                     };
                     client

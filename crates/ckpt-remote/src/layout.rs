@@ -8,9 +8,11 @@
 //!                           (crate::pack); P = BLAKE3 of the pack
 //!   index/<P>               the index of pack P (also at the end of the pack)
 //!   checkpoints/<C>         one checkpoint record, JSON ([`Record`]); C = BLAKE3 of its [`Identity`]
-//!   refs/<name>/<gen>       the checkpoints of workspace <name>: generation <gen> (20 digits), JSON [`RefBody`]
+//!   refs/<name>/<C>         checkpoint C was pushed as workspace <name> (crate::refs)
+//!   refs/<name>/<u64::MAX>  the marker: the ref is in format 3 (an older ckpt refuses it)
+//!   refs/<name>/<gen>       a format-2 ref generation (20 digits), JSON [`RefBody`]: read, never written
 //!   gc/condemned            packs the last `gc --remote` condemned or deleted (crate::gc)
-//!   gc/lock                 held (created) by a running `gc --remote`
+//!   gc/locks/<token>        held by a running `gc --remote` (crate::gc)
 //! ```
 //!
 //! - **Content-addressed and shared.** Blobs are named by the BLAKE3 of
@@ -30,12 +32,12 @@
 //!   missing. (`gc --remote` deletes only unreachable packs, each after
 //!   condemning it for a grace period; crate::gc says how pushers and gc
 //!   keep this true together.)
-//! - **Refs by conditional create.** A ref is a sequence of immutable
-//!   generations; the current one is the highest. A push reads generation
-//!   n, merges its checkpoints into the list, and creates generation n+1
-//!   with create-if-absent (`If-None-Match: *` on S3). If another pusher
-//!   created n+1 first, the push re-reads and retries on top of it, so two
-//!   pushers never lose a checkpoint (the list only grows).
+//! - **Refs without conditional writes.** A push adds one object per
+//!   checkpoint under a name only that checkpoint has, with bytes that
+//!   depend only on it, and nothing is ever overwritten with other bytes
+//!   or deleted; a workspace's history is the union of what a listing
+//!   finds. So concurrent pushers never lose a checkpoint, whether or not
+//!   the server honours `If-None-Match` (crate::refs has the argument).
 //! - **Identity.** A checkpoint's remote id is the BLAKE3 of its
 //!   [`Identity`] (root tree, LtHash digest, time, message, tags, state
 //!   snapshot), not of its local sequence number: the same checkpoint pulled
@@ -89,18 +91,20 @@ pub fn record_key(id: &Hash) -> String {
     format!("checkpoints/{}", id.to_hex())
 }
 
-/// The directory of a workspace's ref generations.
+/// The directory of a workspace's ref (crate::refs).
 pub fn ref_dir(name: &str) -> String {
     format!("refs/{name}")
 }
 
-/// Key of one ref generation.
+/// Key of one format-2 ref generation (or of the marker, crate::refs).
 pub fn ref_key(name: &str, generation: u64) -> String {
     format!("refs/{name}/{generation:020}")
 }
 
-/// Key of the gc lock.
+/// Key of the gc lock of an older ckpt (honoured, never taken).
 pub const GC_LOCK: &str = "gc/lock";
+/// Directory of the gc locks (crate::gc).
+pub const GC_LOCKS: &str = "gc/locks";
 /// Key of the condemned-pack list.
 pub const CONDEMNED: &str = "gc/condemned";
 
@@ -302,7 +306,8 @@ pub struct Condemned {
     pub since_ns: Vec<i64>,
 }
 
-/// One ref generation (`refs/<name>/<gen>`).
+/// One format-2 ref generation (`refs/<name>/<gen>`), or the marker
+/// (crate::refs).
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct RefBody {
     /// [`FORMAT`].

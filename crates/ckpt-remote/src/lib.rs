@@ -10,7 +10,7 @@
 //! | operation | function |
 //! |---|---|
 //! | `ckpt remote add/list/remove` | [`remotes::add`], [`remotes::list`], [`remotes::remove`] |
-//! | `ckpt push` | [`push::push`] |
+//! | `ckpt push` | [`push::push`] (refs: [`refs`]) |
 //! | `ckpt pull` | [`pull::pull`] |
 //! | `ckpt clone` | [`pull::clone`] |
 //! | `ckpt log --remote` | [`log::log`] |
@@ -30,6 +30,7 @@
 //! for the summary.
 
 pub mod client;
+pub mod crypt;
 pub mod gc;
 pub mod known;
 pub mod layout;
@@ -37,6 +38,7 @@ pub mod log;
 pub mod pack;
 pub mod pull;
 pub mod push;
+pub mod refs;
 pub mod remotes;
 pub mod report;
 pub mod trees;
@@ -69,6 +71,10 @@ pub struct Settings {
     /// Raw bytes a pull fetches between two commits of its pending objects
     /// (what a killed pull keeps).
     pub commit_bytes: u64,
+    /// The secret of an encrypted remote given for this command
+    /// (`CKPT_REMOTE_PASSPHRASE`, `CKPT_REMOTE_KEY_FILE`); before the key
+    /// file configured with the remote.
+    pub secret: Option<crypt::Secret>,
 }
 
 impl Default for Settings {
@@ -81,6 +87,7 @@ impl Default for Settings {
             timeout: Duration::from_secs(120),
             pack_target: 16 << 20,
             commit_bytes: 64 << 20,
+            secret: None,
         }
     }
 }

@@ -1,6 +1,7 @@
-//! `ckpt log --remote REMOTE`: the checkpoints a workspace's ref lists on
-//! the remote, newest first (records are immutable, so they are cached in
-//! the store like pack indexes and fetched once).
+//! `ckpt log --remote REMOTE`: the checkpoints a workspace's ref holds on
+//! the remote ([`crate::refs`]), newest first in the order of [`sort`]
+//! (records are immutable, so they are cached in the store like pack
+//! indexes and fetched once).
 
 use std::time::Instant;
 
@@ -11,8 +12,8 @@ use futures::{stream, StreamExt, TryStreamExt};
 use serde_json::{json, Value};
 
 use crate::client::Client;
-use crate::layout::{self, parse_hash, Record};
-use crate::push::read_ref;
+use crate::layout::Record;
+use crate::refs;
 use crate::report::{with_transfer, Transfer};
 use crate::{remotes, Result, Settings};
 
@@ -36,8 +37,6 @@ pub struct LogReport {
     pub url: String,
     /// Workspace name.
     pub workspace: String,
-    /// Ref generation read.
-    pub generation: Option<u64>,
     /// Records, newest first.
     pub checkpoints: Vec<Record>,
     /// How many the ref lists.
@@ -64,7 +63,7 @@ pub fn record_json(r: &Record) -> Value {
 }
 
 impl LogReport {
-    /// JSON: `remote`, `workspace`, `generation`, `checkpoints` (newest
+    /// JSON: `remote`, `workspace`, `checkpoints` (newest
     /// first: `remote_id`, `seq`, `parent`, `time`, `time_ns`, `message`,
     /// `tags`, `root`, `stats`, `workspace`, `has_state`), `total`, and
     /// the transfer fields.
@@ -74,13 +73,28 @@ impl LogReport {
                 "schema": SCHEMA,
                 "remote": self.url,
                 "workspace": self.workspace,
-                "generation": self.generation,
                 "checkpoints": self.checkpoints.iter().map(record_json).collect::<Vec<_>>(),
                 "total": self.total,
             }),
             &self.transfer,
         )
     }
+}
+
+/// Reads record `id` at `key`: the record and its (opened) bytes.
+async fn get_record(client: &Client, key: &str, id: &Hash) -> Result<(Record, bytes::Bytes)> {
+    client
+        .get_decoded(key, |b| {
+            let b = client.unseal(key, b)?;
+            Ok((Record::decode(&b, id)?, b))
+        })
+        .await?
+        .ok_or_else(|| {
+            crate::Error::Corrupt(format!(
+                "{}: the object is missing from the remote",
+                client.shown("GET", key)
+            ))
+        })
 }
 
 /// Fetches records (from the cache in `cache` when there), in order.
@@ -98,9 +112,8 @@ pub async fn fetch_records(
                 if let Some(r) = cached.and_then(|b| Record::decode(&b, &id).ok()) {
                     return Ok(r);
                 }
-                let key = layout::record_key(&id);
-                let b = client.get_existing(&key).await?;
-                let r = Record::decode(&b, &id)?;
+                let key = client.record_key(&id);
+                let (r, b) = get_record(client, &key, &id).await?;
                 let _ = std::fs::create_dir_all(&dir);
                 let tmp = dir.join(format!(".{}.tmp{}", id.to_hex(), std::process::id()));
                 if std::fs::write(&tmp, &b).is_ok() {
@@ -114,12 +127,43 @@ pub async fn fetch_records(
         .await
 }
 
-/// The ids a ref lists, oldest first.
-pub fn ref_ids(body: &layout::RefBody) -> Result<Vec<Hash>> {
-    body.checkpoints
-        .iter()
-        .map(|s| parse_hash(s, "ref entry"))
-        .collect()
+/// Orders records oldest first: by creation time, then by id. A listing
+/// has no push order ([`crate::refs`]); this order depends only on the
+/// records, so every reader of one history sees the same order and the
+/// same `latest` (the last).
+pub fn sort(recs: &mut [Record]) {
+    recs.sort_by(|a, b| (a.identity.time_ns, &a.id).cmp(&(b.identity.time_ns, &b.id)));
+}
+
+/// The records of workspace `name`, oldest first ([`sort`]); None when
+/// nothing was pushed as it. `cache`: where records are cached (None: not
+/// cached).
+pub async fn history(
+    client: &Client,
+    cache: Option<&std::path::Path>,
+    name: &str,
+) -> Result<Option<Vec<Record>>> {
+    let Some(h) = refs::read(client, cache, name).await? else {
+        return Ok(None);
+    };
+    let mut recs = match cache {
+        Some(c) => fetch_records(client, c, &h.ids).await?,
+        None => fetch_records_uncached(client, &h.ids).await?,
+    };
+    sort(&mut recs);
+    Ok(Some(recs))
+}
+
+/// Fetches records without a cache, in order.
+pub async fn fetch_records_uncached(client: &Client, ids: &[Hash]) -> Result<Vec<Record>> {
+    stream::iter(ids.iter().copied())
+        .map(|id| async move {
+            let key = client.record_key(&id);
+            Ok::<_, crate::Error>(get_record(client, &key, &id).await?.0)
+        })
+        .buffered(client.concurrency())
+        .try_collect()
+        .await
 }
 
 /// Lists a workspace's checkpoints on a remote.
@@ -129,23 +173,17 @@ pub fn log(ctx: &Context, opts: &LogOptions<'_>) -> Result<LogReport> {
     let store = ws.open_store_read_only(&ctx.config)?;
     let target = remotes::resolve(&ws, opts.remote, opts.workspace)?;
     let cache = crate::known::cache_dir(&store.root, &target.url.url);
-    let client = Client::open(&target.url, opts.settings)?;
     let rt = crate::runtime()?;
-    let (generation, mut checkpoints, total) = rt.block_on(async {
-        let Some((g, body)) = read_ref(&client, &target.workspace).await? else {
-            return Ok::<_, crate::Error>((None, Vec::new(), 0));
-        };
-        let mut ids = ref_ids(&body)?;
-        let total = ids.len();
-        ids.reverse();
-        ids.truncate(opts.limit.unwrap_or(usize::MAX));
-        Ok((Some(g), fetch_records(&client, &cache, &ids).await?, total))
-    })?;
+    let client = rt.block_on(target.connect(opts.settings, Some(&cache)))?;
+    let mut checkpoints = rt
+        .block_on(history(&client, Some(&cache), &target.workspace))?
+        .unwrap_or_default();
+    let total = checkpoints.len();
+    checkpoints.reverse();
     checkpoints.truncate(opts.limit.unwrap_or(usize::MAX));
     Ok(LogReport {
         url: target.url.url.clone(),
         workspace: target.workspace,
-        generation,
         checkpoints,
         total,
         transfer: Transfer::default().counted(&client.counters, t0.elapsed()),

@@ -26,6 +26,7 @@
 
 use ckpt_lib::Hash;
 
+use crate::crypt::Keys;
 use crate::{corrupt, Result};
 
 const PACK_MAGIC: &[u8; 4] = b"CKPK";
@@ -150,9 +151,14 @@ impl Builder {
         self.entries.is_empty()
     }
 
-    /// The finished pack: its name, bytes, and index bytes.
-    pub fn finish(mut self) -> (Hash, Vec<u8>, Vec<u8>, Vec<Entry>) {
+    /// The finished pack: its name, bytes, and index bytes (sealed with
+    /// `keys` on an encrypted remote, like each blob: [`seal_blob`]).
+    pub fn finish(mut self, keys: Option<&Keys>) -> (Hash, Vec<u8>, Vec<u8>, Vec<Entry>) {
         let index = encode_index(&self.entries);
+        let index = match keys {
+            Some(k) => k.seal(INDEX_AAD, &index),
+            None => index,
+        };
         self.bytes.extend_from_slice(&index);
         self.bytes
             .extend_from_slice(&(index.len() as u32).to_le_bytes());
@@ -204,6 +210,40 @@ fn with_codec<T>(f: impl FnOnce(&mut Codec) -> std::io::Result<T>) -> std::io::R
         }
         f(cell.as_mut().expect("made above"))
     })
+}
+
+/// Associated data of a sealed index.
+const INDEX_AAD: &[u8] = b"ckpt pack index";
+
+/// Associated data of a sealed blob: its kind and hash, so a blob moved to
+/// another entry does not open.
+fn blob_aad(kind: Kind, hash: &Hash) -> [u8; 33] {
+    let mut a = [0u8; 33];
+    a[0] = kind as u8;
+    a[1..].copy_from_slice(&hash.0);
+    a
+}
+
+/// A blob's stored bytes (compressed or not) sealed for an encrypted
+/// remote (crate::crypt).
+pub fn seal_blob(keys: &Keys, kind: Kind, hash: &Hash, stored: &[u8]) -> Vec<u8> {
+    keys.seal(&blob_aad(kind, hash), stored)
+}
+
+/// Decodes an index as stored (opened with `keys` on an encrypted remote).
+pub fn open_index(keys: Option<&Keys>, b: &[u8], what: &str) -> Result<Vec<Entry>> {
+    match keys {
+        Some(k) => {
+            let plain = k.open(INDEX_AAD, b).ok_or_else(|| {
+                corrupt(format!(
+                    "pack index {what} does not open with this remote's key: it was damaged or \
+                     tampered with"
+                ))
+            })?;
+            decode_index(&plain, what)
+        }
+        None => decode_index(b, what),
+    }
 }
 
 /// Encodes an index.
@@ -275,9 +315,24 @@ pub fn footer_len(tail: &[u8], what: &str) -> Result<u64> {
     Ok(u32::from_le_bytes(tail[..4].try_into().expect("4")) as u64)
 }
 
-/// Takes blob `e` out of its stored bytes, checking its length and hash;
-/// `what` names the pack in errors.
-pub fn decode_blob(e: &Entry, stored: &[u8], what: &str) -> Result<Vec<u8>> {
+/// Takes blob `e` out of its stored bytes (opened with `keys` on an
+/// encrypted remote), checking its length and hash; `what` names the pack
+/// in errors.
+pub fn decode_blob(keys: Option<&Keys>, e: &Entry, stored: &[u8], what: &str) -> Result<Vec<u8>> {
+    let opened;
+    let stored = match keys {
+        Some(k) => {
+            opened = k.open(&blob_aad(e.kind, &e.hash), stored).ok_or_else(|| {
+                corrupt(format!(
+                    "blob {} in pack {what} is damaged: it does not open with this remote's key \
+                     (damaged or tampered with)",
+                    e.hash
+                ))
+            })?;
+            &opened[..]
+        }
+        None => stored,
+    };
     let raw = match e.codec {
         0 => stored.to_vec(),
         _ => with_codec(|c| c.decompress(stored, e.raw_len as usize)).map_err(|err| {
@@ -312,7 +367,7 @@ mod tests {
         b.add(Kind::Object, Hash::of(&text), &text);
         b.add(Kind::Tree, Hash::of(&noise), &noise);
         b.add(Kind::State, Hash::of(b"x"), b"x");
-        let (name, mut bytes, index, entries) = b.finish();
+        let (name, mut bytes, index, entries) = b.finish(None);
         assert_eq!(name, Hash::of(&bytes));
         assert_eq!(entries[0].codec, 1, "text compresses");
         assert_eq!(entries[1].codec, 0, "noise is stored raw");
@@ -324,12 +379,12 @@ mod tests {
         assert_eq!(dec, entries);
         for (e, raw) in dec.iter().zip([&text[..], &noise[..], b"x"]) {
             let s = &bytes[e.offset as usize..(e.offset + e.stored_len) as usize];
-            assert_eq!(decode_blob(e, s, "p").unwrap(), raw);
+            assert_eq!(decode_blob(None, e, s, "p").unwrap(), raw);
         }
         bytes[entries[1].offset as usize + 3] ^= 1;
         let e = &entries[1];
         let s = &bytes[e.offset as usize..(e.offset + e.stored_len) as usize];
-        let err = decode_blob(e, s, "p").unwrap_err().to_string();
+        let err = decode_blob(None, e, s, "p").unwrap_err().to_string();
         assert!(
             err.contains(&e.hash.to_hex()) && err.contains("damaged"),
             "{err}"

@@ -54,9 +54,10 @@ use serde_json::{json, Value};
 use crate::client::Client;
 use crate::known::{self, Known};
 use crate::layout::{self, Record};
-use crate::log::{fetch_records, record_json, ref_ids};
+use crate::log::{history, record_json};
 use crate::pack::{self, Entry};
-use crate::push::{read_ref, records};
+use crate::push::records;
+use crate::refs;
 use crate::remotes;
 use crate::report::{with_transfer, Transfer};
 use crate::trees::{self, MNode, Rebuild, Sub};
@@ -141,7 +142,12 @@ pub(crate) async fn fetch_blobs(
         let shown = client.shown("GET", &f.key);
         for e in &f.entries {
             let at = (e.offset - f.start) as usize;
-            let raw = pack::decode_blob(e, &f.bytes[at..at + e.stored_len as usize], &shown)?;
+            let raw = pack::decode_blob(
+                client.keys(),
+                e,
+                &f.bytes[at..at + e.stored_len as usize],
+                &shown,
+            )?;
             sink(e.hash, raw)?;
         }
         Ok(f.entries.len() as u64)
@@ -383,7 +389,7 @@ fn import(
                 return Err(Error::Corrupt(format!(
                     "remote checkpoint {} ({}): {} is nested more than {} directories deep, which ckpt does not import; nothing was imported",
                     rec.id,
-                    client.shown("GET", &layout::record_key(&rec.hash())),
+                    client.shown("GET", &client.record_key(&rec.hash())),
                     String::from_utf8_lossy(&p),
                     tree::MAX_DEPTH
                 )));
@@ -424,7 +430,7 @@ fn import(
                     return Err(Error::Corrupt(format!(
                         "remote checkpoint {} ({}): its trees do not match its LtHash digest; nothing was imported",
                         rec.id,
-                        client.shown("GET", &layout::record_key(&rec.hash()))
+                        client.shown("GET", &client.record_key(&rec.hash()))
                     )));
                 }
             }
@@ -553,7 +559,7 @@ fn fetch_trees(
         return Err(Error::Corrupt(format!(
             "remote checkpoint {} ({}): its trees and mtimes do not rebuild its root tree {}; nothing was imported",
             rec.id,
-            client.shown("GET", &layout::record_key(&rec.hash())),
+            client.shown("GET", &client.record_key(&rec.hash())),
             rec.identity.root
         )));
     }
@@ -570,8 +576,9 @@ fn fetch_trees(
     Ok((r.trees, t))
 }
 
-/// Picks records of a ref by id: a remote-id prefix (≥ 4 hex digits),
-/// `v<seq>` (the number it had where it was made), or `latest`.
+/// Picks records of a history (oldest first, [`crate::log::sort`]) by id:
+/// a remote-id prefix (≥ 4 hex digits), `v<seq>` (the number it had where
+/// it was made), or `latest` (the last).
 fn select<'r>(recs: &'r [Record], rev: &str, url: &str) -> Result<&'r Record> {
     if rev == "latest" || rev == "HEAD" {
         return recs
@@ -595,19 +602,6 @@ fn select<'r>(recs: &'r [Record], rev: &str, url: &str) -> Result<&'r Record> {
             "checkpoint id {rev:?} is ambiguous on {url}; give more digits of the remote id"
         ))),
     }
-}
-
-/// The workspace names on a remote.
-async fn workspaces(client: &Client) -> Result<Vec<String>> {
-    let mut names: Vec<String> = client
-        .list("refs")
-        .await?
-        .into_iter()
-        .filter_map(|(k, _)| k.split_once('/').map(|(n, _)| n.to_string()))
-        .collect();
-    names.sort();
-    names.dedup();
-    Ok(names)
 }
 
 /// What [`pull`] fetches.
@@ -666,16 +660,15 @@ pub fn pull(ctx: &Context, opts: &PullOptions<'_>) -> Result<PullReport> {
     let store = ws.open_store(&ctx.config)?;
     let target = remotes::resolve(&ws, opts.remote, opts.workspace)?;
     let cache = known::cache_dir(&store.root, &target.url.url);
-    let client = Client::open(&target.url, opts.settings)?;
     let rt = crate::runtime()?;
+    let client = rt.block_on(target.connect(opts.settings, Some(&cache)))?;
     let (recs, known) = rt.block_on(async {
-        let Some((_, body)) = read_ref(&client, &target.workspace).await? else {
+        let Some(recs) = history(&client, Some(&cache), &target.workspace).await? else {
             return Err(usage(format!(
                 "{} has no workspace {:?} (see `ckpt log --remote`; names: --workspace NAME)",
                 target.url.url, target.workspace
             )));
         };
-        let recs = fetch_records(&client, &cache, &ref_ids(&body)?).await?;
         let known = Known::load(&client, &cache).await?;
         Ok((recs, known))
     })?;
@@ -727,6 +720,9 @@ pub struct CloneOptions<'a> {
     pub workspace: Option<&'a str>,
     /// Where to keep the new store (None: the usual rule).
     pub store: Option<&'a Path>,
+    /// The key file of an encrypted remote (recorded with `origin`);
+    /// [`Settings::secret`] comes first.
+    pub key_file: Option<&'a Path>,
     /// How to reach the remote.
     pub settings: &'a Settings,
     /// Advanced as blobs arrive.
@@ -782,7 +778,8 @@ impl CloneReport {
 }
 
 /// Clones checkpoint `#ID` (default: the latest) of a remote workspace
-/// into a new workspace at `dir`, with its own store. On failure the new
+/// into a new workspace at `dir`, with its own store, whose remote
+/// `origin` is the source (URL and workspace name). On failure the new
 /// store and whatever was written to `dir` are removed.
 pub fn clone(ctx: &Context, opts: &CloneOptions<'_>) -> Result<CloneReport> {
     let t0 = Instant::now();
@@ -797,14 +794,21 @@ pub fn clone(ctx: &Context, opts: &CloneOptions<'_>) -> Result<CloneReport> {
     }
     let dest = normalize(&ctx.abs(opts.dir));
     let missing = materialize::check_fresh(&dest, "`ckpt clone`")?;
-    let client = Client::open(&url, opts.settings)?;
+    let key_file = opts.key_file.map(|k| normalize(&ctx.abs(k)));
     let rt = crate::runtime()?;
+    let client = rt.block_on(Client::connect(
+        &url,
+        opts.settings,
+        false,
+        key_file.as_deref(),
+        None,
+    ))?;
     // Everything is read before anything local is created.
     let (name, recs) = rt.block_on(async {
         let name = match opts.workspace {
             Some(w) => w.to_string(),
             None => {
-                let names = workspaces(&client).await?;
+                let names = refs::workspaces(&client).await?;
                 match names.as_slice() {
                     [one] => one.clone(),
                     [] => {
@@ -823,14 +827,12 @@ pub fn clone(ctx: &Context, opts: &CloneOptions<'_>) -> Result<CloneReport> {
                 }
             }
         };
-        let Some((_, body)) = read_ref(&client, &name).await? else {
+        let Some(recs) = history(&client, None, &name).await? else {
             return Err(usage(format!(
                 "{} has no workspace {name:?}; nothing was changed",
                 url.url
             )));
         };
-        let ids = ref_ids(&body)?;
-        let recs = fetch_records_uncached(&client, &ids).await?;
         Ok((name, recs))
     })?;
     let rec = select(&recs, rev, &url.url)?.clone();
@@ -885,6 +887,17 @@ pub fn clone(ctx: &Context, opts: &CloneOptions<'_>) -> Result<CloneReport> {
             },
         )?;
         ws.write_marker()?;
+        // The source becomes `origin`, with the workspace name, so `push`
+        // and `pull` work at once (as after `git clone`).
+        remotes::set_origin(
+            &ws.store_path,
+            remotes::RemoteEntry {
+                url: url.url.clone(),
+                workspace: Some(name.clone()),
+                encrypt: client.keys().is_some(),
+                key_file: key_file.clone(),
+            },
+        )?;
         Ok(CloneReport {
             url: url.url.clone(),
             workspace: name.clone(),
@@ -899,17 +912,6 @@ pub fn clone(ctx: &Context, opts: &CloneOptions<'_>) -> Result<CloneReport> {
         })
     };
     run().inspect_err(|_| undo())
-}
-
-async fn fetch_records_uncached(client: &Client, ids: &[Hash]) -> Result<Vec<Record>> {
-    stream::iter(ids.iter().copied())
-        .map(|id| async move {
-            let b = client.get_existing(&layout::record_key(&id)).await?;
-            Record::decode(&b, &id)
-        })
-        .buffered(client.concurrency())
-        .try_collect()
-        .await
 }
 
 crate::serialize_via_to_json!(PullReport, CloneReport);

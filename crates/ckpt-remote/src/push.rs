@@ -5,22 +5,20 @@
 //! Order (the argument is in [`crate::layout`]): blobs of file contents
 //! and state snapshots in packs, uploaded in parallel, each pack before its
 //! index → packs of trees (without mtimes) and mtimes nodes
-//! ([`crate::trees`]) one after another, children before parents → one new
-//! ref generation by create-if-absent, retried on top of a concurrent
-//! pusher's. The checkpoint records (reachable only through a ref) are
-//! written meanwhile. Nothing the remote already holds is sent: the pack
+//! ([`crate::trees`]) one after another, children before parents → one
+//! ref entry per checkpoint ([`crate::refs`]: no conditional write, so no
+//! concurrent pusher can replace it). The checkpoint records (reachable
+//! only through a ref) are written meanwhile. Nothing the remote already holds is sent: the pack
 //! indexes say which blobs it has; an mtimes node it has stands for its
 //! whole subtree, and a tree it has for its subtree's trees and contents
 //! (so a second workspace with the same files sends only its mtimes). The
 //! shapes and nodes of unchanged subtrees come from the store's cache
 //! ([`crate::trees::Cache`]), not from reading their trees, so a push after
-//! a one-file edit walks and sends only the changed path: 12 requests in 7
-//! round trips one after another (the ref generation this store last saw
-//! and the next one, with the gc list — a listing and a GET more when that
-//! generation is no longer the current one; the listings of indexes and
-//! packs; a pack of contents, then its index, with the record and the gc
-//! list again; a pack of trees and nodes, then its index; the new ref
-//! generation).
+//! a one-file edit walks and sends only the changed path: 12 requests in 8
+//! round trips one after another (the remote's `config`, crate::crypt; the
+//! listing of the workspace's ref, with the gc list; the listings of indexes and packs; a pack of contents,
+//! then its index, with the record and the gc list again; a pack of trees
+//! and nodes, then its index; the ref entry).
 //!
 //! Resuming: a killed push leaves whole packs (and maybe a pack without its
 //! index, which the next push recovers, see [`crate::known`]); the re-run
@@ -36,7 +34,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bytes::Bytes;
 use ckpt_copy::copytree::Progress;
@@ -51,9 +49,11 @@ use rayon::prelude::*;
 use serde_json::{json, Value};
 
 use crate::client::{Client, Created};
+use crate::crypt::Keys;
 use crate::known::{self, Known};
-use crate::layout::{self, Record, RefBody};
+use crate::layout::{self, Record};
 use crate::pack::{self, Builder, Entry, Kind};
+use crate::refs;
 use crate::remotes;
 use crate::report::{with_transfer, Transfer};
 use crate::trees::{self, Encoder};
@@ -88,10 +88,6 @@ pub struct PushReport {
     pub pushed: Vec<(String, String)>,
     /// Checkpoints the ref already had.
     pub already: Vec<(String, String)>,
-    /// The ref generation written (or found).
-    pub generation: Option<u64>,
-    /// Times the ref write lost to a concurrent pusher and was retried on top.
-    pub ref_retries: u64,
     /// Packs left without an index by an interrupted push, recovered.
     pub recovered_packs: u64,
     /// Blobs found on the remote (not sent).
@@ -108,7 +104,7 @@ fn ids(v: &[(String, String)]) -> Vec<Value> {
 
 impl PushReport {
     /// JSON: `remote`, `workspace`, `pushed`, `already` (each `{id,
-    /// remote_id}`), `generation`, `ref_retries`, `recovered_packs`,
+    /// remote_id}`), `recovered_packs`,
     /// `skipped_objects`, and the transfer fields.
     pub fn to_json(&self) -> Value {
         with_transfer(
@@ -118,8 +114,6 @@ impl PushReport {
                 "workspace": self.workspace,
                 "pushed": ids(&self.pushed),
                 "already": ids(&self.already),
-                "generation": self.generation,
-                "ref_retries": self.ref_retries,
                 "recovered_packs": self.recovered_packs,
                 "skipped_objects": self.skipped_objects,
             }),
@@ -128,90 +122,9 @@ impl PushReport {
     }
 }
 
-/// The current generation of a ref and its body (None: no ref yet).
-pub async fn read_ref(client: &Client, name: &str) -> Result<Option<(u64, RefBody)>> {
-    Ok(read_ref_bytes(client, name).await?.map(|(g, b, _)| (g, b)))
-}
-
-/// [`read_ref`] trying first the generation this store last read or wrote
-/// (`<cache>/refs/<name>`: the generation number, a newline, its bytes): if
-/// it is still there with the same bytes and the next one is not, it is
-/// current (a pusher creates generation n+1 only after reading n, and gc
-/// keeps the newest). Two GETs at once instead of a listing and then a GET.
-pub async fn read_ref_cached(
-    client: &Client,
-    cache: &std::path::Path,
-    name: &str,
-) -> Result<Option<(u64, RefBody)>> {
-    let dir = cache.join("refs");
-    let cached = std::fs::read(dir.join(name)).ok().and_then(|b| {
-        let nl = b.iter().position(|&c| c == b'\n')?;
-        let g: u64 = std::str::from_utf8(&b[..nl]).ok()?.parse().ok()?;
-        Some((g, b[nl + 1..].to_vec()))
-    });
-    if let Some((g, bytes)) = cached {
-        let (now_key, next_key) = (layout::ref_key(name, g), layout::ref_key(name, g + 1));
-        let (now, next) = futures::try_join!(client.get(&now_key), client.get(&next_key))?;
-        if now.as_deref() == Some(&bytes[..]) && next.is_none() {
-            if let Ok(body) = serde_json::from_slice::<RefBody>(&bytes) {
-                if body.format == layout::FORMAT {
-                    return Ok(Some((g, body)));
-                }
-            }
-        }
-    }
-    let Some((g, body, bytes)) = read_ref_bytes(client, name).await? else {
-        return Ok(None);
-    };
-    remember_ref(cache, name, g, &bytes);
-    Ok(Some((g, body)))
-}
-
-/// Notes generation `g` of ref `name` (its bytes) for [`read_ref_cached`].
-fn remember_ref(cache: &std::path::Path, name: &str, g: u64, bytes: &[u8]) {
-    let mut b = format!("{g}\n").into_bytes();
-    b.extend_from_slice(bytes);
-    known::write_cache(&cache.join("refs"), name, &b);
-}
-
-/// [`read_ref`], with the generation's bytes.
-async fn read_ref_bytes(client: &Client, name: &str) -> Result<Option<(u64, RefBody, Bytes)>> {
-    for _ in 0..5 {
-        let listed = client.list(&layout::ref_dir(name)).await?;
-        let Some(generation) = listed
-            .iter()
-            .filter_map(|(k, _)| k.parse::<u64>().ok())
-            .max()
-        else {
-            return Ok(None);
-        };
-        let key = layout::ref_key(name, generation);
-        // A generation trimmed by gc between the listing and the read: list again.
-        let Some(b) = client.get(&key).await? else {
-            continue;
-        };
-        let body: RefBody = serde_json::from_slice(&b)
-            .map_err(|e| Error::Corrupt(format!("{}: {e}", client.shown("GET", &key))))?;
-        if body.format != layout::FORMAT {
-            return Err(layout::format_error(
-                &format!(
-                    "workspace {name:?} at {}",
-                    client.shown("", &key).trim_start()
-                ),
-                body.format,
-            ));
-        }
-        return Ok(Some((generation, body, b)));
-    }
-    Err(Error::Remote(format!(
-        "{}: the ref kept changing while it was read; retry",
-        client.shown("LIST", &layout::ref_dir(name))
-    )))
-}
-
 /// The packs `gc --remote` has condemned (`gc/condemned`).
 pub async fn read_condemned(client: &Client) -> Result<HashSet<Hash>> {
-    let Some(b) = client.get(layout::CONDEMNED).await? else {
+    let Some(b) = client.get_sealed(layout::CONDEMNED).await? else {
         return Ok(HashSet::new());
     };
     let c: layout::Condemned = serde_json::from_slice(&b)
@@ -507,9 +420,9 @@ struct Built {
     entries: Vec<Entry>,
 }
 
-fn finish(b: Builder) -> Built {
+fn finish(b: Builder, keys: Option<&Keys>) -> Built {
     let raw = b.raw_len();
-    let (name, bytes, index, entries) = b.finish();
+    let (name, bytes, index, entries) = b.finish(keys);
     Built {
         name,
         bytes,
@@ -519,24 +432,30 @@ fn finish(b: Builder) -> Built {
     }
 }
 
-/// One blob ready for a pack: its raw bytes, and its compressed form when
-/// that pays.
+/// One blob ready for a pack: its stored form (compressed when that pays,
+/// sealed on an encrypted remote).
 struct Item {
     kind: Kind,
     hash: Hash,
-    raw: Vec<u8>,
-    z: Option<Vec<u8>>,
+    raw_len: u64,
+    stored: Vec<u8>,
     codec: u8,
 }
 
 impl Item {
-    fn new(kind: Kind, hash: Hash, raw: Vec<u8>) -> Item {
+    fn new(kind: Kind, hash: Hash, raw: Vec<u8>, keys: Option<&Keys>) -> Item {
         let (z, codec) = pack::compress(&raw);
+        let raw_len = raw.len() as u64;
+        let stored = z.unwrap_or(raw);
+        let stored = match keys {
+            Some(k) => pack::seal_blob(k, kind, &hash, &stored),
+            None => stored,
+        };
         Item {
             kind,
             hash,
-            raw,
-            z,
+            raw_len,
+            stored,
             codec,
         }
     }
@@ -546,18 +465,15 @@ impl Item {
 /// by their bytes, so the same blobs in the same order make a pack a gc has
 /// condemned or is deleting, and uploading it again would not save it. The
 /// pack then starts with a few zero bytes more until its name differs.
-fn assemble(items: &[Item], avoid: &HashSet<Hash>) -> Built {
+fn assemble(items: &[Item], avoid: &HashSet<Hash>, keys: Option<&Keys>) -> Built {
     let mut pad = 0;
     loop {
         let mut b = Builder::default();
         b.pad(pad);
         for it in items {
-            match it.z.as_deref() {
-                Some(z) => b.add_stored(it.kind, it.hash, it.raw.len() as u64, z, it.codec),
-                None => b.add_stored(it.kind, it.hash, it.raw.len() as u64, &it.raw, 0),
-            }
+            b.add_stored(it.kind, it.hash, it.raw_len, &it.stored, it.codec);
         }
-        let p = finish(b);
+        let p = finish(b, keys);
         if !avoid.contains(&p.name) {
             return p;
         }
@@ -571,6 +487,7 @@ fn build(
     group: &[Want],
     states: &HashMap<Hash, Vec<u8>>,
     avoid: &HashSet<Hash>,
+    keys: Option<&Keys>,
 ) -> Result<Built> {
     let items: Vec<Item> = group
         .par_iter()
@@ -586,23 +503,28 @@ fn build(
                     store.objects.object_path(&w.hash).display()
                 )));
             }
-            Ok(Item::new(w.kind, w.hash, raw))
+            Ok(Item::new(w.kind, w.hash, raw, keys))
         })
         .collect::<Result<_>>()?;
-    Ok(assemble(&items, avoid))
+    Ok(assemble(&items, avoid, keys))
 }
 
 /// Packs trees and nodes (children before parents) into packs of about
 /// `target` raw bytes, with names not in `avoid`.
-fn tree_packs(trees: &[(Kind, Hash, Vec<u8>)], target: u64, avoid: &HashSet<Hash>) -> Vec<Built> {
+fn tree_packs(
+    trees: &[(Kind, Hash, Vec<u8>)],
+    target: u64,
+    avoid: &HashSet<Hash>,
+    keys: Option<&Keys>,
+) -> Vec<Built> {
     let mut out = Vec::new();
     let mut items: Vec<Item> = Vec::new();
     let mut size = 0;
     for (i, (kind, h, bytes)) in trees.iter().enumerate() {
         size += bytes.len() as u64;
-        items.push(Item::new(*kind, *h, bytes.clone()));
+        items.push(Item::new(*kind, *h, bytes.clone(), keys));
         if size >= target || i + 1 == trees.len() {
-            out.push(assemble(&items, avoid));
+            out.push(assemble(&items, avoid, keys));
             items.clear();
             size = 0;
         }
@@ -661,15 +583,13 @@ pub fn push(ctx: &Context, opts: &PushOptions<'_>) -> Result<PushReport> {
     cps.dedup_by_key(|c| c.seq);
     let recs = records(&store, &reader, &cps, &target.workspace)?;
     let cache = known::cache_dir(&store.root, &target.url.url);
-    let client = Client::open(&target.url, opts.settings)?;
     let rt = crate::runtime()?;
+    let client = rt.block_on(target.connect(opts.settings, Some(&cache)))?;
     let mut report = PushReport {
         url: target.url.url.clone(),
         workspace: target.workspace.clone(),
         pushed: Vec::new(),
         already: Vec::new(),
-        generation: None,
-        ref_retries: 0,
         recovered_packs: 0,
         skipped_objects: 0,
         transfer: Transfer::default(),
@@ -679,14 +599,13 @@ pub fn push(ctx: &Context, opts: &PushOptions<'_>) -> Result<PushReport> {
     let prepared = rt.block_on(async {
         let _t = trace::span("push: remote state");
         let (current, condemned) = futures::try_join!(
-            read_ref_cached(&client, &cache, &target.workspace),
+            refs::read(&client, Some(&cache), &target.workspace),
             read_condemned(&client)
         )?;
         let on_remote: HashSet<String> = current
             .as_ref()
-            .map(|(_, b)| b.checkpoints.iter().cloned().collect())
+            .map(|h| h.ids.iter().map(|i| i.to_hex()).collect())
             .unwrap_or_default();
-        report.generation = current.as_ref().map(|(g, _)| *g);
         let todo: Vec<usize> = (0..recs.len())
             .filter(|&i| !on_remote.contains(&recs[i].1.id))
             .collect();
@@ -704,9 +623,10 @@ pub fn push(ctx: &Context, opts: &PushOptions<'_>) -> Result<PushReport> {
         report.recovered_packs = known
             .recover_listed(&client, &cache, &condemned, &packs)
             .await?;
-        Ok::<_, Error>(Some((current, todo, known, condemned)))
+        let marked = current.is_some_and(|h| h.marked);
+        Ok::<_, Error>(Some((marked, todo, known, condemned)))
     })?;
-    let Some((current, todo, mut known, condemned)) = prepared else {
+    let Some((marked, todo, mut known, condemned)) = prepared else {
         report.transfer =
             std::mem::take(&mut report.transfer).counted(&client.counters, t0.elapsed());
         return Ok(report);
@@ -753,9 +673,10 @@ pub fn push(ctx: &Context, opts: &PushOptions<'_>) -> Result<PushReport> {
         let states = &states;
         let groups = &groups;
         let avoid = &condemned;
+        let keys = client.keys();
         s.spawn(move || {
             for g in groups {
-                let b = build(store, g, states, avoid);
+                let b = build(store, g, states, avoid, keys);
                 let failed = b.is_err();
                 if tx.blocking_send(b).is_err() || failed {
                     break;
@@ -773,7 +694,7 @@ pub fn push(ctx: &Context, opts: &PushOptions<'_>) -> Result<PushReport> {
                     Ok((n + dn, r + dr, p + 1))
                 })
                 .await?;
-            for p in tree_packs(&w.trees, opts.settings.pack_target, avoid) {
+            for p in tree_packs(&w.trees, opts.settings.pack_target, avoid, client.keys()) {
                 let (n, r) = upload(client, cache, p, opts.progress, sent).await?;
                 total = (total.0 + n, total.1 + r, total.2 + 1);
             }
@@ -785,9 +706,11 @@ pub fn push(ctx: &Context, opts: &PushOptions<'_>) -> Result<PushReport> {
                 r.mtimes = w.roots.get(&c.root).map(|n| n.to_hex());
                 async move {
                     let body = serde_json::to_vec(&r).expect("record serialises");
-                    let key = layout::record_key(&r.hash());
-                    if client.create(&key, Bytes::from(body)).await? == Created::AlreadyThere {
-                        Record::decode(&client.get_existing(&key).await?, &r.hash())?;
+                    let key = client.record_key(&r.hash());
+                    if client.create(&key, client.seal(&key, body)).await? == Created::AlreadyThere
+                    {
+                        let there = client.get_existing(&key).await?;
+                        Record::decode(&client.unseal(&key, there)?, &r.hash())?;
                     }
                     Ok::<_, Error>(())
                 }
@@ -844,59 +767,20 @@ pub fn push(ctx: &Context, opts: &PushOptions<'_>) -> Result<PushReport> {
         enc.cache.save();
         drop(_t);
 
-        // Phase E: the ref, a new generation, retried on top of concurrent pushers.
+        // Phase E: the ref: the marker (once per name), then an entry
+        // per checkpoint, all at once (crate::refs says why no concurrent
+        // pusher can lose them).
         let _t = trace::span("push: ref");
-        let mut current = current;
-        let mut delay = Duration::from_millis(20);
-        loop {
-            let (generation, mut body) = match current.take() {
-                Some((g, b)) => (g + 1, b),
-                None => (
-                    0,
-                    RefBody {
-                        format: layout::FORMAT,
-                        workspace: target.workspace.clone(),
-                        generation: 0,
-                        checkpoints: Vec::new(),
-                    },
-                ),
-            };
-            let have: HashSet<String> = body.checkpoints.iter().cloned().collect();
-            let split = |mine: bool| -> Vec<(String, String)> {
-                recs.iter()
-                    .filter(|(_, r, _)| have.contains(&r.id) != mine)
-                    .map(|(c, r, _)| (c.id(), r.id.clone()))
-                    .collect()
-            };
-            report.pushed = split(true);
-            report.already = split(false);
-            if report.pushed.is_empty() {
-                report.generation = Some(body.generation);
-                return Ok(());
-            }
-            body.checkpoints.extend(report.pushed.iter().map(|(_, r)| r.clone()));
-            body.generation = generation;
-            let bytes = Bytes::from(serde_json::to_vec(&body).expect("ref serialises"));
-            match client.create(&layout::ref_key(&target.workspace, generation), bytes.clone()).await? {
-                Created::Yes => {
-                    remember_ref(&cache, &target.workspace, generation, &bytes);
-                    report.generation = Some(generation);
-                    return Ok(());
-                }
-                Created::AlreadyThere => {
-                    report.ref_retries += 1;
-                    if report.ref_retries > 50 {
-                        return Err(Error::Remote(format!(
-                            "{}: the ref kept changing under concurrent pushers; the data is uploaded, run the push again",
-                            client.shown("PUT", &layout::ref_dir(&target.workspace))
-                        )));
-                    }
-                    tokio::time::sleep(delay).await;
-                    delay = (delay * 2).min(Duration::from_millis(500));
-                    current = read_ref(&client, &target.workspace).await?;
-                }
-            }
+        if !marked {
+            refs::mark(&client, &target.workspace).await?;
         }
+        stream::iter(todo.iter())
+            .map(|(_, r, _)| refs::add(&client, &target.workspace, r.hash()))
+            .buffer_unordered(client.concurrency())
+            .try_collect::<Vec<()>>()
+            .await?;
+        report.pushed = todo.iter().map(|(c, r, _)| (c.id(), r.id.clone())).collect();
+        Ok::<_, Error>(())
     })?;
     report.transfer = std::mem::take(&mut report.transfer).counted(&client.counters, t0.elapsed());
     Ok(report)
@@ -939,10 +823,15 @@ async fn resend(
     }
     let mut built: Vec<Built> = Vec::new();
     for g in group(wants, opts.settings.pack_target) {
-        built.push(build(store, &g, states, avoid)?);
+        built.push(build(store, &g, states, avoid, client.keys())?);
     }
     trees.reverse();
-    built.extend(tree_packs(&trees, opts.settings.pack_target, avoid));
+    built.extend(tree_packs(
+        &trees,
+        opts.settings.pack_target,
+        avoid,
+        client.keys(),
+    ));
     let mut total = (0, 0, 0);
     for p in built {
         let (n, r) = upload(client, cache, p, opts.progress, sent).await?;

@@ -17,9 +17,10 @@ use ckpt_lib::workspace::Workspace;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
+use crate::client::Client;
 use crate::layout::check_name;
 use crate::url::RemoteUrl;
-use crate::{usage, Error, Result};
+use crate::{usage, Error, Result, Settings};
 
 /// One configured remote.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -29,6 +30,13 @@ pub struct RemoteEntry {
     /// The workspace name used on it (None: the directory's name).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace: Option<String>,
+    /// Whether it must be encrypted (crate::crypt): a remote without an
+    /// encryption config is then refused, not used in the clear.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub encrypt: bool,
+    /// The key file of an encrypted remote (its bytes are the secret).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_file: Option<PathBuf>,
 }
 
 /// `remotes.json`.
@@ -71,6 +79,25 @@ pub struct Target {
     pub url: RemoteUrl,
     /// The workspace name on the remote.
     pub workspace: String,
+    /// It must be encrypted ([`RemoteEntry::encrypt`]).
+    pub encrypt: bool,
+    /// Its configured key file.
+    pub key_file: Option<PathBuf>,
+}
+
+impl Target {
+    /// Opens the remote, unlocking it if it is encrypted
+    /// ([`Client::connect`]); `cache`: the store's cache of it.
+    pub async fn connect(&self, settings: &Settings, cache: Option<&Path>) -> Result<Client> {
+        Client::connect(
+            &self.url,
+            settings,
+            self.encrypt,
+            self.key_file.as_deref(),
+            cache,
+        )
+        .await
+    }
 }
 
 /// The default workspace name: the directory's name, made usable.
@@ -108,6 +135,8 @@ pub fn resolve(ws: &Workspace, remote: Option<&str>, workspace: Option<&str>) ->
             RemoteEntry {
                 url: r.to_string(),
                 workspace: None,
+                encrypt: false,
+                key_file: None,
             },
         ),
         Some(r) => match remotes.remotes.get(r) {
@@ -143,6 +172,8 @@ pub fn resolve(ws: &Workspace, remote: Option<&str>, workspace: Option<&str>) ->
         name,
         url,
         workspace,
+        encrypt: entry.encrypt,
+        key_file: entry.key_file,
     })
 }
 
@@ -175,14 +206,37 @@ fn locked<T>(ctx: &Context, f: impl FnOnce(&Path) -> Result<T>) -> Result<T> {
     f(&ws.store_path)
 }
 
+/// What [`add`] adds.
+#[derive(Clone, Copy, Debug)]
+pub struct AddOptions<'a> {
+    /// Its name.
+    pub name: &'a str,
+    /// Its URL.
+    pub url: &'a str,
+    /// The workspace name used on it.
+    pub workspace: Option<&'a str>,
+    /// Encrypt it (crate::crypt): a new remote is made encrypted with the
+    /// secret; an encrypted one must open with it; one holding
+    /// unencrypted data is refused.
+    pub encrypt: bool,
+    /// The key file whose bytes are the secret (recorded with the remote);
+    /// [`Settings::secret`] comes first.
+    pub key_file: Option<&'a Path>,
+    /// How to reach the remote (only with `encrypt`).
+    pub settings: &'a Settings,
+}
+
 /// Adds remote `name` → `url` (replacing nothing: an existing name is an
-/// error).
-pub fn add(ctx: &Context, name: &str, url: &str, workspace: Option<&str>) -> Result<RemotesReport> {
+/// error). With `encrypt`, the remote is reached first (nothing is
+/// recorded if that fails).
+pub fn add(ctx: &Context, opts: &AddOptions<'_>) -> Result<RemotesReport> {
+    let name = opts.name;
     check_name(name)?;
-    RemoteUrl::parse(url)?;
-    if let Some(w) = workspace {
+    let url = RemoteUrl::parse(opts.url)?;
+    if let Some(w) = opts.workspace {
         check_name(w)?;
     }
+    let key_file = opts.key_file.map(|k| ckpt_lib::ops::normalize(&ctx.abs(k)));
     locked(ctx, |store| {
         let mut r = read(store)?;
         if r.remotes.contains_key(name) {
@@ -191,11 +245,17 @@ pub fn add(ctx: &Context, name: &str, url: &str, workspace: Option<&str>) -> Res
                 r.remotes[name].url
             )));
         }
+        if opts.encrypt {
+            let cache = crate::known::cache_dir(store, &url.url);
+            make_encrypted(&url, opts.settings, key_file.as_deref(), &cache)?;
+        }
         r.remotes.insert(
             name.to_string(),
             RemoteEntry {
-                url: url.to_string(),
-                workspace: workspace.map(str::to_string),
+                url: opts.url.to_string(),
+                workspace: opts.workspace.map(str::to_string),
+                encrypt: opts.encrypt,
+                key_file: key_file.clone(),
             },
         );
         write(store, &r)?;
@@ -204,6 +264,62 @@ pub fn add(ctx: &Context, name: &str, url: &str, workspace: Option<&str>) -> Res
             remotes: r,
         })
     })
+}
+
+/// Makes the remote at `url` encrypted, or checks that it is and that the
+/// secret opens it.
+fn make_encrypted(
+    url: &RemoteUrl,
+    settings: &Settings,
+    key_file: Option<&Path>,
+    cache: &Path,
+) -> Result<()> {
+    let secret = settings
+        .secret
+        .clone()
+        .or_else(|| key_file.map(|p| crate::crypt::Secret::KeyFile(p.to_path_buf())))
+        .ok_or_else(|| {
+            usage(format!(
+                "`--encrypt` needs a key: set CKPT_REMOTE_PASSPHRASE, or give --key-file PATH \
+                 (or CKPT_REMOTE_KEY_FILE); nothing was changed ({})",
+                url.url
+            ))
+        })?;
+    let mut settings = settings.clone();
+    settings.secret = Some(secret.clone());
+    let rt = crate::runtime()?;
+    rt.block_on(async {
+        // An encrypted remote: the secret must open it.
+        let client = Client::connect(url, &settings, false, None, Some(cache)).await?;
+        if client.keys().is_some() {
+            return Ok(());
+        }
+        for dir in ["refs", "packs"] {
+            if !client.list(dir).await?.is_empty() {
+                return Err(usage(format!(
+                    "{} holds checkpoints that are not encrypted; an encrypted remote needs a \
+                     prefix of its own (nothing was changed)",
+                    url.url
+                )));
+            }
+        }
+        let (config, _) = crate::crypt::create(&secret.bytes()?)?;
+        let config = bytes::Bytes::from(config);
+        client.create(crate::crypt::CONFIG, config).await?;
+        // Read back: if another `remote add --encrypt` made it first (or,
+        // on a server that ignores conditional writes, replaced it), the
+        // config there must open with this secret too.
+        Client::connect(url, &settings, true, None, Some(cache)).await?;
+        Ok(())
+    })
+}
+
+/// Records remote `origin` → `entry` in a new store (a clone's: nothing
+/// else can hold its lock yet, and it has no remotes).
+pub fn set_origin(store: &Path, entry: RemoteEntry) -> Result<()> {
+    let mut r = read(store)?;
+    r.remotes.insert("origin".to_string(), entry);
+    write(store, &r)
 }
 
 /// Removes remote `name` (its data on the remote is untouched).

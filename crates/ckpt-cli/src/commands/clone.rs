@@ -23,6 +23,9 @@ pub struct CloneArgs {
     /// Where to keep the new workspace's store (default: the usual rule).
     #[arg(long, value_name = "DIR")]
     store: Option<PathBuf>,
+    /// The key file of an encrypted remote (recorded with `origin`; or $CKPT_REMOTE_PASSPHRASE, $CKPT_REMOTE_KEY_FILE).
+    #[arg(long, value_name = "PATH")]
+    key_file: Option<PathBuf>,
     #[command(flatten)]
     transfer: TransferArgs,
     /// JSON output.
@@ -39,6 +42,7 @@ pub fn run(ctx: &Ctx, args: &CloneArgs) -> Result<()> {
         dir: &args.dir,
         workspace: args.workspace.as_deref(),
         store: args.store.as_deref(),
+        key_file: args.key_file.as_deref(),
         settings: &settings,
         progress: Some(&progress),
     };

@@ -1,4 +1,4 @@
-//! `ckpt remote add NAME URL [--workspace W]`, `remote list`, `remote
+//! `ckpt remote add [--encrypt [--key-file F]] NAME URL [--workspace W]`, `remote list`, `remote
 //! remove NAME`: the workspace's named remotes, through
 //! [`ckpt_remote::remotes`].
 
@@ -40,6 +40,14 @@ pub enum RemoteCmd {
         /// The name this workspace pushes as and pulls from (default: the directory's name).
         #[arg(long, value_name = "NAME")]
         workspace: Option<String>,
+        /// Encrypt everything stored on it, client-side (docs/REMOTE.md); the key: $CKPT_REMOTE_PASSPHRASE, --key-file or $CKPT_REMOTE_KEY_FILE.
+        #[arg(long)]
+        encrypt: bool,
+        /// A file whose bytes are the key of an encrypted remote (recorded with the remote).
+        #[arg(long, value_name = "PATH", requires = "encrypt")]
+        key_file: Option<std::path::PathBuf>,
+        #[command(flatten)]
+        transfer: TransferArgs,
         /// JSON output.
         #[arg(long)]
         json: bool,
@@ -69,11 +77,27 @@ pub fn run(ctx: &Ctx, cmd: &RemoteCmd) -> Result<()> {
             name,
             url,
             workspace,
+            encrypt,
+            key_file,
+            transfer,
             json,
-        } => (
-            ckpt_remote::remotes::add(&ctx.ops, name, url, workspace.as_deref())?,
-            *json,
-        ),
+        } => {
+            // Only an encrypted remote is reached now (its settings read).
+            let settings = if *encrypt {
+                transfer.settings(ctx)?
+            } else {
+                ckpt_remote::Settings::default()
+            };
+            let opts = ckpt_remote::remotes::AddOptions {
+                name,
+                url,
+                workspace: workspace.as_deref(),
+                encrypt: *encrypt,
+                key_file: key_file.as_deref(),
+                settings: &settings,
+            };
+            (ckpt_remote::remotes::add(&ctx.ops, &opts)?, *json)
+        }
         RemoteCmd::List { json } => (ckpt_remote::remotes::list(&ctx.ops)?, *json),
         RemoteCmd::Remove { name, json } => (ckpt_remote::remotes::remove(&ctx.ops, name)?, *json),
     };
@@ -86,9 +110,10 @@ pub fn run(ctx: &Ctx, cmd: &RemoteCmd) -> Result<()> {
         Some(_) => {}
         None => {
             for (name, e) in &rep.remotes.remotes {
+                let enc = if e.encrypt { "\t(encrypted)" } else { "" };
                 match &e.workspace {
-                    Some(w) => println!("{name}\t{}\t(workspace {w})", e.url),
-                    None => println!("{name}\t{}", e.url),
+                    Some(w) => println!("{name}\t{}\t(workspace {w}){enc}", e.url),
+                    None => println!("{name}\t{}{enc}", e.url),
                 }
             }
         }
