@@ -1778,7 +1778,6 @@ fn encrypted(url: &str, env: &[(&str, String)]) {
         .ok()
         .json();
     let id = r["id"].as_str().unwrap().to_string();
-    let want = ws.materialise(&id);
     let key_file = ws.tmp.path().join("remote.key");
     std::fs::write(&key_file, "correct horse battery staple\n").unwrap();
     let key = key_file.to_str().unwrap();
@@ -1824,6 +1823,14 @@ fn encrypted(url: &str, env: &[(&str, String)]) {
             );
         }
     }
+
+    // A push after a one-file edit costs what it costs on a plain remote
+    // (the store knows its own sealed entry).
+    write(&ws.root, "src/edited.txt", b"edited\n");
+    let (id, _) = ws.save();
+    let want = ws.materialise(&id);
+    let pe = run_env(&ws.root, env, &["push", "--json"]).ok().json();
+    assert_eq!(pe["requests"], 12, "{pe}");
 
     // Missing and wrong keys: refused, nothing written anywhere.
     let count = || raw_objects(url, env).len();
@@ -1884,7 +1891,7 @@ fn encrypted(url: &str, env: &[(&str, String)]) {
     let l = run_env(&ws.root, env, &["log", "--remote", "origin", "--json"])
         .ok()
         .json();
-    assert_eq!(l["total"], 2, "{l}");
+    assert_eq!(l["total"], 3, "{l}");
     // gc reads the sealed refs, records and indexes: everything is live,
     // and a gc with no grace deletes nothing a ref reaches.
     assert_every_pack_live(&ws.root, &keyed, url);
@@ -1896,7 +1903,7 @@ fn encrypted(url: &str, env: &[(&str, String)]) {
     .ok()
     .json();
     assert_eq!(g["deleted_packs"], 0, "{g}");
-    assert_eq!(g["checkpoints"], 2, "{g}");
+    assert_eq!(g["checkpoints"], 3, "{g}");
     let again = ws.fresh_dir();
     run_env(
         ws.tmp.path(),

@@ -779,6 +779,9 @@ pub fn push(ctx: &Context, opts: &PushOptions<'_>) -> Result<PushReport> {
             .buffer_unordered(client.concurrency())
             .try_collect::<Vec<()>>()
             .await?;
+        for (_, r, _) in &todo {
+            refs::remember(&client, &cache, &r.hash());
+        }
         report.pushed = todo.iter().map(|(c, r, _)| (c.id(), r.id.clone())).collect();
         Ok::<_, Error>(())
     })?;

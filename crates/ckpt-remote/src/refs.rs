@@ -234,6 +234,18 @@ pub async fn add(client: &Client, name: &str, id: Hash) -> Result<()> {
         .await
 }
 
+/// Notes in `cache` that the sealed entry of `id` names `id` (a push that
+/// wrote it then need not read it back).
+pub fn remember(client: &Client, cache: &Path, id: &Hash) {
+    if client.keys().is_some() {
+        crate::known::write_cache(
+            &cache.join("entries"),
+            &client.entry_name(id),
+            id.to_hex().as_bytes(),
+        );
+    }
+}
+
 /// Writes the marker of workspace `name` (the same bytes every time on a
 /// remote that is not encrypted).
 pub async fn mark(client: &Client, name: &str) -> Result<()> {
