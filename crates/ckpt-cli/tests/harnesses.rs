@@ -103,12 +103,12 @@ impl Turn {
 
 /// Runs one scripted turn of `name` in the workspace (HOME is a private
 /// directory beside it, so nothing of the user's is read or written).
-fn run_turn(name: &str, ws: &Ws, script: &Value, path: &str, extra: &[&str]) -> Turn {
+fn run_turn(name: &str, ws: &Ws, script: &Value, path: &str, extra: &[&str], watch: Watch) -> Turn {
     let script_file = ws.tmp.path().join(format!("script-{name}.json"));
     std::fs::write(&script_file, script.to_string()).unwrap();
     let home = ws.tmp.path().join("home");
-    let out = Command::new("python3")
-        .arg(harness_dir().join("drive.py"))
+    let mut c = Command::new("python3");
+    c.arg(harness_dir().join("drive.py"))
         .args(["run", name, "--timeout", "300", "--bin-dir"])
         .arg(clis())
         .arg("--ws")
@@ -120,9 +120,12 @@ fn run_turn(name: &str, ws: &Ws, script: &Value, path: &str, extra: &[&str]) -> 
         .arg("--log")
         .arg(ws.tmp.path().join(format!("requests-{name}")))
         .args(["--path", path])
-        .args(extra)
-        .output()
-        .expect("run python3 drive.py");
+        .args(extra);
+    if watch == Watch::Off {
+        // Like every other test's ckpt: no watcher outliving the test.
+        c.args(["--env", "CKPT_HOOK_WATCH=off"]);
+    }
+    let out = c.output().expect("run python3 drive.py");
     assert!(
         out.status.success(),
         "drive.py failed:\n{}\n{}",
@@ -134,6 +137,24 @@ fn run_turn(name: &str, ws: &Ws, script: &Value, path: &str, extra: &[&str]) -> 
         exit: v["exit"].as_i64(),
         stdout: v["stdout"].as_str().unwrap_or_default().to_string(),
         stderr: v["stderr"].as_str().unwrap_or_default().to_string(),
+    }
+}
+
+/// Whether the hooks may start the workspace's watcher (ckpt's default).
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Watch {
+    /// As a user gets it: the first hook starts a watcher; stopped when the
+    /// test ends ([`StopWatcher`]).
+    Default,
+    /// `CKPT_HOOK_WATCH=off`: every save scans.
+    Off,
+}
+
+/// Stops the workspace's watcher (if a hook started one) when dropped.
+struct StopWatcher<'a>(&'a Ws);
+impl Drop for StopWatcher<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.run(&["watch", "--stop"]);
     }
 }
 
@@ -327,7 +348,7 @@ const AFTER_TOOL: &[&str] = &[
 ];
 
 /// The whole scenario on one harness.
-fn scenario_on(name: &str) {
+fn scenario_on(name: &str, watch: Watch) {
     if !have(name) {
         return;
     }
@@ -338,7 +359,15 @@ fn scenario_on(name: &str) {
     let keep_files = seed_keep(&ws.root, &mut rng);
     let keep_before = snapshot(&ws.root.join("keep"));
     let setup = install_hooks(&ws, name);
-    let turn = run_turn(name, &ws, &scenario(name, &ws.root), &path_with_ckpt(), &[]);
+    let _stop = StopWatcher(&ws);
+    let turn = run_turn(
+        name,
+        &ws,
+        &scenario(name, &ws.root),
+        &path_with_ckpt(),
+        &[],
+        watch,
+    );
     assert_turn_effects(name, &ws.root, &turn);
     let noise: Vec<&str> = ckpt_lines(&turn.stdout)
         .into_iter()
@@ -418,27 +447,27 @@ fn scenario_on(name: &str) {
 
 #[test]
 fn claude_code_scenario() {
-    scenario_on("claude");
+    scenario_on("claude", Watch::Default);
 }
 
 #[test]
 fn codex_scenario() {
-    scenario_on("codex");
+    scenario_on("codex", Watch::Off);
 }
 
 #[test]
 fn gemini_cli_scenario() {
-    scenario_on("gemini");
+    scenario_on("gemini", Watch::Default);
 }
 
 #[test]
 fn copilot_cli_scenario() {
-    scenario_on("copilot");
+    scenario_on("copilot", Watch::Off);
 }
 
 #[test]
 fn opencode_scenario() {
-    scenario_on("opencode");
+    scenario_on("opencode", Watch::Off);
 }
 
 #[test]
@@ -469,6 +498,7 @@ fn codex_without_hook_trust_records_nothing_and_doctor_says_so() {
         &scenario(name, &ws.root),
         &path_with_ckpt(),
         &["--no-hook-trust-bypass"],
+        Watch::Off,
     );
     assert_turn_effects(name, &ws.root, &turn);
     assert!(
@@ -506,7 +536,7 @@ fn fault_on(
     seed_keep(&ws.root, &mut rng);
     install_hooks(&ws, name);
     let guard = hold(&ws);
-    let turn = run_turn(name, &ws, &scenario(name, &ws.root), &path, &[]);
+    let turn = run_turn(name, &ws, &scenario(name, &ws.root), &path, &[], Watch::Off);
     drop(guard);
     assert_turn_effects(name, &ws.root, &turn);
     // Gemini CLI shows hook stderr: the user is told.

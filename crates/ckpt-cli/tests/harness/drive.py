@@ -11,6 +11,7 @@ for recording payloads (`record`) and benchmark setups (`hooks`).
 
   drive.py run HARNESS --ws DIR --home DIR --script FILE [--path PATH]
         [--bin-dir DIR] [--log DIR] [--no-hook-trust-bypass] [--timeout S]
+        [--env K=V]...
       Runs one scripted turn in DIR; prints JSON: exit code, stdout,
       stderr, number of model requests, wall seconds.
   drive.py hooks HARNESS --ws DIR --command CMD [--events ckpt|all]
@@ -367,6 +368,8 @@ def main():
     r.add_argument("--no-hook-trust-bypass", action="store_true")
     r.add_argument("--timeout", type=float, default=300)
     r.add_argument("--prompt", default="Do the scripted task.")
+    r.add_argument("--env", action="append", default=[], metavar="K=V",
+                   help="extra environment for the harness (and so its hooks)")
     h = sub.add_parser("hooks")
     h.add_argument("harness", choices=NAMES)
     h.add_argument("--ws", required=True)
@@ -383,8 +386,9 @@ def main():
     if a.cmd == "run":
         with open(a.script) as f:
             script = json.load(f)
+        extra = dict(e.split("=", 1) for e in a.env)
         res = run(a.harness, a.ws, a.home, script, a.path, a.bin_dir, a.log, not a.no_hook_trust_bypass,
-                  a.timeout, a.prompt)
+                  a.timeout, a.prompt, extra)
         print(json.dumps(res))
     elif a.cmd == "hooks":
         events = EVENTS[a.harness][0 if a.events == "all" else 1]
