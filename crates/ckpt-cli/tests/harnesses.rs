@@ -158,97 +158,10 @@ impl Drop for StopWatcher<'_> {
     }
 }
 
-/// How ckpt's hooks were set up for a run.
-#[derive(Clone, Copy, PartialEq, Debug)]
-enum Setup {
-    /// `ckpt init --agent NAME --write`, the product.
-    Product,
-    /// [`temporary_install_hooks`]: this `ckpt` has no `init --agent NAME`.
-    Temporary,
-}
-
 /// Sets up ckpt's hooks in the workspace as a user would.
-fn install_hooks(ws: &Ws, name: &str) -> Setup {
+fn install_hooks(ws: &Ws, name: &str) {
     let r = ws.run(&["init", "--agent", name, "--write"]);
-    if r.code == Some(0) {
-        return Setup::Product;
-    }
-    assert!(
-        r.stderr.contains("invalid value") || r.stderr.contains("possible values"),
-        "`ckpt init --agent {name} --write` failed:\n{}",
-        r.dump()
-    );
-    temporary_install_hooks(ws, name);
-    Setup::Temporary
-}
-
-/// TEMPORARY: the project-level hooks that were found to work with the real
-/// CLIs and today's `ckpt hook` (see tests/fixtures/hooks/README.md), for
-/// harnesses this `ckpt` cannot set up yet. To be removed once
-/// `ckpt init --agent NAME --write` covers every harness here.
-/// - Codex: Claude Code's names and payload, `.codex/hooks.json`.
-/// - Gemini CLI: `|| exit 1`, since a missing command (exit 127 with a
-///   message) blocks the whole turn.
-/// - Copilot CLI: its payload names no event and uses other field names, so
-///   an adapter rewrites it; `|| true`, since any other exit denies the tool.
-/// - opencode: a plugin that pipes a Claude-shaped payload to the command.
-fn temporary_install_hooks(ws: &Ws, name: &str) {
-    let command = match name {
-        "codex" => "ckpt hook".to_string(),
-        "gemini" => "ckpt hook || exit 1".to_string(),
-        "opencode" => "ckpt hook".to_string(),
-        "copilot" => {
-            // One command per event: drive.py's `hooks` writes the same one
-            // for every event, so the event goes in through a variable the
-            // adapter cannot read. Write the file here instead.
-            let adapter = harness_dir().join("temporary_copilot_adapter.py");
-            let hooks: serde_json::Map<String, Value> = [
-                "userPromptSubmitted",
-                "preToolUse",
-                "postToolUse",
-                "agentStop",
-            ]
-            .iter()
-            .map(|e| {
-                let cmd = format!("python3 {} {e} | ckpt hook || true", adapter.display());
-                (
-                    e.to_string(),
-                    json!([{ "type": "command", "bash": cmd, "timeoutSec": 30 }]),
-                )
-            })
-            .collect();
-            let dir = ws.root.join(".github/hooks");
-            std::fs::create_dir_all(&dir).unwrap();
-            std::fs::write(
-                dir.join("ckpt.json"),
-                serde_json::to_string_pretty(&json!({ "version": 1, "hooks": hooks })).unwrap(),
-            )
-            .unwrap();
-            return;
-        }
-        other => panic!("no temporary hook set-up for {other}"),
-    };
-    let out = Command::new("python3")
-        .arg(harness_dir().join("drive.py"))
-        .args(["hooks", name, "--ws"])
-        .arg(&ws.root)
-        .args(["--command", &command])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "drive.py hooks {name}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// TEMPORARY: whether this `ckpt hook` knows harnesses (`--agent`), and so
-/// tags the harness; today's tags only session, event and tool. To be
-/// removed (the harness tag always checked) once that lands.
-fn hook_knows_agents() -> bool {
-    ckpt(Path::new("/"), &["hook", "--help"])
-        .stdout
-        .contains("--agent")
+    assert_eq!(r.code, Some(0), "`ckpt init --agent {name} --write`:\n{}", r.dump());
 }
 
 /// The edit and shell tool names each harness reports.
@@ -358,7 +271,7 @@ fn scenario_on(name: &str, watch: Watch) {
     let mut rng = Rng::new(name, 58);
     let keep_files = seed_keep(&ws.root, &mut rng);
     let keep_before = snapshot(&ws.root.join("keep"));
-    let setup = install_hooks(&ws, name);
+    install_hooks(&ws, name);
     let _stop = StopWatcher(&ws);
     let turn = run_turn(
         name,
@@ -401,10 +314,7 @@ fn scenario_on(name: &str, watch: Watch) {
             AFTER_TOOL.contains(&tag(c, "event")),
             "{name}: a tool-call checkpoint not made after the call: {c:#}"
         );
-        if setup == Setup::Product && hook_knows_agents() {
-            let h = [tag(c, "harness"), tag(c, "agent")];
-            assert!(h.contains(&name), "{name}: no harness tag: {c:#}");
-        }
+        assert_eq!(tag(c, "harness"), name, "{name}: no harness tag: {c:#}");
     }
     assert_eq!(
         tool_cps[1]["stats"]["files_added"], 1000,
@@ -424,13 +334,12 @@ fn scenario_on(name: &str, watch: Watch) {
         .unwrap()
         .checked_sub(1)
         .expect("a checkpoint before the removal");
-    let id = cps[before_rm]["id"].as_str().unwrap().to_string();
-    let undo_exists = ws.run(&["undo", "--help"]).code == Some(0);
-    let r = if undo_exists {
-        ws.run(&["undo"])
-    } else {
-        ws.run(&["restore", &id])
-    };
+    let r = ws.run(&["undo"]);
+    assert!(
+        r.stdout.contains(&format!("back to {}", cps[before_rm]["id"].as_str().unwrap())),
+        "{name}: {}",
+        r.dump()
+    );
     assert_eq!(r.code, Some(0), "{name}: {}", r.dump());
     assert_same(
         &keep_before,
@@ -491,7 +400,7 @@ fn codex_without_hook_trust_records_nothing_and_doctor_says_so() {
     ws.init();
     let mut rng = Rng::new(name, 58);
     seed_keep(&ws.root, &mut rng);
-    let setup = install_hooks(&ws, name);
+    install_hooks(&ws, name);
     let turn = run_turn(
         name,
         &ws,
@@ -506,10 +415,6 @@ fn codex_without_hook_trust_records_nothing_and_doctor_says_so() {
         "untrusted Codex hooks ran: {:#?}",
         checkpoints(&ws)
     );
-    if setup == Setup::Temporary {
-        skip_env("`ckpt doctor`'s Codex trust warning: this ckpt has no `init --agent codex` yet");
-        return;
-    }
     let r = ws.run(&["doctor"]);
     let all = format!("{}{}", r.stdout, r.stderr);
     assert!(
