@@ -42,6 +42,7 @@ use std::sync::Arc;
 use rustix::fs::AtFlags;
 use serde::Serialize;
 
+use crate::store::catalog::Checkpoint;
 use crate::store::index::{DirRecord, Index, UNKNOWN_TREE};
 use crate::store::objects::{manifest_name, object_name};
 use crate::store::tree::Node;
@@ -84,8 +85,8 @@ fn merge(slot: &mut Owner, owner: Owner) {
 /// holds. Built by [`Reach::of`]; read by gc, retention and `du`.
 #[derive(Debug)]
 pub struct Reach {
-    /// Checkpoints walked.
-    pub checkpoints: u64,
+    /// The checkpoints walked, oldest first.
+    pub checkpoints: Vec<Checkpoint>,
     /// Live trees, with who reaches them.
     pub trees: HashMap<Hash, Owner>,
     /// File contents named by live trees, with who reaches them.
@@ -154,7 +155,7 @@ impl Reach {
             }
         }
         Ok(Reach {
-            checkpoints: checkpoints.len() as u64,
+            checkpoints,
             trees,
             files,
             bands,
@@ -249,7 +250,7 @@ pub fn gc_excluding(store: &Store, exclude: &[u64], dry_run: bool) -> Result<GcR
         .collect();
     let dead = reach.garbage(store);
     let report = GcReport {
-        checkpoints: reach.checkpoints,
+        checkpoints: reach.checkpoints.len() as u64,
         objects_live: (reach.stored_objects.len() - dead.objects.len()) as u64,
         objects_removed: dead.objects.len() as u64,
         bytes_freed: dead.bytes,

@@ -59,7 +59,6 @@ pub struct Usage {
 
 /// Computes [`Usage`].
 pub fn usage(store: &Store) -> Result<Usage> {
-    let cps = store.catalog.reader()?.checkpoints()?;
     let reach = Reach::of(store, &[], true)?;
     // Per owner: (bytes, objects).
     let mut per: HashMap<u64, (u64, u64)> = HashMap::new();
@@ -91,7 +90,8 @@ pub fn usage(store: &Store) -> Result<Usage> {
             0,
         );
     }
-    let checkpoints = cps
+    let checkpoints = reach
+        .checkpoints
         .iter()
         .map(|c| {
             let (b, n) = per.get(&c.seq).copied().unwrap_or_default();
