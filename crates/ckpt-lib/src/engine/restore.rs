@@ -219,8 +219,8 @@ impl RestoreReport {
 }
 
 /// Restores the workspace in place to checkpoint `rev`, scanning and
-/// keeping the index through `scanner` ([`crate::engine::scanner::OnDisk`] in a command, the
-/// in-memory index in the watcher).
+/// keeping the index through `scanner` ([`crate::engine::scanner::OnDisk`]
+/// in a command, the in-memory index in the watcher).
 pub fn restore(
     ws: &Workspace,
     store: &Store,
