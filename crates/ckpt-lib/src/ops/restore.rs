@@ -19,13 +19,25 @@ use super::json::{self, serialize_via_to_json, SCHEMA};
 use super::{normalize, Context};
 use crate::engine::materialize::{self, MaterializeReport};
 use crate::engine::restore::{RestoreOptions, RestoreReport, Scope};
+use crate::engine::scanner::Scanner;
+use crate::store::Store;
+use crate::workspace::Workspace;
 use crate::{Error, Result};
 
 /// The in-place restore once the store is open and the scanner chosen:
 /// [`restore`]'s "here" path, and the watcher's request handler (its
-/// in-memory index). See [`crate::engine::restore`] for the steps and why
-/// an interruption is safe.
-pub use crate::engine::restore::restore as restore_with;
+/// in-memory index), as [`crate::ops::save::save_with`] is for a save. See
+/// [`crate::engine::restore`] for the steps and why an interruption is
+/// safe.
+pub fn restore_with(
+    ws: &Workspace,
+    store: &Store,
+    rev: &str,
+    opts: &RestoreOptions,
+    scanner: &mut dyn Scanner,
+) -> Result<RestoreReport> {
+    crate::engine::restore::restore(ws, store, rev, opts, scanner)
+}
 
 /// What [`restore`] brings back.
 #[derive(Clone, Debug, Default)]
