@@ -92,8 +92,11 @@ fn init_hooks(agent: &str) -> Value {
     let ws = Ws::new();
     ws.init();
     let v = ws.run(&["init", "--agent", agent, "--json"]).ok().json();
-    assert_eq!(v["written"], false, "{v}");
-    let hooks = v["settings"]["hooks"].clone();
+    let h = &v["harnesses"][0];
+    assert_eq!(h["harness"], agent, "{v}");
+    assert_eq!(h["written"], false, "{v}");
+    let text: Value = serde_json::from_str(h["text"].as_str().unwrap()).unwrap();
+    let hooks = text["hooks"].clone();
     assert!(hooks.is_object(), "init --agent {agent} --json: {v}");
     hooks
 }
@@ -368,15 +371,17 @@ fn gemini_cli_installs_the_extension() {
             &format!("gemini extensions {how}"),
             cli("gemini", &home, here, &["extensions", how, e, "--consent"]),
         );
-        let list = json_of(
-            "gemini extensions list -o json",
-            cli(
-                "gemini",
-                &home,
-                &ws.root,
-                &["extensions", "list", "-o", "json"],
-            ),
+        // Gemini CLI 0.61 prints the list on stderr.
+        let o = cli(
+            "gemini",
+            &home,
+            &ws.root,
+            &["extensions", "list", "-o", "json"],
         );
+        let err = String::from_utf8_lossy(&o.stderr).to_string();
+        ok("gemini extensions list -o json", o);
+        let list: Value = serde_json::from_str(err.trim())
+            .unwrap_or_else(|e| panic!("gemini extensions list -o json: not JSON ({e}):\n{err}"));
         let all = list.as_array().unwrap();
         assert_eq!(all.len(), 1, "{list}");
         let x = &all[0];
@@ -520,7 +525,7 @@ fn claude_code_turn_with_the_plugin_records_and_undoes() {
     let _g = serial();
     let ws = Ws::new();
     ws.init();
-    write(&ws.root, "README.md", "# project\n");
+    write(&ws.root, "README.md", b"# project\n");
     assert!(!ws.root.join(".claude").exists());
     let home = ws.tmp.path().join("home");
     std::fs::create_dir(&home).unwrap();
