@@ -13,10 +13,10 @@
 //! into `target/harness-clis`), each with HOME in a temporary directory, and
 //! check what the CLI itself reports: installed, enabled, the hooks it
 //! parsed (the same as `init`'s), the MCP server and the slash commands.
-//! One scripted Claude Code turn (`tests/harness/drive.py` against the model
-//! stand-in, offline) runs with only the plugin installed, and must leave
-//! one checkpoint per file-changing tool call; then `/ckpt:undo`, typed in
-//! the same session, must take the last one back. A CLI or the driver that
+//! One scripted turn of each (`tests/harness/drive.py` against the model
+//! stand-in, offline) runs with only the package installed, and must leave
+//! one checkpoint per file-changing tool call; then `/ckpt:undo` (on Claude
+//! Code typed in the same session) must take the last one back. A CLI or the driver that
 //! is not there is a skip (a failure under `CI=true`, where `.ci/run`
 //! installs them). Nothing here measures time.
 
@@ -605,4 +605,87 @@ fn claude_code_turn_with_the_plugin_records_and_undoes() {
         "hello from the agent\n",
         "the step before stays"
     );
+}
+
+/// A real Gemini CLI turn with only the extension installed: one
+/// checkpoint per file-changing tool call (none for `ls`), tagged
+/// `harness=gemini`; then `/ckpt:undo` (headless, `--yolo`, so its `!{…}`
+/// runs without a confirmation) takes the last call back.
+#[test]
+fn gemini_cli_turn_with_the_extension_records_and_undoes() {
+    if !have("gemini") {
+        return;
+    }
+    let drive = harness_dir().join("drive.py");
+    if !drive.is_file() {
+        skip(&format!(
+            "the harness driver is not at {} (set CKPT_HARNESS_DIR)",
+            drive.display()
+        ));
+        return;
+    }
+    let _g = serial();
+    let ws = Ws::new();
+    ws.init();
+    write(&ws.root, "README.md", b"# project\n");
+    let home = ws.tmp.path().join("home");
+    std::fs::create_dir_all(home.join(".gemini")).unwrap();
+    std::fs::write(
+        home.join(".gemini/settings.json"),
+        json!({"security": {"folderTrust": {"enabled": false}}}).to_string(),
+    )
+    .unwrap();
+    let ext = plugins().join("gemini");
+    ok(
+        "gemini extensions install",
+        cli(
+            "gemini",
+            &home,
+            ws.tmp.path(),
+            &["extensions", "install", ext.to_str().unwrap(), "--consent"],
+        ),
+    );
+    let turn = |n: &str, script: Value, prompt: &str| -> Value {
+        let f = ws.tmp.path().join(format!("script-{n}.json"));
+        std::fs::write(&f, script.to_string()).unwrap();
+        let out = Command::new("python3")
+            .arg(&drive)
+            .args(["run", "gemini", "--timeout", "300", "--bin-dir"])
+            .arg(clis())
+            .arg("--ws")
+            .arg(&ws.root)
+            .arg("--home")
+            .arg(&home)
+            .arg("--script")
+            .arg(&f)
+            .args(["--path", &path_with_ckpt(), "--prompt", prompt])
+            .output()
+            .expect("run python3 drive.py");
+        assert!(out.status.success(), "{out:?}");
+        serde_json::from_slice(&out.stdout).expect("drive.py prints JSON")
+    };
+    let t = turn(
+        "1",
+        json!({"steps": [
+            {"shell": "mkdir gen && touch gen/a gen/b"},
+            {"shell": "ls"},
+        ], "final": "All done."}),
+        "Do the scripted task.",
+    );
+    assert_eq!(t["exit"], 0, "{}", dump_turn(&t));
+    let log = ws.run(&["log", "--json"]).ok().json();
+    let after: Vec<&Value> = log["checkpoints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["tags"]["harness"] == "gemini" && c["tags"]["event"] == "AfterTool")
+        .collect();
+    assert_eq!(after.len(), 1, "one per file-changing call: {log:#}");
+    assert!(after[0]["message"].as_str().unwrap().contains("mkdir gen"));
+    assert!(ws.root.join("gen/a").exists());
+
+    let t = turn("2", json!({"steps": [], "final": "Undone."}), "/ckpt:undo");
+    assert_eq!(t["exit"], 0, "{}", dump_turn(&t));
+    assert!(!ws.root.join("gen").exists(), "{}", dump_turn(&t));
+    assert!(ws.root.join("README.md").exists());
 }
