@@ -13,10 +13,10 @@
 //! into `target/harness-clis`), each with HOME in a temporary directory, and
 //! check what the CLI itself reports: installed, enabled, the hooks it
 //! parsed (the same as `init`'s), the MCP server and the slash commands.
-//! One scripted Claude Code turn (`tests/harness/drive.py` against the model
-//! stand-in, offline) runs with only the plugin installed, and must leave
-//! one checkpoint per file-changing tool call; then `/ckpt:undo`, typed in
-//! the same session, must take the last one back. A CLI or the driver that
+//! One scripted turn of each (`tests/harness/drive.py` against the model
+//! stand-in, offline) runs with only the package installed, and must leave
+//! one checkpoint per file-changing tool call; then `/ckpt:undo` (on Claude
+//! Code typed in the same session) must take the last one back. A CLI or the driver that
 //! is not there is a skip (a failure under `CI=true`, where `.ci/run`
 //! installs them). Nothing here measures time.
 
@@ -92,8 +92,11 @@ fn init_hooks(agent: &str) -> Value {
     let ws = Ws::new();
     ws.init();
     let v = ws.run(&["init", "--agent", agent, "--json"]).ok().json();
-    assert_eq!(v["written"], false, "{v}");
-    let hooks = v["settings"]["hooks"].clone();
+    let h = &v["harnesses"][0];
+    assert_eq!(h["harness"], agent, "{v}");
+    assert_eq!(h["written"], false, "{v}");
+    let text: Value = serde_json::from_str(h["text"].as_str().unwrap()).unwrap();
+    let hooks = text["hooks"].clone();
     assert!(hooks.is_object(), "init --agent {agent} --json: {v}");
     hooks
 }
@@ -368,15 +371,17 @@ fn gemini_cli_installs_the_extension() {
             &format!("gemini extensions {how}"),
             cli("gemini", &home, here, &["extensions", how, e, "--consent"]),
         );
-        let list = json_of(
-            "gemini extensions list -o json",
-            cli(
-                "gemini",
-                &home,
-                &ws.root,
-                &["extensions", "list", "-o", "json"],
-            ),
+        // Gemini CLI 0.61 prints the list on stderr.
+        let o = cli(
+            "gemini",
+            &home,
+            &ws.root,
+            &["extensions", "list", "-o", "json"],
         );
+        let err = String::from_utf8_lossy(&o.stderr).to_string();
+        ok("gemini extensions list -o json", o);
+        let list: Value = serde_json::from_str(err.trim())
+            .unwrap_or_else(|e| panic!("gemini extensions list -o json: not JSON ({e}):\n{err}"));
         let all = list.as_array().unwrap();
         assert_eq!(all.len(), 1, "{list}");
         let x = &all[0];
@@ -520,7 +525,7 @@ fn claude_code_turn_with_the_plugin_records_and_undoes() {
     let _g = serial();
     let ws = Ws::new();
     ws.init();
-    write(&ws.root, "README.md", "# project\n");
+    write(&ws.root, "README.md", b"# project\n");
     assert!(!ws.root.join(".claude").exists());
     let home = ws.tmp.path().join("home");
     std::fs::create_dir(&home).unwrap();
@@ -600,4 +605,87 @@ fn claude_code_turn_with_the_plugin_records_and_undoes() {
         "hello from the agent\n",
         "the step before stays"
     );
+}
+
+/// A real Gemini CLI turn with only the extension installed: one
+/// checkpoint per file-changing tool call (none for `ls`), tagged
+/// `harness=gemini`; then `/ckpt:undo` (headless, `--yolo`, so its `!{…}`
+/// runs without a confirmation) takes the last call back.
+#[test]
+fn gemini_cli_turn_with_the_extension_records_and_undoes() {
+    if !have("gemini") {
+        return;
+    }
+    let drive = harness_dir().join("drive.py");
+    if !drive.is_file() {
+        skip(&format!(
+            "the harness driver is not at {} (set CKPT_HARNESS_DIR)",
+            drive.display()
+        ));
+        return;
+    }
+    let _g = serial();
+    let ws = Ws::new();
+    ws.init();
+    write(&ws.root, "README.md", b"# project\n");
+    let home = ws.tmp.path().join("home");
+    std::fs::create_dir_all(home.join(".gemini")).unwrap();
+    std::fs::write(
+        home.join(".gemini/settings.json"),
+        json!({"security": {"folderTrust": {"enabled": false}}}).to_string(),
+    )
+    .unwrap();
+    let ext = plugins().join("gemini");
+    ok(
+        "gemini extensions install",
+        cli(
+            "gemini",
+            &home,
+            ws.tmp.path(),
+            &["extensions", "install", ext.to_str().unwrap(), "--consent"],
+        ),
+    );
+    let turn = |n: &str, script: Value, prompt: &str| -> Value {
+        let f = ws.tmp.path().join(format!("script-{n}.json"));
+        std::fs::write(&f, script.to_string()).unwrap();
+        let out = Command::new("python3")
+            .arg(&drive)
+            .args(["run", "gemini", "--timeout", "300", "--bin-dir"])
+            .arg(clis())
+            .arg("--ws")
+            .arg(&ws.root)
+            .arg("--home")
+            .arg(&home)
+            .arg("--script")
+            .arg(&f)
+            .args(["--path", &path_with_ckpt(), "--prompt", prompt])
+            .output()
+            .expect("run python3 drive.py");
+        assert!(out.status.success(), "{out:?}");
+        serde_json::from_slice(&out.stdout).expect("drive.py prints JSON")
+    };
+    let t = turn(
+        "1",
+        json!({"steps": [
+            {"shell": "mkdir gen && touch gen/a gen/b"},
+            {"shell": "ls"},
+        ], "final": "All done."}),
+        "Do the scripted task.",
+    );
+    assert_eq!(t["exit"], 0, "{}", dump_turn(&t));
+    let log = ws.run(&["log", "--json"]).ok().json();
+    let after: Vec<&Value> = log["checkpoints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["tags"]["harness"] == "gemini" && c["tags"]["event"] == "AfterTool")
+        .collect();
+    assert_eq!(after.len(), 1, "one per file-changing call: {log:#}");
+    assert!(after[0]["message"].as_str().unwrap().contains("mkdir gen"));
+    assert!(ws.root.join("gen/a").exists());
+
+    let t = turn("2", json!({"steps": [], "final": "Undone."}), "/ckpt:undo");
+    assert_eq!(t["exit"], 0, "{}", dump_turn(&t));
+    assert!(!ws.root.join("gen").exists(), "{}", dump_turn(&t));
+    assert!(ws.root.join("README.md").exists());
 }
