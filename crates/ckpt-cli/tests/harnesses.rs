@@ -161,7 +161,12 @@ impl Drop for StopWatcher<'_> {
 /// Sets up ckpt's hooks in the workspace as a user would.
 fn install_hooks(ws: &Ws, name: &str) {
     let r = ws.run(&["init", "--agent", name, "--write"]);
-    assert_eq!(r.code, Some(0), "`ckpt init --agent {name} --write`:\n{}", r.dump());
+    assert_eq!(
+        r.code,
+        Some(0),
+        "`ckpt init --agent {name} --write`:\n{}",
+        r.dump()
+    );
 }
 
 /// The edit and shell tool names each harness reports.
@@ -336,7 +341,10 @@ fn scenario_on(name: &str, watch: Watch) {
         .expect("a checkpoint before the removal");
     let r = ws.run(&["undo"]);
     assert!(
-        r.stdout.contains(&format!("back to {}", cps[before_rm]["id"].as_str().unwrap())),
+        r.stdout.contains(&format!(
+            "back to {}",
+            cps[before_rm]["id"].as_str().unwrap()
+        )),
         "{name}: {}",
         r.dump()
     );
