@@ -17,9 +17,7 @@
 
 mod common;
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 
 use common::*;
 use serde_json::{json, Value};
@@ -33,25 +31,7 @@ fn fixtures() -> PathBuf {
 fn hook(ws: &Ws, args: &[&str], stdin: &[u8], env: &[(&str, &str)]) -> Run {
     let mut a = vec!["-C", ws.root.to_str().unwrap(), "hook"];
     a.extend_from_slice(args);
-    let mut c = command(
-        ws.tmp.path(),
-        &a.iter().map(|s| s.as_ref()).collect::<Vec<_>>(),
-    );
-    c.stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    let mut child = c.spawn().unwrap();
-    child.stdin.take().unwrap().write_all(stdin).unwrap();
-    let o = child.wait_with_output().unwrap();
-    Run {
-        what: format!("ckpt hook {}", args.join(" ")),
-        code: o.status.code(),
-        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
-    }
+    run_stdin(ws.tmp.path(), &a, stdin, env)
 }
 
 fn newest(ws: &Ws) -> (usize, Value) {

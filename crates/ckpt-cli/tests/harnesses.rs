@@ -29,51 +29,12 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Mutex;
 
+use common::harness::*;
 use common::*;
 use serde_json::{json, Value};
 
 /// Harness runs are heavy (a Node or Bun process each); one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
-
-fn harness_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/harness")
-}
-
-/// Where `install.sh` put the CLIs (`$CKPT_HARNESS_BIN` overrides).
-fn clis() -> PathBuf {
-    std::env::var_os("CKPT_HARNESS_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-                .join("../../target/harness-clis/node_modules/.bin")
-        })
-}
-
-/// Whether `name`'s CLI is installed; a reported skip if not.
-fn have(name: &str) -> bool {
-    let ok = clis().join(name).exists();
-    if !ok {
-        skip(&format!(
-            "the {name} CLI is not installed in {} (run crates/ckpt-cli/tests/harness/install.sh target/harness-clis)",
-            clis().display()
-        ));
-    }
-    ok
-}
-
-/// The directory holding the `ckpt` under test.
-fn ckpt_dir() -> PathBuf {
-    Path::new(bin()).parent().unwrap().to_path_buf()
-}
-
-/// PATH for the harness: the `ckpt` under test first, then the test's own.
-fn path_with_ckpt() -> String {
-    format!(
-        "{}:{}",
-        ckpt_dir().display(),
-        std::env::var("PATH").unwrap_or_default()
-    )
-}
 
 /// The test's PATH without any directory that holds a `ckpt`.
 fn path_without_ckpt() -> String {

@@ -10,9 +10,7 @@
 
 mod common;
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 
 use common::*;
 use serde_json::Value;
@@ -25,26 +23,6 @@ fn fixture(name: &str, ws: &Path) -> Vec<u8> {
         .unwrap()
         .replace("@WORKSPACE@", ws.to_str().unwrap())
         .into_bytes()
-}
-
-/// Runs `ckpt ARGS` in `cwd` with `stdin` piped in and extra env vars.
-fn run_stdin(cwd: &Path, args: &[&str], stdin: &[u8], env: &[(&str, &str)]) -> Run {
-    let mut c = command(cwd, &args.iter().map(|a| a.as_ref()).collect::<Vec<_>>());
-    c.stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    let mut child = c.spawn().unwrap();
-    child.stdin.take().unwrap().write_all(stdin).unwrap();
-    let o = child.wait_with_output().unwrap();
-    Run {
-        what: format!("ckpt {}", args.join(" ")),
-        code: o.status.code(),
-        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
-    }
 }
 
 /// Replays a fixture from outside the workspace: the event's `cwd` must

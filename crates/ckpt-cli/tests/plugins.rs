@@ -26,6 +26,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::Mutex;
 
+use common::harness::*;
 use common::*;
 use serde_json::{json, Value};
 
@@ -40,45 +41,6 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 /// The repository's `plugins/` directory.
 fn plugins() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../plugins")
-}
-
-/// `tests/harness` (the CLIs' pins, install.sh, drive.py);
-/// `$CKPT_HARNESS_DIR` overrides.
-fn harness_dir() -> PathBuf {
-    std::env::var_os("CKPT_HARNESS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/harness"))
-}
-
-/// Where `install.sh` put the CLIs (`$CKPT_HARNESS_BIN` overrides).
-fn clis() -> PathBuf {
-    std::env::var_os("CKPT_HARNESS_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-                .join("../../target/harness-clis/node_modules/.bin")
-        })
-}
-
-/// Whether `name`'s CLI is installed; a reported skip if not.
-fn have(name: &str) -> bool {
-    let ok = clis().join(name).exists();
-    if !ok {
-        skip(&format!(
-            "the {name} CLI is not installed in {} (run crates/ckpt-cli/tests/harness/install.sh target/harness-clis)",
-            clis().display()
-        ));
-    }
-    ok
-}
-
-/// PATH with the `ckpt` under test first.
-fn path_with_ckpt() -> String {
-    format!(
-        "{}:{}",
-        Path::new(bin()).parent().unwrap().display(),
-        std::env::var("PATH").unwrap_or_default()
-    )
 }
 
 fn read_json(p: &Path) -> Value {

@@ -14,6 +14,7 @@ use std::process::{Child, Command, Output, Stdio};
 use serde_json::Value;
 
 pub mod fleet;
+pub mod harness;
 pub mod loopfs;
 #[path = "../../../ckpt-lib/tests/common/walk.rs"]
 mod walk;
@@ -53,6 +54,25 @@ pub struct Run {
     pub stdout: String,
     /// Standard error.
     pub stderr: String,
+}
+
+/// Runs `ckpt ARGS` in `cwd` with `stdin` piped in and extra environment
+/// variables (`ckpt hook`, which reads an event on stdin).
+pub fn run_stdin(cwd: &Path, args: &[&str], stdin: &[u8], env: &[(&str, &str)]) -> Run {
+    use std::io::Write;
+    let mut c = command(cwd, &args.iter().map(|a| a.as_ref()).collect::<Vec<_>>());
+    c.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let mut child = c.spawn().unwrap();
+    child.stdin.take().unwrap().write_all(stdin).unwrap();
+    Run::from_output(
+        describe(&args.iter().map(|a| a.as_ref()).collect::<Vec<_>>()),
+        child.wait_with_output().unwrap(),
+    )
 }
 
 /// Runs a prepared command (e.g. [`command`] with extra environment) to
