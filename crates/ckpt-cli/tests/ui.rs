@@ -595,7 +595,10 @@ fn workspace_with_sessions() -> Ws {
 /// Every path below `root` and what it is (file bytes, link target or a
 /// directory), without times and modes.
 fn contents(root: &Path) -> std::collections::BTreeMap<Vec<u8>, What> {
-    snapshot(root).into_iter().map(|(k, s)| (k, s.what)).collect()
+    snapshot(root)
+        .into_iter()
+        .map(|(k, s)| (k, s.what))
+        .collect()
 }
 
 #[test]
