@@ -5,7 +5,8 @@
 // parsed as HTML. Every request carries the run's token (from the page's
 // own <meta>); actions are POSTs with a JSON body, which the server checks
 // against its Origin. The server answers with the operations' reports,
-// serialised as `ckpt … --json` prints them (docs/CLI.md, "JSON output").
+// serialised as `ckpt … --json` prints them (docs/CLI.md, "JSON output"),
+// plus `kind` on hook-made checkpoint records (see "agent sessions").
 'use strict';
 
 const TOKEN = document.querySelector('meta[name="ckpt-token"]').content;
