@@ -96,7 +96,7 @@ impl Secret {
 /// The `config` object.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Config {
-    /// Remote format (crate::refs::REF_FORMAT).
+    /// Remote format (crate::layout::REF_FORMAT).
     pub format: u32,
     /// How the remote is encrypted.
     pub encryption: Encryption,
@@ -230,7 +230,7 @@ pub fn create(secret: &[u8]) -> Result<(Vec<u8>, Keys)> {
     sealed.extend_from_slice(&ct);
     e.key = to_hex(&sealed);
     let c = Config {
-        format: crate::refs::REF_FORMAT,
+        format: crate::layout::REF_FORMAT,
         encryption: e,
     };
     Ok((

@@ -60,6 +60,10 @@ use crate::{corrupt, usage, Result};
 /// mtimes, and mtimes nodes (crate::trees); 1 stored the local trees.
 pub const FORMAT: u32 = 2;
 
+/// The format of ref entries and of the marker (crate::refs); an
+/// encrypted remote's config records it too (crate::crypt).
+pub const REF_FORMAT: u32 = 3;
+
 /// The error for a ref or record (`what`) in remote format `found`.
 pub fn format_error(what: &str, found: u32) -> crate::Error {
     if found < FORMAT {

@@ -55,8 +55,7 @@ use crate::client::Client;
 use crate::layout::{self, parse_hash, RefBody};
 use crate::{Error, Result};
 
-/// The format of entries and of the marker.
-pub const REF_FORMAT: u32 = 3;
+pub use crate::layout::REF_FORMAT;
 
 /// The generation number of the marker: the highest, for an older ckpt.
 pub const MARKER: u64 = u64::MAX;
