@@ -327,7 +327,7 @@ fn named_detail(m: &Map<String, Value>, cwd: &Path) -> Option<String> {
         };
         // Codex's `apply_patch` sends the whole patch as its command: the
         // files it touches say more than its first line.
-        if let Some(files) = patched_files(&s) {
+        if let Some(files) = patched_files(&s, cwd) {
             return Some(files);
         }
         let is_path = key.to_ascii_lowercase().ends_with("path");
@@ -340,19 +340,26 @@ fn named_detail(m: &Map<String, Value>, cwd: &Path) -> Option<String> {
 }
 
 /// The files a patch in Codex's `apply_patch` format adds, updates or
-/// deletes, joined by `, `; `None` when `s` is not such a patch.
-fn patched_files(s: &str) -> Option<String> {
+/// deletes (relative to `cwd` when inside it), joined by `, `; `None` when
+/// `s` is not such a patch.
+fn patched_files(s: &str, cwd: &Path) -> Option<String> {
     if !s.trim_start().starts_with("*** Begin Patch") {
         return None;
     }
-    let files: Vec<&str> = s
+    let files: Vec<String> = s
         .lines()
         .filter_map(|l| {
             ["*** Add File: ", "*** Update File: ", "*** Delete File: "]
                 .iter()
                 .find_map(|p| l.strip_prefix(p))
         })
-        .map(str::trim)
+        .map(|f| {
+            let f = f.trim();
+            match Path::new(f).strip_prefix(cwd) {
+                Ok(rel) if !cwd.as_os_str().is_empty() => rel.display().to_string(),
+                _ => f.to_string(),
+            }
+        })
         .collect();
     (!files.is_empty()).then(|| files.join(", "))
 }
@@ -429,7 +436,8 @@ mod tests {
             (
                 json!({"hook_event_name": "PostToolUse", "transcript_path": "/h/.codex/sessions/x.jsonl",
                     "tool_name": "apply_patch", "tool_input": {"command":
-                    "*** Begin Patch\n*** Add File: notes.txt\n+hi\n*** Update File: src/a.rs\n@@\n*** End Patch\n"}}),
+                    "*** Begin Patch\n*** Add File: /w/notes.txt\n+hi\n*** Update File: src/a.rs\n@@\n*** End Patch\n"},
+                    "cwd": "/w"}),
                 Harness::Codex,
                 "after apply_patch: notes.txt, src/a.rs",
             ),
