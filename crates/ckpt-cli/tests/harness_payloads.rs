@@ -35,9 +35,8 @@ fn hook(ws: &Ws, args: &[&str], stdin: &[u8], env: &[(&str, &str)]) -> Run {
 }
 
 fn newest(ws: &Ws) -> (usize, Value) {
-    let log = ws.run(&["log", "--json"]).ok().json();
-    let cps = log["checkpoints"].as_array().unwrap().clone();
-    (cps.len(), cps.first().cloned().unwrap_or(Value::Null))
+    let cps = ws.checkpoints();
+    (cps.len(), cps.last().cloned().unwrap_or(Value::Null))
 }
 
 /// The events ckpt's configuration for `harness` hooks, and the command

@@ -203,16 +203,6 @@ fn ckpt_lines(s: &str) -> Vec<&str> {
         .collect()
 }
 
-/// Checkpoints oldest first.
-fn checkpoints(ws: &Ws) -> Vec<Value> {
-    let mut v = ws.run(&["log", "--json"]).ok().json()["checkpoints"]
-        .as_array()
-        .unwrap()
-        .clone();
-    v.reverse();
-    v
-}
-
 fn tag<'a>(cp: &'a Value, k: &str) -> &'a str {
     cp["tags"][k].as_str().unwrap_or("")
 }
@@ -255,7 +245,7 @@ fn scenario_on(name: &str, watch: Watch) {
     assert!(noise.is_empty(), "{name}: output from ckpt: {noise:?}");
 
     // One checkpoint per file-changing tool call, after it; none for `ls`.
-    let cps = checkpoints(&ws);
+    let cps = ws.checkpoints();
     let tool_cps: Vec<&Value> = cps.iter().filter(|c| !tag(c, "tool").is_empty()).collect();
     let (edit, shell) = tools(name);
     let got: Vec<(&str, &str)> = tool_cps
@@ -380,9 +370,9 @@ fn codex_without_hook_trust_records_nothing_and_doctor_says_so() {
     );
     assert_turn_effects(name, &ws.root, &turn);
     assert!(
-        checkpoints(&ws).is_empty(),
+        ws.checkpoints().is_empty(),
         "untrusted Codex hooks ran: {:#?}",
-        checkpoints(&ws)
+        ws.checkpoints()
     );
     let r = ws.run(&["doctor"]);
     let all = format!("{}{}", r.stdout, r.stderr);

@@ -31,15 +31,6 @@ fn replay(ws: &Ws, name: &str) -> Run {
     run_stdin(ws.tmp.path(), &["hook"], &fixture(name, &ws.root), &[])
 }
 
-fn checkpoints(ws: &Ws) -> Vec<Value> {
-    let mut v = ws.run(&["log", "--json"]).ok().json()["checkpoints"]
-        .as_array()
-        .unwrap()
-        .clone();
-    v.reverse();
-    v
-}
-
 fn write(root: &Path, rel: &str, content: &str) {
     let p = root.join(rel);
     std::fs::create_dir_all(p.parent().unwrap()).unwrap();
@@ -72,10 +63,10 @@ fn fixture_events_make_tagged_checkpoints_and_no_change_makes_none() {
     let ws = Ws::new();
     project(&ws);
     assert_silent(&replay(&ws, "1_user_prompt_submit.json"));
-    assert_eq!(checkpoints(&ws).len(), 1);
+    assert_eq!(ws.checkpoints().len(), 1);
     // Nothing changed since: no checkpoint, no output.
     assert_silent(&replay(&ws, "2_pre_tool_use_bash.json"));
-    assert_eq!(checkpoints(&ws).len(), 1);
+    assert_eq!(ws.checkpoints().len(), 1);
     std::fs::remove_dir_all(ws.root.join("old")).unwrap();
     write(&ws.root, "gen/out1.txt", "1\n");
     write(&ws.root, "gen/out2.txt", "2\n");
@@ -88,7 +79,7 @@ fn fixture_events_make_tagged_checkpoints_and_no_change_makes_none() {
     assert_silent(&replay(&ws, "4_post_tool_use_write.json"));
     assert_silent(&replay(&ws, "5_stop.json"));
 
-    let cps = checkpoints(&ws);
+    let cps = ws.checkpoints();
     assert_eq!(cps.len(), 3, "{cps:#?}");
     let session = "6f1c2b7e-session-a";
     let expect = [
@@ -128,7 +119,7 @@ fn environment_variables_serve_other_harnesses() {
     let r = run_stdin(&ws.root, &["hook", "--json"], b"", &env).ok();
     let v = r.json();
     assert_eq!(v["saved"], true, "{v}");
-    let cp = &checkpoints(&ws)[0];
+    let cp = &ws.checkpoints()[0];
     assert_eq!(cp["tags"]["session"], "codex-42");
     assert_eq!(cp["tags"]["tool"], "shell");
     assert_eq!(cp["tags"]["event"], "after-turn");
@@ -138,7 +129,7 @@ fn environment_variables_serve_other_harnesses() {
         .ok()
         .json();
     assert_eq!(v["saved"], false);
-    assert_eq!(checkpoints(&ws).len(), 1);
+    assert_eq!(ws.checkpoints().len(), 1);
 }
 
 #[test]
@@ -152,7 +143,7 @@ fn failures_exit_1_never_2_and_change_nothing() {
         "{}",
         r.dump()
     );
-    assert!(checkpoints(&ws).is_empty());
+    assert!(ws.checkpoints().is_empty());
     // The store is gone: an error (exit 1), not a blocked tool call.
     std::fs::rename(&ws.store, ws.tmp.path().join("moved")).unwrap();
     let r = run_stdin(&ws.root, &["hook"], b"{}", &[]);

@@ -312,6 +312,16 @@ impl Ws {
     pub fn log_ids(&self) -> Vec<String> {
         ids(&self.run(&["log", "--json"]).ok().json())
     }
+
+    /// The checkpoint records of `log --json`, oldest first.
+    pub fn checkpoints(&self) -> Vec<Value> {
+        let mut v = self.run(&["log", "--json"]).ok().json()["checkpoints"]
+            .as_array()
+            .unwrap()
+            .clone();
+        v.reverse();
+        v
+    }
 }
 
 /// The checkpoint ids of a `log --json` report, in its order.
