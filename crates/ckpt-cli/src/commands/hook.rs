@@ -62,7 +62,7 @@ pub fn harness_names() -> clap::builder::PossibleValuesParser {
 /// `ckpt hook`.
 pub fn run(ctx: &Ctx, args: &HookArgs, chdir_given: bool) -> ExitCode {
     let named = args.agent.as_deref().and_then(Harness::from_name);
-    match hook(ctx, args, chdir_given) {
+    match hook(ctx, args, named, chdir_given) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("ckpt hook: {e}");
@@ -72,7 +72,7 @@ pub fn run(ctx: &Ctx, args: &HookArgs, chdir_given: bool) -> ExitCode {
 }
 
 /// Reads the event: stdin, then the `CKPT_*` variables for what it lacks.
-fn read_event(args: &HookArgs) -> Result<HookEvent> {
+fn read_event(args: &HookArgs, harness: Option<Harness>) -> Result<HookEvent> {
     let mut input = Vec::new();
     let stdin = std::io::stdin();
     if !stdin.is_terminal() {
@@ -81,7 +81,6 @@ fn read_event(args: &HookArgs) -> Result<HookEvent> {
             .read_to_end(&mut input)
             .map_err(|e| Error::io("read", "<stdin>", e))?;
     }
-    let harness = args.agent.as_deref().and_then(Harness::from_name);
     let mut ev = HookEvent::parse(&input, harness, args.event.as_deref())
         .map_err(|e| Error::Usage(format!("{e}; nothing was saved")))?;
     let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
@@ -103,8 +102,8 @@ fn read_event(args: &HookArgs) -> Result<HookEvent> {
     Ok(ev)
 }
 
-fn hook(ctx: &Ctx, args: &HookArgs, chdir_given: bool) -> Result<()> {
-    let event = read_event(args)?;
+fn hook(ctx: &Ctx, args: &HookArgs, harness: Option<Harness>, chdir_given: bool) -> Result<()> {
+    let event = read_event(args, harness)?;
     let start = if !chdir_given && !event.cwd.as_os_str().is_empty() {
         event.cwd.clone()
     } else {
