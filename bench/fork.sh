@@ -17,7 +17,7 @@
 #
 # On the loop btrfs the workspace is made a subvolume first (`ckpt init --subvolume`), so
 # forks use the btrfs-subvolume backend; on xfs reflink; on the scratch ext4 copy. With
-# FLOOR=path/to/clone_floor (cargo build --release -p ckpt-copy --example clone_floor),
+# FLOOR=path/to/clone_floor (cargo build --release -p ckpt-fs --example clone_floor),
 # the xfs section also reports the kernel floor (create + FICLONE of the same files)
 # the floor of a fork with a store of its own (+ a hard link per store object and
 # a syncfs) and the floor of an exact fork (+ every mtime set), alternated with as many
@@ -36,7 +36,7 @@ FSS=btrfs,xfs,scratch
 EXTRA_OPT=--fs EXTRA_VAR=FSS
 . "$HERE/common.sh" "$@"
 # The kernel floor of a reflink fork: create + FICLONE of every file only
-# (crates/ckpt-copy/examples/clone_floor.rs), when built.
+# (crates/ckpt-fs/examples/clone_floor.rs), when built.
 FLOOR=${FLOOR:-}
 # With FLOOR_ONLY=1 the xfs section stops after the floor rows; PAUSE: seconds
 # of quiet before each alternated run (default 5).

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use ckpt_copy::copy::Strategy;
+use ckpt_fs::copy::Strategy;
 use ckpt_lib::config::CopyConfig;
 use ckpt_lib::ops::Context;
 use ckpt_lib::{Config, Error, Result};

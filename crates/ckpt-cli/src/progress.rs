@@ -5,14 +5,14 @@
 //!
 //! - [`Spinner`]: elapsed time only (first save, `restore --to`, verify);
 //! - [`with_bar`]: a byte bar for copies (`ckpt cp`, `ckpt fork`). The
-//!   library only advances atomic counters ([`ckpt_copy::copytree::Progress`]);
+//!   library only advances atomic counters ([`ckpt_fs::copytree::Progress`]);
 //!   a thread here samples them.
 
 use std::io::IsTerminal;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use ckpt_copy::copytree::Progress;
+use ckpt_fs::copytree::Progress;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 /// Operations quicker than this show nothing.

@@ -146,7 +146,7 @@ pub fn age(ns: i64, now_ns: i64) -> String {
 
 /// Local time and age: `2026-11-21 17:03:09 +0100 (5 min ago)`.
 pub fn when(ns: i64) -> String {
-    format!("{} ({})", local_time(ns), age(ns, ckpt_copy::fs::now_ns()))
+    format!("{} ({})", local_time(ns), age(ns, ckpt_fs::fs::now_ns()))
 }
 
 /// Whether to colour stdout (see the module doc).

@@ -46,7 +46,7 @@ fn walk_names(root: &Path) -> Vec<(std::os::fd::OwnedFd, Vec<Vec<u8>>)> {
             }
             names.push(e.file_name().as_bytes().to_vec());
         }
-        out.push((ckpt_copy::fs::open_dir_path(&d).unwrap(), names));
+        out.push((ckpt_fs::fs::open_dir_path(&d).unwrap(), names));
     }
     out
 }
@@ -102,7 +102,7 @@ fn bench_scan(c: &mut Criterion) {
                 .map(|(fd, names)| {
                     names
                         .iter()
-                        .map(|n| ckpt_copy::fs::stat_at(fd.as_fd(), n).unwrap().size)
+                        .map(|n| ckpt_fs::fs::stat_at(fd.as_fd(), n).unwrap().size)
                         .sum::<u64>()
                 })
                 .sum();

@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub use ckpt_copy::copy::CopyConfig;
+pub use ckpt_fs::copy::CopyConfig;
 
 /// How ckpt runs: everything a user can tune, in one value.
 #[derive(Clone, Debug)]

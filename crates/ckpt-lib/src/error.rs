@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 
-use ckpt_copy::IoError;
+use ckpt_fs::IoError;
 
 /// Result alias used throughout the crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -206,7 +206,7 @@ pub const EXIT_CAS_MISMATCH: i32 = 7;
 pub const EXIT_REMOTE: i32 = 10;
 
 /// Adds path context to `std::io::Result`s and `rustix::io::Result`s.
-/// (Crate `ckpt-copy` has the same trait for its own error type, which
+/// (Crate `ckpt-fs` has the same trait for its own error type, which
 /// converts into [`Error`] with `?`.)
 pub trait IoContext<T> {
     /// Attaches the operation and path to an OS error.
@@ -219,11 +219,11 @@ impl<T, E: Into<std::io::Error>> IoContext<T> for std::result::Result<T, E> {
     }
 }
 
-impl From<ckpt_copy::Error> for Error {
-    fn from(e: ckpt_copy::Error) -> Self {
+impl From<ckpt_fs::Error> for Error {
+    fn from(e: ckpt_fs::Error) -> Self {
         match e {
-            ckpt_copy::Error::Io(e) => Error::Io(e),
-            ckpt_copy::Error::Usage(m) => Error::Usage(m),
+            ckpt_fs::Error::Io(e) => Error::Io(e),
+            ckpt_fs::Error::Usage(m) => Error::Usage(m),
         }
     }
 }

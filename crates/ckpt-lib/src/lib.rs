@@ -9,7 +9,7 @@
 //!
 //! - [`platform`]: the Linux pieces outside the copy engine: inotify, and the
 //!   probes `ckpt doctor` shows. Files, copies and content hashes are crate
-//!   `ckpt-copy`.
+//!   `ckpt-fs`.
 //! - [`store`]: the store on disk: the content-addressed [`objects`](store::objects)
 //!   and their [`bands`](store::bands), the [`catalog`](store::catalog)
 //!   (redb: trees, checkpoint records, refs, meta keys), the stat
@@ -55,6 +55,6 @@ pub mod trace;
 pub mod watch;
 pub mod workspace;
 
-pub use ckpt_copy::Hash;
+pub use ckpt_fs::Hash;
 pub use config::Config;
 pub use error::{Error, Result};

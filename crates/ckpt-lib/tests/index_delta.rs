@@ -26,7 +26,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use ckpt_copy::fs::Meta;
+use ckpt_fs::fs::Meta;
 use ckpt_lib::store::index::{delta_path, DirRecord, Index, IndexEntry};
 use ckpt_lib::store::tree::{Entry, Node};
 use ckpt_lib::Config;

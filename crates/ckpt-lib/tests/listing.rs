@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 
-use ckpt_copy::fs;
+use ckpt_fs::fs;
 use proptest::prelude::*;
 
 fn arb_name() -> impl Strategy<Value = Vec<u8>> {

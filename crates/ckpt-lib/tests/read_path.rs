@@ -13,7 +13,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
-use ckpt_copy::content_hash::LEAF;
+use ckpt_fs::content_hash::LEAF;
 use ckpt_lib::store::index::Index;
 use ckpt_lib::store::tree::Node;
 use ckpt_lib::workspace::ignore::Ignore;

@@ -95,7 +95,7 @@ fn unopened_leaves(root: &Path) -> u64 {
         let racy = entries
             .iter()
             .any(|e| e.path().symlink_metadata().unwrap().modified().unwrap() > now);
-        let leaf = ckpt_copy::fs::no_subdirs(dir.symlink_metadata().unwrap().nlink());
+        let leaf = ckpt_fs::fs::no_subdirs(dir.symlink_metadata().unwrap().nlink());
         if depth >= 2 && small && leaf && !racy {
             *n += 1;
         }

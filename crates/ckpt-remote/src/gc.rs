@@ -70,7 +70,7 @@ use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
-use ckpt_copy::fs::now_ns;
+use ckpt_fs::fs::now_ns;
 use ckpt_lib::ops::json::SCHEMA;
 use ckpt_lib::ops::Context;
 use ckpt_lib::store::tree::Node;

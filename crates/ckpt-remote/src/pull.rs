@@ -36,7 +36,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use ckpt_copy::copytree::Progress;
+use ckpt_fs::copytree::Progress;
 use ckpt_lib::engine::diff::TreeSource;
 use ckpt_lib::engine::digest;
 use ckpt_lib::engine::materialize::{self, MaterializeOptions, Verified};

@@ -37,7 +37,7 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use bytes::Bytes;
-use ckpt_copy::copytree::Progress;
+use ckpt_fs::copytree::Progress;
 use ckpt_lib::ops::json::SCHEMA;
 use ckpt_lib::ops::Context;
 use ckpt_lib::store::catalog::{CatalogReader, Checkpoint};

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use ckpt_copy::copytree::Progress;
+use ckpt_fs::copytree::Progress;
 use ckpt_lib::Result;
 use ckpt_remote::pull::CloneOptions;
 

@@ -1,11 +1,11 @@
 //! `ckpt cp SRC DST`: the copy engine as a standalone `cp -a`, through
-//! [`ckpt_lib::ops::cp`] (see [`ckpt_copy::copytree`] for what is preserved
+//! [`ckpt_lib::ops::cp`] (see [`ckpt_fs::copytree`] for what is preserved
 //! and how).
 
 use std::path::PathBuf;
 
-use ckpt_copy::copy::Strategy;
-use ckpt_copy::copytree::Progress;
+use ckpt_fs::copy::Strategy;
+use ckpt_fs::copytree::Progress;
 use ckpt_lib::ops;
 use ckpt_lib::ops::cp::CopyOptions;
 use ckpt_lib::{Error, Result};

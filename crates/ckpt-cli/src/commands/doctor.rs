@@ -2,7 +2,7 @@
 //! free space, inotify limits, and the copy strategy ckpt will use and why
 //! (the facts come from [`ckpt_lib::ops::doctor`]).
 
-use ckpt_copy::copy::Caps;
+use ckpt_fs::copy::Caps;
 use ckpt_lib::ops;
 use ckpt_lib::ops::doctor::DoctorOptions;
 use ckpt_lib::platform::doctor::Report;

@@ -7,7 +7,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use ckpt_copy::copytree::Progress;
+use ckpt_fs::copytree::Progress;
 use ckpt_lib::engine::fork::backend::Backend;
 use ckpt_lib::ops;
 use ckpt_lib::ops::fork::{ForkOptions, ForkReport};

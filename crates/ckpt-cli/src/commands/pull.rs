@@ -1,6 +1,6 @@
 //! `ckpt pull [REMOTE] [ID…]`: through [`ckpt_remote::pull::pull`].
 
-use ckpt_copy::copytree::Progress;
+use ckpt_fs::copytree::Progress;
 use ckpt_lib::Result;
 use ckpt_remote::pull::PullOptions;
 

@@ -1,6 +1,6 @@
 //! `ckpt push [REMOTE] [ID…|--all]`: through [`ckpt_remote::push`].
 
-use ckpt_copy::copytree::Progress;
+use ckpt_fs::copytree::Progress;
 use ckpt_lib::Result;
 use ckpt_remote::push::PushOptions;
 

@@ -51,8 +51,8 @@ use crate::watch::{
 use crate::workspace::scan::{self, Mode, OnUnreadable, ScanInput, ScanResult};
 use crate::workspace::Workspace;
 use crate::{Config, Error, Result};
-use ckpt_copy::fs::is_within;
-use ckpt_copy::fs::{join, parent_of};
+use ckpt_fs::fs::is_within;
+use ckpt_fs::fs::{join, parent_of};
 
 /// How to run the watcher.
 #[derive(Clone, Debug, Default)]
@@ -178,7 +178,7 @@ fn new_epoch() -> u64 {
     let seed = format!(
         "{}:{}:{:?}",
         std::process::id(),
-        ckpt_copy::fs::now_ns(),
+        ckpt_fs::fs::now_ns(),
         Instant::now()
     );
     let h = crate::Hash::of(seed.as_bytes());

@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use ckpt_copy::fs::{self, Listing};
+use ckpt_fs::fs::{self, Listing};
 use rustix::fs::FileType;
 
 /// Walks in progress and entries `lstat`ed, for the watcher's status.

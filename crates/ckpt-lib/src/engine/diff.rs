@@ -14,8 +14,8 @@ use similar::TextDiff;
 use crate::store::catalog::{CatalogReader, ChangeStats};
 use crate::store::tree::{Entry, Kind, Node, Tree};
 use crate::{Hash, Result};
-use ckpt_copy::fs::is_within;
-use ckpt_copy::fs::join;
+use ckpt_fs::fs::is_within;
+use ckpt_fs::fs::join;
 
 /// How one path differs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -9,7 +9,7 @@
 //! recomputes it from a whole tree, and [`crate::engine::verify`] from the
 //! files on disk. Both must agree: that is what `ckpt verify` checks.
 
-use ckpt_copy::fs::join;
+use ckpt_fs::fs::join;
 use ckpt_lthash::{Digest, Entry as LtEntry};
 use rayon::prelude::*;
 

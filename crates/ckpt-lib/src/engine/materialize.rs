@@ -65,10 +65,10 @@ use crate::store::tree::{Entry, Node, Tree};
 use crate::store::verified::VerifiedStats;
 use crate::store::Store;
 use crate::{Error, Hash, Result};
-use ckpt_copy::content_hash::hash_whole;
-use ckpt_copy::copy::{read_expected, Copier, Strategy};
-use ckpt_copy::copytree::Progress;
-use ckpt_copy::fs::{self, display_path, join};
+use ckpt_fs::content_hash::hash_whole;
+use ckpt_fs::copy::{read_expected, Copier, Strategy};
+use ckpt_fs::copytree::Progress;
+use ckpt_fs::fs::{self, display_path, join};
 
 /// Directories nested deeper than this do not keep their descriptor open
 /// while their subtree is written (they are reopened to set mode and mtime).

@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use crate::error::IoContext;
-use ckpt_copy::fs;
+use ckpt_fs::fs;
 use serde::{Deserialize, Serialize};
 
 use crate::engine::diff::{self, PathFilter, TreeSource};

@@ -26,7 +26,7 @@ use crate::workspace::ignore::Ignore;
 use crate::workspace::scan::{self, Mode, OnUnreadable, ScanInput, ScanResult};
 use crate::workspace::Workspace;
 use crate::{Hash, Result};
-use ckpt_copy::fs::join;
+use ckpt_fs::fs::join;
 
 /// The digest of the state a [`full_scan`] saw and its bytes of file
 /// content, from the scan's directory records: with an empty index every

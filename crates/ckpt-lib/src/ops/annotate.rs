@@ -84,7 +84,7 @@ pub fn annotate(ctx: &Context, opts: &AnnotateOptions) -> Result<AnnotateReport>
     let ws = ctx.workspace()?;
     let store = ws.open_store(&ctx.config)?;
     let target = store.catalog.reader()?.resolve(&opts.rev)?;
-    let now = ckpt_copy::fs::now_ns();
+    let now = ckpt_fs::fs::now_ns();
     let mut record = None;
     let annotation = store.catalog.annotate(target.seq, |cp, old| {
         record = Some(cp.clone());

@@ -1,5 +1,5 @@
 //! `ckpt cp SRC DST`: the copy engine as a standalone `cp -a`
-//! ([`ckpt_copy::copytree`] has what is preserved and how). No workspace and
+//! ([`ckpt_fs::copytree`] has what is preserved and how). No workspace and
 //! no store: SRC and DST are plain paths, relative to the context's
 //! directory. Unset options fall back to the configured copy options.
 //!
@@ -8,8 +8,8 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use ckpt_copy::copy::Strategy;
-use ckpt_copy::copytree::{self, CpOptions, CpReport, Progress};
+use ckpt_fs::copy::Strategy;
+use ckpt_fs::copytree::{self, CpOptions, CpReport, Progress};
 use serde_json::{json, Value};
 
 use super::json::{self, serialize_via_to_json, SCHEMA};

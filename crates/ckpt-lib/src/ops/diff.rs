@@ -188,7 +188,7 @@ fn content_diff(
                 other.expect("checked").objects.read_object(&h)
             }
             Some(_) if from_workdir => {
-                let p = ws.root.join(ckpt_copy::fs::as_path(&c.path));
+                let p = ws.root.join(ckpt_fs::fs::as_path(&c.path));
                 match std::fs::read(&p) {
                     // It vanished after the scan: show it as empty now.
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),

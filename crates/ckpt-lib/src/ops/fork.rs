@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use ckpt_copy::copytree::Progress;
+use ckpt_fs::copytree::Progress;
 use rayon::prelude::*;
 use serde_json::{json, Value};
 

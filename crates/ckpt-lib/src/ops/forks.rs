@@ -257,7 +257,7 @@ pub fn remove(ctx: &Context, dir: &Path) -> Result<RemovedFork> {
             std::fs::remove_dir_all(&fork.store_path).ctx("remove", &fork.store_path)?;
         }
     }
-    let subvolume = ckpt_copy::fs::open_dir_path(&hidden)
+    let subvolume = ckpt_fs::fs::open_dir_path(&hidden)
         .is_ok_and(|fd| crate::platform::btrfs::is_subvolume(std::os::fd::AsFd::as_fd(&fd)));
     let note = crate::engine::fork::remove_tree(&hidden);
     if hidden.exists() {

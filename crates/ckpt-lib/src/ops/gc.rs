@@ -100,7 +100,7 @@ pub fn gc(ctx: &Context, opts: &GcOptions) -> Result<GcOutcome> {
         GcRun::Retention(retention::apply(
             &store,
             &policy,
-            ckpt_copy::fs::now_ns(),
+            ckpt_fs::fs::now_ns(),
             opts.dry_run,
         )?)
     };

@@ -23,7 +23,7 @@
 
 use std::path::PathBuf;
 
-use ckpt_copy::copy::Strategy;
+use ckpt_fs::copy::Strategy;
 use serde_json::{json, Value};
 
 use super::json::{serialize_via_to_json, SCHEMA};
@@ -177,7 +177,7 @@ fn store_subvolume(ctx: &Context, ws: &Workspace) -> Result<Option<Converted>> {
         return Ok(None);
     }
     let fsid = |p: &std::path::Path| {
-        ckpt_copy::fs::open_dir_path(p)
+        ckpt_fs::fs::open_dir_path(p)
             .ok()
             .and_then(|fd| crate::platform::btrfs::fsid(fd.as_fd()).ok())
     };

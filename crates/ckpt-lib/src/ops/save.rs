@@ -14,7 +14,7 @@
 
 use std::time::{Duration, Instant};
 
-use ckpt_copy::fs;
+use ckpt_fs::fs;
 
 use serde_json::{json, Value};
 

@@ -14,8 +14,8 @@ use serde::Serialize;
 
 use crate::error::IoContext;
 use crate::Result;
-use ckpt_copy::copy::{probe, probe_pair, Caps, Strategy};
-use ckpt_copy::fs;
+use ckpt_fs::copy::{probe, probe_pair, Caps, Strategy};
+use ckpt_fs::fs;
 
 /// One filesystem as seen from a path.
 #[derive(Debug, Clone, Serialize)]

@@ -1,6 +1,6 @@
 //! Platform code outside the copy engine: the few Linux interfaces only
 //! workspaces need, behind small safe wrappers. (File access, copies and
-//! content hashing are crate `ckpt-copy`.)
+//! content hashing are crate `ckpt-fs`.)
 //!
 //! - [`inotify`]: directory watches for `ckpt watch`, and the peer
 //!   credentials of its socket.

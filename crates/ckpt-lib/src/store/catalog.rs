@@ -152,7 +152,7 @@ enum Meta {
     Generation,
     /// The restore in progress ([`Journal`], JSON).
     Journal,
-    /// The copy capabilities probed at `init` (`ckpt_copy::copy::Caps`, JSON).
+    /// The copy capabilities probed at `init` (`ckpt_fs::copy::Caps`, JSON).
     Caps,
     /// The saved retention policy (`crate::store::retention::Policy`, JSON).
     Retention,
@@ -1039,7 +1039,7 @@ impl Catalog {
     }
 
     /// Records the copy capabilities probed at `init`.
-    pub fn set_caps(&self, caps: &ckpt_copy::copy::Caps) -> Result<()> {
+    pub fn set_caps(&self, caps: &ckpt_fs::copy::Caps) -> Result<()> {
         self.set_meta(&[(Meta::Caps, Some(json_bytes(caps)))])
     }
 
@@ -1257,7 +1257,7 @@ impl CatalogReader<'_> {
     }
 
     /// The copy capabilities probed at `init` (None: an old store).
-    pub fn caps(&self) -> Result<Option<ckpt_copy::copy::Caps>> {
+    pub fn caps(&self) -> Result<Option<ckpt_fs::copy::Caps>> {
         self.meta_json(Meta::Caps)
     }
 

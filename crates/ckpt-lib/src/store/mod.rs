@@ -58,8 +58,8 @@ use crate::store::lock::Lock;
 use crate::store::objects::Objects;
 use crate::store::state::LazyState;
 use crate::{Config, Error, Result};
-use ckpt_copy::copy::{self, Caps, Copier};
-use ckpt_copy::fs;
+use ckpt_fs::copy::{self, Caps, Copier};
+use ckpt_fs::fs;
 
 pub(crate) const MARKER: &str = "CKPT_STORE";
 /// The reserve (see "The reserve").

@@ -121,9 +121,9 @@ use rustix::io::Errno;
 use crate::error::IoContext;
 use crate::store::bands::{self, Manifest};
 use crate::{Error, Hash, Result};
-use ckpt_copy::content_hash::hash_whole;
-use ckpt_copy::copy::{read_expected, Copier};
-use ckpt_copy::fs::{self, Meta};
+use ckpt_fs::content_hash::hash_whole;
+use ckpt_fs::copy::{read_expected, Copier};
+use ckpt_fs::fs::{self, Meta};
 
 /// Files up to this size are captured through a memory buffer.
 pub const SMALL_FILE: u64 = 64 * 1024;
@@ -1597,14 +1597,14 @@ impl Objects {
 
 /// The hash of the file open as `src`, last seen as `m1`, read where it is;
 /// `None` when it changed while being read. Exactly `m1.size` bytes are
-/// read (see ckpt_copy::content_hash); a file that grew or changed while
+/// read (see ckpt_fs::content_hash); a file that grew or changed while
 /// read shows up in the second stat.
 fn hash_in_place(
     src: BorrowedFd<'_>,
     m1: &Meta,
     shown: &dyn Fn() -> PathBuf,
 ) -> Result<Option<Hash>> {
-    let hash = ckpt_copy::content_hash::hash_exact(src, m1.size)
+    let hash = ckpt_fs::content_hash::hash_exact(src, m1.size)
         .map_err(|e| Error::io("read", shown(), e))?;
     match hash {
         Some(h) => Ok(unchanged(src, m1, shown)?.then_some(h)),

@@ -450,7 +450,7 @@ pub fn too_deep(load: impl Fn(&Hash) -> Result<Tree>, root: Hash) -> Result<Opti
         }
         for e in load(&h)?.entries {
             if let Node::Dir { tree } = e.node {
-                stack.push((ckpt_copy::fs::join(&rel, &e.name), depth + 1, tree));
+                stack.push((ckpt_fs::fs::join(&rel, &e.name), depth + 1, tree));
             }
         }
     }

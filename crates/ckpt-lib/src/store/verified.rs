@@ -35,7 +35,7 @@ use std::sync::Mutex;
 use crate::error::IoContext;
 use crate::store::index::RACY_WINDOW_NS;
 use crate::{Hash, Result};
-use ckpt_copy::fs::Meta;
+use ckpt_fs::fs::Meta;
 
 /// The file's name in a store.
 pub const FILE: &str = "verified";

@@ -10,7 +10,7 @@ use std::path::Path;
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 
 use crate::{Error, Result};
-use ckpt_copy::fs::as_path;
+use ckpt_fs::fs::as_path;
 
 /// The name of the ignore file at the workspace root.
 pub const IGNORE_FILE: &str = ".ckptignore";

@@ -51,7 +51,7 @@ use crate::store::state::LazyState;
 use crate::store::Store;
 use crate::workspace::ignore::Ignore;
 use crate::{Config, Error, Hash, Result};
-use ckpt_copy::fs;
+use ckpt_fs::fs;
 
 /// File name of the workspace marker.
 pub const MARKER_NAME: &str = ".ckpt";

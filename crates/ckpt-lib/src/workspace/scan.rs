@@ -99,7 +99,7 @@ use crate::store::objects::{hash_file, CaptureError, Objects};
 use crate::store::tree::{self, Entry, Node, NodeRef, Tree, MAX_DEPTH};
 use crate::workspace::ignore::Ignore;
 use crate::{Error, Hash, Result};
-use ckpt_copy::fs::{self, display_path, join, parent_of, Meta};
+use ckpt_fs::fs::{self, display_path, join, parent_of, Meta};
 
 /// The workspace marker file name (at the root only).
 pub const MARKER: &[u8] = b".ckpt";
@@ -1401,7 +1401,7 @@ mod tests {
     use super::*;
     use crate::store::Store;
     use crate::Config;
-    use ckpt_copy::fs::is_within;
+    use ckpt_fs::fs::is_within;
     use proptest::prelude::*;
     use std::os::unix::fs::PermissionsExt;
 

@@ -30,8 +30,8 @@ use serde::Serialize;
 use crate::platform::btrfs;
 use crate::platform::overlay;
 use crate::{Error, Result};
-use ckpt_copy::copy::probe_pair;
-use ckpt_copy::fs;
+use ckpt_fs::copy::probe_pair;
+use ckpt_fs::fs;
 
 /// How a fork's files are made (docs/FORK.md, "Backends").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

@@ -39,7 +39,7 @@ use crate::store::state::LazyState;
 use crate::store::tree::{Entry, Node, Tree};
 use crate::store::Store;
 use crate::{Hash, Result};
-use ckpt_copy::fs::{self, join, Meta};
+use ckpt_fs::fs::{self, join, Meta};
 
 /// Every tree of the checkpoint rooted at `root` (hash, encoded bytes) and
 /// every file content it names (hash, size), each once.

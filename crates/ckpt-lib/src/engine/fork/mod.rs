@@ -158,7 +158,7 @@ use crate::store::Store;
 use crate::workspace::scan::{ScanResult, NESTED_WORKSPACE};
 use crate::workspace::Workspace;
 use crate::{Config, Error, Result};
-use ckpt_copy::copy::{Caps, Copier};
+use ckpt_fs::copy::{Caps, Copier};
 
 /// What [`fork`] made.
 #[derive(Debug)]
@@ -525,7 +525,7 @@ pub(crate) fn start_store(
 /// they belong to the origin's running watcher.
 pub(crate) fn snapshot_store(store: &Path, at: &Path) -> bool {
     let _t = crate::trace::span("store snapshot");
-    let Ok(src) = ckpt_copy::fs::open_dir_path(store) else {
+    let Ok(src) = ckpt_fs::fs::open_dir_path(store) else {
         return false;
     };
     if !btrfs::is_subvolume(src.as_fd()) || at.exists() {
@@ -537,7 +537,7 @@ pub(crate) fn snapshot_store(store: &Path, at: &Path) -> bool {
     if !ensure_dir(parent) {
         return false;
     }
-    let Ok(dir) = ckpt_copy::fs::open_dir_path(parent) else {
+    let Ok(dir) = ckpt_fs::fs::open_dir_path(parent) else {
         return false;
     };
     if btrfs::snapshot(src.as_fd(), dir.as_fd(), name.as_bytes()).is_err() {
@@ -625,14 +625,14 @@ pub(crate) fn sync_parent(path: &Path) -> Result<()> {
 
 /// `fsync`s the directory `dir`.
 pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
-    let d = ckpt_copy::fs::open_dir_path(dir).ctx("open", dir)?;
+    let d = ckpt_fs::fs::open_dir_path(dir).ctx("open", dir)?;
     rustix::fs::fsync(&d).ctx("fsync", dir)
 }
 
 /// The device number of the directory `p`.
 pub(crate) fn dev_of(p: &Path) -> Result<u64> {
-    let fd = ckpt_copy::fs::open_dir_path(p).ctx("open", p)?;
-    Ok(ckpt_copy::fs::stat_fd(fd.as_fd()).ctx("stat", p)?.dev)
+    let fd = ckpt_fs::fs::open_dir_path(p).ctx("open", p)?;
+    Ok(ckpt_fs::fs::stat_fd(fd.as_fd()).ctx("stat", p)?.dev)
 }
 
 /// Gives `fork_store`, a snapshot of the store whose stat index describes
@@ -672,7 +672,7 @@ pub(crate) fn snapshot_store_index(
 /// btrfs subvolume outside it.
 pub fn can_clone(template: &Workspace) -> bool {
     !template.store_path.starts_with(&template.root)
-        && ckpt_copy::fs::open_dir_path(&template.store_path)
+        && ckpt_fs::fs::open_dir_path(&template.store_path)
             .is_ok_and(|fd| btrfs::is_subvolume(fd.as_fd()))
 }
 
@@ -884,8 +884,8 @@ fn snapshot_into(origin_root: &Path, staging: &Path, ws: &Workspace) -> Result<(
             staging.display()
         )));
     };
-    let src = ckpt_copy::fs::open_dir_path(origin_root).ctx("open", origin_root)?;
-    let dir = ckpt_copy::fs::open_dir_path(parent).ctx("open", parent)?;
+    let src = ckpt_fs::fs::open_dir_path(origin_root).ctx("open", origin_root)?;
+    let dir = ckpt_fs::fs::open_dir_path(parent).ctx("open", parent)?;
     btrfs::snapshot(src.as_fd(), dir.as_fd(), name.as_bytes()).map_err(|e| {
         Error::io(
             "btrfs snapshot of the workspace to",
@@ -1055,7 +1055,7 @@ impl Scanner for SnapshotScanner<'_> {
 /// (callers check what is left when it matters); returns a note when a
 /// subvolume had to be removed file by file.
 pub fn remove_tree(path: &Path) -> Option<String> {
-    let Ok(fd) = ckpt_copy::fs::open_dir_path(path) else {
+    let Ok(fd) = ckpt_fs::fs::open_dir_path(path) else {
         return None;
     };
     let is_subvol = btrfs::is_subvolume(fd.as_fd());
@@ -1064,7 +1064,7 @@ pub fn remove_tree(path: &Path) -> Option<String> {
             for e in rd.flatten() {
                 let p = e.path();
                 if e.file_type().is_ok_and(|t| t.is_dir())
-                    && ckpt_copy::fs::open_dir_path(&p)
+                    && ckpt_fs::fs::open_dir_path(&p)
                         .is_ok_and(|fd| btrfs::is_subvolume(fd.as_fd()))
                 {
                     remove_tree(&p);
@@ -1074,7 +1074,7 @@ pub fn remove_tree(path: &Path) -> Option<String> {
     }
     if is_subvol {
         if let (Some(parent), Some(name)) = (path.parent(), path.file_name()) {
-            let r = ckpt_copy::fs::open_dir_path(parent)
+            let r = ckpt_fs::fs::open_dir_path(parent)
                 .and_then(|d| btrfs::delete_subvolume(d.as_fd(), name.as_bytes()));
             match r {
                 Ok(()) => return None,

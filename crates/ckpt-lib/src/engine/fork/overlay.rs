@@ -90,11 +90,11 @@ fn ensure_lower(
         std::fs::create_dir(&users).ctx("create", &users)?;
         let rep = materialize::restore_to_with(store, &cp.id(), &staging.join("tree"), &[], opts)?;
         // The layer is durable before its name is.
-        let fd = ckpt_copy::fs::open_dir_path(&staging).ctx("open", &staging)?;
+        let fd = ckpt_fs::fs::open_dir_path(&staging).ctx("open", &staging)?;
         rustix::fs::syncfs(&fd).ctx("syncfs", &staging)?;
         ckpt_fault::point("overlay.before_lower_rename");
         std::fs::rename(&staging, &dir).ctx("rename", &dir)?;
-        let l = ckpt_copy::fs::open_dir_path(&lowers).ctx("open", &lowers)?;
+        let l = ckpt_fs::fs::open_dir_path(&lowers).ctx("open", &lowers)?;
         rustix::fs::fsync(&l).ctx("fsync", &lowers)?;
         Ok(rep)
     };
@@ -245,7 +245,7 @@ fn fork_into(
             store_path: ws.store_path.clone(),
         }
         .write_marker()?;
-        let fd = ckpt_copy::fs::open_dir_path(&staging).ctx("open", &staging)?;
+        let fd = ckpt_fs::fs::open_dir_path(&staging).ctx("open", &staging)?;
         rustix::fs::syncfs(&fd).ctx("syncfs", &staging)?;
         ckpt_fault::point("overlay.before_publish");
         std::fs::rename(&staging, &layers).ctx("rename", &layers)?;

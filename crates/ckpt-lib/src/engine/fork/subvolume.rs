@@ -36,8 +36,8 @@ use crate::engine::fork::{hidden_sibling, remove_dead_siblings};
 use crate::error::IoContext;
 use crate::platform::btrfs;
 use crate::{Error, Result};
-use ckpt_copy::copytree::{copy_path, CpOptions, Progress};
-use ckpt_copy::fs;
+use ckpt_fs::copytree::{copy_path, CpOptions, Progress};
+use ckpt_fs::fs;
 
 /// The tag of the conversion's hidden sibling (`.<name>.ckpt-subvol.<pid>`).
 const TAG: &str = "ckpt-subvol";

@@ -24,8 +24,8 @@ use crate::store::tree::{Entry, Node, Tree};
 use crate::workspace::ignore::Ignore;
 use crate::workspace::scan::TEMP_PREFIX;
 use crate::{Error, Hash, Result};
-use ckpt_copy::fs::is_within;
-use ckpt_copy::fs::{self, display_path, join, parent_of, Meta};
+use ckpt_fs::fs::is_within;
+use ckpt_fs::fs::{self, display_path, join, parent_of, Meta};
 
 pub(super) fn name_of(path: &[u8]) -> &[u8] {
     match path.iter().rposition(|&b| b == b'/') {

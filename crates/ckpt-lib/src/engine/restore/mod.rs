@@ -124,7 +124,7 @@ use crate::workspace::ignore::Ignore;
 use crate::workspace::scan::{ScanResult, Unreadable};
 use crate::workspace::Workspace;
 use crate::{Error, Result};
-use ckpt_copy::fs::{self, parent_of};
+use ckpt_fs::fs::{self, parent_of};
 
 use apply::{name_of, updated_index, Applier, TargetLookup};
 pub use plan::plan_foreign;

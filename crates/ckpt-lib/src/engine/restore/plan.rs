@@ -18,7 +18,7 @@ use crate::workspace::ignore::Ignore;
 use crate::workspace::scan::ScanResult;
 use crate::workspace::Workspace;
 use crate::{Hash, Result};
-use ckpt_copy::fs::is_within;
+use ckpt_fs::fs::is_within;
 
 /// Re-hashes every object `changes` will write, in parallel, so a damaged
 /// store fails a restore before anything is changed.

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use crate::store::index::entries::{DirRecord, UNKNOWN_TREE};
 use crate::store::tree::NodeRef;
-use ckpt_copy::fs::{is_within, join};
+use ckpt_fs::fs::{is_within, join};
 
 /// The directory records of an index by path (relative, `""` for the
 /// root), with two sets kept up to date as records change, so that what a

@@ -17,7 +17,7 @@ use crate::store::tree::{
     put_varint, unzigzag, valid_name, zigzag, Entry, EntryRef, NodeRef, Reader,
 };
 use crate::{Error, Hash, Result};
-use ckpt_copy::fs::Meta;
+use ckpt_fs::fs::Meta;
 
 /// The tree hash of a record whose tree must be rebuilt by the next scan
 /// (set by restore and gc; never the hash of a real tree).

@@ -5,7 +5,7 @@ use super::entries::{block_flags, implied_size, remap, type_bits};
 use super::files::OLD_VERSION;
 use super::*;
 use crate::store::tree::{Entry, Node};
-use ckpt_copy::fs::Meta;
+use ckpt_fs::fs::Meta;
 use proptest::prelude::*;
 use std::collections::HashSet;
 

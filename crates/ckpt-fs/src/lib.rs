@@ -1,8 +1,9 @@
-//! # ckpt-copy — the copy engine, and the file-system layer under it
+//! # ckpt-fs — the file-system layer: file access, copies and content hashes
 //!
-//! Everything here works on plain paths and directory descriptors; nothing
-//! knows about workspaces, stores or checkpoints. `ckpt cp` is this crate
-//! alone, and `ckpt-lib` builds its object store and restore on it.
+//! Every crate of ckpt touches files through this one: the store's objects,
+//! the scan, restore and `ckpt cp` all stand on it. Everything here works on
+//! plain paths and directory descriptors; nothing knows about workspaces,
+//! stores or checkpoints. `ckpt cp` is this crate alone.
 //!
 //! - [`fs`]: `*at()`-style file access relative to directory descriptors,
 //!   never following symlinks, and the [`Meta`](fs::Meta) stat snapshot the

@@ -20,7 +20,7 @@
 //! for its files to be exact (a restore compares mtimes, and a fork's
 //! first save trusts them). The mtimes are read before the clock starts.
 //!
-//! Usage: cargo run --release -p ckpt-copy --example clone_floor SRC DST [--own-store OBJECTS] [--times]
+//! Usage: cargo run --release -p ckpt-fs --example clone_floor SRC DST [--own-store OBJECTS] [--times]
 //! Prints: `files N dirs M clone_ms T` (with `--own-store`, then
 //! `objects K own_store_ms U`: the whole timed work, links and `syncfs`
 //! included).
