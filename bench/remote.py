@@ -5,16 +5,16 @@ same moto server on 127.0.0.1 (BENCHMARKS.md, "Remotes").
 Run with the moto venv's Python (it has boto3):
   target/moto-venv/bin/python bench/remote.py [--corpus /work/corpus] [--ckpt PATH]
 
-Measures, in one run: first push vs `restic backup`, push after a 1-file
-edit vs a second `restic backup`, clone vs `restic restore`, bytes stored in
-the bucket by each, and ckpt's request counts (its --json summary).
-Each run starts a fresh moto server and a fresh copy of the corpus; prints
-every run, the load average before it, medians and per-run ratios. Clone
-and restore alternate which goes first from run to run; no run directory
-is deleted before the last run ends.
-
-`--encrypt` runs ckpt against an encrypted remote (`remote add --encrypt`,
-passphrase in CKPT_REMOTE_PASSPHRASE; restic encrypts by default).
+Measures, in one run, three tools side by side: ckpt on a plain remote,
+ckpt on an encrypted remote (`remote add --encrypt`, passphrase in
+CKPT_REMOTE_PASSPHRASE), and restic (which encrypts by default): first
+push / `restic backup`, push after a 1-file edit / a second backup, clone /
+`restic restore`, the bytes each stored, and ckpt's request counts (its
+--json summary). Each run starts a fresh moto server and a fresh copy of
+the corpus; every step is taken by all three before the next, in an order
+that rotates from run to run. Prints every run, the load average before
+it, medians and per-run ratios (encrypted / plain, restic / encrypted); no
+run directory is deleted before the last run ends.
 
 `--counts` measures bytes and requests only (no restic, no timing, one
 run): the first push, a second workspace holding the same files copied
@@ -31,7 +31,6 @@ ap.add_argument("--ckpt", default=None)
 ap.add_argument("--work", default=None, help="scratch directory (default: a temp dir)")
 ap.add_argument("--runs", type=int, default=3)
 ap.add_argument("--counts", action="store_true", help="bytes and requests only (see above)")
-ap.add_argument("--encrypt", action="store_true", help="ckpt on an encrypted remote (see above)")
 args = ap.parse_args()
 
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -54,8 +53,6 @@ def start_moto():
     env = dict(os.environ, AWS_ENDPOINT=endpoint, AWS_ACCESS_KEY_ID="testing",
                AWS_SECRET_ACCESS_KEY="testing", AWS_REGION="us-east-1", AWS_ALLOW_HTTP="true",
                RESTIC_PASSWORD="bench", AWS_DEFAULT_REGION="us-east-1")
-    if args.encrypt:
-        env["CKPT_REMOTE_PASSPHRASE"] = "bench"
     s3 = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="testing",
                       aws_secret_access_key="testing", region_name="us-east-1")
     s3.create_bucket(Bucket="bench")
@@ -101,8 +98,15 @@ def counts(work):
     return res
 
 
-def run_once(work, restic_first=False):
+TOOLS = ("plain", "encrypted", "restic")
+
+
+def run_once(work, turn):
+    """One run: the three tools through first push, 1-file-edit push and
+    clone, each step taken by all three before the next, in an order that
+    rotates with `turn` (what goes later in a step meets a busier disk)."""
     moto, endpoint, env, s3 = start_moto()
+    env["CKPT_REMOTE_PASSPHRASE"] = "bench"
 
     def stored(prefix):
         n = size = 0
@@ -124,45 +128,51 @@ def run_once(work, restic_first=False):
     subprocess.run([ckpt, "init", ws, "--store", os.path.join(work, "store")], env=env, check=True,
                    capture_output=True)
     subprocess.run([ckpt, "save", "-m", "base"], cwd=ws, env=env, check=True, capture_output=True)
-    res = {"load": os.getloadavg()[0], "encrypt": args.encrypt}
-    url = "s3://bench/ckpt"
-    if args.encrypt:
-        # Creates the remote's encryption config (Argon2id once, then cached).
-        subprocess.run([ckpt, "remote", "add", "--encrypt", "origin", url], cwd=ws, env=env,
-                       check=True, capture_output=True)
-    dt, out = timed([ckpt, "push", url, "--workspace", "corpus", "--json"], cwd=ws)
-    j = json.loads(out); res["ckpt_first_push"] = dict(s=dt, requests=j["requests"], sent=j["bytes_sent"], objects=j["objects"], packs=j["packs"])
-    repo = f"s3:{endpoint}/bench/restic"
-    timed(["restic", "-r", repo, "init"])
-    dt, _ = timed(["restic", "-r", repo, "backup", "-q", "."], cwd=ws)
-    res["restic_first_backup"] = dict(s=dt)
+    urls = {"plain": "s3://bench/plain", "encrypted": "s3://bench/encrypted"}
+    # The encrypted remote's key configuration (Argon2id once per remote).
+    subprocess.run([ckpt, "remote", "add", "--encrypt", "enc", urls["encrypted"]], cwd=ws, env=env,
+                   check=True, capture_output=True)
+    restic_repo = f"s3:{endpoint}/bench/restic"
+    timed(["restic", "-r", restic_repo, "init"])
+    res = {"load": os.getloadavg()[0], "order": []}
+    order = TOOLS[turn % 3:] + TOOLS[:turn % 3]
+    res["order"] = order
+
+    def push(tool, step):
+        if tool == "restic":
+            dt, _ = timed(["restic", "-r", restic_repo, "backup", "-q", "."], cwd=ws)
+            res[f"{tool}_{step}"] = dict(s=dt)
+            return
+        target = "enc" if tool == "encrypted" else urls["plain"]
+        dt, out = timed([ckpt, "push", target, "--workspace", "corpus", "--json"], cwd=ws)
+        j = json.loads(out)
+        res[f"{tool}_{step}"] = dict(s=dt, requests=j["requests"], sent=j["bytes_sent"])
+
+    def clone(tool):
+        # Each clone creates 36k files; all settle after a `sync` first.
+        subprocess.run(["sync"]); time.sleep(2)
+        dest = os.path.join(work, "clone-" + tool)
+        if tool == "restic":
+            dt, _ = timed(["restic", "-r", restic_repo, "restore", "latest", "--target", dest, "-q"])
+            res[f"{tool}_clone"] = dict(s=dt)
+            return
+        dt, out = timed([ckpt, "clone", urls[tool], dest, "--workspace", "corpus", "--store",
+                         dest + "-store", "--json"], cwd=work)
+        j = json.loads(out)
+        res[f"{tool}_clone"] = dict(s=dt, requests=j["requests"], received=j["bytes_received"])
+
+    for tool in order:
+        push(tool, "first")
     edit_one_file(ws, env)
-    dt, out = timed([ckpt, "push", url, "--workspace", "corpus", "--json"], cwd=ws)
-    j = json.loads(out); res["ckpt_edit_push"] = dict(s=dt, requests=j["requests"], sent=j["bytes_sent"], objects=j["objects"], packs=j["packs"])
-    dt, _ = timed(["restic", "-r", repo, "backup", "-q", "."], cwd=ws)
-    res["restic_edit_backup"] = dict(s=dt)
-    # Clone / restore, each creating 36k files: which goes first alternates
-    # between runs (files created later in a run meet a busier disk), and
-    # both settle after a `sync` first.
-    def clone():
-        subprocess.run(["sync"]); time.sleep(2)
-        dest = os.path.join(work, "clone")
-        dt, out = timed([ckpt, "clone", url, dest, "--workspace", "corpus", "--store", os.path.join(work, "clone-store"), "--json"], cwd=work)
-        j = json.loads(out); res["ckpt_clone"] = dict(s=dt, requests=j["requests"], received=j["bytes_received"], files=j["files"])
-
-    def restore():
-        subprocess.run(["sync"]); time.sleep(2)
-        dt, _ = timed(["restic", "-r", repo, "restore", "latest", "--target", os.path.join(work, "restore"), "-q"])
-        res["restic_restore"] = dict(s=dt)
-
-    for step in ((restore, clone) if restic_first else (clone, restore)):
-        step()
-    res["clone_first"] = not restic_first
-    res["ckpt_stored"] = dict(zip(("objects", "bytes"), stored("ckpt/")))
-    res["restic_stored"] = dict(zip(("objects", "bytes"), stored("restic/")))
-    res["ratio_first"] = res["restic_first_backup"]["s"] / res["ckpt_first_push"]["s"]
-    res["ratio_edit"] = res["restic_edit_backup"]["s"] / res["ckpt_edit_push"]["s"]
-    res["ratio_clone"] = res["restic_restore"]["s"] / res["ckpt_clone"]["s"]
+    for tool in order:
+        push(tool, "edit")
+    for tool in order:
+        clone(tool)
+    for tool in TOOLS:
+        res[f"{tool}_stored"] = dict(zip(("objects", "bytes"), stored(tool + "/")))
+    for step in ("first", "edit", "clone"):
+        res[f"encrypted_over_plain_{step}"] = res[f"encrypted_{step}"]["s"] / res[f"plain_{step}"]["s"]
+        res[f"restic_over_encrypted_{step}"] = res[f"restic_{step}"]["s"] / res[f"encrypted_{step}"]["s"]
     moto.kill(); moto.wait()
     return res
 
@@ -178,30 +188,22 @@ runs = []
 for i in range(args.runs):
     work = os.path.join(base, f"run{i}")
     os.makedirs(work, exist_ok=True)
-    r = run_once(work, restic_first=i % 2 == 1)
+    r = run_once(work, i)
     print(json.dumps(r), flush=True)
     runs.append(r)
 # Deleted only now: a run right after a large deletion meets ext4's
-# slow-create trap (BENCHMARKS.md), which would weigh on whichever of clone
-# and restore creates more inodes. About 2.5 GB of disk per run.
+# slow-create trap (BENCHMARKS.md), which would weigh on whichever clone
+# creates more inodes. About 4 GB of disk per run.
 for i in range(args.runs):
     shutil.rmtree(os.path.join(base, f"run{i}"), ignore_errors=True)
 med = lambda f: statistics.median(f(r) for r in runs)
-summary = {
-    "runs": len(runs),
-    "load_before_runs": [round(r["load"], 2) for r in runs],
-    "ckpt_first_push_s": med(lambda r: r["ckpt_first_push"]["s"]),
-    "restic_first_backup_s": med(lambda r: r["restic_first_backup"]["s"]),
-    "ckpt_edit_push_s": med(lambda r: r["ckpt_edit_push"]["s"]),
-    "restic_edit_backup_s": med(lambda r: r["restic_edit_backup"]["s"]),
-    "ckpt_clone_s": med(lambda r: r["ckpt_clone"]["s"]),
-    "restic_restore_s": med(lambda r: r["restic_restore"]["s"]),
-    "ratio_first_restic_over_ckpt": med(lambda r: r["ratio_first"]),
-    "ratio_edit_restic_over_ckpt": med(lambda r: r["ratio_edit"]),
-    "ratio_clone_restic_over_ckpt": med(lambda r: r["ratio_clone"]),
-    "ckpt_requests": {k: med(lambda r: r[k]["requests"]) for k in ("ckpt_first_push", "ckpt_edit_push", "ckpt_clone")},
-    "ckpt_edit_push_bytes_sent": med(lambda r: r["ckpt_edit_push"]["sent"]),
-    "ckpt_stored": runs[-1]["ckpt_stored"],
-    "restic_stored": runs[-1]["restic_stored"],
-}
+summary = {"runs": len(runs), "load_before_runs": [round(r["load"], 2) for r in runs]}
+for step in ("first", "edit", "clone"):
+    for tool in TOOLS:
+        summary[f"{tool}_{step}_s"] = med(lambda r: r[f"{tool}_{step}"]["s"])
+    summary[f"encrypted_over_plain_{step}"] = med(lambda r: r[f"encrypted_over_plain_{step}"])
+    summary[f"restic_over_encrypted_{step}"] = med(lambda r: r[f"restic_over_encrypted_{step}"])
+summary["encrypted_requests"] = {s: med(lambda r: r[f"encrypted_{s}"]["requests"]) for s in ("first", "edit", "clone")}
+summary["encrypted_edit_bytes_sent"] = med(lambda r: r["encrypted_edit"]["sent"])
+summary["stored"] = {t: runs[-1][f"{t}_stored"] for t in TOOLS}
 print(json.dumps(summary, indent=1))
