@@ -97,8 +97,12 @@
 //! [`crate::engine::materialize`]'s job.
 //!
 //! ## This folder
-//! - this file: the options and report, and [`restore`] itself (steps 0 to
-//!   4 above, the pre-restore save, the journal, agent state);
+//! - this file: the options and report, and [`restore`], whose body is
+//!   steps 0 to 4 above: `Request::new` (0), `pre_save` (1; it also plans
+//!   step 3's differences and checks their objects, so a damaged store
+//!   fails the restore before anything is committed), the journal (2),
+//!   the agent state and `apply_changes` (3), and the end (4); `dry_run`
+//!   is steps 1 and 3 with nothing written;
 //! - `plan.rs`: step 3's plan: the differences to apply, without nested
 //!   workspaces and ignored paths, and the check of every object to write;
 //! - `apply.rs`: step 3's writes (the `Applier`) and step 4's index.
@@ -226,7 +230,12 @@ impl RestoreReport {
 
 /// Restores the workspace in place to checkpoint `rev`, scanning and
 /// keeping the index through `scanner` ([`crate::engine::scanner::OnDisk`]
-/// in a command, the in-memory index in the watcher).
+/// in a command, the in-memory index in the watcher). The body is the
+/// numbered steps of the module doc, one function each.
+///
+/// Each step opens its own catalog reader and drops it before anything is
+/// committed: a live reader keeps a lazily opened catalog read-only (see
+/// [`crate::store::catalog`]), and a save's commit must be free to reopen it.
 pub fn restore(
     ws: &Workspace,
     store: &Store,
@@ -234,52 +243,222 @@ pub fn restore(
     opts: &RestoreOptions,
     scanner: &mut dyn Scanner,
 ) -> Result<RestoreReport> {
-    let filter = PathFilter::new(opts.paths.clone());
-    let state_only = opts.scope == Scope::StateOnly;
-    if state_only && !filter.is_all() {
-        return Err(Error::Usage(
-            "--state-only restores the agent state, not paths; drop the paths (nothing was changed)"
-                .into(),
+    // 0. What to restore; paths that match nothing are refused.
+    let req = Request::new(ws, store, rev, opts)?;
+    if opts.dry_run {
+        return dry_run(ws, store, &req, scanner);
+    }
+    // 1. The current state: scanned, planned against the target, every
+    //    object to write checked, and saved unless `--no-save`.
+    let mut now = pre_save(ws, store, &req, opts.no_save, scanner)?;
+    ckpt_fault::point("restore.after_pre_save");
+    // The restore's own commits may use the store's reserve (see
+    // `crate::store`, "The reserve"): here, and after the files are written.
+    store.room_for_commit();
+    // 2. The journal, unless the pre-save's transaction held it.
+    if let (Some(j), None) = (&now.new_journal, &now.pre_save) {
+        let _t = crate::trace::span("journal");
+        store.catalog.set_journal(Some(&Journal {
+            undo: now.undo,
+            ..j.clone()
+        }))?;
+    }
+    ckpt_fault::point("restore.after_journal");
+    if req.state_only {
+        scanner.keep_index(store, now.scan)?;
+        let state = state::restore_state(&store.state, &req.target, false)?;
+        return Ok(RestoreReport::files_untouched(
+            req.target,
+            now.undo,
+            now.pre_save,
+            state,
         ));
     }
-    let with_state = opts.scope != Scope::FilesOnly && filter.is_all();
-    let (target, journal) = {
+    // 3. The agent state, then the differences.
+    let state = match req.with_state {
+        true => state::restore_state(&store.state, &req.target, false)?,
+        false => None,
+    };
+    ckpt_fault::point("restore.after_state");
+    let removed = apply_changes(ws, store, &req, &mut now)?;
+    // 4. The workspace as restored recorded after a path restore, HEAD
+    //    set, the journal cleared, the index kept.
+    let post_save = match !req.filter.is_all() && !opts.no_save {
+        true => {
+            let _t = crate::trace::span("post-restore save");
+            let (cp, rescan) =
+                record_restored(ws, store, &req.target, &req.filter, now.scan, &now.changes)?;
+            now.scan = rescan;
+            cp
+        }
+        false => None,
+    };
+    ckpt_fault::point("restore.before_journal_end");
+    // Nothing to record when nothing was applied, no journal is open and
+    // HEAD is the target already (a fork's restore in its snapshot, most
+    // often).
+    let at_target =
+        req.journal.is_none() && now.pre_save.is_none() && req.head == Some(req.target.seq);
+    let t = crate::trace::span("journal end");
+    if !now.changes.is_empty() || req.journal.is_some() || (req.filter.is_all() && !at_target) {
+        store
+            .catalog
+            .finish_restore(req.filter.is_all().then_some(req.target.seq))?;
+    }
+    drop(t);
+    ckpt_fault::point("restore.after_journal_end");
+    // The pre-save scan's watch token is valid for this index too: every
+    // directory marked up to it was listed by that scan, and restore's own
+    // writes are marked after it (see `crate::watch`).
+    scanner.keep_index(store, now.scan)?;
+    let written = now
+        .changes
+        .iter()
+        .filter(|c| {
+            c.new
+                .as_ref()
+                .is_some_and(|e| !matches!(e.node, Node::Dir { .. }))
+        })
+        .count() as u64;
+    Ok(RestoreReport {
+        target: req.target,
+        undo: now.undo,
+        pre_save: now.pre_save,
+        post_save,
+        changes: now.changes,
+        resumed: now.resumed,
+        written,
+        removed,
+        state,
+        unreadable: now.unreadable,
+    })
+}
+
+/// Step 0: what a restore brings back, read from one catalog snapshot.
+struct Request {
+    target: Checkpoint,
+    filter: PathFilter,
+    /// The journal of an interrupted restore, if one is open.
+    journal: Option<Journal>,
+    /// HEAD before the restore.
+    head: Option<u64>,
+    ignore: Ignore,
+    /// Only the agent state (`--state-only`).
+    state_only: bool,
+    /// The agent state too: not `--files-only`, and no paths.
+    with_state: bool,
+}
+
+impl Request {
+    fn new(ws: &Workspace, store: &Store, rev: &str, opts: &RestoreOptions) -> Result<Request> {
+        let filter = PathFilter::new(opts.paths.clone());
+        let state_only = opts.scope == Scope::StateOnly;
+        if state_only && !filter.is_all() {
+            return Err(Error::Usage(
+                "--state-only restores the agent state, not paths; drop the paths (nothing was changed)"
+                    .into(),
+            ));
+        }
         let r = store.catalog.reader()?;
         let target = r.resolve(rev)?;
         // A path that names nothing on either side is a typo (or a flag
         // after `--`): refuse it before anything is saved or journaled.
         check_paths_exist(ws, &r, &target, filter.paths())?;
-        (target, r.journal()?)
-    };
-    let ignore = ws.ignore()?;
-
-    if opts.dry_run {
-        let state = match with_state {
-            true => state::restore_state(&store.state, &target, true)?,
-            false => None,
-        };
-        if state_only {
-            return Ok(RestoreReport::files_untouched(target, None, None, state));
-        }
-        let scan = scanner.scan(ws, store, ScanKind::HashOnly)?;
-        let reader = store.catalog.reader()?;
-        let changes = plan(&reader, &scan, target.root, &filter, &ignore, &ws.root)?;
-        return Ok(RestoreReport::dry_run(
+        Ok(Request {
+            journal: r.journal()?,
+            head: r.head()?,
+            with_state: opts.scope != Scope::FilesOnly && filter.is_all(),
+            ignore: ws.ignore()?,
             target,
-            changes,
-            state,
-            scan.unreadable,
-        ));
+            filter,
+            state_only,
+        })
     }
 
-    let resumed = !state_only
-        && journal
-            .as_ref()
-            .is_some_and(|j| j.target == target.seq && j.paths == filter.paths());
-    // The pre-restore save, unless `--no-save` or an interrupted restore is
-    // being finished: then nothing is written to the store, and the scan
-    // only hashes.
-    let save_first = !opts.no_save && !resumed;
+    /// Whether this finishes an interrupted restore of the same target and
+    /// paths (its journal is open).
+    fn resumes(&self) -> bool {
+        !self.state_only
+            && self
+                .journal
+                .as_ref()
+                .is_some_and(|j| j.target == self.target.seq && j.paths == self.filter.paths())
+    }
+}
+
+/// A dry run: what steps 1 and 3 would change, with nothing saved, journaled
+/// or written.
+fn dry_run(
+    ws: &Workspace,
+    store: &Store,
+    req: &Request,
+    scanner: &mut dyn Scanner,
+) -> Result<RestoreReport> {
+    let state = match req.with_state {
+        true => state::restore_state(&store.state, &req.target, true)?,
+        false => None,
+    };
+    if req.state_only {
+        return Ok(RestoreReport::files_untouched(
+            req.target.clone(),
+            None,
+            None,
+            state,
+        ));
+    }
+    let scan = scanner.scan(ws, store, ScanKind::HashOnly)?;
+    let reader = store.catalog.reader()?;
+    let changes = plan(
+        &reader,
+        &scan,
+        req.target.root,
+        &req.filter,
+        &req.ignore,
+        &ws.root,
+    )?;
+    Ok(RestoreReport::dry_run(
+        req.target.clone(),
+        changes,
+        state,
+        scan.unreadable,
+    ))
+}
+
+/// The workspace as step 1 leaves it: scanned, planned, and saved.
+struct Before {
+    /// The differences to apply (none for a state-only restore).
+    changes: Vec<Change>,
+    /// The scan behind the pre-save, whose index the restore updates.
+    scan: ScanResult,
+    /// The pre-restore save's checkpoint, if one was recorded.
+    pre_save: Option<Checkpoint>,
+    /// The checkpoint that undoes the restore.
+    undo: Option<u64>,
+    /// The journal this restore opens (None when there is nothing to do, or
+    /// when it finishes an interrupted restore whose journal is open).
+    new_journal: Option<Journal>,
+    /// This finishes an interrupted restore.
+    resumed: bool,
+    /// What the scan was not allowed to read.
+    unreadable: Vec<Unreadable>,
+}
+
+/// Step 1: scans the workspace, plans the differences and checks every
+/// object to write (a damaged store fails the restore with nothing
+/// changed), then, unless `no_save` or an interrupted restore is being
+/// finished, saves it: durable before any file changes, since it is the
+/// restore's undo, with the journal in its own transaction. Otherwise the
+/// scan only hashes and nothing is written to the store. A pre-save that
+/// runs out of space committed nothing: [`Error::NoSpaceForUndo`].
+fn pre_save(
+    ws: &Workspace,
+    store: &Store,
+    req: &Request,
+    no_save: bool,
+    scanner: &mut dyn Scanner,
+) -> Result<Before> {
+    let resumed = req.resumes();
+    let save_first = !no_save && !resumed;
     let kind = match save_first {
         true => ScanKind::Capture,
         false => ScanKind::HashKeep,
@@ -289,132 +468,95 @@ pub fn restore(
     // crash in between costs re-hashing, nothing else).
     let t0 = std::time::Instant::now();
     let no_room = |scanner: &mut dyn Scanner, e: Error| {
-        no_space_for_undo(ws, store, scanner, &target, &filter, &ignore, e)
+        no_space_for_undo(ws, store, scanner, &req.target, &req.filter, &req.ignore, e)
     };
     let scanned = match scanner.scan(ws, store, kind) {
         Err(e) if save_first && e.is_out_of_space() => return Err(no_room(scanner, e)),
         r => r?,
     };
-    // Plan and check before anything is committed: a damaged store fails
-    // the restore with nothing changed, and when there is something to do,
-    // the journal is committed in the pre-save's own transaction.
-    let reader = store.catalog.reader()?;
-    let t = crate::trace::span("restore plan");
-    let changes = match state_only {
+    let changes = match req.state_only {
         true => Vec::new(),
-        false => plan(&reader, &scanned, target.root, &filter, &ignore, &ws.root)?,
+        false => {
+            let _t = crate::trace::span("restore plan");
+            let reader = store.catalog.reader()?;
+            plan(
+                &reader,
+                &scanned,
+                req.target.root,
+                &req.filter,
+                &req.ignore,
+                &ws.root,
+            )?
+        }
     };
-    drop(t);
-    drop(reader);
-    let full = filter.is_all();
     let new_journal = (!changes.is_empty() && !resumed).then(|| Journal {
-        target: target.seq,
-        paths: filter.paths().to_vec(),
+        target: req.target.seq,
+        paths: req.filter.paths().to_vec(),
         undo: None,
     });
     if !changes.is_empty() {
         let _t = crate::trace::span("check objects");
         check_objects(&store.objects, &changes)?;
     }
-    let (pre_save, undo, mut scan) = if save_first {
-        let save_opts = SaveOptions {
-            message: format!("before restore to {}", target.id()),
-            tags: [(REASON_TAG.to_string(), "pre-restore".to_string())].into(),
-            allow_empty: false,
-            journal: new_journal.clone(),
-        };
-        // Durable before any file changes: it is the restore's undo.
-        let captured =
-            match save::capture_scanned(ws, store, &save_opts, scanned, Durable::AtCommit, t0) {
-                Err(e) if e.is_out_of_space() => return Err(no_room(scanner, e)),
-                r => r?,
-            };
-        match captured.outcome {
-            SaveOutcome::Saved(cp) => (Some(cp.clone()), Some(cp.seq), captured.scan),
-            SaveOutcome::Unchanged(head) => (None, head.map(|h| h.seq), captured.scan),
-        }
-    } else {
+    let unreadable = scanned.unreadable.clone();
+    if !save_first {
         save::remove_temp_files(ws, &scanned.temp_files)?;
-        let undo = journal.as_ref().filter(|_| resumed).and_then(|j| j.undo);
-        (None, undo, scanned)
-    };
-    let unreadable = scan.unreadable.clone();
-    ckpt_fault::point("restore.after_pre_save");
-    // The restore's own commits may use the store's reserve (see
-    // `crate::store`, "The reserve"): here, and after the files are written.
-    store.room_for_commit();
-    // Without a pre-save checkpoint the journal gets its own transaction.
-    if let (Some(j), None) = (new_journal, &pre_save) {
-        let _t = crate::trace::span("journal");
-        store.catalog.set_journal(Some(&Journal { undo, ..j }))?;
-    }
-    ckpt_fault::point("restore.after_journal");
-
-    if state_only {
-        scanner.keep_index(store, scan)?;
-        let state = state::restore_state(&store.state, &target, false)?;
-        return Ok(RestoreReport::files_untouched(
-            target, undo, pre_save, state,
-        ));
-    }
-
-    // After a path restore (unless `--no-save`), the workspace as restored
-    // is recorded, so HEAD is what is on disk and the restored paths show as
-    // unchanged (see the module doc).
-    let record_after = !full && !opts.no_save;
-    let reader = store.catalog.reader()?;
-    if changes.is_empty() {
-        let t = crate::trace::span("state");
-        let state = match with_state {
-            true => state::restore_state(&store.state, &target, false)?,
-            false => None,
-        };
-        drop(t);
-        let post_save = match record_after {
-            true => {
-                let (cp, rescan) = record_restored(ws, store, &target, &filter, scan, &[])?;
-                scan = rescan;
-                cp
-            }
-            false => None,
-        };
-        scanner.keep_index(store, scan)?;
-        let _t = crate::trace::span("journal end");
-        // Nothing to record when there is no journal and HEAD is the
-        // target already (a fork's restore in its snapshot, most often).
-        let at_target = journal.is_none() && reader.head()? == Some(target.seq);
-        if full && !at_target {
-            store.catalog.finish_restore(Some(target.seq))?;
-        } else if journal.is_some() {
-            store.catalog.set_journal(None)?;
-        }
-        return Ok(RestoreReport {
-            target,
-            undo,
-            pre_save,
-            post_save,
+        let undo = req
+            .journal
+            .as_ref()
+            .filter(|_| resumed)
+            .and_then(|j| j.undo);
+        return Ok(Before {
             changes,
+            scan: scanned,
+            pre_save: None,
+            undo,
+            new_journal,
             resumed,
-            written: 0,
-            removed: 0,
-            state,
             unreadable,
         });
     }
-
-    let state = match with_state {
-        true => state::restore_state(&store.state, &target, false)?,
-        false => None,
+    let save_opts = SaveOptions {
+        message: format!("before restore to {}", req.target.id()),
+        tags: [(REASON_TAG.to_string(), "pre-restore".to_string())].into(),
+        allow_empty: false,
+        journal: new_journal.clone(),
     };
-    ckpt_fault::point("restore.after_state");
+    let captured =
+        match save::capture_scanned(ws, store, &save_opts, scanned, Durable::AtCommit, t0) {
+            Err(e) if e.is_out_of_space() => return Err(no_room(scanner, e)),
+            r => r?,
+        };
+    let (pre_save, undo) = match captured.outcome {
+        SaveOutcome::Saved(cp) => (Some(cp.clone()), Some(cp.seq)),
+        SaveOutcome::Unchanged(head) => (None, head.map(|h| h.seq)),
+    };
+    Ok(Before {
+        changes,
+        scan: captured.scan,
+        pre_save,
+        undo,
+        new_journal,
+        resumed,
+        unreadable,
+    })
+}
 
+/// Step 3's writes: applies `now.changes` (see the module doc for their
+/// order) and updates the scan's index for exactly the paths written.
+/// Returns the number of entries removed.
+fn apply_changes(ws: &Workspace, store: &Store, req: &Request, now: &mut Before) -> Result<u64> {
+    if now.changes.is_empty() {
+        return Ok(0);
+    }
     let root_fd = fs::open_dir_path(&ws.root).ctx("open", &ws.root)?;
     let applier = Applier {
         root: root_fd,
         root_path: &ws.root,
         objects: &store.objects,
-        ignore: Some(&ignore),
-        left_out: scan
+        ignore: Some(&req.ignore),
+        left_out: now
+            .scan
             .unreadable
             .iter()
             .filter(|u| !u.kept)
@@ -424,61 +566,21 @@ pub fn restore(
         removed: AtomicU64::new(0),
         counter: AtomicU64::new(0),
     };
-    let lookup = TargetLookup::new(&reader, target.root);
+    let reader = store.catalog.reader()?;
+    let lookup = TargetLookup::new(&reader, req.target.root);
     let t = crate::trace::span("apply");
-    applier.apply(&changes, &lookup)?;
+    applier.apply(&now.changes, &lookup)?;
     drop(t);
     store.room_for_commit();
-
-    let t = crate::trace::span("update index");
-    scan.index = updated_index(
-        std::mem::take(&mut scan.index),
-        &changes,
+    let _t = crate::trace::span("update index");
+    now.scan.index = updated_index(
+        std::mem::take(&mut now.scan.index),
+        &now.changes,
         &applier.written.into_inner().unwrap(),
         &lookup,
     )?;
-    scan.index_unchanged = false;
-    drop(t);
-    // Recorded before the journal is cleared: if this fails, status still
-    // reports the restore as interrupted and re-running it records it.
-    let post_save = match record_after {
-        true => {
-            let _t = crate::trace::span("post-restore save");
-            let (cp, rescan) = record_restored(ws, store, &target, &filter, scan, &changes)?;
-            scan = rescan;
-            cp
-        }
-        false => None,
-    };
-    ckpt_fault::point("restore.before_journal_end");
-    let t = crate::trace::span("journal end");
-    store.catalog.finish_restore(full.then_some(target.seq))?;
-    drop(t);
-    ckpt_fault::point("restore.after_journal_end");
-    // The pre-save scan's watch token is valid for this index too: every
-    // directory marked up to it was listed by that scan, and restore's own
-    // writes are marked after it (see `crate::watch`).
-    scanner.keep_index(store, scan)?;
-    let written = changes
-        .iter()
-        .filter(|c| {
-            c.new
-                .as_ref()
-                .is_some_and(|e| !matches!(e.node, Node::Dir { .. }))
-        })
-        .count() as u64;
-    Ok(RestoreReport {
-        target,
-        undo,
-        pre_save,
-        post_save,
-        changes,
-        resumed,
-        written,
-        removed: applier.removed.into_inner(),
-        state,
-        unreadable,
-    })
+    now.scan.index_unchanged = false;
+    Ok(applier.removed.into_inner())
 }
 
 /// Refuses (with [`Error::Usage`], before anything is changed) restore
