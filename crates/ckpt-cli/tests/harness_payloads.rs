@@ -504,3 +504,49 @@ fn the_first_hook_starts_a_watcher_that_stops_itself_when_idle() {
     let log = std::fs::read_to_string(ws.store.join("watch.log")).unwrap();
     assert!(log.contains("idle stop"), "{log}");
 }
+
+/// A fork made by `ckpt fork` whose store path is too long for a Unix
+/// socket's address (as a fork's store in the data directory under a long
+/// home can be) gets its watcher from its first hook, like any workspace:
+/// no manual step, so its hook-driven saves go through a watcher.
+#[test]
+fn the_first_hook_in_a_fork_with_a_long_store_path_starts_its_watcher() {
+    let ws = Ws::new();
+    ws.init();
+    std::fs::write(ws.root.join("a.txt"), "a").unwrap();
+    ws.save();
+    let parent = ws
+        .tmp
+        .path()
+        .join("a-store-directory-whose-name-is-long-".repeat(3));
+    std::fs::create_dir_all(&parent).unwrap();
+    let store = parent.join("store");
+    assert!(store.join("watch.sock").as_os_str().len() > 108);
+    let fork = ws.tmp.path().join("fork");
+    ws.run(&[
+        "fork",
+        "--store",
+        store.to_str().unwrap(),
+        "HEAD",
+        fork.to_str().unwrap(),
+    ])
+    .ok();
+    std::fs::write(fork.join("b.txt"), "b").unwrap();
+    let payload = json!({"session_id": "s", "hook_event_name": "PostToolUse", "tool_name": "Bash"});
+    let r = run_stdin(
+        ws.tmp.path(),
+        &["-C", fork.to_str().unwrap(), "hook", "--agent", "claude"],
+        payload.to_string().as_bytes(),
+        &[("CKPT_HOOK_WATCH", "60")],
+    );
+    assert_eq!(r.code, Some(0), "{}", r.dump());
+    let status = || ckpt(&fork, &["watch", "--status", "--json"]).ok().json();
+    let t0 = std::time::Instant::now();
+    while t0.elapsed() < std::time::Duration::from_secs(60) && status()["running"] != true {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let running = status()["running"] == true;
+    ckpt(&fork, &["watch", "--stop"]);
+    let log = std::fs::read_to_string(store.join("watch.log")).unwrap_or_default();
+    assert!(running, "the fork's first hook started no watcher:\n{log}");
+}
