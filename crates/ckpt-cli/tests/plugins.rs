@@ -409,7 +409,9 @@ fn claude_turn(ws: &Ws, home: &Path, script: &Value, prompt: &str, extra: &[&str
         .arg(&script_file)
         .arg("--log")
         .arg(&log_dir)
-        .args(["--path", &path_with_ckpt(), "--prompt", prompt]);
+        .args(["--path", &path_with_ckpt(), "--prompt", prompt])
+        // Like every other test's ckpt: no watcher outliving the test.
+        .args(["--env", "CKPT_HOOK_WATCH=off"]);
     for a in extra {
         // `=`: an argument that starts with `-` is still a value.
         c.arg(format!("--extra-arg={a}"));
@@ -612,6 +614,8 @@ fn gemini_cli_turn_with_the_extension_records_and_undoes() {
             .arg("--script")
             .arg(&f)
             .args(["--path", &path_with_ckpt(), "--prompt", prompt])
+            // Like every other test's ckpt: no watcher outliving the test.
+            .args(["--env", "CKPT_HOOK_WATCH=off"])
             .output()
             .expect("run python3 drive.py");
         assert!(out.status.success(), "{out:?}");
