@@ -2,7 +2,7 @@
 """What ckpt's hooks add to a real agent harness's tool calls (issue 58).
 
 Usage: bench/harness.py [--harness claude,codex] [--corpus DIR] [--rounds 5]
-                        [--calls 20] [--ckpt PATH] [--scratch DIR]
+                        [--calls 20] [--ckpt PATH] [--scratch DIR] [--fork]
 
 Runs the real harness CLI (tests/harness/install.sh puts them in
 target/harness-clis) through one scripted turn of CALLS shell tool calls,
@@ -20,6 +20,14 @@ Prints, per harness, the median wall time of the turn per setup, the added
 cost per tool call ((setup - none) / CALLS) and ckpt's added cost divided by
 the no-op hooks'. The goal (issue 58): that ratio <= 1.5. Standard library
 only.
+
+--fork: the same scripted turn, with ckpt's hooks, in the parent and in a
+fork made by `ckpt fork` (nothing started by hand: the first hook in each
+starts its watcher), alternated per round, each also without hooks. Prints
+per setup the added cost per call ((ckpt - none) / CALLS) and the median
+duration of the hook-driven saves after the workspace's first (from `ckpt
+log --json`), and the fork's ratio to the parent's for each. The goal
+(issue 58): saves in the fork <= 2x the parent's.
 """
 
 import argparse
@@ -92,6 +100,84 @@ def setup(kind, name, ws, binary):
                     json.dump(noop_of(doc), fh, indent=2)
 
 
+def turn_script(calls):
+    return {"steps": [{"shell": "mkdir -p bench-harness && echo %d > bench-harness/f%02d.txt" % (i, i)}
+                      for i in range(calls)], "final": "Done."}
+
+
+def hook_save_ms(binary, ws, harness):
+    """Durations (ms) of the hook-driven saves that recorded a tool call,
+    oldest first."""
+    cps = json.loads(ckpt(binary, ws, "log", "--json").stdout)["checkpoints"]
+    cps = [c for c in reversed(cps) if c.get("tags", {}).get("harness") == harness
+           and c.get("tags", {}).get("tool")]
+    return [c["duration_ms"] for c in cps if "duration_ms" in c]
+
+
+def fork_bench(a, binary, name, path):
+    """Parent vs fork (see --fork in the module doc)."""
+    ver = drive.version(name)
+    ws = os.path.join(a.scratch, "harness-fork-%s" % name)
+    fork = ws + "-fork"
+    for d in (ws, ws + ".store", ws + ".home", ws + ".agent-home", fork, fork + ".home", fork + ".agent-home"):
+        shutil.rmtree(d, ignore_errors=True)
+    print("%s %s: copying %s" % (name, ver, a.corpus), file=sys.stderr)
+    subprocess.run(["cp", "-a", a.corpus, ws], check=True)
+    os.makedirs(ws + ".home")
+    ckpt(binary, os.path.dirname(ws), "init", ws, "--store", ws + ".store")
+    ckpt(binary, ws, "init", "--agent", name, "--write")
+    ckpt(binary, ws, "save", "-m", "bench start")
+    t0 = time.monotonic()
+    out = ckpt(binary, ws, "fork", "HEAD", fork).stdout
+    fork_s = time.monotonic() - t0
+    print("fork made in %.3f s: %s" % (fork_s, out.strip()), file=sys.stderr)
+    os.makedirs(fork + ".home", exist_ok=True)
+    script = turn_script(a.calls)
+    sites = {"parent": ws, "fork": fork}
+    times = {(site, kind): [] for site in sites for kind in ("none", "ckpt")}
+    saves = {site: [] for site in sites}
+    keys = list(times)
+    for r in range(a.rounds + 1):
+        order = keys[r % len(keys):] + keys[:r % len(keys)]
+        for site, kind in order:
+            root = sites[site]
+            edits = os.path.join(root, "bench-harness")
+            shutil.rmtree(edits, ignore_errors=True)
+            if kind == "none":
+                clear_hooks(root)
+            else:
+                ckpt(binary, root, "init", "--agent", name, "--write")
+            before = len(hook_save_ms(binary, root, name))
+            res = drive.run(name, root, root + ".agent-home", script, path=path)
+            if res["exit"] != 0 or len(os.listdir(edits)) != a.calls:
+                sys.exit("%s/%s/%s: the turn failed:\n%s\n%s" % (name, site, kind, res["stdout"][-2000:],
+                                                                  res["stderr"][-2000:]))
+            if kind == "ckpt":
+                got = hook_save_ms(binary, root, name)
+                # The saves after the workspace's first hook-driven one.
+                saves[site].extend(got[max(before, 1):])
+            if r > 0:  # round 0 warms caches (and starts the watchers)
+                times[(site, kind)].append(res["seconds"])
+            print("%s round %d %-6s %-4s %.3f s" % (name, r, site, kind, res["seconds"]), file=sys.stderr)
+    for root in sites.values():
+        ckpt(binary, root, "watch", "--stop", check=False)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    added = {site: (med[(site, "ckpt")] - med[(site, "none")]) / a.calls * 1e3 for site in sites}
+    save_med = {site: statistics.median(v) if v else float("nan") for site, v in saves.items()}
+    out = {"version": ver, "fork_s": fork_s, "seconds": {"%s/%s" % k: v for k, v in times.items()},
+           "added_ms_per_call": added, "save_ms_median": save_med, "saves": saves,
+           "ratio_added": added["fork"] / added["parent"] if added["parent"] > 0 else float("nan"),
+           "ratio_saves": save_med["fork"] / save_med["parent"] if save_med["parent"] > 0 else float("nan"),
+           "loadavg": os.getloadavg()}
+    print("| %s %s | parent +%.1f ms/call, saves %.1f ms | fork +%.1f ms/call, saves %.1f ms | "
+          "fork/parent: added %.2f, saves %.2f |" % (
+              name, ver, added["parent"], save_med["parent"], added["fork"], save_med["fork"],
+              out["ratio_added"], out["ratio_saves"]))
+    for d in (ws, ws + ".store", ws + ".home", ws + ".agent-home", fork, fork + ".home", fork + ".agent-home"):
+        shutil.rmtree(d, ignore_errors=True)
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--harness", default="claude,codex")
@@ -100,8 +186,11 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--calls", type=int, default=20)
     ap.add_argument("--ckpt", default=None)
-    ap.add_argument("--json-out", default=os.path.join(HERE, "results/harness.json"))
+    ap.add_argument("--json-out", default=None)
+    ap.add_argument("--fork", action="store_true", help="parent vs a fork made by `ckpt fork`")
     a = ap.parse_args()
+    if a.json_out is None:
+        a.json_out = os.path.join(HERE, "results/harness-fork.json" if a.fork else "results/harness.json")
     binary = os.path.abspath(a.ckpt or default_ckpt())
     if not os.path.isdir(a.corpus):
         sys.exit("no corpus at %s: bench/make-corpus.sh %s" % (a.corpus, a.corpus))
@@ -109,6 +198,13 @@ def main():
     results = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "corpus": a.corpus,
                "ckpt": binary, "calls": a.calls, "rounds": a.rounds, "harnesses": {}}
     path = os.path.dirname(binary) + ":" + os.environ.get("PATH", "/usr/bin:/bin")
+    if a.fork:
+        for name in a.harness.split(","):
+            results["harnesses"][name] = fork_bench(a, binary, name, path)
+        os.makedirs(os.path.dirname(a.json_out), exist_ok=True)
+        with open(a.json_out, "w") as f:
+            json.dump(results, f, indent=1)
+        return
     for name in a.harness.split(","):
         ver = drive.version(name)
         ws = os.path.join(a.scratch, "harness-%s" % name)
@@ -120,8 +216,7 @@ def main():
         ckpt(binary, os.path.dirname(ws), "init", ws, "--store", ws + ".store")
         ckpt(binary, ws, "save", "-m", "bench start")
         edits = os.path.join(ws, "bench-harness")
-        script = {"steps": [{"shell": "mkdir -p bench-harness && echo %d > bench-harness/f%02d.txt" % (i, i)}
-                            for i in range(a.calls)], "final": "Done."}
+        script = turn_script(a.calls)
         times = {"none": [], "noop": [], "ckpt": []}
         kinds = list(times)
         for r in range(a.rounds + 1):

@@ -100,10 +100,18 @@ impl Ctx {
                 split_at: positive("CKPT_SPLIT_BYTES"),
             },
             band_min: positive("CKPT_BAND_MIN"),
-            harness_homes: ckpt_harness::gates::Homes {
-                codex: set("CODEX_HOME")
-                    .map(PathBuf::from)
-                    .or_else(|| set("HOME").map(|h| PathBuf::from(h).join(".codex"))),
+            harness_homes: {
+                let in_home = |d: &str| set("HOME").map(|h| PathBuf::from(h).join(d));
+                ckpt_harness::gates::Homes {
+                    codex: set("CODEX_HOME")
+                        .map(PathBuf::from)
+                        .or_else(|| in_home(".codex")),
+                    claude: set("CLAUDE_CONFIG_DIR")
+                        .map(PathBuf::from)
+                        .or_else(|| in_home(".claude")),
+                    gemini: in_home(".gemini"),
+                    copilot: in_home(".copilot"),
+                }
             },
             hook_watch: match set("CKPT_HOOK_WATCH").as_deref() {
                 None => Some(ckpt_lib::config::HOOK_WATCH_IDLE),

@@ -12,8 +12,8 @@
 //! must say what kind of event it was and carry its detail (the prompt text,
 //! or the command or path). Nothing may appear on stdout, which several
 //! harnesses read. Also: `init --agent` for every harness, merged, idempotent
-//! and removed again; detection; Codex's trust gate in `doctor` and
-//! `status`; `ckpt undo` stepping back through a recorded session.
+//! and removed again; detection without `--agent`; Codex's trust gates in
+//! `doctor` and `status`; `ckpt undo` stepping back through a recorded session.
 
 mod common;
 
@@ -178,6 +178,46 @@ fn every_recorded_payload_of_every_harness_records_one_tagged_checkpoint() {
     assert!(replayed >= 40, "only {replayed} payloads replayed");
 }
 
+/// Without `--agent` and `--event`, `ckpt hook` tells each payload's
+/// harness from the payload alone, and Copilot CLI's event too, for every
+/// event of every fixture (opencode's are left out: its payload is the one
+/// ckpt's plugin builds, and names the harness).
+#[test]
+fn every_payload_is_recognised_without_agent_or_event() {
+    let mut checked = 0;
+    for dir in std::fs::read_dir(fixtures()).unwrap() {
+        let dir = dir.unwrap().path();
+        let name = dir.file_name().unwrap().to_str().unwrap().to_string();
+        let harness = name.split('-').next().unwrap();
+        if !dir.is_dir() || harness == "opencode" {
+            continue;
+        }
+        let ws = Ws::new();
+        ws.init();
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        files.sort();
+        for (n, file) in files.iter().enumerate() {
+            let stem = file.file_stem().unwrap().to_str().unwrap();
+            let event = stem.split_once('_').unwrap().1;
+            let text = std::fs::read_to_string(file)
+                .unwrap()
+                .replace("@WORKSPACE@", ws.root.to_str().unwrap());
+            std::fs::write(ws.root.join(format!("change-{n}.txt")), format!("{n}")).unwrap();
+            let r = hook(&ws, &[], text.as_bytes(), &[]);
+            let what = format!("{name}/{stem}: {}", r.dump());
+            assert_eq!(r.code, Some(0), "{what}");
+            let (_, cp) = newest(&ws);
+            assert_eq!(cp["tags"]["harness"], harness, "{what}\n{cp}");
+            assert_eq!(cp["tags"]["event"], event, "{what}\n{cp}");
+            checked += 1;
+        }
+    }
+    assert!(checked >= 80, "only {checked} payloads checked");
+}
+
 #[test]
 fn init_agent_writes_merges_and_removes_every_harness() {
     let ws = Ws::new();
@@ -254,7 +294,16 @@ fn init_agent_writes_merges_and_removes_every_harness() {
         ),
     )
     .unwrap();
-    assert_eq!(status(&home)["warnings"], json!([]));
+    // The project trusted, the hooks themselves wait for approval (which
+    // tests/harnesses.rs gives as Codex's TUI records it).
+    let w = status(&home);
+    assert!(
+        w["warnings"][0]
+            .as_str()
+            .unwrap()
+            .contains("not approved yet: UserPromptSubmit, PreToolUse, PostToolUse, Stop"),
+        "{w}"
+    );
 }
 
 #[test]
@@ -454,4 +503,50 @@ fn the_first_hook_starts_a_watcher_that_stops_itself_when_idle() {
     );
     let log = std::fs::read_to_string(ws.store.join("watch.log")).unwrap();
     assert!(log.contains("idle stop"), "{log}");
+}
+
+/// A fork made by `ckpt fork` whose store path is too long for a Unix
+/// socket's address (as a fork's store in the data directory under a long
+/// home can be) gets its watcher from its first hook, like any workspace:
+/// no manual step, so its hook-driven saves go through a watcher.
+#[test]
+fn the_first_hook_in_a_fork_with_a_long_store_path_starts_its_watcher() {
+    let ws = Ws::new();
+    ws.init();
+    std::fs::write(ws.root.join("a.txt"), "a").unwrap();
+    ws.save();
+    let parent = ws
+        .tmp
+        .path()
+        .join("a-store-directory-whose-name-is-long-".repeat(3));
+    std::fs::create_dir_all(&parent).unwrap();
+    let store = parent.join("store");
+    assert!(store.join("watch.sock").as_os_str().len() > 108);
+    let fork = ws.tmp.path().join("fork");
+    ws.run(&[
+        "fork",
+        "--store",
+        store.to_str().unwrap(),
+        "HEAD",
+        fork.to_str().unwrap(),
+    ])
+    .ok();
+    std::fs::write(fork.join("b.txt"), "b").unwrap();
+    let payload = json!({"session_id": "s", "hook_event_name": "PostToolUse", "tool_name": "Bash"});
+    let r = run_stdin(
+        ws.tmp.path(),
+        &["-C", fork.to_str().unwrap(), "hook", "--agent", "claude"],
+        payload.to_string().as_bytes(),
+        &[("CKPT_HOOK_WATCH", "60")],
+    );
+    assert_eq!(r.code, Some(0), "{}", r.dump());
+    let status = || ckpt(&fork, &["watch", "--status", "--json"]).ok().json();
+    let t0 = std::time::Instant::now();
+    while t0.elapsed() < std::time::Duration::from_secs(60) && status()["running"] != true {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let running = status()["running"] == true;
+    ckpt(&fork, &["watch", "--stop"]);
+    let log = std::fs::read_to_string(store.join("watch.log")).unwrap_or_default();
+    assert!(running, "the fork's first hook started no watcher:\n{log}");
 }

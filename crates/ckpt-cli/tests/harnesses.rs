@@ -243,6 +243,11 @@ fn scenario_on(name: &str, watch: Watch) {
         .chain(ckpt_lines(&turn.stderr))
         .collect();
     assert!(noise.is_empty(), "{name}: output from ckpt: {noise:?}");
+    let said = doctor_and_status(&ws);
+    assert!(
+        !said.contains("ran a session here"),
+        "{name}: a warning after a session the hooks recorded:\n{said}"
+    );
 
     // One checkpoint per file-changing tool call, after it; none for `ls`.
     let cps = ws.checkpoints();
@@ -346,10 +351,31 @@ fn cursor_is_covered_by_documented_payloads_only() {
     );
 }
 
-/// Codex runs no hook the user has not trusted: without the bypass flag
-/// nothing is recorded, and ckpt says why.
+/// What `ckpt doctor` and `ckpt status` say (both streams), run with the
+/// HOME the harness ran with (so they read its sessions and approvals as
+/// the user's own).
+fn doctor_and_status(ws: &Ws) -> String {
+    let home = ws.tmp.path().join("home");
+    let codex_home = home.join(".codex");
+    let env = [
+        ("HOME", home.to_str().unwrap()),
+        ("CODEX_HOME", codex_home.to_str().unwrap()),
+    ];
+    let d = run_stdin(&ws.root, &["doctor"], b"", &env);
+    assert_eq!(d.code, Some(0), "{}", d.dump());
+    let s = run_stdin(&ws.root, &["status"], b"", &env);
+    assert_eq!(s.code, Some(0), "{}", s.dump());
+    format!("{}{}{}{}", d.stdout, d.stderr, s.stdout, s.stderr)
+}
+
+/// Codex runs no hook the user has not approved: without the bypass flag
+/// nothing is recorded, and `doctor` and `status` say which hooks wait for
+/// approval and how to give it. Once the user approves them as Codex's TUI
+/// records it (`[hooks.state."KEY"] trusted_hash`, the hash Codex itself
+/// reports), the warning goes and Codex runs them without the bypass; a
+/// hook changed after approval is reported again.
 #[test]
-fn codex_without_hook_trust_records_nothing_and_doctor_says_so() {
+fn codex_runs_ckpt_hooks_only_once_approved_and_doctor_says_which() {
     let name = "codex";
     if !have(name) {
         return;
@@ -374,12 +400,85 @@ fn codex_without_hook_trust_records_nothing_and_doctor_says_so() {
         "untrusted Codex hooks ran: {:#?}",
         ws.checkpoints()
     );
-    let r = ws.run(&["doctor"]);
-    let all = format!("{}{}", r.stdout, r.stderr);
+    let codex_home = ws.tmp.path().join("home/.codex");
+    let said = doctor_and_status(&ws);
     assert!(
-        all.contains("Codex") && all.contains("trust"),
-        "doctor does not say the Codex hooks are untrusted:\n{}",
-        r.dump()
+        said.matches("not approved yet: UserPromptSubmit, PreToolUse, PostToolUse, Stop")
+            .count()
+            == 2
+            && said.contains("/hooks"),
+        "doctor and status do not both say the Codex hooks wait for approval:\n{said}"
+    );
+
+    // The user approves every hook Codex lists (what /hooks writes).
+    let out = Command::new("python3")
+        .arg(harness_dir().join("drive.py"))
+        .args(["codex-hooks", "--bin-dir"])
+        .arg(clis())
+        .arg("--ws")
+        .arg(&ws.root)
+        .arg("--home")
+        .arg(ws.tmp.path().join("home"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let listed: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(listed.len(), 4, "{listed:#?}");
+    let config = codex_home.join("config.toml");
+    let before = std::fs::read_to_string(&config).unwrap();
+    let mut approved = before.clone();
+    for h in &listed {
+        assert_eq!(h["trustStatus"], "untrusted", "{h:#}");
+        approved.push_str(&format!(
+            "\n[hooks.state.{}]\ntrusted_hash = {}\n",
+            h["key"], h["currentHash"]
+        ));
+    }
+    std::fs::write(&config, &approved).unwrap();
+    let said = doctor_and_status(&ws);
+    assert!(
+        !said.contains("not approved") && !said.contains("not trusted"),
+        "a Codex trust warning with every hook approved:\n{said}"
+    );
+    let script = json!({"steps": [{ "shell": "echo approved > approved.txt" }], "final": "Done."});
+    let turn = run_turn(
+        name,
+        &ws,
+        &script,
+        &path_with_ckpt(),
+        &["--no-hook-trust-bypass"],
+        Watch::Off,
+    );
+    assert_eq!(turn.exit, Some(0), "{}", turn.dump());
+    let cps = ws.checkpoints();
+    assert!(
+        cps.iter()
+            .any(|c| tag(c, "harness") == "codex" && tag(c, "tool") == "Bash"),
+        "approved Codex hooks recorded no tool call: {cps:#?}\n{}",
+        turn.dump()
+    );
+    // Its latest session recorded, Codex is warned about no more.
+    let said = doctor_and_status(&ws);
+    assert!(!said.contains("Codex"), "a Codex warning:\n{said}");
+
+    // A hook changed after approval is not run by Codex, and ckpt says so.
+    let hooks = ws.root.join(".codex/hooks.json");
+    let text = std::fs::read_to_string(&hooks).unwrap();
+    let changed = text.replacen(
+        "\"command\": \"ckpt hook --agent codex\"",
+        "\"command\": \"ckpt hook --agent codex\", \"timeout\": 30",
+        1,
+    );
+    assert_ne!(changed, text);
+    std::fs::write(&hooks, changed).unwrap();
+    let said = doctor_and_status(&ws);
+    assert!(
+        said.contains("changed since you approved them: UserPromptSubmit"),
+        "{said}"
     );
 }
 
@@ -394,7 +493,7 @@ fn fault_on(
     ws: Ws,
     path: String,
     hold: impl FnOnce(&Ws) -> Box<dyn std::any::Any>,
-) {
+) -> Ws {
     let _one = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let mut rng = Rng::new(name, 58);
     seed_keep(&ws.root, &mut rng);
@@ -416,6 +515,7 @@ fn fault_on(
             turn.dump()
         );
     }
+    ws
 }
 
 /// Holds the store lock (an exclusive `flock`, as another ckpt command
@@ -428,19 +528,36 @@ impl Drop for Locked {
     }
 }
 
+/// With `ckpt` missing from the harness's PATH the harness keeps working,
+/// and afterwards `ckpt doctor` and `ckpt status` say that it ran a session
+/// here that no hook recorded.
 fn missing_from_path(name: &str) {
     if !have(name) {
         return;
     }
     let ws = Ws::new();
     ws.init();
-    fault_on(
+    let ws = fault_on(
         name,
         "ckpt missing from PATH",
         ws,
         path_without_ckpt(),
         |_| Box::new(()),
     );
+    let said = doctor_and_status(&ws);
+    let title = match name {
+        "claude" => "Claude Code",
+        "gemini" => "Gemini CLI",
+        "copilot" => "GitHub Copilot CLI",
+        other => other,
+    };
+    let warning = format!("{title} ran a session here");
+    assert_eq!(
+        said.matches(&warning).count(),
+        2,
+        "{name}: doctor and status do not both say no hook recorded the session:\n{said}"
+    );
+    assert!(said.contains("is on the PATH"), "{said}");
 }
 
 fn store_locked(name: &str) {

@@ -389,41 +389,34 @@ fn gemini_cli_installs_the_extension() {
 }
 
 /// drive.py's `run` for Claude Code (it owns pointing the CLI at the model
-/// stand-in), with `extra` appended to the CLI's command line: drive.py has
-/// no option for extra arguments, and the second turn must `--resume` the
-/// first one's session. Returns drive.py's report.
+/// stand-in), with `extra` appended to the CLI's command line (the second
+/// turn must `--resume` the first one's session). Returns drive.py's
+/// report.
 fn claude_turn(ws: &Ws, home: &Path, script: &Value, prompt: &str, extra: &[&str]) -> Value {
-    const SHIM: &str = r#"
-import json, sys
-sys.path.insert(0, sys.argv[1])
-import drive
-ws, home, script_file, prompt, bin_dir, path, log_dir = sys.argv[2:9]
-extra = sys.argv[9:]
-base = drive.argv
-drive.argv = lambda *a, **k: base(*a, **k) + extra
-with open(script_file) as f:
-    script = json.load(f)
-print(json.dumps(drive.run("claude", ws, home, script, path=path, bin_dir=bin_dir,
-                           log_dir=log_dir, timeout=300, prompt=prompt)))
-"#;
     let n = std::fs::read_dir(ws.tmp.path()).unwrap().count();
     let script_file = ws.tmp.path().join(format!("script-{n}.json"));
     std::fs::write(&script_file, script.to_string()).unwrap();
     let log_dir = ws.tmp.path().join(format!("requests-{n}"));
-    let out = Command::new("python3")
-        .arg("-c")
-        .arg(SHIM)
-        .arg(harness_dir())
-        .arg(&ws.root)
-        .arg(home)
-        .arg(&script_file)
-        .arg(prompt)
+    let mut c = Command::new("python3");
+    c.arg(harness_dir().join("drive.py"))
+        .args(["run", "claude", "--timeout", "300", "--bin-dir"])
         .arg(clis())
-        .arg(path_with_ckpt())
+        .arg("--ws")
+        .arg(&ws.root)
+        .arg("--home")
+        .arg(home)
+        .arg("--script")
+        .arg(&script_file)
+        .arg("--log")
         .arg(&log_dir)
-        .args(extra)
-        .output()
-        .expect("run python3");
+        .args(["--path", &path_with_ckpt(), "--prompt", prompt])
+        // Like every other test's ckpt: no watcher outliving the test.
+        .args(["--env", "CKPT_HOOK_WATCH=off"]);
+    for a in extra {
+        // `=`: an argument that starts with `-` is still a value.
+        c.arg(format!("--extra-arg={a}"));
+    }
+    let out = c.output().expect("run python3 drive.py");
     assert!(
         out.status.success(),
         "drive.py failed:\n{}\n{}",
@@ -621,6 +614,8 @@ fn gemini_cli_turn_with_the_extension_records_and_undoes() {
             .arg("--script")
             .arg(&f)
             .args(["--path", &path_with_ckpt(), "--prompt", prompt])
+            // Like every other test's ckpt: no watcher outliving the test.
+            .args(["--env", "CKPT_HOOK_WATCH=off"])
             .output()
             .expect("run python3 drive.py");
         assert!(out.status.success(), "{out:?}");

@@ -11,7 +11,10 @@
 //!
 //! The harness is the caller's when it names one (`ckpt hook --agent`, which
 //! every configuration ckpt writes does); otherwise it is read off the
-//! payload's shape ([`detect`]).
+//! payload's shape ([`detect`]), and so is Copilot CLI's event, which its
+//! payloads do not name. What still needs `--agent`: an opencode payload
+//! other than the plugin's three events (the plugin names the harness),
+//! and a Claude-shaped payload from a harness not listed here.
 
 use std::path::{Path, PathBuf};
 
@@ -143,7 +146,12 @@ impl HookEvent {
         };
         let event = match event {
             Some(e) => e.to_string(),
-            None => text(&["hook_event_name", "hookEventName", "event"]),
+            None => match text(&["hook_event_name", "hookEventName", "event"]) {
+                e if e.is_empty() && harness == Some(Harness::Copilot) => {
+                    copilot_event(&v).to_string()
+                }
+                e => e,
+            },
         };
         let kind = Kind::of(&event);
         let cwd = PathBuf::from(match text(&["cwd", "directory"]) {
@@ -238,21 +246,38 @@ impl HookEvent {
 }
 
 /// The harness a payload came from, by its shape: the fields only one
-/// harness sends, then the event names only one harness uses. Codex sends
-/// Claude Code's fields; its configuration names it (`--agent codex`), and
-/// an unnamed payload of that shape is read as Claude Code's, which reads
-/// it the same way.
+/// harness sends, then the event names only one harness uses, then where
+/// the harness keeps the session's transcript. Claude Code, Codex and
+/// Gemini CLI share field and some event names (`SessionStart`,
+/// `SessionEnd`); Gemini CLI alone stamps every payload with `timestamp`,
+/// Codex alone sends `turn_id`, and their transcripts are
+/// `…/chats/session-….jsonl` and `…/rollout-….jsonl`. What is left is
+/// read as Claude Code's.
 pub fn detect(v: &Map<String, Value>) -> Harness {
     let has = |k: &str| v.contains_key(k);
     if has("conversation_id") || has("workspace_roots") {
         return Harness::Cursor;
     }
-    if has("toolName") || has("toolArgs") || (has("timestamp") && !has("hook_event_name")) {
-        return Harness::Copilot;
-    }
     let event = v
         .get("hook_event_name")
         .and_then(Value::as_str)
+        .unwrap_or("");
+    if event.is_empty()
+        && (has("sessionId")
+            || has("toolName")
+            || has("toolArgs")
+            || has("hookName")
+            || has("timestamp"))
+    {
+        return Harness::Copilot;
+    }
+    let transcript = v
+        .get("transcript_path")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let transcript_name = Path::new(transcript)
+        .file_name()
+        .and_then(|n| n.to_str())
         .unwrap_or("");
     match event {
         "BeforeAgent"
@@ -264,14 +289,48 @@ pub fn detect(v: &Map<String, Value>) -> Harness {
         | "BeforeToolSelection"
         | "PreCompress" => Harness::Gemini,
         "tool.execute.before" | "tool.execute.after" | "chat.message" => Harness::Opencode,
-        _ if v
-            .get("transcript_path")
-            .and_then(Value::as_str)
-            .is_some_and(|p| p.contains("/.codex/")) =>
+        _ if has("turn_id")
+            || transcript_name.starts_with("rollout-")
+            || transcript.contains("/.codex/") =>
         {
             Harness::Codex
         }
+        _ if has("timestamp")
+            || transcript.contains("/chats/session-")
+            || transcript.contains("/.gemini/") =>
+        {
+            Harness::Gemini
+        }
         _ => Harness::Claude,
+    }
+}
+
+/// The event of a Copilot CLI payload, which does not name it, read off
+/// its fields (the fields each event sends, as recorded from the real CLI
+/// and documented). `subagentStop` sends what `agentStop` does and is read
+/// as `agentStop`; ckpt's configuration names the event in every command
+/// (`--event`), so this is for hand-written hooks.
+fn copilot_event(v: &Map<String, Value>) -> &str {
+    let has = |k: &str| v.contains_key(k);
+    if let Some(name) = v.get("hookName").and_then(Value::as_str) {
+        return name;
+    }
+    if has("toolResult") {
+        "postToolUse"
+    } else if has("toolName") || has("toolArgs") {
+        "preToolUse"
+    } else if has("stopReason") {
+        "agentStop"
+    } else if has("initialPrompt") || has("source") {
+        "sessionStart"
+    } else if has("prompt") {
+        "userPromptSubmitted"
+    } else if has("error") {
+        "errorOccurred"
+    } else if has("reason") {
+        "sessionEnd"
+    } else {
+        ""
     }
 }
 
@@ -419,7 +478,36 @@ mod tests {
                 json!({"timestamp": 1, "cwd": "/w", "toolName": "bash",
                     "toolArgs": "{\"command\":\"make\"}"}),
                 Harness::Copilot,
-                "hook bash: make",
+                "before bash: make",
+            ),
+            (
+                json!({"session_id": "g", "transcript_path": "/h/.gemini/tmp/ws/chats/session-2026-12-06T04-20-052ab6f0.jsonl",
+                    "cwd": "/w", "hook_event_name": "SessionStart", "timestamp": "2026-12-06T04:20:34.386Z",
+                    "source": "startup"}),
+                Harness::Gemini,
+                "SessionStart",
+            ),
+            (
+                json!({"session_id": "x", "transcript_path": "/ch/sessions/2026/12/06/rollout-2026-12-06T04-19-25-01a2.jsonl",
+                    "cwd": "/w", "hook_event_name": "SessionEnd", "reason": "exit"}),
+                Harness::Codex,
+                "SessionEnd",
+            ),
+            (
+                json!({"session_id": "x", "transcript_path": "/h/.claude/projects/-w/x.jsonl",
+                    "cwd": "/w", "hook_event_name": "SessionEnd", "reason": "other"}),
+                Harness::Claude,
+                "SessionEnd",
+            ),
+            (
+                json!({"sessionId": "c", "timestamp": 1, "cwd": "/w", "stopReason": "end_turn"}),
+                Harness::Copilot,
+                "end of turn",
+            ),
+            (
+                json!({"sessionId": "c", "timestamp": 1, "cwd": "/w", "prompt": "fix it"}),
+                Harness::Copilot,
+                "prompt: fix it",
             ),
             (
                 json!({"hook_event_name": "tool.execute.after", "session_id": "o", "tool_name": "write",

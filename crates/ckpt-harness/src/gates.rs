@@ -5,14 +5,12 @@
 //! decision from the user). It only reads what the harness keeps:
 //!
 //! - **Codex** reads a project's `.codex/` only when the project is
-//!   trusted: a `[projects."DIR"]` table with `trust_level = "trusted"` in
-//!   `$CODEX_HOME/config.toml` (default `~/.codex`), for the directory or
-//!   an ancestor. Each hook must then be approved by its hash in the TUI;
-//!   that second gate is not checked (the hash is Codex's own), so the
-//!   warning for the first says to approve the hooks too.
+//!   trusted, and runs each hook only once the user approved it by its
+//!   hash; both are read from `$CODEX_HOME/config.toml` (default
+//!   `~/.codex`), see `harness/codex.rs`.
 //!
-//! Each check costs a `stat` when the harness's hooks file is absent, so
-//! `ckpt status` can afford it.
+//! Each check costs a `stat` when the harness's hooks file is absent, and
+//! two small file reads when it is there, so `ckpt status` can afford it.
 
 use std::path::{Path, PathBuf};
 
@@ -24,6 +22,12 @@ use crate::Harness;
 pub struct Homes {
     /// `$CODEX_HOME`, else `~/.codex`.
     pub codex: Option<PathBuf>,
+    /// `$CLAUDE_CONFIG_DIR`, else `~/.claude`.
+    pub claude: Option<PathBuf>,
+    /// `~/.gemini`.
+    pub gemini: Option<PathBuf>,
+    /// `~/.copilot`.
+    pub copilot: Option<PathBuf>,
 }
 
 /// A gate that stops a harness from running ckpt's hooks here.
@@ -39,7 +43,7 @@ pub struct Closed {
 pub fn closed(root: &Path, homes: &Homes) -> Vec<Closed> {
     let mut out = Vec::new();
     if root.join(Harness::Codex.spec().path).exists() && setup::installed(root, Harness::Codex) {
-        if let Some(problem) = codex_untrusted(root, homes.codex.as_deref()) {
+        if let Some(problem) = crate::harness::codex::untrusted(root, homes.codex.as_deref()) {
             out.push(Closed {
                 harness: Harness::Codex,
                 problem,
@@ -47,39 +51,6 @@ pub fn closed(root: &Path, homes: &Homes) -> Vec<Closed> {
         }
     }
     out
-}
-
-/// Why Codex will not read `root/.codex/`, or `None` when the project is
-/// trusted.
-fn codex_untrusted(root: &Path, home: Option<&Path>) -> Option<String> {
-    let Some(home) = home else {
-        return Some(
-            "Codex: cannot tell whether this project is trusted (no $CODEX_HOME or $HOME); \
-             Codex ignores .codex/hooks.json in an untrusted project"
-                .into(),
-        );
-    };
-    let config = home.join("config.toml");
-    let text = std::fs::read_to_string(&config).unwrap_or_default();
-    let trusted = text.parse::<toml::Table>().ok().is_some_and(|t| {
-        let projects = t.get("projects").and_then(toml::Value::as_table);
-        root.ancestors().any(|dir| {
-            projects
-                .and_then(|p| p.get(dir.to_str().unwrap_or_default()))
-                .and_then(|p| p.get("trust_level"))
-                .and_then(toml::Value::as_str)
-                == Some("trusted")
-        })
-    });
-    (!trusted).then(|| {
-        format!(
-            "Codex ignores {} because the project is not trusted in {}: nothing is recorded \
-             from Codex until you start `codex` here, trust the project and approve the hooks \
-             (`/hooks`)",
-            root.join(Harness::Codex.spec().path).display(),
-            config.display()
-        )
-    })
 }
 
 #[cfg(test)]
@@ -96,6 +67,7 @@ mod tests {
         std::fs::create_dir_all(&home).unwrap();
         let homes = Homes {
             codex: Some(home.clone()),
+            ..Homes::default()
         };
         // No hooks installed: no gate to report.
         assert!(closed(&root, &homes).is_empty());
@@ -106,16 +78,63 @@ mod tests {
         let c = closed(&root, &homes);
         assert_eq!(c.len(), 1);
         assert!(c[0].problem.contains("not trusted"), "{c:?}");
-        // Trusting an ancestor (Codex's project root) opens the gate.
-        std::fs::write(
-            home.join("config.toml"),
-            format!(
-                "model = \"x\"\n[projects.\"{}\"]\ntrust_level = \"trusted\"\n",
-                base.join("proj").display()
-            ),
-        )
-        .unwrap();
-        assert!(closed(&root, &homes).is_empty());
+        // Trusting an ancestor (Codex's project root) opens the first gate;
+        // the hooks themselves are not approved yet.
+        let project = format!(
+            "model = \"x\"\n[projects.\"{}\"]\ntrust_level = \"trusted\"\n",
+            base.join("proj").display()
+        );
+        std::fs::write(home.join("config.toml"), &project).unwrap();
+        let c = closed(&root, &homes);
+        assert_eq!(c.len(), 1);
+        assert!(
+            c[0].problem
+                .contains("not approved yet: UserPromptSubmit, PreToolUse, PostToolUse, Stop"),
+            "{c:?}"
+        );
+        // Approving each hook as Codex's TUI records it opens the second.
+        let hooks_file = std::fs::canonicalize(&root)
+            .unwrap()
+            .join(".codex/hooks.json");
+        let approve = |skip: &str, hash_of_stop: &str| {
+            let mut t = project.clone();
+            for (event, label, hash) in crate::harness::codex::tests::CODEX_HASHES {
+                let hash = if *event == "Stop" { hash_of_stop } else { hash };
+                if *event != skip {
+                    t.push_str(&format!(
+                        "[hooks.state.\"{}:{label}:0:0\"]\ntrusted_hash = \"{hash}\"\n",
+                        hooks_file.display()
+                    ));
+                }
+            }
+            std::fs::write(home.join("config.toml"), t).unwrap();
+        };
+        let stop = crate::harness::codex::tests::CODEX_HASHES[3].2;
+        approve("", stop);
+        assert_eq!(closed(&root, &homes), vec![], "every hook approved");
+        approve("PreToolUse", stop);
+        let c = closed(&root, &homes);
+        assert!(
+            c[0].problem.contains("not approved yet: PreToolUse)"),
+            "{c:?}"
+        );
+        approve("", "sha256:0000");
+        let c = closed(&root, &homes);
+        assert!(
+            c[0].problem
+                .contains("changed since you approved them: Stop"),
+            "{c:?}"
+        );
+        approve("", stop);
+        let mut t = std::fs::read_to_string(home.join("config.toml")).unwrap();
+        t = t.replacen("trusted_hash", "enabled = false\ntrusted_hash", 1);
+        std::fs::write(home.join("config.toml"), t).unwrap();
+        let c = closed(&root, &homes);
+        assert!(
+            c[0].problem
+                .contains("turned off in /hooks: UserPromptSubmit"),
+            "{c:?}"
+        );
         std::fs::write(home.join("config.toml"), "not = [toml").unwrap();
         assert_eq!(closed(&root, &homes).len(), 1);
         std::fs::remove_dir_all(&base).unwrap();

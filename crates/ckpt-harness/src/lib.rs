@@ -18,7 +18,11 @@
 //!   kept, idempotent), removed again; and which harnesses a directory is
 //!   configured for.
 //! - [`gates`]: what a harness requires before it runs the hooks (Codex's
-//!   project trust), checked from outside for `ckpt doctor` and `ckpt status`.
+//!   project and per-hook trust), checked from outside for `ckpt doctor`
+//!   and `ckpt status`.
+//! - [`sessions`]: the latest session a harness ran in a workspace, read
+//!   from the harness's own files, so `ckpt doctor` and `ckpt status` can
+//!   tell when no hook recorded anything for it.
 //! - `harness/`: one file per harness with its table: configuration file,
 //!   events, matchers and payload quirks. Adding a harness is adding a file
 //!   and a [`Harness`] variant.
@@ -38,6 +42,7 @@
 pub mod event;
 pub mod gates;
 mod harness;
+pub mod sessions;
 pub mod setup;
 
 pub use event::{HookEvent, Kind};

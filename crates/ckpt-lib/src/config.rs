@@ -36,8 +36,9 @@ pub struct Config {
     /// [`HOOK_WATCH_IDLE`]). `None`: hooks start no watcher.
     pub hook_watch: Option<Duration>,
     /// Where agent harnesses keep their user-level state, for the checks of
-    /// their gates (`ckpt doctor`, `ckpt status`): `$CODEX_HOME`, else
-    /// `~/.codex`.
+    /// their gates and the sessions they ran (`ckpt doctor`, `ckpt
+    /// status`): `$CODEX_HOME`, else `~/.codex`; `$CLAUDE_CONFIG_DIR`, else
+    /// `~/.claude`; `~/.gemini`; `~/.copilot`.
     pub harness_homes: ckpt_harness::gates::Homes,
 }
 

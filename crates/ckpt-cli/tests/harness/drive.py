@@ -11,9 +11,14 @@ for recording payloads (`record`) and benchmark setups (`hooks`).
 
   drive.py run HARNESS --ws DIR --home DIR --script FILE [--path PATH]
         [--bin-dir DIR] [--log DIR] [--no-hook-trust-bypass] [--timeout S]
-        [--env K=V]...
+        [--prompt TEXT] [--env K=V]... [--extra-arg ARG]...
       Runs one scripted turn in DIR; prints JSON: exit code, stdout,
-      stderr, number of model requests, wall seconds.
+      stderr, number of model requests, wall seconds. --extra-arg appends
+      ARG to the harness's command line (e.g. --resume ID).
+  drive.py codex-hooks --ws DIR --home DIR [--bin-dir DIR]
+      What the real Codex says of the hooks it finds for DIR (`codex
+      app-server`, `hooks/list`): each hook's trust key, currentHash and
+      trustStatus, as JSON.
   drive.py hooks HARNESS --ws DIR --command CMD [--events ckpt|all]
       Writes project-level hooks that run CMD (payload on stdin) for the
       events ckpt uses (or every event), the same way `record` does.
@@ -80,6 +85,17 @@ def read_json(path):
 # --- User-level configuration and command line, per harness -----------------
 
 
+def hook_state_tables(text):
+    """The `[hooks.state."KEY"]` tables of a Codex config.toml, verbatim."""
+    out, keep = [], False
+    for line in text.splitlines(keepends=True):
+        if line.lstrip().startswith("["):
+            keep = line.lstrip().startswith("[hooks.state")
+        if keep:
+            out.append(line)
+    return "".join(out)
+
+
 def user_config(name, home, ws, port):
     """Points the harness at the stand-in and lets it run unattended in ws.
     Everything goes under `home` (the harness's HOME); returns extra env."""
@@ -94,12 +110,21 @@ def user_config(name, home, ws, port):
         # apply_patch tool, so the edit step is a real apply_patch call. The
         # project is trusted (as a user would from the TUI): Codex loads
         # <repo>/.codex/ (hooks.json included) only for trusted projects.
-        with open(os.path.join(codex_home, "config.toml"), "w") as f:
+        # The hooks the user approved ([hooks.state."KEY"] tables, which
+        # Codex's TUI writes) are kept from an existing config.toml.
+        config = os.path.join(codex_home, "config.toml")
+        try:
+            with open(config) as f:
+                approved = hook_state_tables(f.read())
+        except FileNotFoundError:
+            approved = ""
+        with open(config, "w") as f:
             f.write('model = "gpt-5.5"\nmodel_provider = "standin"\n'
                     'check_for_update_on_startup = false\n\n'
                     '[model_providers.standin]\nname = "standin"\n'
                     'base_url = "%s/v1"\nwire_api = "responses"\n\n'
                     '[projects."%s"]\ntrust_level = "trusted"\n' % (base, ws))
+            f.write(approved)
         return {"CODEX_HOME": codex_home}
     if name == "gemini":
         # API-key auth (so no Google login), folder trust off (else --yolo
@@ -159,7 +184,7 @@ def argv(name, bin_dir, prompt, hook_trust_bypass=True):
 
 
 def run(name, ws, home, script, path=None, bin_dir=None, log_dir=None, hook_trust_bypass=True,
-        timeout=300, prompt="Do the scripted task.", extra_env=None):
+        timeout=300, prompt="Do the scripted task.", extra_env=None, extra_args=()):
     """One scripted turn; returns a dict with exit, stdout, stderr,
     requests and seconds."""
     os.makedirs(home, exist_ok=True)
@@ -179,7 +204,7 @@ def run(name, ws, home, script, path=None, bin_dir=None, log_dir=None, hook_trus
         env.update(extra_env or {})
         t0 = time.monotonic()
         try:
-            p = subprocess.run(argv(name, bin_dir, prompt, hook_trust_bypass), cwd=ws, env=env,
+            p = subprocess.run(argv(name, bin_dir, prompt, hook_trust_bypass) + list(extra_args), cwd=ws, env=env,
                                stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout)
             code, out, err = p.returncode, p.stdout, p.stderr
         except subprocess.TimeoutExpired as e:
@@ -191,6 +216,41 @@ def run(name, ws, home, script, path=None, bin_dir=None, log_dir=None, hook_trus
     return {"harness": name, "exit": code, "stdout": out.decode("utf-8", "replace"),
             "stderr": err.decode("utf-8", "replace"), "requests": model_standin.request_count(),
             "seconds": seconds}
+
+
+def codex_hooks(ws, home, bin_dir=None):
+    """The hooks Codex finds for ws, as its app server lists them (the
+    list the TUI's /hooks shows): key, eventName, command, currentHash,
+    trustStatus, enabled."""
+    codex_home = os.path.join(home, ".codex")
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": home, "CODEX_HOME": codex_home,
+           "LANG": "C.UTF-8"}
+    msgs = [{"jsonrpc": "2.0", "id": 1, "method": "initialize",
+             "params": {"clientInfo": {"name": "ckpt-tests", "version": "1"}}},
+            {"jsonrpc": "2.0", "method": "initialized"},
+            {"jsonrpc": "2.0", "id": 2, "method": "hooks/list", "params": {"cwds": [os.path.realpath(ws)]}}]
+    p = subprocess.Popen([bin_path("codex", bin_dir), "app-server"], cwd=ws, env=env, stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        for m in msgs:
+            p.stdin.write(json.dumps(m) + "\n")
+        p.stdin.flush()
+        deadline = time.monotonic() + 120
+        for line in p.stdout:
+            if time.monotonic() > deadline:
+                break
+            try:
+                v = json.loads(line)
+            except ValueError:
+                continue
+            if v.get("id") == 2:
+                if "error" in v:
+                    raise RuntimeError("codex app-server hooks/list: %r" % v["error"])
+                return [h for d in v["result"]["data"] for h in d["hooks"]]
+        raise RuntimeError("codex app-server gave no hooks/list answer")
+    finally:
+        p.kill()
+        p.wait()
 
 
 # --- Project-level hooks (recording, benchmark setups) -------------------------
@@ -370,6 +430,12 @@ def main():
     r.add_argument("--prompt", default="Do the scripted task.")
     r.add_argument("--env", action="append", default=[], metavar="K=V",
                    help="extra environment for the harness (and so its hooks)")
+    r.add_argument("--extra-arg", action="append", default=[], metavar="ARG",
+                   help="appended to the harness's command line (repeat for each word)")
+    k = sub.add_parser("codex-hooks")
+    k.add_argument("--ws", required=True)
+    k.add_argument("--home", required=True)
+    k.add_argument("--bin-dir")
     h = sub.add_parser("hooks")
     h.add_argument("harness", choices=NAMES)
     h.add_argument("--ws", required=True)
@@ -388,8 +454,10 @@ def main():
             script = json.load(f)
         extra = dict(e.split("=", 1) for e in a.env)
         res = run(a.harness, a.ws, a.home, script, a.path, a.bin_dir, a.log, not a.no_hook_trust_bypass,
-                  a.timeout, a.prompt, extra)
+                  a.timeout, a.prompt, extra, a.extra_arg)
         print(json.dumps(res))
+    elif a.cmd == "codex-hooks":
+        print(json.dumps(codex_hooks(a.ws, a.home, a.bin_dir)))
     elif a.cmd == "hooks":
         events = EVENTS[a.harness][0 if a.events == "all" else 1]
         if a.harness == "opencode":

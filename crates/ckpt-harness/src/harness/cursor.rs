@@ -38,4 +38,5 @@ pub(crate) static SPEC: Spec = Spec {
     event_in_command: false,
     markers: &[".cursor", ".cursorrules"],
     approval: None,
+    latest_session: None,
 };

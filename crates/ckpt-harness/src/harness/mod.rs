@@ -9,6 +9,8 @@ pub(crate) mod cursor;
 pub(crate) mod gemini;
 pub(crate) mod opencode;
 
+use crate::sessions::{Found, Query};
+
 /// A harness's hook contract, as far as ckpt uses it.
 #[derive(Debug)]
 pub(crate) struct Spec {
@@ -39,6 +41,10 @@ pub(crate) struct Spec {
     /// What the user must do before the harness runs the hooks, where it
     /// gates them behind approval.
     pub approval: Option<&'static str>,
+    /// Finds the latest session the harness ran in a workspace after ckpt's
+    /// hooks were written ([`crate::sessions`]), where ckpt knows where the
+    /// harness keeps its sessions.
+    pub latest_session: Option<fn(&Query) -> Option<Found>>,
 }
 
 /// One hooked event.

@@ -22,4 +22,5 @@ pub(crate) static SPEC: Spec = Spec {
     event_in_command: false,
     markers: &[".opencode", "opencode.json", "opencode.jsonc"],
     approval: None,
+    latest_session: None,
 };

@@ -877,7 +877,7 @@ pub fn run(ws: &Workspace, opts: WatchOptions) -> Result<()> {
         Err(e) => return Err(Error::io("remove stale socket", &sock, e)),
     }
     let old_mask = rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o177));
-    let listener = UnixListener::bind(&sock);
+    let listener = crate::watch::with_socket_path(&store, |p| UnixListener::bind(p));
     rustix::process::umask(old_mask);
     let listener = listener.ctx("bind", &sock)?;
     listener.set_nonblocking(true).ctx("configure", &sock)?;

@@ -26,7 +26,8 @@ pub struct DoctorOptions {
 #[derive(Debug)]
 pub struct DoctorReport {
     /// The agent harnesses whose hooks call ckpt here, each with the
-    /// reason it will not run them, if any ([`ckpt_harness::gates`]).
+    /// reason it will not run them or records nothing, if any
+    /// ([`super::harness_health`]).
     pub harnesses: Vec<HarnessHooks>,
     /// The diagnosis.
     pub report: Report,
@@ -96,7 +97,11 @@ pub fn doctor(ctx: &Context, opts: &DoctorOptions) -> Result<DoctorReport> {
             overlay.mount.why, overlay.namespace.why
         );
     }
-    let closed = ckpt_harness::gates::closed(&ws.root, &ctx.config.harness_homes);
+    let closed = {
+        let store = ws.open_store_read_only(&ctx.config)?;
+        let r = store.catalog.reader()?;
+        super::harness_health::warnings(&ws.root, &ctx.config.harness_homes, &r)?
+    };
     let harnesses = ckpt_harness::Harness::ALL
         .into_iter()
         .filter(|h| ckpt_harness::setup::installed(&ws.root, *h))

@@ -53,6 +53,7 @@ pub mod du;
 pub mod fork;
 pub mod forks;
 pub mod gc;
+pub mod harness_health;
 pub mod hash;
 pub mod hook;
 pub mod init;

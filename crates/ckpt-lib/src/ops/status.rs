@@ -38,8 +38,8 @@ pub struct StatusReport {
     pub journal: Option<Journal>,
     /// How long it took.
     pub elapsed: Duration,
-    /// Why an agent harness configured here will not run ckpt's hooks
-    /// ([`ckpt_harness::gates`]).
+    /// Why an agent harness configured here will not run ckpt's hooks, or
+    /// records nothing ([`super::harness_health`]).
     pub warnings: Vec<String>,
 }
 
@@ -82,6 +82,13 @@ pub fn status(ctx: &Context, opts: &StatusOptions) -> Result<StatusReport> {
         (Some(h), true) => state::diff(&store.state, h, None)?.map_or_else(Vec::new, |d| d.changes),
         _ => Vec::new(),
     };
+    let warnings = {
+        let r = store.catalog.reader()?;
+        super::harness_health::warnings(&ws.root, &ctx.config.harness_homes, &r)?
+            .into_iter()
+            .map(|w| w.problem)
+            .collect()
+    };
     Ok(StatusReport {
         head: st.head,
         changes: st.changes,
@@ -90,9 +97,6 @@ pub fn status(ctx: &Context, opts: &StatusOptions) -> Result<StatusReport> {
         journal: st.journal,
         elapsed: t0.elapsed(),
         unreadable,
-        warnings: ckpt_harness::gates::closed(&ws.root, &ctx.config.harness_homes)
-            .into_iter()
-            .map(|c| c.problem)
-            .collect(),
+        warnings,
     })
 }

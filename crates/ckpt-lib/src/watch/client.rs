@@ -146,7 +146,13 @@ fn send_on<'a>(
 ) -> Result<(UnixStream, impl Fn(&str, std::io::Error) -> String + 'a), String> {
     check_socket(path)?;
     let fail = move |what: &str, e: std::io::Error| format!("{}: {what}: {e}", path.display());
-    let stream = UnixStream::connect(path).map_err(|e| fail("connect", e))?;
+    let stream = match path.parent() {
+        Some(store) if path.file_name() == Some(crate::store::WATCH_SOCKET.as_ref()) => {
+            super::with_socket_path(store, |p| UnixStream::connect(p))
+        }
+        _ => UnixStream::connect(path),
+    }
+    .map_err(|e| fail("connect", e))?;
     stream.set_write_timeout(Some(TIMEOUT)).ok();
     let mut line = serde_json::to_vec(req).expect("request serialises");
     line.push(b'\n');

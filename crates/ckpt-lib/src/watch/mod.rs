@@ -118,6 +118,39 @@ pub fn socket_path(store: &Path) -> PathBuf {
     store.join(crate::store::WATCH_SOCKET)
 }
 
+/// Longest socket path `bind` and `connect` take (`sockaddr_un.sun_path`,
+/// less its NUL).
+const SUN_PATH_MAX: usize = 107;
+
+/// Runs `f` (a `bind` or `connect`) with a path naming the store's socket
+/// that fits in a `sockaddr_un`: [`socket_path`] when it does, else the
+/// same file reached through an open descriptor of the store directory
+/// (`/proc/self/fd/N/watch.sock`; the kernel resolves the descriptor's
+/// link like any directory). A store under a long home or workspace name
+/// (a fork's, in the data directory) would otherwise have no watcher, and
+/// every hook would start one that fails.
+pub fn with_socket_path<T>(
+    store: &Path,
+    f: impl FnOnce(&Path) -> std::io::Result<T>,
+) -> std::io::Result<T> {
+    use std::os::fd::AsRawFd;
+    let full = socket_path(store);
+    if full.as_os_str().len() <= SUN_PATH_MAX {
+        return f(&full);
+    }
+    let dir = rustix::fs::open(
+        store,
+        rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )?;
+    let short = PathBuf::from(format!(
+        "/proc/self/fd/{}/{}",
+        dir.as_raw_fd(),
+        crate::store::WATCH_SOCKET
+    ));
+    f(&short)
+}
+
 /// The token file.
 pub fn token_path(store: &Path) -> PathBuf {
     store.join(crate::store::WATCH_TOKEN)
@@ -423,5 +456,31 @@ mod tests {
         let short = line.replacen("AQEB", "", 1);
         let err = serde_json::from_str::<ScanReply>(&short).unwrap_err();
         assert!(err.to_string().contains("not 32 bytes"), "{err}");
+    }
+
+    /// A store whose socket path is longer than a `sockaddr_un` holds is
+    /// still bound and reached (through the directory's descriptor), and a
+    /// short one by its own path.
+    #[test]
+    fn a_socket_under_a_long_path_binds_and_connects() {
+        use std::io::{Read, Write};
+        use std::os::unix::net::{UnixListener, UnixStream};
+        let tmp = tempfile::tempdir().unwrap();
+        for name in ["s", &"long-store-name-".repeat(8)] {
+            let store = tmp.path().join(name);
+            std::fs::create_dir(&store).unwrap();
+            assert_eq!(
+                socket_path(&store).as_os_str().len() > SUN_PATH_MAX,
+                name.len() > 1
+            );
+            let listener = with_socket_path(&store, |p| UnixListener::bind(p)).unwrap();
+            assert!(socket_path(&store).exists(), "the socket is in the store");
+            let mut client = with_socket_path(&store, |p| UnixStream::connect(p)).unwrap();
+            client.write_all(b"x").unwrap();
+            let (mut conn, _) = listener.accept().unwrap();
+            let mut got = [0u8; 1];
+            conn.read_exact(&mut got).unwrap();
+            assert_eq!(&got, b"x");
+        }
     }
 }
