@@ -3,12 +3,13 @@
 
 Usage: bench/harness.py [--harness claude,codex] [--corpus DIR] [--rounds 5]
                         [--calls 20] [--ckpt PATH] [--scratch DIR] [--fork]
+                        [--replicas K]
 
 Runs the real harness CLI (tests/harness/install.sh puts them in
 target/harness-clis) through one scripted turn of CALLS shell tool calls,
 each of which changes one file, against the scripted model stand-in
 (crates/ckpt-cli/tests/harness/drive.py), on a copy of the reference
-workspace. Three setups, alternated in every round (order rotated) so all
+workspace (with --replicas 25, on the 25x replica). Three setups, alternated in every round (order rotated) so all
 see the same machine:
   none   no hooks;
   noop   the hooks `ckpt init --agent NAME --write` writes (same events,
@@ -178,6 +179,17 @@ def fork_bench(a, binary, name, path):
     return out
 
 
+def make_workspace(corpus, ws, replicas):
+    """`ws` as a copy of `corpus`, or with `replicas` > 1 as that many copies
+    side by side (`ws/r00`, `ws/r01`, ...), as bench/scale.py builds them."""
+    if replicas == 1:
+        subprocess.run(["cp", "-a", corpus, ws], check=True)
+        return
+    os.makedirs(ws)
+    for i in range(replicas):
+        subprocess.run(["cp", "-a", corpus, os.path.join(ws, "r%02d" % i)], check=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--harness", default="claude,codex")
@@ -188,6 +200,8 @@ def main():
     ap.add_argument("--ckpt", default=None)
     ap.add_argument("--json-out", default=None)
     ap.add_argument("--fork", action="store_true", help="parent vs a fork made by `ckpt fork`")
+    ap.add_argument("--replicas", type=int, default=1,
+                    help="the workspace holds this many copies of the corpus (r00, r01, ...; 25: the 25x replica)")
     a = ap.parse_args()
     if a.json_out is None:
         a.json_out = os.path.join(HERE, "results/harness-fork.json" if a.fork else "results/harness.json")
@@ -196,6 +210,7 @@ def main():
         sys.exit("no corpus at %s: bench/make-corpus.sh %s" % (a.corpus, a.corpus))
     os.makedirs(a.scratch, exist_ok=True)
     results = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "corpus": a.corpus,
+               "replicas": a.replicas,
                "ckpt": binary, "calls": a.calls, "rounds": a.rounds, "harnesses": {}}
     path = os.path.dirname(binary) + ":" + os.environ.get("PATH", "/usr/bin:/bin")
     if a.fork:
@@ -210,8 +225,8 @@ def main():
         ws = os.path.join(a.scratch, "harness-%s" % name)
         for d in (ws, ws + ".store", ws + ".home", ws + ".agent-home"):
             shutil.rmtree(d, ignore_errors=True)
-        print("%s %s: copying %s" % (name, ver, a.corpus), file=sys.stderr)
-        subprocess.run(["cp", "-a", a.corpus, ws], check=True)
+        print("%s %s: copying %s (%dx)" % (name, ver, a.corpus, a.replicas), file=sys.stderr)
+        make_workspace(a.corpus, ws, a.replicas)
         os.makedirs(ws + ".home")
         ckpt(binary, os.path.dirname(ws), "init", ws, "--store", ws + ".store")
         ckpt(binary, ws, "save", "-m", "bench start")
