@@ -376,8 +376,8 @@ fn crates_above_ckpt_lib_use_only_its_front_door() {
     }
     assert!(
         wrong.is_empty(),
-        "these name ckpt-lib outside its front door (ckpt_lib::ops, the root re-exports {FRONT_DOOR:?}, \
-         and each crate's exceptions in tests/layers.rs):\n{}",
+        "these name ckpt-lib outside its front door (`ckpt_lib::ops` and the root re-exports: \
+         {FRONT_DOOR:?}) and their crate's exceptions (`ABOVE` in tests/layers.rs):\n{}",
         wrong.join("\n")
     );
 }
