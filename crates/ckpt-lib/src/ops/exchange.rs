@@ -15,10 +15,10 @@
 //!   bytes, and a checkpoint's agent-state snapshot.
 //! - **Import** ([`Local::open_for_import`], [`ClonePlace::create`]): the
 //!   store opened for writing, under its exclusive lock. Contents arrive
-//!   through [`Import::put_object`], which checks each against its name
-//!   ([`Import::put_object`] stores nothing that does not hash to it) and
-//!   makes them durable (temp → fsync → rename) every `commit_bytes` and at
-//!   [`Import::commit_objects`], so a killed import keeps what arrived. A
+//!   through [`Import::put_object`], each already checked by the carrier
+//!   against its name (the remote's decoder hashes every blob), as pending
+//!   objects made durable (temp → fsync → rename) every `commit_bytes` and
+//!   at [`Import::commit_objects`], so a killed import keeps what arrived. A
 //!   checkpoint becomes visible only through [`Import::add_checkpoint`]:
 //!   one catalog transaction with its trees, after the carrier has checked
 //!   the trees' depth ([`Import::too_deep`]) and LtHash digest
@@ -224,10 +224,10 @@ impl Import {
         self.fresh || !self.store.objects.contains(h)
     }
 
-    /// Adds content `h` (checked against its name) as a pending object,
-    /// making pending objects durable once `commit_bytes` arrived since
-    /// the last time. Safe from several threads; into a fresh store, each
-    /// content at most once.
+    /// Adds content `h` as a pending object (the caller has checked that
+    /// `raw` hashes to it), making pending objects durable once
+    /// `commit_bytes` arrived since the last time. Safe from several
+    /// threads; into a fresh store, each content at most once.
     pub fn put_object(&self, h: Hash, raw: &[u8]) -> Result<()> {
         if self.fresh {
             self.store.objects.put_verified_new(h, raw)?;
