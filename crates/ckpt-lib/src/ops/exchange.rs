@@ -9,12 +9,13 @@
 //! the store is here, once:
 //!
 //! - **Export** ([`Local::open`]): a workspace's store opened read-only,
-//!   under its shared lock, held until the [`Local`] is dropped (so no gc
-//!   or delete runs while a push reads). It hands out consistent catalog
-//!   reads ([`Local::snapshot`]: checkpoints, revisions, trees), object
-//!   bytes, and a checkpoint's agent-state snapshot.
+//!   under the store's lock, held until the [`Local`] is dropped (so no
+//!   save, gc or delete changes it while a push reads). It hands out
+//!   consistent catalog reads ([`Local::snapshot`]: checkpoints,
+//!   revisions, trees), object bytes, and a checkpoint's agent-state
+//!   snapshot.
 //! - **Import** ([`Local::open_for_import`], [`ClonePlace::create`]): the
-//!   store opened for writing, under its exclusive lock. Contents arrive
+//!   store opened for writing, under the same lock. Contents arrive
 //!   through [`Import::put_object`], each already checked by the carrier
 //!   against its name (the remote's decoder hashes every blob), as pending
 //!   objects made durable (temp → fsync → rename) every `commit_bytes` and
@@ -69,8 +70,8 @@ pub struct Local {
 }
 
 impl Local {
-    /// The store of the workspace containing `ctx.cwd`, read-only (shared
-    /// lock).
+    /// The store of the workspace containing `ctx.cwd`, read-only (under
+    /// the store's lock).
     pub fn open(ctx: &Context) -> Result<Local> {
         let ws = ctx.workspace()?;
         let store = ws.open_store_read_only(&ctx.config)?;
@@ -78,7 +79,8 @@ impl Local {
     }
 
     /// The store of the workspace containing `ctx.cwd`, for an import
-    /// (exclusive lock); objects are made durable every `commit_bytes`.
+    /// (under the store's lock); objects are made durable every
+    /// `commit_bytes`.
     pub fn open_for_import(ctx: &Context, commit_bytes: u64) -> Result<Import> {
         let ws = ctx.workspace()?;
         let store = ws.open_store(&ctx.config)?;
@@ -418,7 +420,7 @@ impl ClonePlace {
         &self.ws.store_path
     }
 
-    /// Creates the store and opens it for an import (exclusive lock; it is
+    /// Creates the store and opens it for an import (under its lock; it is
     /// fresh: no object is looked for first).
     pub fn create(&self, ctx: &Context, commit_bytes: u64) -> Result<Import> {
         Store::create_for(&self.ws.store_path, Some(&self.ws.root))?;
