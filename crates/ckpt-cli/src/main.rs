@@ -1,9 +1,9 @@
 //! `ckpt`: the command-line front end of the `ckpt` library.
 //!
-//! This crate only parses arguments, calls the library and prints results
-//! (text for people, `--json` for programs; see `render`). Exit codes are
-//! those of [`ckpt_lib::Error::exit_code`], documented in docs/CLI.md, plus
-//! the few codes commands return without an error; all are listed in `exit`.
+//! This crate only parses arguments, calls the library (and `ckpt-remote`)
+//! and prints results (text for people, `--json` for programs; see
+//! `render`). Exit codes, documented in docs/CLI.md, are all mapped in
+//! `exit`.
 //! Each subcommand lives in its own file under `commands/`.
 
 mod commands;
@@ -67,15 +67,17 @@ fn main() -> ExitCode {
         verbose: cli.verbose,
         full_scan: cli.full_scan,
     };
-    let result = context::Ctx::new(globals, |k| std::env::var(k).ok()).and_then(|ctx| {
-        let r = commands::run(&cli.cmd, &ctx, cli.chdir.is_some());
-        if ctx.verbose {
-            for n in ctx.ops.notes() {
-                eprintln!("watch: {n}");
+    let result = context::Ctx::new(globals, |k| std::env::var(k).ok())
+        .map_err(exit::Error::from)
+        .and_then(|ctx| {
+            let r = commands::run(&cli.cmd, &ctx, cli.chdir.is_some());
+            if ctx.verbose {
+                for n in ctx.ops.notes() {
+                    eprintln!("watch: {n}");
+                }
             }
-        }
-        r
-    });
+            r
+        });
     match result {
         Ok(code) => code,
         Err(e) => {

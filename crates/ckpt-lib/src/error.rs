@@ -68,10 +68,6 @@ pub enum Error {
     /// compare-and-swap mismatch, lock timeout, ...).
     #[error("agent state: {0}")]
     State(#[from] ckpt_state::Error),
-    /// Object storage (`ckpt push`, `pull`, `clone`, `gc --remote`) failed:
-    /// the message names the request and the object.
-    #[error("remote: {0}")]
-    Remote(String),
     /// An operation that makes several independent things (`fork --count`)
     /// failed after making some, which stay: the message names them; the
     /// exit code is the cause's.
@@ -114,7 +110,6 @@ impl Error {
             Error::LockTimeout { .. } => 4,
             Error::NoSpaceForUndo(_) => EXIT_NO_SPACE_FOR_UNDO,
             Error::Corrupt(_) => 5,
-            Error::Remote(_) => EXIT_REMOTE,
             Error::Partly { cause, .. } => cause.exit_code(),
             Error::Io(_) | Error::Unstable(_) | Error::TooDeep { .. } | Error::Catalog { .. } => 1,
             Error::State(e) => match e {
@@ -200,10 +195,6 @@ impl std::fmt::Display for NoSpaceForUndo {
 /// Exit code of a failed compare-and-swap (`ckpt state cas`): the key's
 /// version was not the expected one; nothing was written.
 pub const EXIT_CAS_MISMATCH: i32 = 7;
-
-/// Exit code of a failed object-storage request (`ckpt push`, `pull`,
-/// `clone`, `log --remote`, `gc --remote`) that retries did not cure.
-pub const EXIT_REMOTE: i32 = 10;
 
 /// Adds path context to `std::io::Result`s and `rustix::io::Result`s.
 /// (Crate `ckpt-fs` has the same trait for its own error type, which

@@ -1,6 +1,8 @@
 //! The architecture, checked: no import circle between the source files of
-//! any crate in this workspace, and in `ckpt-lib` every folder uses only
-//! the layers below it (see the crate doc and `docs/ARCHITECTURE.md`).
+//! any crate in this workspace, in `ckpt-lib` every folder uses only
+//! the layers below it (see the crate doc and `docs/ARCHITECTURE.md`), and
+//! the crates above `ckpt-lib` listed in [`ABOVE`] reach it only through
+//! its front door ([`FRONT_DOOR`]) and their documented exceptions.
 //!
 //! A file "uses" another when a line of code (not a comment or doc
 //! comment) names `crate::a::b…` or `super::…` and that path resolves to the
@@ -21,6 +23,22 @@ const LAYERS: &[&str] = &[
     "ops",
     "daemon",
 ];
+
+/// What of `ckpt_lib` every crate above it may name: the front door
+/// (`ckpt_lib::ops`, which alone opens a store) and the crate root's
+/// re-exports.
+const FRONT_DOOR: &[&str] = &["ops", "Config", "Error", "Result", "Hash"];
+
+/// The crates above `ckpt-lib` held to [`FRONT_DOOR`], each with its
+/// exceptions: a `ckpt_lib` path (and everything below it) it may name
+/// besides, and why. To hold another crate to it, add a line.
+const ABOVE: &[(&str, &[(&str, &str)])] = &[(
+    "ckpt-remote",
+    &[(
+        "trace",
+        "timing spans for `--verbose` traces of push and pull; they touch no store",
+    )],
+)];
 
 /// Module path (`["store", "objects"]`) → file, for one crate's `src/`.
 fn modules(src: &Path) -> BTreeMap<Vec<String>, PathBuf> {
@@ -231,6 +249,177 @@ fn ckpt_lib_layers_use_only_lower_layers() {
         wrong.is_empty(),
         "a layer uses one above it:\n{}",
         wrong.join("\n")
+    );
+}
+
+/// The code of a file: its lines without line comments and doc comments
+/// (a doc may name anything it explains).
+fn code_lines(text: &str) -> Vec<String> {
+    text.lines()
+        .map(|l| match l.find("//") {
+            Some(i) => l[..i].to_string(),
+            None => l.to_string(),
+        })
+        .collect()
+}
+
+/// The `ckpt_lib` paths named in `text`, as `a::b::c` (what follows
+/// `ckpt_lib::`, with `use` groups `{a, b::c}` expanded); a bare
+/// `ckpt_lib` (an alias, `use ckpt_lib;`) is reported as the empty path.
+fn lib_paths(text: &str) -> Vec<String> {
+    fn ident_char(c: char) -> bool {
+        c.is_alphanumeric() || c == '_'
+    }
+    /// The paths of one group body or path at the start of `s`, with
+    /// `prefix`; returns how many bytes were read.
+    fn parse(s: &str, prefix: &str, out: &mut Vec<String>) -> usize {
+        let mut i = 0;
+        let b = s.as_bytes();
+        let mut path = prefix.to_string();
+        loop {
+            while i < b.len() && (b[i] as char).is_whitespace() {
+                i += 1;
+            }
+            if i < b.len() && b[i] == b'{' {
+                i += 1;
+                loop {
+                    i += parse(&s[i..], &path, out);
+                    while i < b.len() && (b[i] as char).is_whitespace() {
+                        i += 1;
+                    }
+                    match b.get(i) {
+                        Some(b',') => i += 1,
+                        Some(b'}') => return i + 1,
+                        _ => return i,
+                    }
+                    while i < b.len() && (b[i] as char).is_whitespace() {
+                        i += 1;
+                    }
+                    if b.get(i) == Some(&b'}') {
+                        return i + 1;
+                    }
+                }
+            }
+            let start = i;
+            while i < b.len() && ident_char(b[i] as char) {
+                i += 1;
+            }
+            let seg = &s[start..i];
+            if !seg.is_empty() && seg != "self" {
+                if !path.is_empty() {
+                    path.push_str("::");
+                }
+                path.push_str(seg);
+            }
+            if s[i..].starts_with("::") {
+                i += 2;
+                continue;
+            }
+            out.push(path);
+            return i;
+        }
+    }
+    let code = code_lines(text).join("\n");
+    let mut out = Vec::new();
+    let mut rest = code.as_str();
+    while let Some(i) = rest.find("ckpt_lib") {
+        let before = rest[..i].chars().last();
+        rest = &rest[i + "ckpt_lib".len()..];
+        if before.is_some_and(ident_char) || rest.chars().next().is_some_and(ident_char) {
+            continue;
+        }
+        match rest.strip_prefix("::") {
+            Some(r) => {
+                let n = parse(r, "", &mut out);
+                rest = &r[n..];
+            }
+            None => out.push(String::new()),
+        }
+    }
+    out
+}
+
+/// The `ckpt_lib` paths in the `.rs` files below `src` that neither the
+/// front door nor `exceptions` allow, as `file: path`.
+fn outside_the_front_door(src: &Path, exceptions: &[(&str, &str)]) -> Vec<String> {
+    let allowed: Vec<&str> = FRONT_DOOR
+        .iter()
+        .copied()
+        .chain(exceptions.iter().map(|e| e.0))
+        .collect();
+    let mut wrong = Vec::new();
+    for file in modules(src).values() {
+        for p in lib_paths(&std::fs::read_to_string(file).unwrap()) {
+            let ok = allowed
+                .iter()
+                .any(|a| p == *a || p.starts_with(&format!("{a}::")));
+            if !ok {
+                wrong.push(format!(
+                    "{}: ckpt_lib::{p}",
+                    file.strip_prefix(src).unwrap().display()
+                ));
+            }
+        }
+    }
+    wrong
+}
+
+#[test]
+fn crates_above_ckpt_lib_use_only_its_front_door() {
+    let mut wrong = Vec::new();
+    for (krate, exceptions) in ABOVE {
+        let src = crates_dir().join(krate).join("src");
+        assert!(src.is_dir(), "{} is not a directory", src.display());
+        for w in outside_the_front_door(&src, exceptions) {
+            wrong.push(format!("{krate}/src/{w}"));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "these name ckpt-lib outside its front door (`ckpt_lib::ops` and the root re-exports: \
+         {FRONT_DOOR:?}) and their crate's exceptions (`ABOVE` in tests/layers.rs):\n{}",
+        wrong.join("\n")
+    );
+}
+
+#[test]
+fn the_front_door_check_finds_a_forbidden_path() {
+    // The check itself must be able to fail.
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path();
+    std::fs::write(
+        src.join("lib.rs"),
+        "//! Docs may name ckpt_lib::store::Store.\n\
+         use ckpt_lib::ops::exchange::{self, tree::Node, Local};\n\
+         use ckpt_lib::{Error, Hash, trace};\n\
+         fn f() -> ckpt_lib::Result<()> { Ok(()) }\n",
+    )
+    .unwrap();
+    assert_eq!(
+        outside_the_front_door(src, &[("trace", "spans")]),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        outside_the_front_door(src, &[]),
+        vec!["lib.rs: ckpt_lib::trace".to_string()]
+    );
+    std::fs::write(
+        src.join("a.rs"),
+        "use ckpt_lib::{ops::Context, store::{Store, catalog::Checkpoint}};\n\
+         use ckpt_lib as lib; // an alias would hide the rest\n\
+         fn g() { let _ = ckpt_lib::workspace::Workspace::discover; }\n",
+    )
+    .unwrap();
+    let mut found = outside_the_front_door(src, &[("trace", "spans")]);
+    found.sort();
+    assert_eq!(
+        found,
+        vec![
+            "a.rs: ckpt_lib::".to_string(),
+            "a.rs: ckpt_lib::store::Store".to_string(),
+            "a.rs: ckpt_lib::store::catalog::Checkpoint".to_string(),
+            "a.rs: ckpt_lib::workspace::Workspace::discover".to_string(),
+        ]
     );
 }
 

@@ -125,7 +125,7 @@ impl Client {
                 c.keys = Some(Arc::new(keys));
             }
             None if encrypt => {
-                return Err(Error::Usage(format!(
+                return Err(Error::usage(format!(
                     "{} is configured as an encrypted remote but holds no encryption config \
                      ({}); nothing was changed: if it was deleted, the data on it cannot be read \
                      (see docs/REMOTE.md)",
@@ -188,7 +188,7 @@ impl Client {
                 .open(key.as_bytes(), &stored)
                 .map(Bytes::from)
                 .ok_or_else(|| {
-                    Error::Corrupt(format!(
+                    Error::Tampered(format!(
                         "{}: the object does not open with this remote's key: it was damaged, \
                      replaced or moved (tampered with); nothing was changed",
                         self.shown("GET", key)
@@ -247,7 +247,7 @@ impl Client {
             }
             _ => "",
         };
-        Error::Remote(format!("{what} failed: {e}{hint}"))
+        Error::Request(format!("{what} failed: {e}{hint}"))
     }
 
     async fn retry<T, F, Fut>(
@@ -336,7 +336,7 @@ impl Client {
     /// `GET key` that must exist.
     pub async fn get_existing(&self, key: &str) -> Result<Bytes> {
         self.get(key).await?.ok_or_else(|| {
-            Error::Corrupt(format!(
+            Error::corrupt(format!(
                 "{}: the object is missing from the remote",
                 self.shown("GET", key)
             ))

@@ -66,7 +66,7 @@ impl Secret {
             Secret::Passphrase(p) => Ok(p.as_bytes().to_vec()),
             Secret::KeyFile(p) => {
                 let mut b = std::fs::read(p).map_err(|e| {
-                    usage(format!(
+                    Error::Key(format!(
                         "cannot read the key file {}: {e} (nothing was changed)",
                         p.display()
                     ))
@@ -75,7 +75,7 @@ impl Secret {
                     b.pop();
                 }
                 if b.is_empty() {
-                    return Err(usage(format!(
+                    return Err(Error::Key(format!(
                         "the key file {} is empty (nothing was changed)",
                         p.display()
                     )));
@@ -180,7 +180,7 @@ impl Keys {
 
 /// The key that seals the master key, from the secret.
 fn kek(e: &Encryption, secret: &[u8]) -> Result<XChaCha20Poly1305> {
-    let bad = |why: String| Error::Corrupt(format!("remote `config`: {why}"));
+    let bad = |why: String| Error::corrupt(format!("remote `config`: {why}"));
     if e.cipher != "xchacha20poly1305" || e.kdf != "argon2id" {
         return Err(usage(format!(
             "the remote is encrypted with {} / {}, which this ckpt does not know; upgrade ckpt (nothing was changed)",
@@ -249,9 +249,9 @@ pub fn unlock(
     cache: Option<&Path>,
 ) -> Result<Keys> {
     let c: Config =
-        serde_json::from_slice(config).map_err(|e| Error::Corrupt(format!("{url}/config: {e}")))?;
+        serde_json::from_slice(config).map_err(|e| Error::corrupt(format!("{url}/config: {e}")))?;
     let Some(secret) = secret else {
-        return Err(usage(format!(
+        return Err(Error::Key(format!(
             "{url} is encrypted and no key was given: set CKPT_REMOTE_PASSPHRASE, or \
              CKPT_REMOTE_KEY_FILE=PATH, or add the remote with `ckpt remote add --encrypt \
              --key-file PATH NAME URL` (nothing was changed)"
@@ -279,7 +279,7 @@ pub fn unlock(
     }
     let k = kek(&c.encryption, &bytes)?;
     let sealed = hex(&c.encryption.key)
-        .ok_or_else(|| Error::Corrupt(format!("{url}/config: bad sealed key")))?;
+        .ok_or_else(|| Error::corrupt(format!("{url}/config: bad sealed key")))?;
     let master = (sealed.len() > NONCE)
         .then(|| {
             let (n, ct) = sealed.split_at(NONCE);
@@ -295,7 +295,7 @@ pub fn unlock(
         .flatten()
         .and_then(|m| <[u8; 32]>::try_from(m).ok())
         .ok_or_else(|| {
-            usage(format!(
+            Error::Key(format!(
                 "{} does not open {url}: wrong key (nothing was changed)",
                 secret.shown()
             ))

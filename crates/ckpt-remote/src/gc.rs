@@ -71,10 +71,12 @@ use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
 use ckpt_fs::fs::now_ns;
-use ckpt_lib::ops::json::SCHEMA;
+use ckpt_lib::ops::exchange::tree::Node;
+use ckpt_lib::ops::exchange::Local;
+use ckpt_lib::ops::json::Schema;
 use ckpt_lib::ops::Context;
-use ckpt_lib::store::tree::Node;
 use ckpt_lib::Hash;
+use serde::Serialize;
 use serde_json::{json, Value};
 
 use crate::client::Client;
@@ -85,7 +87,7 @@ use crate::pack::Kind;
 use crate::pull::fetch_blobs;
 use crate::refs;
 use crate::remotes;
-use crate::report::{with_transfer, Transfer};
+use crate::report::Transfer;
 use crate::trees::{self, MNode};
 use crate::{Error, Result, Settings};
 
@@ -107,16 +109,21 @@ pub struct GcOptions<'a> {
     pub settings: &'a Settings,
 }
 
-/// What [`gc`] did.
-#[derive(Debug, Default)]
+/// What [`gc`] did; serialises as its `--json` form (every field, then
+/// the transfer fields).
+#[derive(Debug, Default, Serialize)]
 pub struct GcReport {
+    /// `schema`.
+    pub schema: Schema,
     /// URL.
+    #[serde(rename = "remote")]
     pub url: String,
     /// Workspaces (refs) read.
     pub workspaces: u64,
     /// Checkpoints reachable.
     pub checkpoints: u64,
     /// Packs on the remote.
+    #[serde(rename = "stored_packs")]
     pub packs: u64,
     /// Packs holding something reachable.
     pub live_packs: u64,
@@ -135,31 +142,8 @@ pub struct GcReport {
     /// Dry run.
     pub dry_run: bool,
     /// Wire summary.
+    #[serde(flatten)]
     pub transfer: Transfer,
-}
-
-impl GcReport {
-    /// JSON: every field above, and the transfer fields.
-    pub fn to_json(&self) -> Value {
-        with_transfer(
-            json!({
-                "schema": SCHEMA,
-                "remote": self.url,
-                "workspaces": self.workspaces,
-                "checkpoints": self.checkpoints,
-                "stored_packs": self.packs,
-                "live_packs": self.live_packs,
-                "live_objects": self.live_objects,
-                "duplicate_objects": self.duplicate_objects,
-                "deleted_packs": self.deleted_packs,
-                "deleted_bytes": self.deleted_bytes,
-                "condemned_packs": self.condemned_packs,
-                "stored_bytes": self.stored_bytes,
-                "dry_run": self.dry_run,
-            }),
-            &self.transfer,
-        )
-    }
 }
 
 /// Takes the gc lock without a conditional write: writes
@@ -171,7 +155,7 @@ impl GcReport {
 async fn lock(client: &Client) -> Result<String> {
     let now = now_ns();
     let held = |since: i64| {
-        Error::Remote(format!(
+        Error::Request(format!(
             "another `ckpt gc --remote` holds a lock in {} (since {}); nothing was deleted: retry later \
              (a lock older than a day is taken over)",
             client.shown("", "gc/").trim_start(),
@@ -212,10 +196,9 @@ async fn lock(client: &Client) -> Result<String> {
 /// Collects garbage on a remote.
 pub fn gc(ctx: &Context, opts: &GcOptions<'_>) -> Result<GcReport> {
     let t0 = Instant::now();
-    let ws = ctx.workspace()?;
-    let store = ws.open_store_read_only(&ctx.config)?;
-    let target = remotes::resolve(&ws, opts.remote, None)?;
-    let cache = known::cache_dir(&store.root, &target.url.url);
+    let local = Local::open(ctx)?;
+    let target = remotes::resolve(&local, opts.remote, None)?;
+    let cache = known::cache_dir(local.store_dir(), &target.url.url);
     let rt = crate::runtime()?;
     let client = rt.block_on(target.connect(opts.settings, Some(&cache)))?;
     let mut rep = GcReport {
@@ -247,7 +230,7 @@ async fn sweep(
 ) -> Result<()> {
     let prev: Condemned = match client.get_sealed(layout::CONDEMNED).await? {
         Some(b) => serde_json::from_slice(&b).map_err(|e| {
-            Error::Corrupt(format!("{}: {e}", client.shown("GET", layout::CONDEMNED)))
+            Error::corrupt(format!("{}: {e}", client.shown("GET", layout::CONDEMNED)))
         })?,
         None => Condemned::default(),
     };
@@ -471,5 +454,3 @@ async fn dependents(
     out.dedup();
     Ok(out)
 }
-
-crate::serialize_via_to_json!(GcReport);

@@ -215,10 +215,3 @@ impl Known {
 pub fn remember(cache: &Path, pack: &Hash, index: &[u8]) {
     write_cache(&cache.join("index"), &pack.to_hex(), index);
 }
-
-/// Removes `dir` if this command created it and it is still empty.
-pub fn remove_dir_if_empty(dir: &Path, created: bool) {
-    if created {
-        let _ = std::fs::remove_dir(dir);
-    }
-}

@@ -23,6 +23,17 @@
 //! arrive as object_store configuration keys in [`Settings`], built by the
 //! CLI (`crates/ckpt-cli/src/context.rs`).
 //!
+//! **Above `ckpt-lib`, through its front door.** This crate holds the wire
+//! formats (packs, refs, records, trees on a remote, encryption) and the
+//! requests; whatever touches a store (opening it under its lock, reading
+//! checkpoints, trees, objects and state, importing them durably, creating
+//! a clone's store and writing its files) is
+//! [`ckpt_lib::ops::exchange`]. It names nothing else of `ckpt_lib` but the
+//! root re-exports and `ckpt_lib::trace` (timing spans);
+//! `crates/ckpt-lib/tests/layers.rs` fails if it does. Its failures are
+//! its own [`Error`] (a failed request, a key, a tampered object), which
+//! wraps the library's unchanged; the CLI maps both to exit codes.
+//!
 //! Requests run on a tokio runtime owned by the operation, at most
 //! [`Settings::concurrency`] at a time; every request goes through
 //! [`client::Client`], which retries transient failures with backoff, names
@@ -31,6 +42,7 @@
 
 pub mod client;
 pub mod crypt;
+pub mod error;
 pub mod gc;
 pub mod known;
 pub mod layout;
@@ -46,7 +58,7 @@ pub mod url;
 
 use std::time::Duration;
 
-pub use ckpt_lib::{Error, Result};
+pub use error::{Error, Result};
 
 /// How remote operations reach object storage.
 #[derive(Clone, Debug)]
@@ -92,26 +104,12 @@ impl Default for Settings {
     }
 }
 
-/// Implements `Serialize` for reports through their `to_json` (their
-/// `--json` form, as in [`ckpt_lib::ops`]).
-#[macro_export]
-#[doc(hidden)]
-macro_rules! serialize_via_to_json {
-    ($($t:ty),* $(,)?) => {$(
-        impl serde::Serialize for $t {
-            fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-                self.to_json().serialize(s)
-            }
-        }
-    )*};
-}
-
 pub(crate) fn corrupt(msg: String) -> Error {
-    Error::Corrupt(msg)
+    Error::corrupt(msg)
 }
 
 pub(crate) fn usage(msg: String) -> Error {
-    Error::Usage(msg)
+    Error::usage(msg)
 }
 
 /// A tokio runtime for one operation.

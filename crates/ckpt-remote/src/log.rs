@@ -5,16 +5,18 @@
 
 use std::time::Instant;
 
-use ckpt_lib::ops::json::{self, SCHEMA};
+use ckpt_lib::ops::exchange::ChangeStats;
+use ckpt_lib::ops::exchange::Local;
+use ckpt_lib::ops::json::{self, Schema};
 use ckpt_lib::ops::Context;
 use ckpt_lib::Hash;
 use futures::{stream, StreamExt, TryStreamExt};
-use serde_json::{json, Value};
+use serde::{Serialize, Serializer};
 
 use crate::client::Client;
 use crate::layout::Record;
 use crate::refs;
-use crate::report::{with_transfer, Transfer};
+use crate::report::Transfer;
 use crate::{remotes, Result, Settings};
 
 /// What [`log`] lists.
@@ -30,55 +32,70 @@ pub struct LogOptions<'a> {
     pub settings: &'a Settings,
 }
 
-/// The remote checkpoints.
-#[derive(Debug)]
+/// The remote checkpoints; serialises as the `--json` form (each record
+/// as [`RecordJson`], then the transfer fields).
+#[derive(Debug, Serialize)]
 pub struct LogReport {
+    /// `schema`.
+    pub schema: Schema,
     /// URL.
+    #[serde(rename = "remote")]
     pub url: String,
     /// Workspace name.
     pub workspace: String,
     /// Records, newest first.
+    #[serde(serialize_with = "records")]
     pub checkpoints: Vec<Record>,
     /// How many the ref lists.
     pub total: usize,
     /// Requests and bytes.
+    #[serde(flatten)]
     pub transfer: Transfer,
 }
 
-/// One remote record as JSON (shared by log, pull and clone).
-pub fn record_json(r: &Record) -> Value {
-    json!({
-        "remote_id": r.id,
-        "seq": r.seq,
-        "parent": r.parent,
-        "time": json::time(r.identity.time_ns),
-        "time_ns": r.identity.time_ns,
-        "message": r.identity.message,
-        "tags": r.identity.tags,
-        "root": r.identity.root,
-        "stats": r.stats,
-        "workspace": r.workspace,
-        "has_state": r.identity.state.is_some(),
-    })
+/// One remote record as a report shows it (log, clone): not its stored
+/// form ([`Record`]'s own `Serialize`).
+#[derive(Serialize)]
+pub struct RecordJson<'a> {
+    remote_id: &'a str,
+    seq: u64,
+    parent: &'a Option<String>,
+    /// RFC 3339.
+    time: String,
+    time_ns: i64,
+    message: &'a str,
+    tags: &'a std::collections::BTreeMap<String, String>,
+    root: &'a str,
+    stats: &'a ChangeStats,
+    workspace: &'a str,
+    has_state: bool,
 }
 
-impl LogReport {
-    /// JSON: `remote`, `workspace`, `checkpoints` (newest
-    /// first: `remote_id`, `seq`, `parent`, `time`, `time_ns`, `message`,
-    /// `tags`, `root`, `stats`, `workspace`, `has_state`), `total`, and
-    /// the transfer fields.
-    pub fn to_json(&self) -> Value {
-        with_transfer(
-            json!({
-                "schema": SCHEMA,
-                "remote": self.url,
-                "workspace": self.workspace,
-                "checkpoints": self.checkpoints.iter().map(record_json).collect::<Vec<_>>(),
-                "total": self.total,
-            }),
-            &self.transfer,
-        )
+impl<'a> From<&'a Record> for RecordJson<'a> {
+    fn from(r: &'a Record) -> Self {
+        RecordJson {
+            remote_id: &r.id,
+            seq: r.seq,
+            parent: &r.parent,
+            time: json::time(r.identity.time_ns),
+            time_ns: r.identity.time_ns,
+            message: &r.identity.message,
+            tags: &r.identity.tags,
+            root: &r.identity.root,
+            stats: &r.stats,
+            workspace: &r.workspace,
+            has_state: r.identity.state.is_some(),
+        }
     }
+}
+
+/// A record as [`RecordJson`].
+pub(crate) fn record<S: Serializer>(r: &Record, s: S) -> std::result::Result<S::Ok, S::Error> {
+    RecordJson::from(r).serialize(s)
+}
+
+fn records<S: Serializer>(v: &[Record], s: S) -> std::result::Result<S::Ok, S::Error> {
+    s.collect_seq(v.iter().map(RecordJson::from))
 }
 
 /// Reads record `id` at `key`: the record and its (opened) bytes.
@@ -90,7 +107,7 @@ async fn get_record(client: &Client, key: &str, id: &Hash) -> Result<(Record, by
         })
         .await?
         .ok_or_else(|| {
-            crate::Error::Corrupt(format!(
+            crate::Error::corrupt(format!(
                 "{}: the object is missing from the remote",
                 client.shown("GET", key)
             ))
@@ -169,10 +186,9 @@ pub async fn fetch_records_uncached(client: &Client, ids: &[Hash]) -> Result<Vec
 /// Lists a workspace's checkpoints on a remote.
 pub fn log(ctx: &Context, opts: &LogOptions<'_>) -> Result<LogReport> {
     let t0 = Instant::now();
-    let ws = ctx.workspace()?;
-    let store = ws.open_store_read_only(&ctx.config)?;
-    let target = remotes::resolve(&ws, opts.remote, opts.workspace)?;
-    let cache = crate::known::cache_dir(&store.root, &target.url.url);
+    let local = Local::open(ctx)?;
+    let target = remotes::resolve(&local, opts.remote, opts.workspace)?;
+    let cache = crate::known::cache_dir(local.store_dir(), &target.url.url);
     let rt = crate::runtime()?;
     let client = rt.block_on(target.connect(opts.settings, Some(&cache)))?;
     let mut checkpoints = rt
@@ -182,6 +198,7 @@ pub fn log(ctx: &Context, opts: &LogOptions<'_>) -> Result<LogReport> {
     checkpoints.reverse();
     checkpoints.truncate(opts.limit.unwrap_or(usize::MAX));
     Ok(LogReport {
+        schema: Schema,
         url: target.url.url.clone(),
         workspace: target.workspace,
         checkpoints,
@@ -189,5 +206,3 @@ pub fn log(ctx: &Context, opts: &LogOptions<'_>) -> Result<LogReport> {
         transfer: Transfer::default().counted(&client.counters, t0.elapsed()),
     })
 }
-
-crate::serialize_via_to_json!(LogReport);

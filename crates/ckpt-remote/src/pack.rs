@@ -235,7 +235,7 @@ pub fn open_index(keys: Option<&Keys>, b: &[u8], what: &str) -> Result<Vec<Entry
     match keys {
         Some(k) => {
             let plain = k.open(INDEX_AAD, b).ok_or_else(|| {
-                corrupt(format!(
+                crate::Error::Tampered(format!(
                     "pack index {what} does not open with this remote's key: it was damaged or \
                      tampered with"
                 ))
@@ -323,7 +323,7 @@ pub fn decode_blob(keys: Option<&Keys>, e: &Entry, stored: &[u8], what: &str) ->
     let stored = match keys {
         Some(k) => {
             opened = k.open(&blob_aad(e.kind, &e.hash), stored).ok_or_else(|| {
-                corrupt(format!(
+                crate::Error::Tampered(format!(
                     "blob {} in pack {what} is damaged: it does not open with this remote's key \
                      (damaged or tampered with)",
                     e.hash

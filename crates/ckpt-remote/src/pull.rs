@@ -8,13 +8,14 @@
 //!    the store already holds is not fetched. The exact local trees are
 //!    rebuilt from them ([`crate::trees::rebuild`]) and the root must be
 //!    the record's root tree, with no directory nested deeper than a scan
-//!    allows ([`ckpt_lib::store::tree::MAX_DEPTH`]).
+//!    allows ([`ckpt_lib::ops::exchange::tree::MAX_DEPTH`]).
 //! 2. Every file content the local store lacks is fetched (adjacent blobs
 //!    of a pack in one range request), decompressed, checked against its
 //!    BLAKE3 name and length, and added to the store as a pending object;
 //!    they are made durable (the store's usual temp → fsync → rename) every
 //!    [`Settings::commit_bytes`] (64 MiB) and at the end, so a killed pull keeps what arrived and a
-//!    re-run fetches only the rest.
+//!    re-run fetches only the rest ([`ckpt_lib::ops::exchange::Import`] does
+//!    the storing).
 //! 3. The checkpoint's LtHash digest is recomputed from the rebuilt trees
 //!    and compared with the record's: a mismatch stops the pull.
 //! 4. The agent-state snapshot is applied as a state commit, giving the
@@ -23,7 +24,7 @@
 //!    agent's current state is unchanged; a clone keeps the snapshot as its
 //!    current state.
 //! 5. Only then one catalog transaction adds the trees and the record
-//!    ([`ckpt_lib::store::catalog::Catalog::import_checkpoint`]).
+//!    ([`ckpt_lib::ops::exchange::Import::add_checkpoint`]).
 //!
 //! A pulled checkpoint gets the next local sequence number (a clone keeps
 //! the number it had where it was made); its parent is the local
@@ -37,29 +38,24 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use ckpt_fs::copytree::Progress;
-use ckpt_lib::engine::diff::TreeSource;
-use ckpt_lib::engine::digest;
-use ckpt_lib::engine::materialize::{self, MaterializeOptions, Verified};
-use ckpt_lib::ops::json::SCHEMA;
-use ckpt_lib::ops::{normalize, Context};
-use ckpt_lib::store::catalog::Checkpoint;
-use ckpt_lib::store::tree::{self, Node, Tree};
-use ckpt_lib::store::Store;
+use ckpt_lib::ops::exchange::tree::{self, Node, Tree};
+use ckpt_lib::ops::exchange::{self, Checkpoint, Import, Local, StateMode};
+use ckpt_lib::ops::json::Schema;
+use ckpt_lib::ops::Context;
 use ckpt_lib::trace;
-use ckpt_lib::workspace::Workspace;
 use ckpt_lib::Hash;
 use futures::{stream, StreamExt, TryStreamExt};
-use serde_json::{json, Value};
+use serde::Serialize;
 
 use crate::client::Client;
 use crate::known::{self, Known};
 use crate::layout::{self, Record};
-use crate::log::{history, record_json};
+use crate::log::history;
 use crate::pack::{self, Entry};
 use crate::push::records;
 use crate::refs;
 use crate::remotes;
-use crate::report::{with_transfer, Transfer};
+use crate::report::{display, remote_local, Transfer};
 use crate::trees::{self, MNode, Rebuild, Sub};
 use crate::url::RemoteUrl;
 use crate::{usage, Error, Result, Settings};
@@ -86,7 +82,7 @@ pub(crate) async fn fetch_blobs(
     let mut asked: HashSet<Hash> = HashSet::new();
     for h in wants.iter().filter(|h| asked.insert(**h)) {
         let l = known.blobs.get(h).ok_or_else(|| {
-            Error::Corrupt(format!(
+            Error::corrupt(format!(
                 "blob {h} is named by a checkpoint on {} but no pack holds it",
                 client.url.url
             ))
@@ -124,7 +120,7 @@ pub(crate) async fn fetch_blobs(
         let end = last.offset + last.stored_len;
         let b = client.get_range(&key, start..end).await?;
         if b.len() as u64 != end - start {
-            return Err(Error::Corrupt(format!(
+            return Err(Error::corrupt(format!(
                 "{}: {} bytes instead of {}",
                 client.shown("GET (range)", &key),
                 b.len(),
@@ -184,7 +180,7 @@ pub(crate) async fn fetch_blobs(
                         async move {
                             tx.send(f)
                                 .await
-                                .map_err(|_| Error::Remote("decoding stopped".into()))
+                                .map_err(|_| Error::Request("decoding stopped".into()))
                         }
                     })
                     .await;
@@ -194,8 +190,9 @@ pub(crate) async fn fetch_blobs(
             let decoded: Vec<Result<u64>> = workers
                 .into_iter()
                 .map(|w| {
-                    w.join()
-                        .unwrap_or_else(|_| Err(Error::Remote("a decoding thread panicked".into())))
+                    w.join().unwrap_or_else(|_| {
+                        Err(Error::Request("a decoding thread panicked".into()))
+                    })
                 })
                 .collect();
             (fetched, decoded)
@@ -244,109 +241,40 @@ fn decoders() -> usize {
 struct Imported {
     done: Vec<(Record, Checkpoint)>,
     transfer: Transfer,
-    /// Contents hashed and stored by an import into a fresh store: a
-    /// clone's restore need not read and hash them again (empty for an
-    /// import into a store that was not fresh, which no one reads).
-    verified: Verified,
 }
 
-/// How an imported checkpoint's state is applied.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum StateMode {
-    /// Keep the workspace's current state as the latest (pull).
-    KeepLatest,
-    /// The imported state becomes the latest (clone).
-    Become,
-}
-
-fn apply_state(
-    store: &Store,
-    entries: &[(Vec<u8>, Vec<u8>)],
-    mode: StateMode,
-) -> Result<Option<u64>> {
-    if entries.is_empty() {
-        return Ok(None);
-    }
-    let s = store.state.get_or_create()?;
-    let before = s.latest_version();
-    let want: HashMap<&[u8], &[u8]> = entries
-        .iter()
-        .map(|(k, v)| (k.as_slice(), v.as_slice()))
-        .collect();
-    let mut txn = s.begin();
-    for (k, _) in txn.scan(b"") {
-        if !want.contains_key(k.as_slice()) {
-            txn.delete(&k);
-        }
-    }
-    for (k, v) in entries {
-        if txn.get(k).as_deref() != Some(v.as_slice()) {
-            txn.put(k, v);
-        }
-    }
-    let v = if txn.write_count() == 0 {
-        txn.rollback();
-        before
-    } else {
-        txn.commit()?
-    };
-    if mode == StateMode::KeepLatest && v != before {
-        s.restore_to(before)?;
-    }
-    Ok(Some(v))
-}
-
-/// Imports `recs` (oldest first) into `store`. `fresh_store`: `store` was
-/// just made and holds nothing (a clone), so no object is looked for first,
-/// and what is stored is collected in [`Imported::verified`].
+/// Imports `recs` (oldest first) into `store` (into a fresh one, a
+/// clone's, no object is looked for first).
 #[allow(clippy::too_many_arguments)]
 fn import(
-    store: &Store,
+    store: &Import,
     client: &Client,
     rt: &tokio::runtime::Runtime,
     known: &Known,
     recs: &[Record],
     keep_seq: bool,
     mode: StateMode,
-    fresh_store: bool,
     progress: Option<&Progress>,
 ) -> Result<Imported> {
     let mut out = Imported::default();
-    let mut cache = trees::Cache::load(&store.root);
+    let mut cache = trees::Cache::load(store.store_dir());
     // Remote id → local seq, for parents.
     let mut local_ids: HashMap<String, u64> = HashMap::new();
     {
-        let reader = store.catalog.reader()?;
+        let reader = store.snapshot()?;
         let all = reader.checkpoints()?;
         for (c, r, _) in records(store, &reader, &all, "")? {
             local_ids.insert(r.id, c.seq);
         }
     }
-    let commit_every = client.settings().commit_bytes;
-    let raw_since_commit = std::sync::atomic::AtomicU64::new(0);
     let raw_files = std::sync::atomic::AtomicU64::new(0);
-    let commit_lock = std::sync::Mutex::new(());
-    let verified = Verified::default();
     let put = |h: Hash, raw: Vec<u8>| -> Result<()> {
-        // A fresh store holds nothing, and `files` below has no repeats.
-        if fresh_store {
-            store.objects.put_verified_new(h, &raw)?;
-            verified.lock().unwrap_or_else(|p| p.into_inner()).insert(h);
-        } else {
-            store.objects.put_verified(h, &raw)?;
-        }
+        // Into a fresh store, `files` below has no repeats.
+        store.put_object(h, &raw)?;
         raw_files.fetch_add(raw.len() as u64, Ordering::Relaxed);
         if let Some(p) = progress {
             p.bytes.fetch_add(raw.len() as u64, Ordering::Relaxed);
             p.entries.fetch_add(1, Ordering::Relaxed);
-        }
-        // One thread at a time makes the pending objects durable.
-        if raw_since_commit.fetch_add(raw.len() as u64, Ordering::Relaxed) >= commit_every {
-            let _one = commit_lock.lock().unwrap_or_else(|p| p.into_inner());
-            if raw_since_commit.load(Ordering::Relaxed) >= commit_every {
-                raw_since_commit.store(0, Ordering::Relaxed);
-                store.objects.commit()?;
-            }
         }
         Ok(())
     };
@@ -357,7 +285,7 @@ fn import(
         let root = rec.root()?;
         // 1. Trees and mtimes nodes, level by level; the local trees rebuilt.
         let t_trees = trace::span("pull: trees");
-        let (fresh, files) = if store.catalog.has_tree(&root)? {
+        let (fresh, files) = if store.has_tree(&root)? {
             (HashMap::new(), Vec::new())
         } else {
             let (fresh, t) = fetch_trees(store, client, rt, known, &mut cache, rec)?;
@@ -368,9 +296,7 @@ fn import(
             for bytes in fresh.values() {
                 for e in Tree::decode(bytes)?.entries {
                     if let Node::File { hash, .. } = e.node {
-                        if seen_files.insert(hash)
-                            && (fresh_store || !store.objects.contains(&hash))
-                        {
+                        if seen_files.insert(hash) && store.lacks_object(&hash) {
                             files.push(hash);
                         }
                     }
@@ -380,13 +306,8 @@ fn import(
         };
         if !fresh.is_empty() {
             // The engine's walks recurse: no tree deeper than a scan makes.
-            let reader = store.catalog.reader()?;
-            let src = TreeSource {
-                fresh: Some(&fresh),
-                catalog: &reader,
-            };
-            if let Some(p) = tree::too_deep(|h| src.tree(h), root)? {
-                return Err(Error::Corrupt(format!(
+            if let Some(p) = store.too_deep(&fresh, root)? {
+                return Err(Error::corrupt(format!(
                     "remote checkpoint {} ({}): {} is nested more than {} directories deep, which ckpt does not import; nothing was imported",
                     rec.id,
                     client.shown("GET", &client.record_key(&rec.hash())),
@@ -414,26 +335,16 @@ fn import(
             out.transfer.objects += 1;
         }
         drop(t_blobs);
-        store.objects.commit()?;
+        store.commit_objects()?;
         // 3. The digest.
         let t_digest = trace::span("pull: digest");
         let mut cp = rec.to_local()?;
-        {
-            let reader = store.catalog.reader()?;
-            let src = TreeSource {
-                fresh: Some(&fresh),
-                catalog: &reader,
-            };
-            if let Some(want) = digest::stored_digest(&cp)? {
-                let got = digest::tree_digest(&src, root)?;
-                if got.state() != want.state() {
-                    return Err(Error::Corrupt(format!(
-                        "remote checkpoint {} ({}): its trees do not match its LtHash digest; nothing was imported",
-                        rec.id,
-                        client.shown("GET", &client.record_key(&rec.hash()))
-                    )));
-                }
-            }
+        if !store.digest_matches(&cp, &fresh, root)? {
+            return Err(Error::corrupt(format!(
+                "remote checkpoint {} ({}): its trees do not match its LtHash digest; nothing was imported",
+                rec.id,
+                client.shown("GET", &client.record_key(&rec.hash()))
+            )));
         }
         drop(t_digest);
         // 4. The state.
@@ -441,21 +352,17 @@ fn import(
             Some(b) => layout::decode_state(&b, &rec.id)?,
             None => Vec::new(),
         };
-        cp.state_version = apply_state(store, &entries, mode)?;
+        cp.state_version = store.apply_state(&entries, mode)?;
         // 5. The record.
         cp.parent = rec.parent.as_ref().and_then(|p| local_ids.get(p).copied());
         let new_trees: Vec<(Hash, Vec<u8>)> = fresh.into_iter().collect();
         let seq = keep_seq.then_some(rec.seq);
-        let imported =
-            store
-                .catalog
-                .import_checkpoint(&new_trees, cp, seq, mode == StateMode::Become)?;
+        let imported = store.add_checkpoint(&new_trees, cp, seq, mode == StateMode::Become)?;
         local_ids.insert(rec.id.clone(), imported.seq);
         out.done.push((rec.clone(), imported));
     }
     cache.save();
     out.transfer.raw_bytes += raw_files.load(Ordering::Relaxed);
-    out.verified = verified;
     Ok(out)
 }
 
@@ -465,7 +372,7 @@ fn import(
 /// and what was fetched. A node whose local tree the store holds (known
 /// from `cache`) is not fetched; what the rebuild learns goes into `cache`.
 fn fetch_trees(
-    store: &Store,
+    store: &Import,
     client: &Client,
     rt: &tokio::runtime::Runtime,
     known: &Known,
@@ -493,7 +400,7 @@ fn fetch_trees(
                 continue;
             }
             if let Some(&(l, s)) = held.get(&n) {
-                if store.catalog.has_tree(&l)? {
+                if store.has_tree(&l)? {
                     local.insert(n, (l, s));
                     continue;
                 }
@@ -525,7 +432,7 @@ fn fetch_trees(
         let mut next: Vec<(Hash, Hash, usize)> = Vec::new();
         for (shape, node, at) in dirs.drain(..) {
             let (Some(s), Some(m)) = (fetched.shapes.get(&shape), fetched.nodes.get(&node)) else {
-                return Err(Error::Corrupt(format!(
+                return Err(Error::corrupt(format!(
                     "remote tree {shape} was not fetched"
                 )));
             };
@@ -542,7 +449,7 @@ fn fetch_trees(
         }
         for n in expand {
             let m = fetched.nodes.get(&n).ok_or_else(|| {
-                Error::Corrupt(format!("remote mtimes node {n} is not an mtimes node"))
+                Error::corrupt(format!("remote mtimes node {n} is not an mtimes node"))
             })?;
             next.push((m.shape, n, 0));
         }
@@ -556,7 +463,7 @@ fn fetch_trees(
     };
     let (root, _) = trees::rebuild(&mut r, &rec.mtimes()?)?;
     if root != rec.root()? {
-        return Err(Error::Corrupt(format!(
+        return Err(Error::corrupt(format!(
             "remote checkpoint {} ({}): its trees and mtimes do not rebuild its root tree {}; nothing was imported",
             rec.id,
             client.shown("GET", &client.record_key(&rec.hash())),
@@ -594,11 +501,11 @@ fn select<'r>(recs: &'r [Record], rev: &str, url: &str) -> Result<&'r Record> {
         .collect();
     match hits.as_slice() {
         [one] => Ok(one),
-        [] => Err(Error::BadRevision(format!(
+        [] => Err(Error::bad_revision(format!(
             "no checkpoint {rev:?} on {url} (see `ckpt log --remote`)"
         ))),
         _ if rev.starts_with('v') => Ok(hits[hits.len() - 1]),
-        _ => Err(Error::BadRevision(format!(
+        _ => Err(Error::bad_revision(format!(
             "checkpoint id {rev:?} is ambiguous on {url}; give more digits of the remote id"
         ))),
     }
@@ -620,46 +527,34 @@ pub struct PullOptions<'a> {
     pub progress: Option<&'a Progress>,
 }
 
-/// What [`pull`] did.
-#[derive(Debug)]
+/// What [`pull`] did; serialises as its `--json` form (`pulled` as
+/// `{remote_id, id}`, then the transfer fields).
+#[derive(Debug, Serialize)]
 pub struct PullReport {
+    /// `schema`.
+    pub schema: Schema,
     /// URL.
+    #[serde(rename = "remote")]
     pub url: String,
     /// Workspace name.
     pub workspace: String,
     /// Imported: (remote id, local id).
+    #[serde(serialize_with = "remote_local")]
     pub pulled: Vec<(String, String)>,
     /// Already here.
     pub already: u64,
     /// Wire summary.
+    #[serde(flatten)]
     pub transfer: Transfer,
-}
-
-impl PullReport {
-    /// JSON: `remote`, `workspace`, `pulled` (`{remote_id, id}`),
-    /// `already`, and the transfer fields.
-    pub fn to_json(&self) -> Value {
-        with_transfer(
-            json!({
-                "schema": SCHEMA,
-                "remote": self.url,
-                "workspace": self.workspace,
-                "pulled": self.pulled.iter().map(|(r, l)| json!({"remote_id": r, "id": l})).collect::<Vec<_>>(),
-                "already": self.already,
-            }),
-            &self.transfer,
-        )
-    }
 }
 
 /// Pulls checkpoints from a remote into this workspace's store (the files
 /// are not touched: restore one afterwards).
 pub fn pull(ctx: &Context, opts: &PullOptions<'_>) -> Result<PullReport> {
     let t0 = Instant::now();
-    let ws = ctx.workspace()?;
-    let store = ws.open_store(&ctx.config)?;
-    let target = remotes::resolve(&ws, opts.remote, opts.workspace)?;
-    let cache = known::cache_dir(&store.root, &target.url.url);
+    let store = Local::open_for_import(ctx, opts.settings.commit_bytes)?;
+    let target = remotes::resolve(&store, opts.remote, opts.workspace)?;
+    let cache = known::cache_dir(store.store_dir(), &target.url.url);
     let rt = crate::runtime()?;
     let client = rt.block_on(target.connect(opts.settings, Some(&cache)))?;
     let (recs, known) = rt.block_on(async {
@@ -693,10 +588,10 @@ pub fn pull(ctx: &Context, opts: &PullOptions<'_>) -> Result<PullReport> {
         &chosen,
         false,
         StateMode::KeepLatest,
-        false,
         opts.progress,
     )?;
     Ok(PullReport {
+        schema: Schema,
         url: target.url.url.clone(),
         workspace: target.workspace,
         already: total - imported.done.len() as u64,
@@ -729,20 +624,29 @@ pub struct CloneOptions<'a> {
     pub progress: Option<&'a Progress>,
 }
 
-/// What [`clone`] did.
-#[derive(Debug)]
+/// What [`clone`] did; serialises as its `--json` form (`cloned`: the
+/// local id; `checkpoint`: the remote record as in `log --remote`; then
+/// the transfer fields).
+#[derive(Debug, Serialize)]
 pub struct CloneReport {
+    /// `schema`.
+    pub schema: Schema,
     /// URL.
+    #[serde(rename = "remote")]
     pub url: String,
     /// Workspace name on the remote.
     pub workspace: String,
-    /// The record cloned.
-    pub record: Record,
     /// Its local id in the new store.
+    #[serde(rename = "cloned")]
     pub id: String,
+    /// The record cloned.
+    #[serde(rename = "checkpoint", serialize_with = "crate::log::record")]
+    pub record: Record,
     /// The new workspace.
+    #[serde(serialize_with = "display")]
     pub to: PathBuf,
     /// Its store.
+    #[serde(serialize_with = "display")]
     pub store: PathBuf,
     /// Files and symlinks written.
     pub files: u64,
@@ -751,30 +655,8 @@ pub struct CloneReport {
     /// Bytes of file content written.
     pub bytes: u64,
     /// Wire summary.
+    #[serde(flatten)]
     pub transfer: Transfer,
-}
-
-impl CloneReport {
-    /// JSON: `remote`, `workspace`, `cloned` (local id), `checkpoint` (the
-    /// remote record), `to`, `store`, `files`, `dirs`, `bytes`, and the
-    /// transfer fields.
-    pub fn to_json(&self) -> Value {
-        with_transfer(
-            json!({
-                "schema": SCHEMA,
-                "remote": self.url,
-                "workspace": self.workspace,
-                "cloned": self.id,
-                "checkpoint": record_json(&self.record),
-                "to": self.to.display().to_string(),
-                "store": self.store.display().to_string(),
-                "files": self.files,
-                "dirs": self.dirs,
-                "bytes": self.bytes,
-            }),
-            &self.transfer,
-        )
-    }
 }
 
 /// Clones checkpoint `#ID` (default: the latest) of a remote workspace
@@ -792,9 +674,8 @@ pub fn clone(ctx: &Context, opts: &CloneOptions<'_>) -> Result<CloneReport> {
     if let Some(w) = opts.workspace {
         layout::check_name(w)?;
     }
-    let dest = normalize(&ctx.abs(opts.dir));
-    let missing = materialize::check_fresh(&dest, "`ckpt clone`")?;
-    let key_file = opts.key_file.map(|k| normalize(&ctx.abs(k)));
+    let dest = exchange::clone_into(ctx, opts.dir)?;
+    let key_file = opts.key_file.map(|k| ckpt_lib::ops::normalize(&ctx.abs(k)));
     let rt = crate::runtime()?;
     let client = rt.block_on(Client::connect(
         &url,
@@ -836,27 +717,10 @@ pub fn clone(ctx: &Context, opts: &CloneOptions<'_>) -> Result<CloneReport> {
         Ok((name, recs))
     })?;
     let rec = select(&recs, rev, &url.url)?.clone();
-    let ws = Workspace::plan(
-        &dest,
-        opts.store.map(|s| ctx.abs(s)).as_deref(),
-        ctx.config.data_home.as_deref(),
-    )?;
-    if ws.store_path.starts_with(&ws.root) || ws.store_path.exists() {
-        crate::known::remove_dir_if_empty(&dest, missing);
-        return Err(usage(format!(
-            "the clone's store {} must be a new directory outside {} (nothing was changed)",
-            ws.store_path.display(),
-            ws.root.display()
-        )));
-    }
-    let undo = || {
-        let _ = std::fs::remove_dir_all(&ws.store_path);
-        materialize::remove_partial(&ws.root, missing);
-    };
+    let place = dest.place(ctx, opts.store)?;
     let run = || -> Result<CloneReport> {
-        Store::create_for(&ws.store_path, Some(&ws.root))?;
-        let store = Store::open(&ws.store_path, &ctx.config)?;
-        let cache = known::cache_dir(&store.root, &url.url);
+        let store = place.create(ctx, opts.settings.commit_bytes)?;
+        let cache = known::cache_dir(store.store_dir(), &url.url);
         let known = rt.block_on(Known::load(&client, &cache))?;
         let imported = import(
             &store,
@@ -866,31 +730,19 @@ pub fn clone(ctx: &Context, opts: &CloneOptions<'_>) -> Result<CloneReport> {
             std::slice::from_ref(&rec),
             true,
             StateMode::Become,
-            true,
             opts.progress,
         )?;
         let (_, cp) = imported
             .done
             .first()
             .cloned()
-            .ok_or_else(|| Error::Remote("internal error: nothing was imported".into()))?;
-        // Every content was hashed as it arrived, in this operation
-        // (engine::materialize's `Verified`).
-        let rep = materialize::restore_to_with(
-            &store,
-            &cp.id(),
-            &ws.root,
-            &[],
-            MaterializeOptions {
-                verified: Some(&imported.verified),
-                ..Default::default()
-            },
-        )?;
-        ws.write_marker()?;
+            .ok_or_else(|| Error::Request("internal error: nothing was imported".into()))?;
+        // Every content was hashed as it arrived, in this operation.
+        let rep = place.materialize(&store, &cp.id())?;
         // The source becomes `origin`, with the workspace name, so `push`
         // and `pull` work at once (as after `git clone`).
         remotes::set_origin(
-            &ws.store_path,
+            place.store_dir(),
             remotes::RemoteEntry {
                 url: url.url.clone(),
                 workspace: Some(name.clone()),
@@ -899,19 +751,18 @@ pub fn clone(ctx: &Context, opts: &CloneOptions<'_>) -> Result<CloneReport> {
             },
         )?;
         Ok(CloneReport {
+            schema: Schema,
             url: url.url.clone(),
             workspace: name.clone(),
             record: rec.clone(),
             id: cp.id(),
-            to: ws.root.clone(),
-            store: ws.store_path.clone(),
+            to: place.root().to_path_buf(),
+            store: place.store_dir().to_path_buf(),
             files: rep.files,
             dirs: rep.dirs,
             bytes: rep.bytes,
             transfer: imported.transfer.counted(&client.counters, t0.elapsed()),
         })
     };
-    run().inspect_err(|_| undo())
+    run().inspect_err(|_| place.undo())
 }
-
-crate::serialize_via_to_json!(PullReport, CloneReport);

@@ -38,15 +38,14 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use ckpt_fs::copytree::Progress;
-use ckpt_lib::ops::json::SCHEMA;
+use ckpt_lib::ops::exchange::tree::Node;
+use ckpt_lib::ops::exchange::{Checkpoint, Local, Snapshot};
+use ckpt_lib::ops::json::Schema;
 use ckpt_lib::ops::Context;
-use ckpt_lib::store::catalog::{CatalogReader, Checkpoint};
-use ckpt_lib::store::tree::Node;
-use ckpt_lib::store::Store;
 use ckpt_lib::{trace, Hash};
 use futures::{stream, StreamExt, TryStreamExt};
 use rayon::prelude::*;
-use serde_json::{json, Value};
+use serde::Serialize;
 
 use crate::client::{Client, Created};
 use crate::crypt::Keys;
@@ -55,7 +54,7 @@ use crate::layout::{self, Record};
 use crate::pack::{self, Builder, Entry, Kind};
 use crate::refs;
 use crate::remotes;
-use crate::report::{with_transfer, Transfer};
+use crate::report::{local_remote, Transfer};
 use crate::trees::{self, Encoder};
 use crate::{Error, Result, Settings};
 
@@ -77,49 +76,30 @@ pub struct PushOptions<'a> {
     pub progress: Option<&'a Progress>,
 }
 
-/// What [`push`] did.
-#[derive(Debug)]
+/// What [`push`] did; serialises as its `--json` form (`pushed` and
+/// `already` each as `{id, remote_id}`, then the transfer fields).
+#[derive(Debug, Serialize)]
 pub struct PushReport {
+    /// `schema`.
+    pub schema: Schema,
     /// The remote's URL.
+    #[serde(rename = "remote")]
     pub url: String,
     /// The workspace name on the remote.
     pub workspace: String,
     /// Checkpoints added to the ref: (local id, remote id).
+    #[serde(serialize_with = "local_remote")]
     pub pushed: Vec<(String, String)>,
     /// Checkpoints the ref already had.
+    #[serde(serialize_with = "local_remote")]
     pub already: Vec<(String, String)>,
     /// Packs left without an index by an interrupted push, recovered.
     pub recovered_packs: u64,
     /// Blobs found on the remote (not sent).
     pub skipped_objects: u64,
     /// What went over the wire (`objects`, `raw_bytes`: blobs sent).
+    #[serde(flatten)]
     pub transfer: Transfer,
-}
-
-fn ids(v: &[(String, String)]) -> Vec<Value> {
-    v.iter()
-        .map(|(l, r)| json!({"id": l, "remote_id": r}))
-        .collect()
-}
-
-impl PushReport {
-    /// JSON: `remote`, `workspace`, `pushed`, `already` (each `{id,
-    /// remote_id}`), `recovered_packs`,
-    /// `skipped_objects`, and the transfer fields.
-    pub fn to_json(&self) -> Value {
-        with_transfer(
-            json!({
-                "schema": SCHEMA,
-                "remote": self.url,
-                "workspace": self.workspace,
-                "pushed": ids(&self.pushed),
-                "already": ids(&self.already),
-                "recovered_packs": self.recovered_packs,
-                "skipped_objects": self.skipped_objects,
-            }),
-            &self.transfer,
-        )
-    }
 }
 
 /// The packs `gc --remote` has condemned (`gc/condemned`).
@@ -128,7 +108,7 @@ pub async fn read_condemned(client: &Client) -> Result<HashSet<Hash>> {
         return Ok(HashSet::new());
     };
     let c: layout::Condemned = serde_json::from_slice(&b)
-        .map_err(|e| Error::Corrupt(format!("{}: {e}", client.shown("GET", layout::CONDEMNED))))?;
+        .map_err(|e| Error::corrupt(format!("{}: {e}", client.shown("GET", layout::CONDEMNED))))?;
     c.packs
         .iter()
         .map(|p| layout::parse_hash(p, layout::CONDEMNED))
@@ -142,23 +122,8 @@ pub type StateBlob = (Hash, Vec<u8>);
 pub type Pushable = (Checkpoint, Record, Option<StateBlob>);
 
 /// The state snapshot blob of a checkpoint (None: the empty state).
-pub fn state_blob(store: &Store, cp: &Checkpoint) -> Result<Option<StateBlob>> {
-    let Some(v) = cp.state_version.filter(|&v| v > 0) else {
-        return Ok(None);
-    };
-    let Some(s) = store.state.get()? else {
-        return Err(Error::Corrupt(format!(
-            "{} recorded agent state version {v} but {} is missing",
-            cp.id(),
-            store.state.path().display()
-        )));
-    };
-    let snap = s.snapshot(v)?;
-    let entries: Vec<(Vec<u8>, Vec<u8>)> = snap
-        .scan(b"")
-        .into_iter()
-        .map(|e| (e.key, e.value))
-        .collect();
+pub fn state_blob(local: &Local, cp: &Checkpoint) -> Result<Option<StateBlob>> {
+    let entries = local.state_at(cp)?;
     if entries.is_empty() {
         return Ok(None);
     }
@@ -169,15 +134,15 @@ pub fn state_blob(store: &Store, cp: &Checkpoint) -> Result<Option<StateBlob>> {
 /// The remote records of `cps` (with their state blobs), computing the
 /// parents' ids too.
 pub fn records(
-    store: &Store,
-    reader: &CatalogReader<'_>,
+    local: &Local,
+    reader: &Snapshot<'_>,
     cps: &[Checkpoint],
     workspace: &str,
 ) -> Result<Vec<Pushable>> {
     let mut ids: HashMap<u64, Hash> = HashMap::new();
     let id_of =
         |cp: &Checkpoint, ids: &mut HashMap<u64, Hash>| -> Result<(Hash, Option<StateBlob>)> {
-            let blob = state_blob(store, cp)?;
+            let blob = state_blob(local, cp)?;
             let r = Record::of(cp, blob.as_ref().map(|b| b.0), None, workspace);
             ids.insert(cp.seq, r.hash());
             Ok((r.hash(), blob))
@@ -359,7 +324,7 @@ fn reach(
             // The node names exactly what this encoder names (else its
             // region could not be told from the local trees).
             if Hash::of(&enc.node_bytes(&l)?) != n {
-                return Err(Error::Remote(format!(
+                return Err(Error::Request(format!(
                     "mtimes node {n} on the remote was not encoded the way this ckpt encodes \
                      local tree {l}, so this push cannot check it against the packs `ckpt gc --remote` \
                      condemned; the ref was not changed: run the push again after the gc's grace period"
@@ -483,7 +448,7 @@ fn assemble(items: &[Item], avoid: &HashSet<Hash>, keys: Option<&Keys>) -> Built
 
 /// Reads and compresses one group of blobs into a pack (in parallel).
 fn build(
-    store: &Store,
+    local: &Local,
     group: &[Want],
     states: &HashMap<Hash, Vec<u8>>,
     avoid: &HashSet<Hash>,
@@ -494,13 +459,13 @@ fn build(
         .map(|w| {
             let raw = match w.kind {
                 Kind::State => states.get(&w.hash).cloned().unwrap_or_default(),
-                _ => store.objects.read_object(&w.hash)?,
+                _ => local.object(&w.hash)?,
             };
             if Hash::of(&raw) != w.hash {
-                return Err(Error::Corrupt(format!(
+                return Err(Error::corrupt(format!(
                     "object {} ({}) does not match its name; run `ckpt verify --store` (nothing was pushed)",
                     w.hash,
-                    store.objects.object_path(&w.hash).display()
+                    local.object_path(&w.hash).display()
                 )));
             }
             Ok(Item::new(w.kind, w.hash, raw, keys))
@@ -563,29 +528,27 @@ async fn upload(
 /// Pushes checkpoints to a remote.
 pub fn push(ctx: &Context, opts: &PushOptions<'_>) -> Result<PushReport> {
     let t0 = Instant::now();
-    let ws = ctx.workspace()?;
-    let store = ws.open_store_read_only(&ctx.config)?;
-    let target = remotes::resolve(&ws, opts.remote, opts.workspace)?;
-    let reader = store.catalog.reader()?;
+    let local = Local::open(ctx)?;
+    let target = remotes::resolve(&local, opts.remote, opts.workspace)?;
+    let reader = local.snapshot()?;
     let mut cps: Vec<Checkpoint> = if opts.all {
         reader.checkpoints()?
     } else if opts.revs.is_empty() {
-        vec![reader
-            .resolve("HEAD")
-            .or_else(|_| reader.resolve("latest"))?]
+        vec![reader.head()?]
     } else {
         opts.revs
             .iter()
             .map(|r| reader.resolve(r))
-            .collect::<Result<_>>()?
+            .collect::<ckpt_lib::Result<_>>()?
     };
     cps.sort_by_key(|c| c.seq);
     cps.dedup_by_key(|c| c.seq);
-    let recs = records(&store, &reader, &cps, &target.workspace)?;
-    let cache = known::cache_dir(&store.root, &target.url.url);
+    let recs = records(&local, &reader, &cps, &target.workspace)?;
+    let cache = known::cache_dir(local.store_dir(), &target.url.url);
     let rt = crate::runtime()?;
     let client = rt.block_on(target.connect(opts.settings, Some(&cache)))?;
     let mut report = PushReport {
+        schema: Schema,
         url: target.url.url.clone(),
         workspace: target.workspace.clone(),
         pushed: Vec::new(),
@@ -634,7 +597,7 @@ pub fn push(ctx: &Context, opts: &PushOptions<'_>) -> Result<PushReport> {
     let todo: Vec<&Pushable> = todo.iter().map(|&i| &recs[i]).collect();
     let roots: Vec<Hash> = todo.iter().map(|(c, _, _)| c.root).collect();
     let load = |h: &Hash| reader.tree(h);
-    let mut enc = Encoder::new(&load, trees::Cache::load(&store.root));
+    let mut enc = Encoder::new(&load, trees::Cache::load(local.store_dir()));
     let walked = {
         let _t = trace::span("push: walk");
         walk(&mut enc, &roots, &known)
@@ -669,14 +632,14 @@ pub fn push(ctx: &Context, opts: &PushOptions<'_>) -> Result<PushReport> {
     let sent: Sent = Default::default();
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Built>>(2);
     let ((objects, raw, packs), condemned_now) = std::thread::scope(|s| {
-        let store = &store;
+        let local = &local;
         let states = &states;
         let groups = &groups;
         let avoid = &condemned;
         let keys = client.keys();
         s.spawn(move || {
             for g in groups {
-                let b = build(store, g, states, avoid, keys);
+                let b = build(local, g, states, avoid, keys);
                 let failed = b.is_err();
                 if tx.blocking_send(b).is_err() || failed {
                     break;
@@ -749,7 +712,7 @@ pub fn push(ctx: &Context, opts: &PushOptions<'_>) -> Result<PushReport> {
                     break;
                 }
                 if round == 2 {
-                    return Err(Error::Remote(format!(
+                    return Err(Error::Request(format!(
                         "`ckpt gc --remote` condemned packs holding data this push needs (e.g. blob {}) \
                          three times while it pushed; the ref was not changed: run the push again \
                          (when no gc is running)",
@@ -757,7 +720,7 @@ pub fn push(ctx: &Context, opts: &PushOptions<'_>) -> Result<PushReport> {
                     )));
                 }
                 let (n, r, p) =
-                    resend(&store, &mut enc, &all_states, &missing, &client, &cache, opts, &sent, &condemned_now).await?;
+                    resend(&local, &mut enc, &all_states, &missing, &client, &cache, opts, &sent, &condemned_now).await?;
                 report.transfer.objects += n;
                 report.transfer.raw_bytes += r;
                 report.transfer.packs += p;
@@ -795,7 +758,7 @@ pub fn push(ctx: &Context, opts: &PushOptions<'_>) -> Result<PushReport> {
 /// (blobs, raw bytes, packs) sent.
 #[allow(clippy::too_many_arguments)]
 async fn resend(
-    store: &Store,
+    local: &Local,
     enc: &mut Encoder<'_>,
     states: &HashMap<Hash, Vec<u8>>,
     missing: &[(Hash, Src)],
@@ -826,7 +789,7 @@ async fn resend(
     }
     let mut built: Vec<Built> = Vec::new();
     for g in group(wants, opts.settings.pack_target) {
-        built.push(build(store, &g, states, avoid, client.keys())?);
+        built.push(build(local, &g, states, avoid, client.keys())?);
     }
     trees.reverse();
     built.extend(tree_packs(
@@ -842,5 +805,3 @@ async fn resend(
     }
     Ok(total)
 }
-
-crate::serialize_via_to_json!(PushReport);

@@ -139,7 +139,7 @@ pub async fn read(client: &Client, cache: Option<&Path>, name: &str) -> Result<O
                 continue;
             };
             let body: RefBody = serde_json::from_slice(&b)
-                .map_err(|e| Error::Corrupt(format!("{}: {e}", client.shown("GET", &key))))?;
+                .map_err(|e| Error::corrupt(format!("{}: {e}", client.shown("GET", &key))))?;
             if body.format != layout::FORMAT {
                 return Err(layout::format_error(
                     &format!(
@@ -158,7 +158,7 @@ pub async fn read(client: &Client, cache: Option<&Path>, name: &str) -> Result<O
             marked,
         }));
     }
-    Err(Error::Remote(format!(
+    Err(Error::Request(format!(
         "{}: the ref kept changing while it was read; retry",
         client.shown("LIST", &dir)
     )))
@@ -191,19 +191,19 @@ async fn open_entries(
                     .get_decoded(&key, |b| {
                         let b = client.unseal(&key, b)?;
                         serde_json::from_slice(&b).map_err(|e| {
-                            Error::Corrupt(format!("{}: {e}", client.shown("GET", &key)))
+                            Error::corrupt(format!("{}: {e}", client.shown("GET", &key)))
                         })
                     })
                     .await?
                     .ok_or_else(|| {
-                        Error::Corrupt(format!(
+                        Error::corrupt(format!(
                             "{}: the object is missing from the remote",
                             client.shown("GET", &key)
                         ))
                     })?;
                 let id = parse_hash(&e.id, &client.shown("GET", &key))?;
                 if e.workspace != name || client.entry_name(&id) != *n {
-                    return Err(Error::Corrupt(format!(
+                    return Err(Error::corrupt(format!(
                         "{}: the entry names another checkpoint or workspace",
                         client.shown("GET", &key)
                     )));
@@ -282,7 +282,7 @@ pub async fn workspaces(client: &Client) -> Result<Vec<String>> {
         let body = client
             .get_decoded(&key, |b| {
                 serde_json::from_slice::<RefBody>(&client.unseal(&key, b)?)
-                    .map_err(|e| Error::Corrupt(format!("{}: {e}", client.shown("GET", &key))))
+                    .map_err(|e| Error::corrupt(format!("{}: {e}", client.shown("GET", &key))))
             })
             .await?;
         if let Some(body) = body {

@@ -11,11 +11,10 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use ckpt_lib::ops::json::SCHEMA;
+use ckpt_lib::ops::exchange::Local;
+use ckpt_lib::ops::json::Schema;
 use ckpt_lib::ops::Context;
-use ckpt_lib::workspace::Workspace;
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
 
 use crate::client::Client;
 use crate::layout::check_name;
@@ -55,7 +54,7 @@ pub fn read(store: &Path) -> Result<Remotes> {
     let p = file(store);
     match std::fs::read(&p) {
         Ok(b) => {
-            serde_json::from_slice(&b).map_err(|e| Error::Corrupt(format!("{}: {e}", p.display())))
+            serde_json::from_slice(&b).map_err(|e| Error::corrupt(format!("{}: {e}", p.display())))
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Remotes::default()),
         Err(e) => Err(Error::io("read", p, e)),
@@ -100,10 +99,10 @@ impl Target {
     }
 }
 
-/// The default workspace name: the directory's name, made usable.
-pub fn default_name(ws: &Workspace) -> String {
-    let n: String = ws
-        .root
+/// The default workspace name: the name of the workspace directory
+/// `root`, made usable.
+pub fn default_name(root: &Path) -> String {
+    let n: String = root
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default()
@@ -125,10 +124,10 @@ pub fn default_name(ws: &Workspace) -> String {
 }
 
 /// Resolves `remote` (a configured name, a URL, or None: the only
-/// configured remote, or `origin`) for workspace `ws`; `workspace`
-/// overrides the name used on the remote.
-pub fn resolve(ws: &Workspace, remote: Option<&str>, workspace: Option<&str>) -> Result<Target> {
-    let remotes = read(&ws.store_path)?;
+/// configured remote, or `origin`) for the workspace of `local`;
+/// `workspace` overrides the name used on the remote.
+pub fn resolve(local: &Local, remote: Option<&str>, workspace: Option<&str>) -> Result<Target> {
+    let remotes = read(local.store_dir())?;
     let (name, entry) = match remote {
         Some(r) if r.contains("://") => (
             None,
@@ -166,7 +165,7 @@ pub fn resolve(ws: &Workspace, remote: Option<&str>, workspace: Option<&str>) ->
     let workspace = workspace
         .map(str::to_string)
         .or(entry.workspace)
-        .unwrap_or_else(|| default_name(ws));
+        .unwrap_or_else(|| default_name(local.root()));
     check_name(&workspace)?;
     Ok(Target {
         name,
@@ -177,33 +176,27 @@ pub fn resolve(ws: &Workspace, remote: Option<&str>, workspace: Option<&str>) ->
     })
 }
 
-/// What `remote add/remove/list` did and what is configured now.
-#[derive(Debug)]
+/// What `remote add/remove/list` did and what is configured now;
+/// serialises as its `--json` form: `remotes` (name → {url, workspace,
+/// …}), and `added` or `removed` (a name) when one was.
+#[derive(Debug, Serialize)]
 pub struct RemotesReport {
-    /// What changed (`added`, `removed`, or None for list).
-    pub action: Option<(&'static str, String)>,
+    /// `schema`.
+    pub schema: Schema,
     /// The remotes now.
+    #[serde(flatten)]
     pub remotes: Remotes,
-}
-
-impl RemotesReport {
-    /// JSON: `remotes` (name → {url, workspace}), and `added`/`removed`.
-    pub fn to_json(&self) -> Value {
-        let mut v = json!({
-            "schema": SCHEMA,
-            "remotes": self.remotes.remotes,
-        });
-        if let (Some((k, n)), Some(m)) = (&self.action, v.as_object_mut()) {
-            m.insert((*k).to_string(), json!(n));
-        }
-        v
-    }
+    /// The remote added.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub added: Option<String>,
+    /// The remote removed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub removed: Option<String>,
 }
 
 fn locked<T>(ctx: &Context, f: impl FnOnce(&Path) -> Result<T>) -> Result<T> {
-    let ws = ctx.workspace()?;
-    let _store = ws.open_store_read_only(&ctx.config)?;
-    f(&ws.store_path)
+    let local = Local::open(ctx)?;
+    f(local.store_dir())
 }
 
 /// What [`add`] adds.
@@ -260,8 +253,10 @@ pub fn add(ctx: &Context, opts: &AddOptions<'_>) -> Result<RemotesReport> {
         );
         write(store, &r)?;
         Ok(RemotesReport {
-            action: Some(("added", name.to_string())),
+            schema: Schema,
             remotes: r,
+            added: Some(name.to_string()),
+            removed: None,
         })
     })
 }
@@ -279,7 +274,7 @@ fn make_encrypted(
         .clone()
         .or_else(|| key_file.map(|p| crate::crypt::Secret::KeyFile(p.to_path_buf())))
         .ok_or_else(|| {
-            usage(format!(
+            Error::Key(format!(
                 "`--encrypt` needs a key: set CKPT_REMOTE_PASSPHRASE, or give --key-file PATH \
                  (or CKPT_REMOTE_KEY_FILE); nothing was changed ({})",
                 url.url
@@ -333,8 +328,10 @@ pub fn remove(ctx: &Context, name: &str) -> Result<RemotesReport> {
         }
         write(store, &r)?;
         Ok(RemotesReport {
-            action: Some(("removed", name.to_string())),
+            schema: Schema,
             remotes: r,
+            added: None,
+            removed: Some(name.to_string()),
         })
     })
 }
@@ -343,10 +340,10 @@ pub fn remove(ctx: &Context, name: &str) -> Result<RemotesReport> {
 pub fn list(ctx: &Context) -> Result<RemotesReport> {
     locked(ctx, |store| {
         Ok(RemotesReport {
-            action: None,
+            schema: Schema,
             remotes: read(store)?,
+            added: None,
+            removed: None,
         })
     })
 }
-
-crate::serialize_via_to_json!(RemotesReport);

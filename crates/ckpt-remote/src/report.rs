@@ -1,10 +1,11 @@
-//! The summary every remote operation reports: objects, bytes sent and
-//! received, requests, time.
+//! The summary every remote operation reports (objects, bytes sent and
+//! received, requests, time), and the serde helpers the reports' JSON
+//! forms share.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use serde::{Serialize, Serializer};
 
 /// Requests and bytes of one operation.
 #[derive(Debug, Default)]
@@ -20,8 +21,9 @@ pub struct Counters {
     pub failed: AtomicU64,
 }
 
-/// What went over the wire.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// What went over the wire. Its JSON fields (`elapsed` as `elapsed_ms`)
+/// are part of every report's.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Transfer {
     /// Blobs (file contents, trees, mtimes nodes, state snapshots) sent or
     /// received.
@@ -40,7 +42,43 @@ pub struct Transfer {
     /// Packs uploaded or downloaded.
     pub packs: u64,
     /// Wall time.
+    #[serde(rename = "elapsed_ms", serialize_with = "ms")]
     pub elapsed: Duration,
+}
+
+fn ms<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    ckpt_lib::ops::json::ms(*d).serialize(s)
+}
+
+/// (local id, remote id) pairs as `[{id, remote_id}]`.
+pub(crate) fn local_remote<S: Serializer>(v: &[(String, String)], s: S) -> Result<S::Ok, S::Error> {
+    #[derive(Serialize)]
+    struct Pair<'a> {
+        id: &'a str,
+        remote_id: &'a str,
+    }
+    s.collect_seq(v.iter().map(|(l, r)| Pair {
+        id: l,
+        remote_id: r,
+    }))
+}
+
+/// (remote id, local id) pairs as `[{remote_id, id}]`.
+pub(crate) fn remote_local<S: Serializer>(v: &[(String, String)], s: S) -> Result<S::Ok, S::Error> {
+    #[derive(Serialize)]
+    struct Pair<'a> {
+        remote_id: &'a str,
+        id: &'a str,
+    }
+    s.collect_seq(v.iter().map(|(r, l)| Pair {
+        remote_id: r,
+        id: l,
+    }))
+}
+
+/// A path as text (lossy where it is not UTF-8).
+pub(crate) fn display<S: Serializer>(p: &std::path::Path, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(&p.display())
 }
 
 impl Transfer {
@@ -53,26 +91,4 @@ impl Transfer {
         self.elapsed = elapsed;
         self
     }
-
-    /// The JSON fields (merged into a report object).
-    pub fn to_json(&self) -> Value {
-        json!({
-            "objects": self.objects,
-            "raw_bytes": self.raw_bytes,
-            "bytes_sent": self.bytes_sent,
-            "bytes_received": self.bytes_received,
-            "requests": self.requests,
-            "failed_requests": self.failed_requests,
-            "packs": self.packs,
-            "elapsed_ms": ckpt_lib::ops::json::ms(self.elapsed),
-        })
-    }
-}
-
-/// `obj` with the transfer fields added.
-pub fn with_transfer(mut obj: Value, t: &Transfer) -> Value {
-    if let (Some(m), Value::Object(t)) = (obj.as_object_mut(), t.to_json()) {
-        m.extend(t);
-    }
-    obj
 }

@@ -38,7 +38,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use ckpt_lib::store::tree::{put_varint, unzigzag, zigzag, Entry, Node, Reader, Tree};
+use ckpt_lib::ops::exchange::tree::{put_varint, unzigzag, zigzag, Entry, Node, Reader, Tree};
 use ckpt_lib::Hash;
 
 use crate::{corrupt, Result};

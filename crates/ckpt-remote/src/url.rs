@@ -170,7 +170,7 @@ impl RemoteUrl {
             }
             _ => {
                 std::fs::create_dir_all(&self.prefix).map_err(|e| {
-                    ckpt_lib::Error::io("create the remote directory", &self.prefix, e)
+                    crate::Error::io("create the remote directory", &self.prefix, e)
                 })?;
                 let fs = object_store::local::LocalFileSystem::new_with_prefix(&self.prefix)
                     .map_err(err)?;

@@ -3,8 +3,8 @@
 use std::path::PathBuf;
 
 use ckpt_fs::copytree::Progress;
-use ckpt_lib::Result;
 use ckpt_remote::pull::CloneOptions;
+use ckpt_remote::Result;
 
 use super::remote::TransferArgs;
 use crate::context::Ctx;

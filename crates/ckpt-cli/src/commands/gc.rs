@@ -9,7 +9,6 @@ use ckpt_lib::ops;
 use ckpt_lib::ops::gc::{GcOptions, GcRun};
 use ckpt_lib::store::gc::GcReport;
 use ckpt_lib::store::retention::{self, Policy, RetentionReport};
-use ckpt_lib::Result;
 use clap::Args;
 
 use crate::context::Ctx;
@@ -86,9 +85,9 @@ pub fn describe(p: &Policy) -> String {
 }
 
 /// `ckpt gc` with its retention flags.
-pub fn run(ctx: &Ctx, args: &GcArgs) -> Result<()> {
+pub fn run(ctx: &Ctx, args: &GcArgs) -> std::result::Result<(), crate::exit::Error> {
     if let Some(remote) = &args.remote {
-        return remote_gc(ctx, args, remote);
+        return Ok(remote_gc(ctx, args, remote)?);
     }
     let opts = GcOptions {
         dry_run: args.dry_run,
@@ -174,7 +173,7 @@ fn print_sweep(ctx: &Ctx, rep: &GcReport, dry_run: bool) {
 }
 
 /// `ckpt gc --remote`.
-fn remote_gc(ctx: &Ctx, args: &GcArgs, remote: &str) -> Result<()> {
+fn remote_gc(ctx: &Ctx, args: &GcArgs, remote: &str) -> ckpt_remote::Result<()> {
     let opts = ckpt_remote::gc::GcOptions {
         remote: Some(remote),
         grace: args.grace,

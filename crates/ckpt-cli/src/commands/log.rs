@@ -3,7 +3,7 @@
 use ckpt_lib::ops;
 use std::path::PathBuf;
 
-use ckpt_lib::{Error, Result};
+use ckpt_lib::Error;
 
 use crate::context::Ctx;
 use crate::render::{self, print_report};
@@ -41,9 +41,9 @@ pub struct LogArgs {
 }
 
 /// Runs `ckpt log`.
-pub fn run(ctx: &Ctx, args: &LogArgs) -> Result<()> {
+pub fn run(ctx: &Ctx, args: &LogArgs) -> std::result::Result<(), crate::exit::Error> {
     if let Some(remote) = &args.remote {
-        return remote_log(ctx, args, remote);
+        return Ok(remote_log(ctx, args, remote)?);
     }
     let before = match &args.before {
         Some(b) => Some(
@@ -88,7 +88,7 @@ pub fn run(ctx: &Ctx, args: &LogArgs) -> Result<()> {
     Ok(())
 }
 
-fn remote_log(ctx: &Ctx, args: &LogArgs, remote: &str) -> Result<()> {
+fn remote_log(ctx: &Ctx, args: &LogArgs, remote: &str) -> ckpt_remote::Result<()> {
     let opts = ckpt_remote::log::LogOptions {
         remote: Some(remote),
         workspace: args.workspace.as_deref(),

@@ -42,7 +42,6 @@ mod watch;
 
 use std::process::ExitCode;
 
-use ckpt_lib::Result;
 use clap::Subcommand;
 
 use crate::context::Ctx;
@@ -136,11 +135,15 @@ pub enum Command {
 
 /// Runs one command; `chdir_given` says whether `-C` was passed (`ckpt hook`
 /// finds its workspace differently without it).
-pub fn run(cmd: &Command, ctx: &Ctx, chdir_given: bool) -> Result<ExitCode> {
+pub fn run(
+    cmd: &Command,
+    ctx: &Ctx,
+    chdir_given: bool,
+) -> std::result::Result<ExitCode, crate::exit::Error> {
     match cmd {
         Command::Init(args) => init::run(ctx, args),
         Command::Save(args) => save::run(ctx, args),
-        Command::Log(args) => log::run(ctx, args),
+        Command::Log(args) => return done(log::run(ctx, args)),
         Command::Undo(args) => undo::run(ctx, args),
         Command::Show(args) => show::run(ctx, args),
         Command::Status(args) => status::run(ctx, args),
@@ -149,27 +152,35 @@ pub fn run(cmd: &Command, ctx: &Ctx, chdir_given: bool) -> Result<ExitCode> {
         Command::Restore(args) => restore::run(ctx, args),
         Command::Delete(args) => delete::run(ctx, args),
         Command::Annotate(args) => annotate::run(ctx, args),
-        Command::Gc(args) => gc::run(ctx, args),
+        Command::Gc(args) => return done(gc::run(ctx, args)),
         Command::Hook(args) => return Ok(hook::run(ctx, args, chdir_given)),
         Command::Mcp => mcp::run(ctx),
         Command::Du(args) => du::run(ctx, args),
         Command::Stores(args) => stores::run(ctx, args),
         Command::Completions(args) => gen::completions::<crate::Cli>(args.shell),
         Command::Man => gen::man::<crate::Cli>(),
-        Command::Verify(args) => return verify::run(ctx, args),
+        Command::Verify(args) => return Ok(verify::run(ctx, args)?),
         Command::Hash(args) => hash::run(ctx, args),
-        Command::State { cmd } => return state::run(ctx, cmd),
+        Command::State { cmd } => return Ok(state::run(ctx, cmd)?),
         Command::Cp(args) => cp::run(ctx, args),
-        Command::Fork(args) => return fork::run(ctx, args),
+        Command::Fork(args) => return Ok(fork::run(ctx, args)?),
         Command::Forks(args) => forks::run(ctx, args),
         Command::Adopt(args) => adopt::run(ctx, args),
         Command::Doctor(args) => doctor::run(ctx, args),
         Command::Watch(args) => watch::run(ctx, args),
         Command::Ui(args) => ui::run(ctx, args),
-        Command::Remote { cmd } => remote::run(ctx, cmd),
-        Command::Push(args) => push::run(ctx, args),
-        Command::Pull(args) => pull::run(ctx, args),
-        Command::Clone(args) => clone::run(ctx, args),
+        Command::Remote { cmd } => return done(remote::run(ctx, cmd)),
+        Command::Push(args) => return done(push::run(ctx, args)),
+        Command::Pull(args) => return done(pull::run(ctx, args)),
+        Command::Clone(args) => return done(clone::run(ctx, args)),
     }?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Success, or the error of a command that may fail with a remote error.
+fn done<E: Into<crate::exit::Error>>(
+    r: std::result::Result<(), E>,
+) -> std::result::Result<ExitCode, crate::exit::Error> {
+    r.map_err(Into::into)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -1,8 +1,8 @@
 //! `ckpt pull [REMOTE] [ID…]`: through [`ckpt_remote::pull::pull`].
 
 use ckpt_fs::copytree::Progress;
-use ckpt_lib::Result;
 use ckpt_remote::pull::PullOptions;
+use ckpt_remote::Result;
 
 use super::remote::TransferArgs;
 use crate::context::Ctx;

@@ -1,8 +1,8 @@
 //! `ckpt push [REMOTE] [ID…|--all]`: through [`ckpt_remote::push`].
 
 use ckpt_fs::copytree::Progress;
-use ckpt_lib::Result;
 use ckpt_remote::push::PushOptions;
+use ckpt_remote::Result;
 
 use super::remote::TransferArgs;
 use crate::context::Ctx;

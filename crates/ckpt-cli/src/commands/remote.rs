@@ -2,7 +2,7 @@
 //! remove NAME`: the workspace's named remotes, through
 //! [`ckpt_remote::remotes`].
 
-use ckpt_lib::Result;
+use ckpt_remote::Result;
 use clap::Subcommand;
 
 use crate::context::Ctx;
@@ -19,7 +19,7 @@ pub struct TransferArgs {
 impl TransferArgs {
     /// The remote settings from the environment, with this command's
     /// `--concurrency`.
-    pub fn settings(&self, ctx: &Ctx) -> Result<ckpt_remote::Settings> {
+    pub fn settings(&self, ctx: &Ctx) -> ckpt_lib::Result<ckpt_remote::Settings> {
         let mut settings = ctx.remote()?.clone();
         if let Some(n) = self.concurrency {
             settings.concurrency = n.max(1);
@@ -105,7 +105,12 @@ pub fn run(ctx: &Ctx, cmd: &RemoteCmd) -> Result<()> {
         print_report(&rep);
         return Ok(());
     }
-    match &rep.action {
+    let action = match (&rep.added, &rep.removed) {
+        (Some(n), _) => Some(("added", n)),
+        (_, Some(n)) => Some(("removed", n)),
+        _ => None,
+    };
+    match action {
         Some((what, name)) if !ctx.quiet => println!("{what} remote {name}"),
         Some(_) => {}
         None => {

@@ -36,6 +36,7 @@
 //! | stores on this machine | [`stores::stores`] |
 //! | agent state | [`state::get`], [`state::put`], [`state::del`], [`state::ls`], [`state::history`], [`state::cas`] |
 //! | watcher status and stop | [`watch::status`], [`watch::stop`] |
+//! | checkpoints out of a store and into one, for `ckpt-remote` (push, pull, clone) | [`exchange::Local`], [`exchange::Import`], [`exchange::clone_into`] |
 //!
 //! Every report implements `Serialize` as its JSON form ([`json`]: schema 1,
 //! documented in `docs/CLI.md`, "JSON output"): `--json`, MCP results and
@@ -50,6 +51,7 @@ pub mod delete;
 pub mod diff;
 pub mod doctor;
 pub mod du;
+pub mod exchange;
 pub mod fork;
 pub mod forks;
 pub mod gc;
