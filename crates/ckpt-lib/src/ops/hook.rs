@@ -30,9 +30,10 @@ use ckpt_harness::{HookEvent, Kind};
 use serde_json::{json, Value};
 
 use super::json::{self, serialize_via_to_json, SCHEMA};
+use super::save::SaveOptions;
 use super::save::SaveReport;
 use super::Context;
-use crate::engine::save::{SaveOptions, SaveOutcome};
+use crate::engine::save::SaveOutcome;
 use crate::Result;
 
 /// What [`hook`] records.
@@ -97,7 +98,6 @@ pub fn hook(ctx: &Context, opts: &HookOptions) -> Result<HookReport> {
             message: message.clone(),
             tags: tags.clone(),
             allow_empty: ev.kind == Kind::Prompt,
-            journal: None,
         },
     )?;
     let start_watcher = ctx.config.hook_watch.is_some() && !save.through_watcher;

@@ -36,7 +36,7 @@
 //! the target nor the pre-restore save, so unless `--no-save` it is recorded
 //! once more, after the files are written and before the journal is
 //! cleared: a checkpoint tagged `ckpt.reason=restore-paths`
-//! ([`RestoreReport::post_save`]; nothing when HEAD already equals the
+//! ([`RestoreOutcome::post_save`]; nothing when HEAD already equals the
 //! workspace), made by relisting only the directories the restore touched.
 //! So HEAD is always "the workspace as it is now": `ckpt status` shows the
 //! restored paths unchanged, repeating the same restore is a no-op, and the
@@ -112,7 +112,7 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Mutex;
 
 use crate::engine::diff::{Change, PathFilter};
-use crate::engine::save::{self, SaveOptions, SaveOutcome, REASON_TAG};
+use crate::engine::save::{self, SaveJob, SaveOutcome, REASON_TAG};
 use crate::engine::scanner::{scan_against, ScanKind, Scanner};
 use crate::error::IoContext;
 use crate::error::NoSpaceForUndo;
@@ -132,7 +132,7 @@ use plan::{check_objects, plan};
 
 /// Options of an in-place restore.
 #[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
-pub struct RestoreOptions {
+pub struct RestoreJob {
     /// Restore only these relative paths (and below); empty = everything.
     pub paths: Vec<Vec<u8>>,
     /// Only report what would change.
@@ -157,7 +157,7 @@ pub enum Scope {
 
 /// What a restore did (or, with `dry_run`, would do).
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
-pub struct RestoreReport {
+pub struct RestoreOutcome {
     /// The checkpoint restored.
     pub target: Checkpoint,
     /// The checkpoint that undoes this restore.
@@ -184,7 +184,7 @@ pub struct RestoreReport {
     pub unreadable: Vec<Unreadable>,
 }
 
-impl RestoreReport {
+impl RestoreOutcome {
     /// A report in which no file was written or removed (a state-only
     /// restore, or nothing to do).
     fn files_untouched(
@@ -192,8 +192,8 @@ impl RestoreReport {
         undo: Option<u64>,
         pre_save: Option<Checkpoint>,
         state: Option<StateRestore>,
-    ) -> RestoreReport {
-        RestoreReport {
+    ) -> RestoreOutcome {
+        RestoreOutcome {
             target,
             undo,
             pre_save,
@@ -214,12 +214,12 @@ impl RestoreReport {
         changes: Vec<Change>,
         state: Option<StateRestore>,
         unreadable: Vec<Unreadable>,
-    ) -> RestoreReport {
-        RestoreReport {
+    ) -> RestoreOutcome {
+        RestoreOutcome {
             changes,
             state,
             unreadable,
-            ..RestoreReport::files_untouched(target, None, None, None)
+            ..RestoreOutcome::files_untouched(target, None, None, None)
         }
     }
 }
@@ -231,9 +231,9 @@ pub fn restore(
     ws: &Workspace,
     store: &Store,
     rev: &str,
-    opts: &RestoreOptions,
+    opts: &RestoreJob,
     scanner: &mut dyn Scanner,
-) -> Result<RestoreReport> {
+) -> Result<RestoreOutcome> {
     let filter = PathFilter::new(opts.paths.clone());
     let state_only = opts.scope == Scope::StateOnly;
     if state_only && !filter.is_all() {
@@ -259,12 +259,12 @@ pub fn restore(
             false => None,
         };
         if state_only {
-            return Ok(RestoreReport::files_untouched(target, None, None, state));
+            return Ok(RestoreOutcome::files_untouched(target, None, None, state));
         }
         let scan = scanner.scan(ws, store, ScanKind::HashOnly)?;
         let reader = store.catalog.reader()?;
         let changes = plan(&reader, &scan, target.root, &filter, &ignore, &ws.root)?;
-        return Ok(RestoreReport::dry_run(
+        return Ok(RestoreOutcome::dry_run(
             target,
             changes,
             state,
@@ -317,7 +317,7 @@ pub fn restore(
         check_objects(&store.objects, &changes)?;
     }
     let (pre_save, undo, mut scan) = if save_first {
-        let save_opts = SaveOptions {
+        let save_opts = SaveJob {
             message: format!("before restore to {}", target.id()),
             tags: [(REASON_TAG.to_string(), "pre-restore".to_string())].into(),
             allow_empty: false,
@@ -353,7 +353,7 @@ pub fn restore(
     if state_only {
         scanner.keep_index(store, scan)?;
         let state = state::restore_state(&store.state, &target, false)?;
-        return Ok(RestoreReport::files_untouched(
+        return Ok(RestoreOutcome::files_untouched(
             target, undo, pre_save, state,
         ));
     }
@@ -388,7 +388,7 @@ pub fn restore(
         } else if journal.is_some() {
             store.catalog.set_journal(None)?;
         }
-        return Ok(RestoreReport {
+        return Ok(RestoreOutcome {
             target,
             undo,
             pre_save,
@@ -467,7 +467,7 @@ pub fn restore(
                 .is_some_and(|e| !matches!(e.node, Node::Dir { .. }))
         })
         .count() as u64;
-    Ok(RestoreReport {
+    Ok(RestoreOutcome {
         target,
         undo,
         pre_save,
@@ -561,7 +561,7 @@ fn record_restored(
         .iter()
         .map(|p| String::from_utf8_lossy(p).into_owned())
         .collect();
-    let opts = SaveOptions {
+    let opts = SaveJob {
         message: format!("restored {} from {}", shown.join(", "), target.id()),
         tags: [(REASON_TAG.to_string(), "restore-paths".to_string())].into(),
         allow_empty: false,
