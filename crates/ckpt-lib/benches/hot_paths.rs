@@ -9,7 +9,7 @@ use std::hint::black_box;
 use std::path::Path;
 use std::time::Duration;
 
-use ckpt_lib::engine::save::{self, SaveOptions};
+use ckpt_lib::engine::save::{self, SaveJob};
 use ckpt_lib::engine::scanner::{self, Scanner};
 use ckpt_lib::store::index::Index;
 use ckpt_lib::store::tree::{Entry, Node, Tree};
@@ -60,13 +60,13 @@ fn bench_scan(c: &mut Criterion) {
         let store = ws
             .open_store(&Config::locking(Duration::from_secs(5)))
             .unwrap();
-        save::save(&ws, &store, &SaveOptions::default()).unwrap();
+        save::save(&ws, &store, &SaveJob::default()).unwrap();
         // A second save clears the racy marks of the first.
         std::thread::sleep(Duration::from_millis(100));
         save::save(
             &ws,
             &store,
-            &SaveOptions {
+            &SaveJob {
                 allow_empty: true,
                 journal: None,
                 ..Default::default()
@@ -163,7 +163,7 @@ fn bench_capture(c: &mut Criterion) {
                 let store = ws
                     .open_store(&Config::locking(Duration::from_secs(5)))
                     .unwrap();
-                save::save(&ws, &store, &SaveOptions::default()).unwrap();
+                save::save(&ws, &store, &SaveJob::default()).unwrap();
                 drop(store);
                 drop(tmp);
             },

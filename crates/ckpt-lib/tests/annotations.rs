@@ -17,7 +17,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use ckpt_lib::engine::save::{SaveOptions, SaveOutcome};
+use ckpt_lib::engine::save::SaveOutcome;
+use ckpt_lib::ops::save::SaveOptions;
 use ckpt_lib::ops::{self, Context};
 use ckpt_lib::store::retention::Policy;
 use ckpt_lib::workspace::Workspace;
@@ -228,7 +229,6 @@ fn run(steps: &[Step]) {
                     message: "msg".into(),
                     tags: tags(kv),
                     allow_empty: true,
-                    journal: None,
                 };
                 let rep = ops::save::save(&ctx, &opts).unwrap();
                 let SaveOutcome::Saved(cp) = rep.outcome else {

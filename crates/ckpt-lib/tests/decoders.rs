@@ -17,7 +17,7 @@
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use ckpt_lib::engine::save::{self, SaveOptions, SaveOutcome};
+use ckpt_lib::engine::save::{self, SaveJob, SaveOutcome};
 use ckpt_lib::store::catalog::decode_checkpoint;
 use ckpt_lib::store::index::Index;
 use ckpt_lib::store::tree::{Entry, Node, Tree};
@@ -55,9 +55,7 @@ fn samples() -> &'static Samples {
                 std::fs::write(root.join("src/new.txt"), b"new\n").unwrap();
             }
             let store = ws.open_store(&Config::locking(t)).unwrap();
-            if let SaveOutcome::Saved(cp) =
-                save::save(&ws, &store, &SaveOptions::default()).unwrap()
-            {
+            if let SaveOutcome::Saved(cp) = save::save(&ws, &store, &SaveJob::default()).unwrap() {
                 records.push((cp.seq, serde_json::to_vec(&cp).unwrap()));
             }
         }

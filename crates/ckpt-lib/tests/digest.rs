@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use ckpt_lib::engine::diff::TreeSource;
 use ckpt_lib::engine::materialize;
-use ckpt_lib::engine::save::{self, SaveOptions, SaveOutcome};
+use ckpt_lib::engine::save::{self, SaveJob, SaveOutcome};
 use ckpt_lib::engine::{digest, verify};
 use ckpt_lib::workspace::Workspace;
 use ckpt_lib::Config;
@@ -34,7 +34,7 @@ proptest! {
                 apply(&ws.root, ops);
             }
             let store = ws.open_store(&Config::locking(T)).unwrap();
-            let out = save::save(&ws, &store, &SaveOptions::default()).unwrap();
+            let out = save::save(&ws, &store, &SaveJob::default()).unwrap();
             let SaveOutcome::Saved(cp) = out else { continue };
             let reader = store.catalog.reader().unwrap();
             let src = TreeSource { fresh: None, catalog: &reader };
@@ -66,7 +66,7 @@ fn verify_names_what_differs_and_store_check_finds_damage() {
     std::fs::write(root.join("b.txt"), b"beta").unwrap();
     let ws = Workspace::init(&root, Some(&dir.path().join("store")), None).unwrap();
     let store = ws.open_store(&Config::locking(T)).unwrap();
-    let SaveOutcome::Saved(cp) = save::save(&ws, &store, &SaveOptions::default()).unwrap() else {
+    let SaveOutcome::Saved(cp) = save::save(&ws, &store, &SaveJob::default()).unwrap() else {
         panic!()
     };
     assert!(verify::verify_workspace(&ws, &store, "HEAD")
@@ -140,11 +140,11 @@ fn a_deleted_object_names_the_checkpoints_that_need_it() {
     std::fs::write(root.join("gone"), b"only in v1 and v2").unwrap();
     let ws = Workspace::init(&root, Some(&dir.path().join("store")), None).unwrap();
     let store = ws.open_store(&Config::locking(T)).unwrap();
-    save::save(&ws, &store, &SaveOptions::default()).unwrap();
+    save::save(&ws, &store, &SaveJob::default()).unwrap();
     std::fs::write(root.join("keep2"), b"v2").unwrap();
-    save::save(&ws, &store, &SaveOptions::default()).unwrap();
+    save::save(&ws, &store, &SaveJob::default()).unwrap();
     std::fs::remove_file(root.join("gone")).unwrap();
-    save::save(&ws, &store, &SaveOptions::default()).unwrap();
+    save::save(&ws, &store, &SaveJob::default()).unwrap();
     let h = ckpt_lib::Hash::of(b"only in v1 and v2");
     std::fs::remove_file(store.objects.object_path(&h)).unwrap();
     let rep = verify::verify_store(&store).unwrap();

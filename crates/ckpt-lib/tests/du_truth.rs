@@ -15,7 +15,8 @@ use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use ckpt_lib::engine::save::{SaveOptions, SaveOutcome};
+use ckpt_lib::engine::save::SaveOutcome;
+use ckpt_lib::ops::save::SaveOptions;
 use ckpt_lib::ops::{self, Context};
 use ckpt_lib::store::retention::{self, Policy};
 use ckpt_lib::store::{gc, usage, Store};

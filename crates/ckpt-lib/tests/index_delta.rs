@@ -447,8 +447,8 @@ fn set_past_mtime(path: &Path, secs: u64) {
 /// that did not change.
 #[test]
 fn saves_and_restores_write_deltas_that_keep_the_cache_warm() {
-    use ckpt_lib::engine::restore::{self, RestoreOptions};
-    use ckpt_lib::engine::save::{self, SaveOptions, SaveOutcome};
+    use ckpt_lib::engine::restore::{self, RestoreJob};
+    use ckpt_lib::engine::save::{self, SaveJob, SaveOutcome};
     use ckpt_lib::engine::scanner::OnDisk;
     use ckpt_lib::workspace::Workspace;
     let tmp = tempfile::tempdir().unwrap();
@@ -466,8 +466,7 @@ fn saves_and_restores_write_deltas_that_keep_the_cache_warm() {
     let index_path = tmp.path().join("store/index");
     let save = |expect_read: u64, what: &str| {
         let store = ws.open_store(&Config::locking(t)).unwrap();
-        let c =
-            save::capture(&ws, &store, &SaveOptions::default(), &mut OnDisk::default()).unwrap();
+        let c = save::capture(&ws, &store, &SaveJob::default(), &mut OnDisk::default()).unwrap();
         assert_eq!(c.files_read, expect_read, "{what}: files read");
         match c.outcome {
             SaveOutcome::Saved(cp) => Some(cp.seq),
@@ -504,7 +503,7 @@ fn saves_and_restores_write_deltas_that_keep_the_cache_warm() {
         &ws,
         &store,
         &format!("v{v1}"),
-        &RestoreOptions::default(),
+        &RestoreJob::default(),
         &mut OnDisk::default(),
     )
     .unwrap();

@@ -13,7 +13,7 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use ckpt_lib::engine::save::{self, SaveOptions, SaveOutcome};
+use ckpt_lib::engine::save::{self, SaveJob, SaveOutcome};
 use ckpt_lib::store::catalog::Checkpoint;
 use ckpt_lib::store::retention::{self, Policy};
 use ckpt_lib::workspace::Workspace;
@@ -165,7 +165,7 @@ proptest! {
 
 fn save(ws: &Workspace, tags: &[(&str, &str)]) -> Checkpoint {
     let store = ws.open_store(&Config::locking(T)).unwrap();
-    let opts = SaveOptions {
+    let opts = SaveJob {
         tags: tags
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use ckpt_lib::engine::diff::PathFilter;
 use ckpt_lib::engine::materialize;
-use ckpt_lib::engine::restore::{self, RestoreOptions};
-use ckpt_lib::engine::save::{self, SaveOptions, SaveOutcome};
+use ckpt_lib::engine::restore::{self, RestoreJob};
+use ckpt_lib::engine::save::{self, SaveJob, SaveOutcome};
 use ckpt_lib::engine::scanner::{OnDisk, ScanKind, Scanner};
 use ckpt_lib::engine::status;
 use ckpt_lib::store::index::RACY_WINDOW_NS;
@@ -25,7 +25,7 @@ const T: Duration = Duration::from_secs(10);
 
 fn save(ws: &Workspace) -> Option<u64> {
     let store = ws.open_store(&Config::locking(T)).unwrap();
-    match save::save(ws, &store, &SaveOptions::default()).unwrap() {
+    match save::save(ws, &store, &SaveJob::default()).unwrap() {
         SaveOutcome::Saved(cp) => Some(cp.seq),
         SaveOutcome::Unchanged(h) => h.map(|h| h.seq),
     }
@@ -37,7 +37,7 @@ fn restore_ws(ws: &Workspace, seq: u64, paths: Vec<Vec<u8>>) {
         ws,
         &store,
         &format!("v{seq}"),
-        &RestoreOptions {
+        &RestoreJob {
             paths,
             ..Default::default()
         },
@@ -156,10 +156,10 @@ proptest! {
         // again (this scan lists everything and records exact names).
         std::thread::sleep(Duration::from_nanos(RACY_WINDOW_NS as u64 + 20_000_000));
         let store = ws.open_store(&Config::locking(T)).unwrap();
-        save::capture(&ws, &store, &SaveOptions::default(), &mut OnDisk::default()).unwrap();
+        save::capture(&ws, &store, &SaveJob::default(), &mut OnDisk::default()).unwrap();
         // Nothing changed: only the root (whose names include the marker,
         // so never exact) is listed.
-        let again = save::capture(&ws, &store, &SaveOptions::default(), &mut OnDisk::default()).unwrap();
+        let again = save::capture(&ws, &store, &SaveJob::default(), &mut OnDisk::default()).unwrap();
         prop_assert_eq!(again.scan.dirs_listed, 1);
         // And each small leaf below the root's children is checked through
         // its parent without being opened (the root's children come from
@@ -197,8 +197,8 @@ proptest! {
         save(&ws);
         std::thread::sleep(Duration::from_nanos(RACY_WINDOW_NS as u64 + 20_000_000));
         let store = ws.open_store(&Config::locking(T)).unwrap();
-        save::capture(&ws, &store, &SaveOptions::default(), &mut OnDisk::default()).unwrap();
-        let again = save::capture(&ws, &store, &SaveOptions::default(), &mut OnDisk::default()).unwrap();
+        save::capture(&ws, &store, &SaveJob::default(), &mut OnDisk::default()).unwrap();
+        let again = save::capture(&ws, &store, &SaveJob::default(), &mut OnDisk::default()).unwrap();
         prop_assert_eq!(again.scan.dirs_unopened, unopened_leaves(&root));
         drop(store);
         for (i, kind, b) in edits {
@@ -308,7 +308,7 @@ fn fifos_and_sockets_are_skipped_and_listed() {
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
     let _sock = std::os::unix::net::UnixListener::bind(ws.root.join("sock")).unwrap();
     let store = ws.open_store(&Config::locking(T)).unwrap();
-    let SaveOutcome::Saved(cp) = save::save(&ws, &store, &SaveOptions::default()).unwrap() else {
+    let SaveOutcome::Saved(cp) = save::save(&ws, &store, &SaveJob::default()).unwrap() else {
         panic!("expected a checkpoint")
     };
     let mut kinds: Vec<_> = cp

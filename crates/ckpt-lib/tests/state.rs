@@ -9,8 +9,8 @@
 use std::path::Path;
 use std::time::Duration;
 
-use ckpt_lib::engine::restore::{self, RestoreOptions, Scope};
-use ckpt_lib::engine::save::{self, SaveOptions, SaveOutcome};
+use ckpt_lib::engine::restore::{self, RestoreJob, Scope};
+use ckpt_lib::engine::save::{self, SaveJob, SaveOutcome};
 use ckpt_lib::engine::scanner::OnDisk;
 use ckpt_lib::store::catalog::Checkpoint;
 use ckpt_lib::store::state::{ChangeKind, STATE_FILE};
@@ -47,7 +47,7 @@ impl Fixture {
     }
 
     fn save(&self) -> SaveOutcome {
-        save::save(&self.ws, &self.store(), &SaveOptions::default()).unwrap()
+        save::save(&self.ws, &self.store(), &SaveJob::default()).unwrap()
     }
 
     #[track_caller]
@@ -80,12 +80,12 @@ impl Fixture {
         self.store().state.current_version().unwrap().unwrap_or(0)
     }
 
-    fn restore(&self, seq: u64, scope: Scope) -> restore::RestoreReport {
+    fn restore(&self, seq: u64, scope: Scope) -> restore::RestoreOutcome {
         restore::restore(
             &self.ws,
             &self.store(),
             &format!("v{seq}"),
-            &RestoreOptions {
+            &RestoreJob {
                 scope,
                 ..Default::default()
             },
@@ -239,7 +239,7 @@ fn files_only_and_state_only() {
         &f.ws,
         &f.store(),
         &format!("v{}", cp.seq),
-        &RestoreOptions {
+        &RestoreJob {
             scope: Scope::StateOnly,
             paths: vec![b"a".to_vec()],
             ..Default::default()
@@ -254,7 +254,7 @@ fn files_only_and_state_only() {
         &f.ws,
         &f.store(),
         &format!("v{}", cp.seq),
-        &RestoreOptions {
+        &RestoreJob {
             paths: vec![b"a".to_vec()],
             ..Default::default()
         },
@@ -298,7 +298,7 @@ fn dry_run_changes_no_state() {
         &f.ws,
         &f.store(),
         &format!("v{}", cp.seq),
-        &RestoreOptions {
+        &RestoreJob {
             dry_run: true,
             ..Default::default()
         },

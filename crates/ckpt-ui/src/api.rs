@@ -420,7 +420,7 @@ async fn restore(State(s): S, Json(b): Json<RestoreBody>) -> Response {
         Ok(p) => p,
         Err(e) => return error(&e),
     };
-    let req = ops::restore::RestoreRequest {
+    let req = ops::restore::RestoreOptions {
         rev: b.id,
         paths,
         dry_run: b.dry_run,
@@ -470,7 +470,10 @@ async fn fork_remove(State(s): S, Json(b): Json<ForkDirBody>) -> Response {
         Ok(d) => d,
         Err(e) => return error(&e),
     };
-    run(&s, move |c| ops::forks::remove(c, &dir)).await
+    run(&s, move |c| {
+        ops::forks::remove(c, &ops::forks::RemoveOptions { dir })
+    })
+    .await
 }
 
 #[derive(Deserialize)]

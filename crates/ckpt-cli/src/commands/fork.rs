@@ -67,7 +67,11 @@ fn exit_with(status: Option<i32>) -> ExitCode {
 pub fn run(ctx: &Ctx, args: &ForkArgs) -> Result<ExitCode> {
     let command = (!args.cmd.is_empty()).then_some(args.cmd.as_slice());
     if let Some(dir) = &args.mount {
-        let rep = ops::forks::mount(&ctx.ops, dir, command)?;
+        let opts = ops::forks::MountOptions {
+            dir: dir.clone(),
+            command: command.map(<[_]>::to_vec),
+        };
+        let rep = ops::forks::mount(&ctx.ops, &opts)?;
         let status = rep.mounted.status.map(ops::json::exit_code);
         if args.json {
             print_report(&rep);
@@ -77,7 +81,7 @@ pub fn run(ctx: &Ctx, args: &ForkArgs) -> Result<ExitCode> {
         return Ok(exit_with(status));
     }
     if let Some(dir) = &args.remove {
-        let rep = ops::forks::remove(&ctx.ops, dir)?;
+        let rep = ops::forks::remove(&ctx.ops, &ops::forks::RemoveOptions { dir: dir.clone() })?;
         if args.json {
             print_report(&rep);
         } else if !ctx.quiet {

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use ckpt_lib::ops;
 use ckpt_lib::ops::gc::{GcOptions, GcRun};
-use ckpt_lib::store::gc::GcReport;
+use ckpt_lib::store::gc::SweepReport;
 use ckpt_lib::store::retention::{self, Policy, RetentionReport};
 use clap::Args;
 
@@ -137,7 +137,7 @@ fn print_retention(ctx: &Ctx, rep: &RetentionReport, dry_run: bool) {
 }
 
 /// The one-line summary of a gc (`ckpt gc`, and the gc after a retention run).
-pub fn gc_summary(g: &GcReport, dry_run: bool) -> String {
+pub fn gc_summary(g: &SweepReport, dry_run: bool) -> String {
     format!(
         "{} {} objects ({} on disk) and {} trees; {} objects live in {} checkpoints",
         if dry_run { "would remove" } else { "removed" },
@@ -162,7 +162,7 @@ pub fn report_retention(ctx: &Ctx, rep: &retention::RetentionReport) {
 }
 
 /// The plain sweep's summary, and the stray files it left alone.
-fn print_sweep(ctx: &Ctx, rep: &GcReport, dry_run: bool) {
+fn print_sweep(ctx: &Ctx, rep: &SweepReport, dry_run: bool) {
     if ctx.quiet {
         return;
     }

@@ -36,10 +36,7 @@ pub fn run(ctx: &Ctx, args: &HashArgs) -> Result<()> {
     if args.json {
         print_report(&rep);
     } else {
-        match rep.form {
-            HashForm::Full => println!("{}", rep.state()),
-            HashForm::Checksum => println!("{}", rep.checksum()),
-        }
+        println!("{}", rep.state.as_ref().unwrap_or(&rep.checksum));
     }
     Ok(())
 }

@@ -21,7 +21,7 @@ use std::path::PathBuf;
 
 use ckpt_lib::engine::fork::backend::Backend;
 use ckpt_lib::engine::restore::Scope;
-use ckpt_lib::engine::save::SaveOptions;
+use ckpt_lib::ops::save::SaveOptions;
 use ckpt_lib::ops::{self, Context};
 use ckpt_lib::{Config, Error, Result};
 use rmcp::handler::server::router::tool::ToolRouter;
@@ -293,7 +293,6 @@ impl CkptServer {
             message: a.message.unwrap_or_default(),
             tags: a.tags,
             allow_empty: a.allow_empty,
-            journal: None,
         };
         Ok(self.call(move |c| ops::save::save(c, &opts), as_is).await)
     }
@@ -368,7 +367,7 @@ impl CkptServer {
         &self,
         Parameters(a): Parameters<RestoreArgs>,
     ) -> Result<CallToolResult, ErrorData> {
-        let req = ops::restore::RestoreRequest {
+        let req = ops::restore::RestoreOptions {
             rev: a.id,
             paths: paths(a.paths),
             dry_run: a.dry_run,
@@ -439,8 +438,12 @@ impl CkptServer {
         &self,
         Parameters(a): Parameters<ForkRemoveArgs>,
     ) -> Result<CallToolResult, ErrorData> {
-        let dir = PathBuf::from(a.dir);
-        Ok(self.call(move |c| ops::forks::remove(c, &dir), as_is).await)
+        let opts = ops::forks::RemoveOptions {
+            dir: PathBuf::from(a.dir),
+        };
+        Ok(self
+            .call(move |c| ops::forks::remove(c, &opts), as_is)
+            .await)
     }
 
     #[tool(

@@ -61,7 +61,13 @@ pub fn run(ctx: &Ctx, args: &RestoreArgs) -> Result<()> {
             Some(s) => ops::restore::Source::Store(s),
             None => ops::restore::Source::Workspace,
         };
-        let m = ops::restore::restore_to(&ctx.ops, source, &args.id, dest, &args.paths)?;
+        let opts = ops::restore::RestoreToOptions {
+            source,
+            rev: args.id.clone(),
+            to: dest.clone(),
+            paths: args.paths.clone(),
+        };
+        let m = ops::restore::restore_to(&ctx.ops, &opts)?;
         drop(spinner);
         if args.json {
             print_report(&m);
@@ -84,7 +90,7 @@ pub fn run(ctx: &Ctx, args: &RestoreArgs) -> Result<()> {
         (_, true) => Scope::StateOnly,
         _ => Scope::All,
     };
-    let req = ops::restore::RestoreRequest {
+    let req = ops::restore::RestoreOptions {
         rev: args.id.clone(),
         paths: args.paths.clone(),
         dry_run: args.dry_run,
@@ -102,7 +108,7 @@ pub fn run(ctx: &Ctx, args: &RestoreArgs) -> Result<()> {
 
 /// Prints an in-place restore for people (`list`: every changed path, as
 /// `--verbose` asks and `ckpt undo` always does).
-pub(super) fn print_restored(ctx: &Ctx, r: &ops::restore::Restored, scope: Scope, list: bool) {
+pub(super) fn print_restored(ctx: &Ctx, r: &ops::restore::RestoreReport, scope: Scope, list: bool) {
     let (rep, elapsed) = (&r.report, r.elapsed);
     render::warn_unreadable("", &rep.unreadable);
     let shown: Vec<_> = rep.changes.iter().filter(|c| c.is_interesting()).collect();

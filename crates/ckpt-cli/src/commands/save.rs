@@ -1,7 +1,8 @@
 //! `ckpt save`: record a checkpoint of the whole workspace.
 
-use ckpt_lib::engine::save::{SaveOptions, SaveOutcome};
+use ckpt_lib::engine::save::SaveOutcome;
 use ckpt_lib::ops;
+use ckpt_lib::ops::save::SaveOptions;
 use ckpt_lib::ops::save::SaveReport;
 use ckpt_lib::Result;
 
@@ -33,7 +34,6 @@ pub fn run(ctx: &Ctx, args: &SaveArgs) -> Result<()> {
         message: args.message.clone(),
         tags: parse_tags(&args.tags)?,
         allow_empty: args.allow_empty,
-        journal: None,
     };
     let spinner = progress::Spinner::start("saving", ctx.quiet || args.json);
     let saved = ops::save::save(&ctx.ops, &opts)?;

@@ -20,8 +20,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::process::ExitCode;
 
 use ckpt_lib::ops::state::{
-    self as ops, CasOptions, CasOutcome, DelOptions, GetOptions, HistoryOptions, LsOptions,
-    NewValue, PutOptions, ValueSource,
+    self as ops, CasOptions, DelOptions, GetOptions, HistoryOptions, LsOptions, NewValue,
+    PutOptions, Swap, ValueSource,
 };
 use ckpt_lib::{Error, Result};
 use clap::Subcommand;
@@ -217,12 +217,12 @@ pub fn run(ctx: &Ctx, cmd: &StateCmd) -> Result<ExitCode> {
             if *json {
                 print_report(&r);
                 return Ok(match r.outcome {
-                    CasOutcome::Set { .. } => ExitCode::SUCCESS,
-                    CasOutcome::Mismatch { .. } => ExitCode::from(EXIT_CAS_MISMATCH),
+                    Swap::Set { .. } => ExitCode::SUCCESS,
+                    Swap::Mismatch { .. } => ExitCode::from(EXIT_CAS_MISMATCH),
                 });
             }
             let r = r.into_result()?;
-            if let CasOutcome::Set { version } = r.outcome {
+            if let Swap::Set { version } = r.outcome {
                 if ctx.quiet {
                     println!("{version}");
                 } else {

@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use ckpt_lib::ops;
 use ckpt_lib::ops::verify::{
-    StoreVerified, Verified, VerifyOptions, VerifyTarget, WorkspaceVerified,
+    StoreCheck, VerifyOptions, VerifyReport, VerifyTarget, WorkspaceCheck,
 };
 use ckpt_lib::Result;
 
@@ -48,7 +48,7 @@ pub fn run(ctx: &Ctx, args: &VerifyArgs) -> Result<ExitCode> {
         print_report(&rep);
     }
     Ok(match &rep {
-        Verified::Store(s) => {
+        VerifyReport::Store(s) => {
             if !args.json {
                 print_store(ctx, s);
             }
@@ -58,7 +58,7 @@ pub fn run(ctx: &Ctx, args: &VerifyArgs) -> Result<ExitCode> {
                 ExitCode::from(EXIT_STORE_DAMAGED)
             }
         }
-        Verified::Workspace(w) => {
+        VerifyReport::Workspace(w) => {
             if !args.json {
                 print_workspace(ctx, w);
             }
@@ -72,7 +72,7 @@ pub fn run(ctx: &Ctx, args: &VerifyArgs) -> Result<ExitCode> {
 }
 
 /// `verify --store` for people: each problem, then a summary.
-fn print_store(ctx: &Ctx, s: &StoreVerified) {
+fn print_store(ctx: &Ctx, s: &StoreCheck) {
     let rep = &s.report;
     for p in &rep.problems {
         println!(
@@ -101,7 +101,7 @@ fn print_store(ctx: &Ctx, s: &StoreVerified) {
 }
 
 /// `verify [ID]` for people: the match, or the differences.
-fn print_workspace(ctx: &Ctx, w: &WorkspaceVerified) {
+fn print_workspace(ctx: &Ctx, w: &WorkspaceCheck) {
     let rep = &w.report;
     if w.matches() {
         if !ctx.quiet {

@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use ckpt_lib::daemon::server::{self, WatchOptions};
-use ckpt_lib::ops::watch::{self as ops, StatusOptions, StatusReport, StopOptions};
+use ckpt_lib::ops::watch::{self as ops, StopOptions, WatchStatusOptions, WatchStatusReport};
 use ckpt_lib::watch::{self, client, Op, WatchStatus};
 use ckpt_lib::{Error, Result};
 use clap::Args;
@@ -75,7 +75,7 @@ fn warn_incomplete(st: &WatchStatus) {
 /// Runs `ckpt watch`.
 pub fn run(ctx: &Ctx, args: &WatchArgs) -> Result<()> {
     if args.status {
-        let r = ops::status(&ctx.ops, &StatusOptions::default())?;
+        let r = ops::status(&ctx.ops, &WatchStatusOptions::default())?;
         if let (Some(e), true) = (&r.error, ctx.verbose) {
             eprintln!("watch: {e}");
         }
@@ -176,7 +176,7 @@ fn daemonize(ctx: &Ctx, ws: &ckpt_lib::workspace::Workspace, args: &WatchArgs) -
         if let Ok(r) = client::request(store, Op::Status, 0, 0) {
             if let Some(st) = r.status.filter(|s| s.pid == child.id()) {
                 if args.json {
-                    print_report(&StatusReport {
+                    print_report(&WatchStatusReport {
                         root: ws.root.clone(),
                         status: Some(st),
                         error: None,

@@ -34,11 +34,12 @@ use rustix::event::{poll, PollFd, PollFlags};
 use rustix::fs::inotify::ReadFlags;
 use rustix::io::Errno;
 
-use crate::engine::restore::RestoreReport;
-use crate::engine::save::{SaveOptions, SaveOutcome};
+use crate::engine::restore::RestoreOutcome;
+use crate::engine::save::SaveOutcome;
 use crate::engine::scanner::{scan_against, ScanKind, Scanner};
 use crate::error::IoContext;
 use crate::ops;
+use crate::ops::save::SaveOptions;
 use crate::platform::inotify::{peer_uid, Event, Inotify};
 use crate::store::catalog::Durable;
 use crate::store::index::Index;
@@ -525,7 +526,6 @@ impl Watcher {
             message: p.message.clone(),
             tags: p.tags.clone(),
             allow_empty: p.allow_empty,
-            journal: None,
         };
         // The same save as `ckpt save`'s "here" path, scanning from and
         // keeping into the in-memory index. If the saved retention policy
@@ -563,7 +563,7 @@ impl Watcher {
     /// memory instead of being written. Restore's own writes are marked
     /// dirty after `seq`, so the next scan relists their directories and
     /// finds them equal to the index.
-    fn engine_restore(&mut self, p: &RestoreParams) -> Result<(RestoreReport, String)> {
+    fn engine_restore(&mut self, p: &RestoreParams) -> Result<(RestoreOutcome, String)> {
         self.vouch()?;
         if p.opts.dry_run {
             return Err(Error::Usage(

@@ -35,9 +35,11 @@ use crate::{trace, Result};
 /// Tag key ckpt sets on checkpoints it makes itself (e.g. before a restore).
 pub const REASON_TAG: &str = "ckpt.reason";
 
-/// What to record.
+/// What the engine records: the front door's
+/// [`crate::ops::save::SaveOptions`] plus what only the engine sets (the
+/// journal of a restore's pre-save).
 #[derive(Clone, Debug, Default)]
-pub struct SaveOptions {
+pub struct SaveJob {
     /// Message.
     pub message: String,
     /// Tags.
@@ -71,7 +73,7 @@ pub struct Captured {
 
 /// Records a checkpoint of the workspace, scanning all of it in this
 /// process (no watcher: that choice is [`crate::ops::save`]'s).
-pub fn save(ws: &Workspace, store: &Store, opts: &SaveOptions) -> Result<SaveOutcome> {
+pub fn save(ws: &Workspace, store: &Store, opts: &SaveJob) -> Result<SaveOutcome> {
     let captured = capture(ws, store, opts, &mut OnDisk::default())?;
     Ok(captured.outcome)
 }
@@ -107,7 +109,7 @@ impl Captured {
 pub fn capture(
     ws: &Workspace,
     store: &Store,
-    opts: &SaveOptions,
+    opts: &SaveJob,
     scanner: &mut OnDisk,
 ) -> Result<Captured> {
     let t0 = Instant::now();
@@ -124,7 +126,7 @@ pub fn capture(
 pub fn capture_scanned(
     ws: &Workspace,
     store: &Store,
-    opts: &SaveOptions,
+    opts: &SaveJob,
     scan: ScanResult,
     durable: Durable,
     t0: Instant,

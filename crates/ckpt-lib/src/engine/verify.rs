@@ -77,7 +77,7 @@ fn full_scan(root: &Path, exclude: &[Vec<u8>]) -> Result<ScanResult> {
 
 /// The result of comparing a directory with a checkpoint.
 #[derive(Debug)]
-pub struct VerifyReport {
+pub struct Comparison {
     /// The checkpoint compared against.
     pub checkpoint: Checkpoint,
     /// Its stored digest's checksum.
@@ -92,7 +92,7 @@ pub struct VerifyReport {
     pub bytes: u64,
 }
 
-impl VerifyReport {
+impl Comparison {
     /// Whether the directory is exactly the checkpoint's state.
     pub fn matches(&self) -> bool {
         self.expected == self.actual
@@ -100,7 +100,7 @@ impl VerifyReport {
 }
 
 /// Re-reads the workspace and compares it with checkpoint `rev`.
-pub fn verify_workspace(ws: &Workspace, store: &Store, rev: &str) -> Result<VerifyReport> {
+pub fn verify_workspace(ws: &Workspace, store: &Store, rev: &str) -> Result<Comparison> {
     let scan = full_scan(&ws.root, &ws.excluded())?;
     let reader = store.catalog.reader()?;
     let cp = reader.resolve(rev)?;
@@ -121,7 +121,7 @@ pub fn verify_workspace(ws: &Workspace, store: &Store, rev: &str) -> Result<Veri
             .filter(|c| c.kind != ChangeKind::Touched)
             .collect()
     };
-    Ok(VerifyReport {
+    Ok(Comparison {
         checkpoint: cp,
         expected: expected.checksum(),
         actual: actual.checksum(),
@@ -154,7 +154,7 @@ pub struct Problem {
 
 /// What [`verify_store`] checked.
 #[derive(Debug, Default, Serialize)]
-pub struct StoreReport {
+pub struct Integrity {
     /// Checkpoint records checked.
     pub checkpoints: u64,
     /// Trees checked.
@@ -168,9 +168,9 @@ pub struct StoreReport {
 }
 
 /// Re-hashes every object and checks every reference.
-pub fn verify_store(store: &Store) -> Result<StoreReport> {
+pub fn verify_store(store: &Store) -> Result<Integrity> {
     let reader = store.catalog.reader()?;
-    let mut report = StoreReport::default();
+    let mut report = Integrity::default();
     // Records (each read checks its own hash).
     let checkpoints = match reader.checkpoints() {
         Ok(c) => c,

@@ -20,13 +20,13 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
+use serde::Serialize;
 
-use super::json::{self, serialize_via_to_json, SCHEMA};
-use super::restore::{RestoreRequest, Restored};
+use super::json::{with, Schema};
+use super::restore::{RestoreOptions, RestoreReport};
 use super::{normalize, Context};
 use crate::engine::fork::inherit::{self, Placement};
-use crate::engine::restore::{self, RestoreReport};
+use crate::engine::restore::{self, RestoreOutcome};
 use crate::store::catalog::Checkpoint;
 use crate::store::objects::Imported;
 use crate::workspace::Workspace;
@@ -43,43 +43,34 @@ pub struct AdoptOptions {
     pub dry_run: bool,
 }
 
-/// What [`adopt`] did.
-#[derive(Debug)]
+/// What [`adopt`] did. JSON: `adopted` (id here; null in a dry run),
+/// `fork`, `fork_checkpoint`, `objects` (`linked`, `copied`, `present`),
+/// `restore` (the restore's report, with `undo` and `pre_save`; in a dry
+/// run `restored` is the fork's checkpoint id), `elapsed_ms`.
+#[derive(Debug, Serialize)]
 pub struct AdoptReport {
+    /// `"schema": 1`.
+    pub schema: Schema,
     /// The fork's workspace root.
+    #[serde(serialize_with = "with::path")]
     pub fork: PathBuf,
     /// The fork's checkpoint adopted (its id in the fork's store).
+    #[serde(serialize_with = "with::id")]
     pub fork_checkpoint: Checkpoint,
     /// The same checkpoint as recorded in this store (None in a dry run,
     /// which records nothing).
+    #[serde(serialize_with = "with::opt_id")]
     pub adopted: Option<Checkpoint>,
     /// How its objects came over.
+    #[serde(serialize_with = "with::imported")]
     pub objects: Imported,
     /// The restore.
-    pub restored: Restored,
+    #[serde(rename = "restore")]
+    pub restored: RestoreReport,
     /// How long it took.
+    #[serde(rename = "elapsed_ms", serialize_with = "with::ms")]
     pub elapsed: Duration,
 }
-
-impl AdoptReport {
-    /// The JSON form: `adopted` (id here; null in a dry run), `fork`,
-    /// `fork_checkpoint`, `objects` (`linked`, `copied`, `present`),
-    /// `restore` (the restore's JSON, with `undo` and `pre_save`; in a dry
-    /// run `restored` is the fork's checkpoint id), `elapsed_ms`.
-    pub fn to_json(&self) -> Value {
-        json!({
-            "schema": SCHEMA,
-            "adopted": self.adopted.as_ref().map(Checkpoint::id),
-            "fork": self.fork.display().to_string(),
-            "fork_checkpoint": self.fork_checkpoint.id(),
-            "objects": json::imported(&self.objects),
-            "restore": self.restored.to_json(),
-            "elapsed_ms": json::ms(self.elapsed),
-        })
-    }
-}
-
-serialize_via_to_json!(AdoptReport);
 
 /// Splits `DIR#ID` (the last `#`, when what follows is non-empty and has
 /// no `/`) into the directory and the checkpoint. [`adopt`] first takes
@@ -160,13 +151,14 @@ pub fn adopt(ctx: &Context, opts: &AdoptOptions) -> Result<AdoptReport> {
     };
     let restored = super::restore::restore(
         ctx,
-        &RestoreRequest {
+        &RestoreOptions {
             rev: adopted.id(),
             dry_run: false,
-            ..RestoreRequest::default()
+            ..RestoreOptions::default()
         },
     )?;
     Ok(AdoptReport {
+        schema: Schema,
         fork: fork.root,
         fork_checkpoint,
         adopted: Some(adopted),
@@ -193,12 +185,14 @@ fn dry_run(
     let scan = ctx.scan_hash_only(ws, &store)?;
     let changes = restore::plan_foreign(ws, &store, &scan, cp.root, &trees)?;
     Ok(AdoptReport {
+        schema: Schema,
         fork: fork.root,
         fork_checkpoint: cp.clone(),
         adopted: None,
         objects: Imported::default(),
-        restored: Restored {
-            report: RestoreReport::dry_run(cp, changes, None, scan.unreadable),
+        restored: RestoreReport {
+            schema: Schema,
+            report: RestoreOutcome::dry_run(cp, changes, None, scan.unreadable),
             dry_run: true,
             elapsed: t0.elapsed(),
         },

@@ -18,9 +18,9 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::{json, Value};
+use serde::Serialize;
 
-use super::json::{self, serialize_via_to_json, SCHEMA};
+use super::json::{with, Schema};
 use super::Context;
 use crate::store::catalog::{Annotation, Checkpoint};
 use crate::{Error, Result};
@@ -38,28 +38,18 @@ pub struct AnnotateOptions {
     pub note: Option<String>,
 }
 
-/// What [`annotate`] did.
-#[derive(Debug)]
+/// What [`annotate`] did. JSON: `id`, `tags` (save-time), `annotations`.
+#[derive(Debug, Serialize)]
 pub struct AnnotateReport {
-    /// The checkpoint annotated.
+    /// `"schema": 1`.
+    pub schema: Schema,
+    /// The checkpoint annotated (`id`, and its save-time `tags`).
+    #[serde(flatten, serialize_with = "id_and_tags")]
     pub checkpoint: Checkpoint,
     /// Its annotation now (`None`: none left).
+    #[serde(rename = "annotations", serialize_with = "with::annotation")]
     pub annotation: Option<Annotation>,
 }
-
-impl AnnotateReport {
-    /// The JSON form: `{schema, id, tags (save-time), annotations}`.
-    pub fn to_json(&self) -> Value {
-        json!({
-            "schema": SCHEMA,
-            "id": self.checkpoint.id(),
-            "tags": self.checkpoint.tags,
-            "annotations": json::annotation(self.annotation.as_ref()),
-        })
-    }
-}
-
-serialize_via_to_json!(AnnotateReport);
 
 /// Applies the edit to the checkpoint's annotation.
 pub fn annotate(ctx: &Context, opts: &AnnotateOptions) -> Result<AnnotateReport> {
@@ -113,7 +103,25 @@ pub fn annotate(ctx: &Context, opts: &AnnotateOptions) -> Result<AnnotateReport>
         Ok(a)
     })?;
     Ok(AnnotateReport {
+        schema: Schema,
         checkpoint: record.expect("annotate read the record"),
         annotation,
     })
+}
+
+/// A checkpoint as `id` and its save-time `tags`.
+fn id_and_tags<S: serde::Serializer>(
+    cp: &Checkpoint,
+    s: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    #[derive(Serialize)]
+    struct Form<'a> {
+        id: String,
+        tags: &'a BTreeMap<String, String>,
+    }
+    Form {
+        id: cp.id(),
+        tags: &cp.tags,
+    }
+    .serialize(s)
 }

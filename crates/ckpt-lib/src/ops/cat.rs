@@ -7,9 +7,9 @@
 
 use std::path::PathBuf;
 
-use serde_json::{json, Value};
+use serde::{Serialize, Serializer};
 
-use super::json::{self, serialize_via_to_json, SCHEMA};
+use super::json::{self, PathField, Schema};
 use super::Context;
 use crate::store::tree::Node;
 use crate::{Error, Hash, Result};
@@ -36,25 +36,39 @@ pub struct CatReport {
     pub bytes: Vec<u8>,
 }
 
-impl CatReport {
-    /// The JSON form: `id`, `path`, `size`, `hash`, and `content` (UTF-8)
-    /// or `content_hex`.
-    pub fn to_json(&self) -> Value {
-        let mut m = serde_json::Map::new();
-        m.insert("schema".into(), json!(SCHEMA));
-        m.insert("id".into(), json!(self.id));
-        json::path_fields(&mut m, "path", &self.path);
-        m.insert("size".into(), json!(self.bytes.len()));
-        m.insert("hash".into(), json!(self.hash.to_hex()));
-        json::path_fields(&mut m, "content", &self.bytes);
-        if m.contains_key("content_hex") {
-            m.remove("content");
-        }
-        Value::Object(m)
-    }
+impl CatReport {}
+
+/// The JSON form of a [`CatReport`]: `id`, `path`, `size`, `hash`, and
+/// `content` (UTF-8) or `content_hex`.
+#[derive(Serialize)]
+struct CatForm<'a> {
+    schema: Schema,
+    id: &'a str,
+    #[serde(flatten)]
+    path: PathField<'a>,
+    size: usize,
+    hash: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    content: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    content_hex: Option<String>,
 }
 
-serialize_via_to_json!(CatReport);
+impl Serialize for CatReport {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        let text = std::str::from_utf8(&self.bytes).ok();
+        CatForm {
+            schema: Schema,
+            id: &self.id,
+            path: PathField(&self.path),
+            size: self.bytes.len(),
+            hash: self.hash.to_hex(),
+            content: text,
+            content_hex: text.is_none().then(|| json::hex(&self.bytes)),
+        }
+        .serialize(s)
+    }
+}
 
 /// Reads one file of a checkpoint from the store.
 pub fn cat(ctx: &Context, opts: &CatOptions) -> Result<CatReport> {

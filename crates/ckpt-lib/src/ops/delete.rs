@@ -1,9 +1,9 @@
 //! `ckpt delete ID`: delete one checkpoint record under the store lock.
 //! Its trees and objects stay until the next `ckpt gc`.
 
-use serde_json::{json, Value};
+use serde::Serialize;
 
-use super::json::{serialize_via_to_json, SCHEMA};
+use super::json::{with, Schema};
 use super::Context;
 use crate::store::catalog::Checkpoint;
 use crate::Result;
@@ -15,21 +15,15 @@ pub struct DeleteOptions {
     pub rev: String,
 }
 
-/// What [`delete`] did.
-#[derive(Debug)]
+/// What [`delete`] did. JSON: `deleted` (an id).
+#[derive(Debug, Serialize)]
 pub struct DeleteReport {
+    /// `"schema": 1`.
+    pub schema: Schema,
     /// The checkpoint record deleted.
+    #[serde(serialize_with = "with::id")]
     pub deleted: Checkpoint,
 }
-
-impl DeleteReport {
-    /// The JSON form: `deleted` (an id).
-    pub fn to_json(&self) -> Value {
-        json!({ "schema": SCHEMA, "deleted": self.deleted.id() })
-    }
-}
-
-serialize_via_to_json!(DeleteReport);
 
 /// Deletes a checkpoint record.
 pub fn delete(ctx: &Context, opts: &DeleteOptions) -> Result<DeleteReport> {
@@ -37,5 +31,8 @@ pub fn delete(ctx: &Context, opts: &DeleteOptions) -> Result<DeleteReport> {
     let store = ws.open_store(&ctx.config)?;
     let deleted = store.catalog.reader()?.resolve(&opts.rev)?;
     store.catalog.delete_checkpoint(&deleted)?;
-    Ok(DeleteReport { deleted })
+    Ok(DeleteReport {
+        schema: Schema,
+        deleted,
+    })
 }

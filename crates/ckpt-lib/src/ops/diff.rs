@@ -3,9 +3,9 @@
 
 use std::path::{Path, PathBuf};
 
-use serde_json::{json, Value};
+use serde::{Serialize, Serializer};
 
-use super::json::{self, serialize_via_to_json, SCHEMA};
+use super::json::{ChangeForm, Schema, StateChangeForm};
 use super::Context;
 use crate::engine::diff::{self, Change, ContentDiff, PathFilter, TreeSource};
 use crate::store::catalog::Checkpoint;
@@ -32,13 +32,46 @@ pub struct DiffOptions {
     pub fork: Option<PathBuf>,
 }
 
-/// One changed path.
-#[derive(Debug)]
+/// One changed path. JSON: the change (`path`, `status`, `old`, `new`)
+/// with `diff`, or `binary` with `old_size` and `new_size`.
+#[derive(Debug, Serialize)]
 pub struct ChangedPath {
     /// What changed.
+    #[serde(flatten, serialize_with = "change")]
     pub change: Change,
     /// Its content diff, when asked for and when either side is a file.
+    #[serde(flatten, serialize_with = "content")]
     pub content: Option<ContentDiff>,
+}
+
+fn change<S: Serializer>(c: &Change, s: S) -> std::result::Result<S::Ok, S::Error> {
+    ChangeForm::from(c).serialize(s)
+}
+
+/// `{diff}`, `{binary, old_size, new_size}`, or nothing.
+fn content<S: Serializer>(c: &Option<ContentDiff>, s: S) -> std::result::Result<S::Ok, S::Error> {
+    #[derive(Serialize)]
+    #[serde(untagged)]
+    enum Form<'a> {
+        Text {
+            diff: &'a str,
+        },
+        Binary {
+            binary: bool,
+            old_size: u64,
+            new_size: u64,
+        },
+    }
+    match c {
+        None => s.serialize_none(),
+        Some(ContentDiff::Text(t)) => Form::Text { diff: t }.serialize(s),
+        Some(ContentDiff::Binary { old_size, new_size }) => Form::Binary {
+            binary: true,
+            old_size: *old_size,
+            new_size: *new_size,
+        }
+        .serialize(s),
+    }
 }
 
 /// What [`diff()`] found.
@@ -66,43 +99,36 @@ impl DiffReport {
     }
 }
 
-impl DiffReport {
-    /// The JSON form: `from`, `to`, `changes` (each with `diff`, or
-    /// `binary` with `old_size` and `new_size`), `state_from`, `state_to`,
-    /// `state_changes`.
-    pub fn to_json(&self) -> Value {
-        let changes: Vec<Value> = self
-            .changes
-            .iter()
-            .map(|c| {
-                let mut v = json::change(&c.change);
-                match &c.content {
-                    Some(ContentDiff::Text(t)) => v["diff"] = json!(t),
-                    Some(ContentDiff::Binary { old_size, new_size }) => {
-                        v["binary"] = json!(true);
-                        v["old_size"] = json!(old_size);
-                        v["new_size"] = json!(new_size);
-                    }
-                    None => {}
-                }
-                v
-            })
-            .collect();
-        let state_changes = self.state.as_ref().map_or(&[][..], |s| &s.changes[..]);
-        json!({
-            "schema": SCHEMA,
-            "from": self.from.id(),
-            "to": self.to_label(),
-            "fork": self.fork.as_ref().map(|f| f.display().to_string()),
-            "changes": changes,
-            "state_from": self.state.as_ref().map(|s| s.from),
-            "state_to": self.state.as_ref().map(|s| s.to),
-            "state_changes": json::state_changes(state_changes),
-        })
-    }
+/// The JSON form of a [`DiffReport`]: `from`, `to` (its label),
+/// `fork`, `changes`, `state_from`, `state_to`, `state_changes`.
+#[derive(Serialize)]
+struct DiffForm<'a> {
+    schema: Schema,
+    from: String,
+    to: String,
+    fork: Option<String>,
+    changes: &'a [ChangedPath],
+    state_from: Option<u64>,
+    state_to: Option<u64>,
+    state_changes: Vec<StateChangeForm<'a>>,
 }
 
-serialize_via_to_json!(DiffReport);
+impl Serialize for DiffReport {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        let state_changes = self.state.as_ref().map_or(&[][..], |s| &s.changes[..]);
+        DiffForm {
+            schema: Schema,
+            from: self.from.id(),
+            to: self.to_label(),
+            fork: self.fork.as_ref().map(|f| f.display().to_string()),
+            changes: &self.changes,
+            state_from: self.state.as_ref().map(|s| s.from),
+            state_to: self.state.as_ref().map(|s| s.to),
+            state_changes: state_changes.iter().map(StateChangeForm::from).collect(),
+        }
+        .serialize(s)
+    }
+}
 
 /// Compares two checkpoints, or a checkpoint and the working directory.
 pub fn diff(ctx: &Context, opts: &DiffOptions) -> Result<DiffReport> {

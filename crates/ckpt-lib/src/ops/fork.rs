@@ -73,14 +73,14 @@ pub struct ForkReport {
     /// A subvolume fork: what the restore after the snapshot changed.
     pub restored: Option<SnapshotRestore>,
     /// An overlay fork: its layers and mount.
-    pub overlay: Option<OverlayReport>,
+    pub overlay: Option<OverlayInfo>,
     /// How long it took.
     pub elapsed: Duration,
 }
 
 /// An overlay fork's layers and how it was mounted.
 #[derive(Debug)]
-pub struct OverlayReport {
+pub struct OverlayInfo {
     /// The shared lower directory (in this workspace's store).
     pub lower: PathBuf,
     /// This fork wrote the lower (else an earlier fork of the checkpoint).
@@ -89,7 +89,7 @@ pub struct OverlayReport {
     pub mounted: overlay::Mounted,
 }
 
-impl OverlayReport {
+impl OverlayInfo {
     /// The JSON form (the fork's `overlay`, and `ckpt fork --mount`'s).
     pub fn to_json(&self) -> Value {
         json!({
@@ -129,7 +129,7 @@ impl ForkReport {
             "link": self.link,
             "objects": json::imported(&self.objects),
             "store_snapshot": self.store_snapshot,
-            "overlay": self.overlay.as_ref().map(OverlayReport::to_json),
+            "overlay": self.overlay.as_ref().map(OverlayInfo::to_json),
             "elapsed_ms": json::ms(self.elapsed),
         })
     }
@@ -253,7 +253,7 @@ fn fork_with(
     };
     if let Some(l) = lower {
         let mounted = mount_new(ctx, ws, &rep, opts.command)?;
-        rep.overlay = Some(OverlayReport {
+        rep.overlay = Some(OverlayInfo {
             lower: l.lower,
             lower_made: l.lower_made,
             mounted,

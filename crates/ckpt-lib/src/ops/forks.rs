@@ -171,9 +171,16 @@ fn describe(
     }))
 }
 
+/// Which fork [`remove`] removes.
+#[derive(Clone, Debug, Default)]
+pub struct RemoveOptions {
+    /// The fork's directory (relative to the context's directory).
+    pub dir: PathBuf,
+}
+
 /// What [`remove`] did.
 #[derive(Clone, Debug)]
-pub struct RemovedFork {
+pub struct RemoveReport {
     /// The fork's directory (gone).
     pub dir: PathBuf,
     /// Its store (gone).
@@ -188,7 +195,7 @@ pub struct RemovedFork {
     pub elapsed: Duration,
 }
 
-impl RemovedFork {
+impl RemoveReport {
     /// The JSON form: `removed` (the directory), `store`, `subvolume`,
     /// `note`, `overlay` (an overlay fork: `unmounted`, `lower`,
     /// `lower_removed`; else null), `elapsed_ms`.
@@ -209,7 +216,7 @@ impl RemovedFork {
     }
 }
 
-serialize_via_to_json!(ForksReport, RemovedFork);
+serialize_via_to_json!(ForksReport, RemoveReport);
 
 /// Removes the fork at `dir` (relative to the context's directory): its
 /// files and its store. Refused, with nothing changed, unless `dir` is a
@@ -221,13 +228,14 @@ serialize_via_to_json!(ForksReport, RemovedFork);
 /// the store is removed (under its lock), then the files: one subvolume
 /// delete for a subvolume fork (file by file, with a note, when the
 /// kernel refuses it: that needs root or `user_subvol_rm_allowed`).
-pub fn remove(ctx: &Context, dir: &Path) -> Result<RemovedFork> {
+pub fn remove(ctx: &Context, opts: &RemoveOptions) -> Result<RemoveReport> {
     let t0 = std::time::Instant::now();
+    let dir = opts.dir.as_path();
     let ws = ctx.workspace()?;
     let (fork, overlay) = find(ctx, &ws, dir)?;
     if overlay {
         let o = remove_overlay(ctx, &ws, &fork.root, &fork.store_path)?;
-        return Ok(RemovedFork {
+        return Ok(RemoveReport {
             dir: fork.root,
             store: fork.store_path,
             subvolume: false,
@@ -267,7 +275,7 @@ pub fn remove(ctx: &Context, dir: &Path) -> Result<RemovedFork> {
             std::io::Error::other("some files could not be removed"),
         ));
     }
-    Ok(RemovedFork {
+    Ok(RemoveReport {
         dir: fork.root,
         store: fork.store_path,
         subvolume: subvolume && note.is_none(),
@@ -365,6 +373,16 @@ pub(crate) fn remove_overlay(
     Ok(removed)
 }
 
+/// Which fork [`mount`] mounts, and what runs over it.
+#[derive(Clone, Debug, Default)]
+pub struct MountOptions {
+    /// The overlay fork's directory (relative to the context's directory).
+    pub dir: PathBuf,
+    /// A command to run over the mount in a new namespace; `None`: mount
+    /// here, persistently (root).
+    pub command: Option<Vec<std::ffi::OsString>>,
+}
+
 /// What [`mount`] did.
 #[derive(Debug)]
 pub struct MountReport {
@@ -404,12 +422,9 @@ serialize_via_to_json!(MountReport);
 /// Mounts the overlay fork `dir` of this workspace again (after a reboot,
 /// or after a `-- CMD` run): here (root), or with `command` in a new
 /// namespace where it runs ([`overlay::mount`]).
-pub fn mount(
-    ctx: &Context,
-    dir: &Path,
-    command: Option<&[std::ffi::OsString]>,
-) -> Result<MountReport> {
+pub fn mount(ctx: &Context, opts: &MountOptions) -> Result<MountReport> {
     let t0 = std::time::Instant::now();
+    let (dir, command) = (opts.dir.as_path(), opts.command.as_deref());
     let ws = ctx.workspace()?;
     let (fork, is_overlay) = find(ctx, &ws, dir)?;
     if !is_overlay {

@@ -10,11 +10,11 @@
 //! run would remove. The head (and an interrupted restore's checkpoints)
 //! always survive any policy.
 
-use serde_json::{json, Value};
+use serde::Serialize;
 
-use super::json::{serialize_via_to_json, with_schema};
+use super::json::Schema;
 use super::Context;
-use crate::store::gc::{self, GcReport};
+use crate::store::gc::{self, SweepReport};
 use crate::store::retention::{self, Policy, RetentionReport};
 use crate::{Error, Result};
 
@@ -31,40 +31,32 @@ pub struct GcOptions {
 }
 
 /// Which kind of collection [`gc()`] ran.
-#[derive(Debug)]
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
 pub enum GcRun {
     /// No policy: removed the data no checkpoint references.
-    Sweep(GcReport),
+    Sweep(SweepReport),
     /// A policy: dropped the checkpoints it does not keep, then swept.
     Retention(RetentionReport),
 }
 
-/// What [`gc()`] did (or, with `dry_run`, would do).
-#[derive(Debug)]
-pub struct GcOutcome {
+/// What [`gc()`] did (or, with `dry_run`, would do). JSON: the sweep's or
+/// the retention run's report (see [`SweepReport`], [`RetentionReport`])
+/// with `dry_run`.
+#[derive(Debug, Serialize)]
+pub struct GcReport {
+    /// `"schema": 1`.
+    pub schema: Schema,
     /// The policy saved as the workspace's (with `save_policy`; empty when
     /// the saved policy was removed).
+    #[serde(skip)]
     pub saved_policy: Option<Policy>,
     /// The sweep or the retention run.
+    #[serde(flatten)]
     pub run: GcRun,
     /// It was a dry run.
     pub dry_run: bool,
 }
-
-impl GcOutcome {
-    /// The JSON form: the sweep's or the retention run's report (see
-    /// [`GcReport`], [`RetentionReport`]) with `dry_run`.
-    pub fn to_json(&self) -> Value {
-        let mut v = match &self.run {
-            GcRun::Sweep(r) => with_schema(r),
-            GcRun::Retention(r) => with_schema(r),
-        };
-        v["dry_run"] = json!(self.dry_run);
-        v
-    }
-}
-
-serialize_via_to_json!(GcOutcome);
 
 /// Checks a policy given by the user, before anything is changed.
 pub fn validate(policy: &Policy) -> Result<()> {
@@ -79,7 +71,7 @@ pub fn validate(policy: &Policy) -> Result<()> {
 
 /// Collects garbage in the workspace's store, applying the given keep rules
 /// or else the saved policy.
-pub fn gc(ctx: &Context, opts: &GcOptions) -> Result<GcOutcome> {
+pub fn gc(ctx: &Context, opts: &GcOptions) -> Result<GcReport> {
     validate(&opts.keep)?;
     let ws = ctx.workspace()?;
     let store = ws.open_store(&ctx.config)?;
@@ -104,7 +96,8 @@ pub fn gc(ctx: &Context, opts: &GcOptions) -> Result<GcOutcome> {
             opts.dry_run,
         )?)
     };
-    Ok(GcOutcome {
+    Ok(GcReport {
+        schema: Schema,
         saved_policy,
         run,
         dry_run: opts.dry_run,

@@ -4,10 +4,9 @@
 
 use std::path::PathBuf;
 
-use ckpt_lthash::Digest;
-use serde_json::{json, Value};
+use serde::Serialize;
 
-use super::json::{serialize_via_to_json, SCHEMA};
+use super::json::{with, Schema};
 use super::Context;
 use crate::Result;
 
@@ -30,60 +29,36 @@ pub struct HashOptions {
     pub form: HashForm,
 }
 
-/// A directory's digest.
-#[derive(Debug)]
+/// A directory's digest. JSON: `path`, `checksum`, `entries`, `skipped`
+/// (a count), and `state` with [`HashForm::Full`].
+#[derive(Debug, Serialize)]
 pub struct HashReport {
+    /// `"schema": 1`.
+    pub schema: Schema,
     /// The directory, absolute against the context's directory.
+    #[serde(serialize_with = "with::path")]
     pub path: PathBuf,
-    /// Its digest.
-    pub digest: Digest,
+    /// The digest's checksum, 64 lowercase hex digits.
+    pub checksum: String,
+    /// The full 2048-byte LtHash state, base64url ([`HashForm::Full`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
     /// Entries digested.
     pub entries: u64,
     /// Entries skipped (sockets, FIFOs, devices).
     pub skipped: usize,
-    /// What was asked for.
-    pub form: HashForm,
 }
-
-impl HashReport {
-    /// The checksum, 64 lowercase hex digits.
-    pub fn checksum(&self) -> String {
-        self.digest.checksum_hex()
-    }
-
-    /// The full state, base64url.
-    pub fn state(&self) -> String {
-        self.digest.state().to_base64url()
-    }
-
-    /// The JSON form: `path`, `checksum`, `entries`, `skipped` (a count),
-    /// and `state` with [`HashForm::Full`].
-    pub fn to_json(&self) -> Value {
-        let mut v = json!({
-            "schema": SCHEMA,
-            "path": self.path.display().to_string(),
-            "checksum": self.checksum(),
-            "entries": self.entries,
-            "skipped": self.skipped,
-        });
-        if self.form == HashForm::Full {
-            v["state"] = json!(self.state());
-        }
-        v
-    }
-}
-
-serialize_via_to_json!(HashReport);
 
 /// Digests a directory.
 pub fn hash(ctx: &Context, opts: &HashOptions) -> Result<HashReport> {
     let path = ctx.abs(&opts.dir);
     let (digest, scan) = crate::engine::verify::hash_dir(&path)?;
     Ok(HashReport {
+        schema: Schema,
         path,
-        digest,
+        checksum: digest.checksum_hex(),
+        state: (opts.form == HashForm::Full).then(|| digest.state().to_base64url()),
         entries: scan.entries,
         skipped: scan.skipped.len(),
-        form: opts.form,
     })
 }

@@ -27,12 +27,13 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use ckpt_harness::{HookEvent, Kind};
-use serde_json::{json, Value};
+use serde::{Serialize, Serializer};
 
-use super::json::{self, serialize_via_to_json, SCHEMA};
+use super::json::{with, Schema};
+use super::save::SaveOptions;
 use super::save::SaveReport;
 use super::Context;
-use crate::engine::save::{SaveOptions, SaveOutcome};
+use crate::engine::save::SaveOutcome;
 use crate::Result;
 
 /// What [`hook`] records.
@@ -66,25 +67,44 @@ impl HookReport {
             SaveOutcome::Unchanged(_) => None,
         }
     }
-
-    /// The JSON form: `saved`, `id` (the new checkpoint, or null),
-    /// `message`, `tags`, `dropped` (ids the retention policy dropped),
-    /// `elapsed_ms`, `unreadable`.
-    pub fn to_json(&self) -> Value {
-        json!({
-            "schema": SCHEMA,
-            "saved": self.saved().is_some(),
-            "id": self.saved().map(|c| c.id()),
-            "message": self.message,
-            "tags": self.tags,
-            "dropped": self.save.retention.as_ref().map_or(&[][..], |r| &r.selection.drop[..]),
-            "elapsed_ms": json::ms(self.save.elapsed),
-            "unreadable": json::unreadable(&self.save.unreadable),
-        })
-    }
 }
 
-serialize_via_to_json!(HookReport);
+/// The JSON form of a [`HookReport`]: `saved`, `id` (null when nothing
+/// was recorded), `message`, `tags`, `dropped` (checkpoints the retention
+/// policy dropped), `elapsed_ms`, `unreadable`.
+#[derive(Serialize)]
+struct HookForm<'a> {
+    schema: Schema,
+    saved: bool,
+    id: Option<String>,
+    message: &'a str,
+    tags: &'a BTreeMap<String, String>,
+    dropped: &'a [u64],
+    #[serde(serialize_with = "with::ms")]
+    elapsed_ms: Duration,
+    #[serde(serialize_with = "with::unreadable")]
+    unreadable: &'a [crate::workspace::scan::Unreadable],
+}
+
+impl Serialize for HookReport {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        HookForm {
+            schema: Schema,
+            saved: self.saved().is_some(),
+            id: self.saved().map(|c| c.id()),
+            message: &self.message,
+            tags: &self.tags,
+            dropped: self
+                .save
+                .retention
+                .as_ref()
+                .map_or(&[][..], |r| &r.selection.drop[..]),
+            elapsed_ms: self.save.elapsed,
+            unreadable: &self.save.unreadable,
+        }
+        .serialize(s)
+    }
+}
 
 /// Records the event (see the module doc).
 pub fn hook(ctx: &Context, opts: &HookOptions) -> Result<HookReport> {
@@ -97,7 +117,6 @@ pub fn hook(ctx: &Context, opts: &HookOptions) -> Result<HookReport> {
             message: message.clone(),
             tags: tags.clone(),
             allow_empty: ev.kind == Kind::Prompt,
-            journal: None,
         },
     )?;
     let start_watcher = ctx.config.hook_watch.is_some() && !save.through_watcher;

@@ -24,9 +24,9 @@
 use std::path::PathBuf;
 
 use ckpt_fs::copy::Strategy;
-use serde_json::{json, Value};
+use serde::{Serialize, Serializer};
 
-use super::json::{serialize_via_to_json, SCHEMA};
+use super::json::{with, Schema};
 use super::Context;
 use crate::engine::fork::subvolume::{make_subvolume, Converted};
 use crate::store::Store;
@@ -102,31 +102,51 @@ pub struct InitReport {
     pub git_exclude: Option<Excluded>,
 }
 
-impl InitReport {
-    /// The JSON form: `root`, `store`, `outcome` (`created`, `kept`,
-    /// `attached`), `subvolume` (with `--subvolume`: `dir`, `already`,
-    /// `entries`; else null), `store_subvolume` (the same for the store).
-    pub fn to_json(&self) -> Value {
-        json!({
-            "schema": SCHEMA,
-            "root": self.workspace.root.display().to_string(),
-            "store": self.workspace.store_path.display().to_string(),
-            "outcome": match self.outcome {
+/// The JSON form of an [`InitReport`]: `root`, `store`, `outcome`
+/// (`created`, `kept`, `attached`), `subvolume` (with `--subvolume`: `dir`,
+/// `already`, `entries`; else null), `store_subvolume` (the same for the
+/// store), `git_exclude` (`file`, `added`; else null).
+#[derive(Serialize)]
+struct InitForm<'a> {
+    schema: Schema,
+    #[serde(serialize_with = "with::path")]
+    root: &'a std::path::Path,
+    #[serde(serialize_with = "with::path")]
+    store: &'a std::path::Path,
+    outcome: &'static str,
+    subvolume: &'a Option<Converted>,
+    store_subvolume: &'a Option<Converted>,
+    git_exclude: Option<ExcludedForm<'a>>,
+}
+
+#[derive(Serialize)]
+struct ExcludedForm<'a> {
+    #[serde(serialize_with = "with::path")]
+    file: &'a std::path::Path,
+    added: &'a [String],
+}
+
+impl Serialize for InitReport {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        InitForm {
+            schema: Schema,
+            root: &self.workspace.root,
+            store: &self.workspace.store_path,
+            outcome: match self.outcome {
                 Outcome::Created { .. } => "created",
                 Outcome::Kept => "kept",
                 Outcome::Attached => "attached",
             },
-            "subvolume": self.subvolume,
-            "store_subvolume": self.store_subvolume,
-            "git_exclude": self.git_exclude.as_ref().map(|g| json!({
-                "file": g.file.display().to_string(),
-                "added": g.added,
-            })),
-        })
+            subvolume: &self.subvolume,
+            store_subvolume: &self.store_subvolume,
+            git_exclude: self.git_exclude.as_ref().map(|g| ExcludedForm {
+                file: &g.file,
+                added: &g.added,
+            }),
+        }
+        .serialize(s)
     }
 }
-
-serialize_via_to_json!(InitReport);
 
 /// Makes a directory a workspace (see [`InitOptions`]), and with
 /// `subvolume` a btrfs subvolume (an existing workspace root is kept and

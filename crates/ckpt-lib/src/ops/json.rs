@@ -16,7 +16,7 @@ use serde::{Serialize, Serializer};
 use serde_json::{json, Map, Value};
 
 use crate::engine::diff::Change;
-use crate::store::catalog::{Annotation, Checkpoint, Skipped};
+use crate::store::catalog::{Annotation, Checkpoint};
 use crate::store::state::{ChangeKind as StateChangeKind, StateChange, Versioned};
 use crate::store::tree::{Entry, Node};
 use crate::workspace::scan::Unreadable;
@@ -83,8 +83,12 @@ pub fn time(ns: i64) -> String {
 /// Milliseconds, as a number rounded to 3 decimals (whole microseconds:
 /// `13.513`, not `13.512913999999999`).
 pub fn ms(d: std::time::Duration) -> Value {
+    json!(ms_f64(d))
+}
+
+fn ms_f64(d: std::time::Duration) -> f64 {
     let us = d.as_nanos().saturating_add(500) / 1000;
-    json!(us as f64 / 1e3)
+    us as f64 / 1e3
 }
 
 /// The exit code of a command as a shell reports it (128 + the signal for
@@ -96,50 +100,22 @@ pub fn exit_code(st: std::process::ExitStatus) -> i32 {
 
 /// A tree entry: kind, mode, mtime, and size + hash, tree, or target.
 pub fn entry(e: &Entry) -> Value {
-    let mut o = json!({
-        "kind": e.node.kind().as_str(),
-        "mode": format!("{:o}", e.mode),
-        "mtime_ns": e.mtime_ns,
-    });
-    let m = o.as_object_mut().expect("object");
-    match &e.node {
-        Node::File { size, hash } => {
-            m.insert("size".into(), json!(size));
-            m.insert("hash".into(), json!(hash.to_hex()));
-        }
-        Node::Dir { tree } => {
-            m.insert("tree".into(), json!(tree.to_hex()));
-        }
-        Node::Symlink { target } => path_fields(m, "target", target),
-    }
-    o
+    to_value(EntryForm::from(e))
 }
 
 /// One changed path: `path`, `status`, `old`, `new`.
 pub fn change(c: &Change) -> Value {
-    let mut m = Map::new();
-    path_fields(&mut m, "path", &c.path);
-    m.insert("status".into(), serde_json::to_value(c.kind).expect("kind"));
-    m.insert("old".into(), c.old.as_ref().map_or(Value::Null, entry));
-    m.insert("new".into(), c.new.as_ref().map_or(Value::Null, entry));
-    Value::Object(m)
+    to_value(ChangeForm::from(c))
 }
 
 /// The interesting changes of a list (see [`Change::is_interesting`]).
 pub fn changes(cs: &[Change]) -> Value {
-    Value::Array(
+    to_value(
         cs.iter()
             .filter(|c| c.is_interesting())
-            .map(change)
-            .collect(),
+            .map(ChangeForm::from)
+            .collect::<Vec<_>>(),
     )
-}
-
-fn skipped(s: &Skipped) -> Value {
-    let mut m = Map::new();
-    path_fields(&mut m, "path", &s.path);
-    m.insert("kind".into(), json!(s.kind));
-    Value::Object(m)
 }
 
 /// Entries a scan was not allowed to read: `[{path, kind: "file"|"dir",
@@ -147,88 +123,44 @@ fn skipped(s: &Skipped) -> Value {
 /// content last read, which the stat index proves unchanged; `unknown`:
 /// left out (also under `skipped`, kind `unreadable`, in a checkpoint).
 pub fn unreadable(list: &[Unreadable]) -> Value {
-    Value::Array(
-        list.iter()
-            .map(|u| {
-                let mut m = Map::new();
-                path_fields(&mut m, "path", &u.path);
-                m.insert("kind".into(), json!(if u.dir { "dir" } else { "file" }));
-                let content = if u.kept { "unchanged" } else { "unknown" };
-                m.insert("content".into(), json!(content));
-                Value::Object(m)
-            })
-            .collect(),
-    )
+    to_value(list.iter().map(UnreadableForm::from).collect::<Vec<_>>())
 }
 
 /// A checkpoint record; `head` is the head's sequence number.
 pub fn checkpoint(cp: &Checkpoint, head: Option<u64>) -> Value {
-    json!({
-        "id": cp.id(),
-        "seq": cp.seq,
-        "hash": cp.hash.to_hex(),
-        "parent": cp.parent.map(|p| format!("v{p}")),
-        "time": time(cp.time_ns),
-        "time_ns": cp.time_ns,
-        "message": cp.message,
-        "tags": cp.tags,
-        "root": cp.root.to_hex(),
-        "stats": cp.stats,
-        "skipped": cp.skipped.iter().map(skipped).collect::<Vec<_>>(),
-        "duration_ms": cp.duration_us as f64 / 1e3,
-        "head": head == Some(cp.seq),
-        "state_version": cp.state_version,
-    })
+    to_value(CheckpointForm::new(cp, head))
 }
 
 /// A checkpoint's annotations (tags and a note added after it was saved):
 /// `{tags, note, time, time_ns}` (`note` null when none), or null.
 pub fn annotation(a: Option<&Annotation>) -> Value {
-    match a {
-        None => Value::Null,
-        Some(a) => json!({
-            "tags": a.tags,
-            "note": a.note,
-            "time": time(a.time_ns),
-            "time_ns": a.time_ns,
-        }),
-    }
+    to_value(a.map(AnnotationForm::from))
 }
 
 /// A checkpoint record as [`checkpoint`] plus its `annotations` (`log`,
 /// `show`).
 pub fn annotated(cp: &Checkpoint, head: Option<u64>, a: Option<&Annotation>) -> Value {
-    let mut v = checkpoint(cp, head);
-    v["annotations"] = annotation(a);
-    v
+    to_value(AnnotatedForm::new(cp, head, a))
 }
 
 /// `{version, value, value_hex?}`.
 pub fn versioned(v: &Versioned) -> Value {
-    let mut m = Map::new();
-    m.insert("version".into(), json!(v.version));
-    path_fields(&mut m, "value", &v.value);
-    Value::Object(m)
+    to_value(VersionedForm::from(v))
 }
 
 /// One agent-state key that changed: `key`, `status`, `old`, `new`.
 pub fn state_change(c: &StateChange) -> Value {
-    let mut m = Map::new();
-    path_fields(&mut m, "key", &c.key);
-    let status = match c.kind {
-        StateChangeKind::Added => "added",
-        StateChangeKind::Changed => "changed",
-        StateChangeKind::Removed => "removed",
-    };
-    m.insert("status".into(), json!(status));
-    m.insert("old".into(), c.old.as_ref().map_or(Value::Null, versioned));
-    m.insert("new".into(), c.new.as_ref().map_or(Value::Null, versioned));
-    Value::Object(m)
+    to_value(StateChangeForm::from(c))
 }
 
 /// A list of agent-state changes.
 pub fn state_changes(cs: &[StateChange]) -> Value {
-    Value::Array(cs.iter().map(state_change).collect())
+    to_value(cs.iter().map(StateChangeForm::from).collect::<Vec<_>>())
+}
+
+/// A typed form as a `Value`.
+fn to_value<T: Serialize>(v: T) -> Value {
+    serde_json::to_value(v).expect("a report form serialises")
 }
 
 /// A failed operation: `{error, exit_code}` (ckpt's message and the exit
@@ -251,7 +183,388 @@ pub fn with_schema<T: Serialize>(v: &T) -> Value {
 /// How a checkpoint's objects came from another store (`fork`, `adopt`):
 /// `linked`, `copied`, `present`.
 pub fn imported(i: &crate::store::objects::Imported) -> Value {
-    json!({ "linked": i.linked, "copied": i.copied, "present": i.present })
+    to_value(ImportedForm::from(i))
+}
+
+/// How a checkpoint's objects came from another store ([`imported`]).
+#[derive(Debug, Serialize)]
+pub struct ImportedForm {
+    linked: u64,
+    copied: u64,
+    present: u64,
+}
+
+impl From<&crate::store::objects::Imported> for ImportedForm {
+    fn from(i: &crate::store::objects::Imported) -> Self {
+        ImportedForm {
+            linked: i.linked,
+            copied: i.copied,
+            present: i.present,
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Typed forms: the shared parts of the reports as `Serialize` types, and the
+// `serialize_with` encodings report fields use. The reports derive
+// `Serialize` from these; the `Value` builders above are what the fields of
+// reports not yet derived (and other crates) still call.
+// ---------------------------------------------------------------------------
+
+macro_rules! bytes_field {
+    ($(#[$doc:meta])* $t:ident, $key:literal, $hex:literal) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug)]
+        pub struct $t<'a>(pub &'a [u8]);
+
+        impl Serialize for $t<'_> {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                use serde::ser::SerializeMap;
+                let utf8 = std::str::from_utf8(self.0).is_ok();
+                let mut m = s.serialize_map(Some(if utf8 { 1 } else { 2 }))?;
+                m.serialize_entry($key, &String::from_utf8_lossy(self.0))?;
+                if !utf8 {
+                    m.serialize_entry($hex, &hex(self.0))?;
+                }
+                m.end()
+            }
+        }
+    };
+}
+
+bytes_field!(
+    /// `path` (+ `path_hex`), for `#[serde(flatten)]`.
+    PathField,
+    "path",
+    "path_hex"
+);
+bytes_field!(
+    /// `target` (+ `target_hex`) of a symlink, for `#[serde(flatten)]`.
+    TargetField,
+    "target",
+    "target_hex"
+);
+bytes_field!(
+    /// `key` (+ `key_hex`) of agent state, for `#[serde(flatten)]`.
+    KeyField,
+    "key",
+    "key_hex"
+);
+bytes_field!(
+    /// `prefix` (+ `prefix_hex`) of an agent-state listing, for
+    /// `#[serde(flatten)]`.
+    PrefixField,
+    "prefix",
+    "prefix_hex"
+);
+bytes_field!(
+    /// `value` (+ `value_hex`) of agent state, for `#[serde(flatten)]`.
+    ValueField,
+    "value",
+    "value_hex"
+);
+
+/// A tree entry ([`entry`]).
+#[derive(Debug, Serialize)]
+pub struct EntryForm<'a> {
+    kind: &'static str,
+    mode: String,
+    mtime_ns: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    size: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    hash: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tree: Option<String>,
+    #[serde(flatten)]
+    target: Option<TargetField<'a>>,
+}
+
+impl<'a> From<&'a Entry> for EntryForm<'a> {
+    fn from(e: &'a Entry) -> Self {
+        let mut f = EntryForm {
+            kind: e.node.kind().as_str(),
+            mode: format!("{:o}", e.mode),
+            mtime_ns: e.mtime_ns,
+            size: None,
+            hash: None,
+            tree: None,
+            target: None,
+        };
+        match &e.node {
+            Node::File { size, hash } => {
+                f.size = Some(*size);
+                f.hash = Some(hash.to_hex());
+            }
+            Node::Dir { tree } => f.tree = Some(tree.to_hex()),
+            Node::Symlink { target } => f.target = Some(TargetField(target)),
+        }
+        f
+    }
+}
+
+/// One changed path ([`change`]).
+#[derive(Debug, Serialize)]
+pub struct ChangeForm<'a> {
+    #[serde(flatten)]
+    path: PathField<'a>,
+    status: crate::engine::diff::ChangeKind,
+    old: Option<EntryForm<'a>>,
+    new: Option<EntryForm<'a>>,
+}
+
+impl<'a> From<&'a Change> for ChangeForm<'a> {
+    fn from(c: &'a Change) -> Self {
+        ChangeForm {
+            path: PathField(&c.path),
+            status: c.kind,
+            old: c.old.as_ref().map(EntryForm::from),
+            new: c.new.as_ref().map(EntryForm::from),
+        }
+    }
+}
+
+/// An entry that was not captured.
+#[derive(Debug, Serialize)]
+struct SkippedForm<'a> {
+    #[serde(flatten)]
+    path: PathField<'a>,
+    kind: &'a str,
+}
+
+/// A checkpoint record ([`checkpoint`]).
+#[derive(Debug, Serialize)]
+pub struct CheckpointForm<'a> {
+    id: String,
+    seq: u64,
+    hash: String,
+    parent: Option<String>,
+    time: String,
+    time_ns: i64,
+    message: &'a str,
+    tags: &'a std::collections::BTreeMap<String, String>,
+    root: String,
+    stats: &'a crate::store::catalog::ChangeStats,
+    skipped: Vec<SkippedForm<'a>>,
+    duration_ms: f64,
+    head: bool,
+    state_version: Option<u64>,
+}
+
+impl<'a> CheckpointForm<'a> {
+    /// The record of `cp`; `head` is the head's sequence number.
+    pub fn new(cp: &'a Checkpoint, head: Option<u64>) -> Self {
+        CheckpointForm {
+            id: cp.id(),
+            seq: cp.seq,
+            hash: cp.hash.to_hex(),
+            parent: cp.parent.map(|p| format!("v{p}")),
+            time: time(cp.time_ns),
+            time_ns: cp.time_ns,
+            message: &cp.message,
+            tags: &cp.tags,
+            root: cp.root.to_hex(),
+            stats: &cp.stats,
+            skipped: cp
+                .skipped
+                .iter()
+                .map(|s| SkippedForm {
+                    path: PathField(&s.path),
+                    kind: &s.kind,
+                })
+                .collect(),
+            duration_ms: cp.duration_us as f64 / 1e3,
+            head: head == Some(cp.seq),
+            state_version: cp.state_version,
+        }
+    }
+}
+
+/// A checkpoint's annotations ([`annotation`]).
+#[derive(Debug, Serialize)]
+pub struct AnnotationForm<'a> {
+    tags: &'a std::collections::BTreeMap<String, String>,
+    note: &'a Option<String>,
+    time: String,
+    time_ns: i64,
+}
+
+impl<'a> From<&'a Annotation> for AnnotationForm<'a> {
+    fn from(a: &'a Annotation) -> Self {
+        AnnotationForm {
+            tags: &a.tags,
+            note: &a.note,
+            time: time(a.time_ns),
+            time_ns: a.time_ns,
+        }
+    }
+}
+
+/// A checkpoint record with its `annotations` ([`annotated`]).
+#[derive(Debug, Serialize)]
+pub struct AnnotatedForm<'a> {
+    #[serde(flatten)]
+    checkpoint: CheckpointForm<'a>,
+    annotations: Option<AnnotationForm<'a>>,
+}
+
+impl<'a> AnnotatedForm<'a> {
+    /// The record of `cp` with its annotation `a`.
+    pub fn new(cp: &'a Checkpoint, head: Option<u64>, a: Option<&'a Annotation>) -> Self {
+        AnnotatedForm {
+            checkpoint: CheckpointForm::new(cp, head),
+            annotations: a.map(AnnotationForm::from),
+        }
+    }
+}
+
+/// An entry a scan was not allowed to read ([`unreadable`]).
+#[derive(Debug, Serialize)]
+pub struct UnreadableForm<'a> {
+    #[serde(flatten)]
+    path: PathField<'a>,
+    kind: &'static str,
+    content: &'static str,
+}
+
+impl<'a> From<&'a Unreadable> for UnreadableForm<'a> {
+    fn from(u: &'a Unreadable) -> Self {
+        UnreadableForm {
+            path: PathField(&u.path),
+            kind: if u.dir { "dir" } else { "file" },
+            content: if u.kept { "unchanged" } else { "unknown" },
+        }
+    }
+}
+
+/// `{version, value, value_hex?}` ([`versioned`]).
+#[derive(Debug, Serialize)]
+pub struct VersionedForm<'a> {
+    version: u64,
+    #[serde(flatten)]
+    value: ValueField<'a>,
+}
+
+impl<'a> From<&'a Versioned> for VersionedForm<'a> {
+    fn from(v: &'a Versioned) -> Self {
+        VersionedForm {
+            version: v.version,
+            value: ValueField(&v.value),
+        }
+    }
+}
+
+/// One agent-state key that changed ([`state_change`]).
+#[derive(Debug, Serialize)]
+pub struct StateChangeForm<'a> {
+    #[serde(flatten)]
+    key: KeyField<'a>,
+    status: &'static str,
+    old: Option<VersionedForm<'a>>,
+    new: Option<VersionedForm<'a>>,
+}
+
+impl<'a> From<&'a StateChange> for StateChangeForm<'a> {
+    fn from(c: &'a StateChange) -> Self {
+        StateChangeForm {
+            key: KeyField(&c.key),
+            status: match c.kind {
+                StateChangeKind::Added => "added",
+                StateChangeKind::Changed => "changed",
+                StateChangeKind::Removed => "removed",
+            },
+            old: c.old.as_ref().map(VersionedForm::from),
+            new: c.new.as_ref().map(VersionedForm::from),
+        }
+    }
+}
+
+/// `serialize_with` encodings of report fields.
+pub mod with {
+    use super::*;
+
+    /// A checkpoint as its id (`"v12"`).
+    pub fn id<S: Serializer>(cp: &Checkpoint, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(&format_args!("v{}", cp.seq))
+    }
+
+    /// An optional checkpoint as its id, or null.
+    pub fn opt_id<S: Serializer>(cp: &Option<Checkpoint>, s: S) -> Result<S::Ok, S::Error> {
+        match cp {
+            Some(cp) => id(cp, s),
+            None => s.serialize_none(),
+        }
+    }
+
+    /// A sequence number as a checkpoint id (`"v12"`).
+    pub fn seq<S: Serializer>(seq: &u64, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(&format_args!("v{seq}"))
+    }
+
+    /// An optional sequence number as a checkpoint id, or null.
+    pub fn opt_seq<S: Serializer>(seq: &Option<u64>, s: S) -> Result<S::Ok, S::Error> {
+        match seq {
+            Some(q) => self::seq(q, s),
+            None => s.serialize_none(),
+        }
+    }
+
+    /// A checkpoint's annotations ([`super::annotation`]), or null.
+    pub fn annotation<S: Serializer>(a: &Option<Annotation>, s: S) -> Result<S::Ok, S::Error> {
+        a.as_ref().map(AnnotationForm::from).serialize(s)
+    }
+
+    /// An optional duration in milliseconds, or null.
+    pub fn opt_ms<S: Serializer>(d: &Option<std::time::Duration>, s: S) -> Result<S::Ok, S::Error> {
+        d.map(ms_f64).serialize(s)
+    }
+
+    /// Agent-state key bytes as `key` (+ `key_hex`), with `flatten`.
+    pub fn key<S: Serializer>(k: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        KeyField(k).serialize(s)
+    }
+
+    /// Agent-state prefix bytes as `prefix` (+ `prefix_hex`), with `flatten`.
+    pub fn prefix<S: Serializer>(k: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        PrefixField(k).serialize(s)
+    }
+
+    /// A duration in milliseconds ([`super::ms`]).
+    pub fn ms<S: Serializer>(d: &std::time::Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(ms_f64(*d))
+    }
+
+    /// A path as text (lossy), as `Path::display` shows it.
+    pub fn path<S: Serializer>(p: &std::path::Path, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(&p.display())
+    }
+
+    /// The interesting changes of a list ([`super::changes`]).
+    pub fn changes<S: Serializer>(cs: &[Change], s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(
+            cs.iter()
+                .filter(|c| c.is_interesting())
+                .map(ChangeForm::from),
+        )
+    }
+
+    /// Agent-state changes ([`super::state_changes`]).
+    pub fn state_changes<S: Serializer>(cs: &[StateChange], s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(cs.iter().map(StateChangeForm::from))
+    }
+
+    /// Entries a scan was not allowed to read ([`super::unreadable`]).
+    pub fn unreadable<S: Serializer>(list: &[Unreadable], s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(list.iter().map(UnreadableForm::from))
+    }
+
+    /// Objects imported from another store ([`super::imported`]).
+    pub fn imported<S: Serializer>(
+        i: &crate::store::objects::Imported,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        ImportedForm::from(i).serialize(s)
+    }
 }
 
 #[cfg(test)]

@@ -12,9 +12,9 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use serde_json::{json, Value};
+use serde::{Serialize, Serializer};
 
-use super::json::{self, serialize_via_to_json, SCHEMA};
+use super::json::{with, AnnotatedForm, Schema};
 use super::show::changes_from_parent;
 use super::Context;
 use crate::engine::diff::PathFilter;
@@ -42,7 +42,8 @@ pub struct LogOptions {
     pub session: Option<String>,
 }
 
-/// The checkpoints.
+/// The checkpoints. JSON: `head` (an id), `checkpoints` (records with
+/// their `annotations`), `total` and `more`.
 #[derive(Debug)]
 pub struct LogReport {
     /// The head's sequence number (None before the first save).
@@ -59,25 +60,34 @@ pub struct LogReport {
     pub more: bool,
 }
 
-impl LogReport {
-    /// The JSON form: `head` (an id), `checkpoints` (records with their
-    /// `annotations`), `total` and `more`.
-    pub fn to_json(&self) -> Value {
-        json!({
-            "schema": SCHEMA,
-            "head": self.head.map(|h| format!("v{h}")),
-            "checkpoints": self
-                .checkpoints
-                .iter()
-                .map(|c| json::annotated(c, self.head, self.annotations.get(&c.seq)))
-                .collect::<Vec<_>>(),
-            "total": self.total,
-            "more": self.more,
-        })
-    }
+/// The JSON form of a [`LogReport`]: each checkpoint's record needs the
+/// head and its annotation, which are fields of the report beside it.
+#[derive(Serialize)]
+struct LogForm<'a> {
+    schema: Schema,
+    #[serde(serialize_with = "with::opt_seq")]
+    head: Option<u64>,
+    checkpoints: Vec<AnnotatedForm<'a>>,
+    total: usize,
+    more: bool,
 }
 
-serialize_via_to_json!(LogReport);
+impl Serialize for LogReport {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        LogForm {
+            schema: Schema,
+            head: self.head,
+            checkpoints: self
+                .checkpoints
+                .iter()
+                .map(|c| AnnotatedForm::new(c, self.head, self.annotations.get(&c.seq)))
+                .collect(),
+            total: self.total,
+            more: self.more,
+        }
+        .serialize(s)
+    }
+}
 
 /// Lists the workspace's checkpoints, newest first.
 pub fn log(ctx: &Context, opts: &LogOptions) -> Result<LogReport> {

@@ -31,12 +31,44 @@
 //! | verify (workspace or store), hash | [`verify::verify`], [`hash::hash`] |
 //! | du | [`du::du`] |
 //! | fork, cp | [`fork::fork`] ([`fork::fork_many`]: `--count`), [`cp::cp`] |
-//! | the forks of a workspace, removing one, adopting one | [`forks::forks`], [`forks::remove`], [`adopt::adopt`] |
+//! | the forks of a workspace, removing or mounting one, adopting one | [`forks::forks`], [`forks::remove`], [`forks::mount`], [`adopt::adopt`] |
 //! | doctor | [`doctor::doctor`] |
 //! | stores on this machine | [`stores::stores`] |
 //! | agent state | [`state::get`], [`state::put`], [`state::del`], [`state::ls`], [`state::history`], [`state::cas`] |
 //! | watcher status and stop | [`watch::status`], [`watch::stop`] |
 //! | checkpoints out of a store and into one, for `ckpt-remote` (push, pull, clone) | [`exchange::Local`], [`exchange::Import`], [`exchange::clone_into`] |
+//!
+//! ## Names
+//!
+//! One rule for every type of the front door, so that a front end finds an
+//! operation's types from its name alone:
+//!
+//! - The operation `ops::x::y` takes `YOptions` and returns `YReport`
+//!   (`restore::restore_to`: [`restore::RestoreToOptions`] →
+//!   [`restore::RestoreToReport`]). An operation with nothing to choose
+//!   takes no options ([`du::du`], [`forks::forks`]).
+//! - When two modules have an operation of the same name, the one outside
+//!   its own module is prefixed with its module (`watch::status`:
+//!   [`watch::WatchStatusOptions`], [`watch::WatchStatusReport`], beside
+//!   [`status::StatusOptions`]).
+//! - The parts inside options and reports are plain nouns ([`forks::ForkInfo`],
+//!   [`verify::WorkspaceCheck`], [`state::Swap`], [`init::Outcome`]), never
+//!   `…Options`/`…Report`.
+//! - No two front-door types share a name. An engine or store type that
+//!   would is renamed for what it is (`engine::save::SaveJob`,
+//!   `engine::restore::RestoreJob`/`RestoreOutcome`,
+//!   `engine::verify::Comparison`/`Integrity`, `store::gc::SweepReport`).
+//! - Options hold what a user chooses, nothing engine-internal: a front end
+//!   fills every field (e.g. [`save::SaveOptions`] has no restore journal;
+//!   [`save::save_with`] makes the engine's job from it).
+//!
+//! Exceptions, each for a reason: `cp::cp` takes [`cp::CopyOptions`] and
+//! returns [`cp::CopyReport`] because the copy engine it wraps
+//! (`ckpt_fs::copytree`, a crate of its own) owns `CpOptions`/`CpReport`;
+//! `fork::fork_many` takes a fork's [`fork::ForkOptions`] and a count, as
+//! it makes that fork `count` times.
+//!
+//! ## JSON
 //!
 //! Every report implements `Serialize` as its JSON form ([`json`]: schema 1,
 //! documented in `docs/CLI.md`, "JSON output"): `--json`, MCP results and

@@ -13,12 +13,12 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
+use serde::{Serialize, Serializer};
 
-use super::json::{self, serialize_via_to_json, SCHEMA};
+use super::json::{with, ChangeForm, Schema, StateChangeForm, UnreadableForm};
 use super::{normalize, Context};
 use crate::engine::materialize::{self, MaterializeReport};
-use crate::engine::restore::{RestoreOptions, RestoreReport, Scope};
+use crate::engine::restore::{RestoreJob, RestoreOutcome, Scope};
 use crate::engine::scanner::Scanner;
 use crate::store::Store;
 use crate::workspace::Workspace;
@@ -33,15 +33,15 @@ pub fn restore_with(
     ws: &Workspace,
     store: &Store,
     rev: &str,
-    opts: &RestoreOptions,
+    opts: &RestoreJob,
     scanner: &mut dyn Scanner,
-) -> Result<RestoreReport> {
+) -> Result<RestoreOutcome> {
     crate::engine::restore::restore(ws, store, rev, opts, scanner)
 }
 
 /// What [`restore`] brings back.
 #[derive(Clone, Debug, Default)]
-pub struct RestoreRequest {
+pub struct RestoreOptions {
     /// The checkpoint (`v12`, `HEAD~1`, a hash prefix, …).
     pub rev: String,
     /// Only these paths (relative to the context's directory); all when
@@ -55,81 +55,112 @@ pub struct RestoreRequest {
     pub scope: Scope,
 }
 
-/// What an in-place restore did (or, dry, would do).
-#[derive(Debug)]
-pub struct Restored {
+/// What an in-place restore did (or, dry, would do). JSON: `restored`,
+/// `dry_run`, `resumed`, `undo`, `pre_save`, `post_save`, `changes`,
+/// `state` (`target`, `before`, `after`, `changes`), `elapsed_ms`,
+/// `unreadable`.
+#[derive(Debug, Serialize)]
+pub struct RestoreReport {
+    /// `"schema": 1`.
+    pub schema: Schema,
     /// The engine's report.
-    pub report: RestoreReport,
+    #[serde(flatten, serialize_with = "outcome")]
+    pub report: RestoreOutcome,
     /// It was a dry run.
     pub dry_run: bool,
     /// How long it took.
+    #[serde(rename = "elapsed_ms", serialize_with = "with::ms")]
     pub elapsed: Duration,
 }
 
-impl Restored {
-    /// The JSON form: `restored`, `dry_run`, `resumed`, `undo`, `pre_save`,
-    /// `post_save`, `changes`, `state` (`target`, `before`, `after`, `changes`),
-    /// `elapsed_ms`, `unreadable`.
-    pub fn to_json(&self) -> Value {
-        let rep = &self.report;
-        json!({
-            "schema": SCHEMA,
-            "restored": rep.target.id(),
-            "dry_run": self.dry_run,
-            "resumed": rep.resumed,
-            "undo": rep.undo.map(|u| format!("v{u}")),
-            "pre_save": rep.pre_save.as_ref().map(|c| c.id()),
-            "post_save": rep.post_save.as_ref().map(|c| c.id()),
-            "changes": json::changes(&rep.changes),
-            "state": rep.state.as_ref().map(|s| json!({
-                "target": s.target,
-                "before": s.before,
-                "after": s.after,
-                "changes": json::state_changes(&s.changes),
-            })),
-            "elapsed_ms": json::ms(self.elapsed),
-            "unreadable": json::unreadable(&rep.unreadable),
-        })
+/// The fields of [`RestoreReport`] that come from the engine's outcome.
+fn outcome<S: Serializer>(rep: &RestoreOutcome, s: S) -> std::result::Result<S::Ok, S::Error> {
+    #[derive(Serialize)]
+    struct Form<'a> {
+        restored: String,
+        resumed: bool,
+        undo: Option<String>,
+        pre_save: Option<String>,
+        post_save: Option<String>,
+        changes: Vec<ChangeForm<'a>>,
+        state: Option<StateForm<'a>>,
+        unreadable: Vec<UnreadableForm<'a>>,
     }
+    #[derive(Serialize)]
+    struct StateForm<'a> {
+        target: u64,
+        before: u64,
+        after: u64,
+        changes: Vec<StateChangeForm<'a>>,
+    }
+    Form {
+        restored: rep.target.id(),
+        resumed: rep.resumed,
+        undo: rep.undo.map(|u| format!("v{u}")),
+        pre_save: rep.pre_save.as_ref().map(|c| c.id()),
+        post_save: rep.post_save.as_ref().map(|c| c.id()),
+        changes: rep
+            .changes
+            .iter()
+            .filter(|c| c.is_interesting())
+            .map(ChangeForm::from)
+            .collect(),
+        state: rep.state.as_ref().map(|st| StateForm {
+            target: st.target,
+            before: st.before,
+            after: st.after,
+            changes: st.changes.iter().map(StateChangeForm::from).collect(),
+        }),
+        unreadable: rep.unreadable.iter().map(UnreadableForm::from).collect(),
+    }
+    .serialize(s)
 }
 
-/// What `restore --to` did.
-#[derive(Debug)]
-pub struct Materialized {
+/// What `restore --to` did. JSON: `restored`, `to`, `files`, `dirs`,
+/// `bytes`, `elapsed_ms`.
+#[derive(Debug, Serialize)]
+pub struct RestoreToReport {
+    /// `"schema": 1`.
+    pub schema: Schema,
     /// The engine's report.
+    #[serde(flatten, serialize_with = "materialized")]
     pub report: MaterializeReport,
     /// The directory written.
+    #[serde(serialize_with = "with::path")]
     pub to: PathBuf,
     /// How long it took.
+    #[serde(rename = "elapsed_ms", serialize_with = "with::ms")]
     pub elapsed: Duration,
 }
 
-impl Materialized {
-    /// The JSON form: `restored`, `to`, `files`, `dirs`, `bytes`,
-    /// `elapsed_ms`.
-    pub fn to_json(&self) -> Value {
-        let rep = &self.report;
-        json!({
-            "schema": SCHEMA,
-            "restored": rep.target.id(),
-            "to": self.to.display().to_string(),
-            "files": rep.files,
-            "dirs": rep.dirs,
-            "bytes": rep.bytes,
-            "elapsed_ms": json::ms(self.elapsed),
-        })
+/// The fields of [`RestoreToReport`] that come from the engine's report.
+fn materialized<S: Serializer>(
+    rep: &MaterializeReport,
+    s: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    #[derive(Serialize)]
+    struct Form {
+        restored: String,
+        files: u64,
+        dirs: u64,
+        bytes: u64,
     }
+    Form {
+        restored: rep.target.id(),
+        files: rep.files,
+        dirs: rep.dirs,
+        bytes: rep.bytes,
+    }
+    .serialize(s)
 }
-
-serialize_via_to_json!(Restored, Materialized);
 
 /// Restores the workspace in place (or, with `dry_run`, reports what that
 /// would change).
-pub fn restore(ctx: &Context, req: &RestoreRequest) -> Result<Restored> {
+pub fn restore(ctx: &Context, req: &RestoreOptions) -> Result<RestoreReport> {
     let t0 = Instant::now();
     refuse_flag_like(&req.paths)?;
     let ws = ctx.workspace()?;
-    let opts = RestoreOptions {
+    let opts = RestoreJob {
         paths: ctx.rel_paths(&ws, &req.paths)?,
         dry_run: req.dry_run,
         no_save: req.no_save,
@@ -141,7 +172,8 @@ pub fn restore(ctx: &Context, req: &RestoreRequest) -> Result<Restored> {
         .client()
         .restore(&ws, &req.rev, &opts, ctx.config.lock_timeout)
     {
-        return Ok(Restored {
+        return Ok(RestoreReport {
+            schema: Schema,
             report: rep,
             dry_run: req.dry_run,
             elapsed: t0.elapsed(),
@@ -154,7 +186,8 @@ pub fn restore(ctx: &Context, req: &RestoreRequest) -> Result<Restored> {
     // is not recorded.
     let kept = !req.dry_run && req.scope != Scope::StateOnly;
     here.finish(&store, rep.is_ok() && kept);
-    Ok(Restored {
+    Ok(RestoreReport {
+        schema: Schema,
         report: rep?,
         dry_run: req.dry_run,
         elapsed: t0.elapsed(),
@@ -174,18 +207,28 @@ pub enum Source<'a> {
     Store(&'a Path),
 }
 
-/// Materialises checkpoint `rev` (optionally only `paths`) into `dest`, a
-/// new or empty directory outside the workspace (and outside the store).
-pub fn restore_to(
-    ctx: &Context,
-    source: Source<'_>,
-    rev: &str,
-    dest: &Path,
-    paths: &[PathBuf],
-) -> Result<Materialized> {
+/// What [`restore_to`] materialises, and where.
+#[derive(Clone, Debug, Default)]
+pub struct RestoreToOptions<'a> {
+    /// The store the checkpoint is taken from.
+    pub source: Source<'a>,
+    /// The checkpoint (`v12`, `HEAD~1`, a hash prefix, …).
+    pub rev: String,
+    /// The directory to write: new, or empty; outside the workspace and
+    /// the store.
+    pub to: PathBuf,
+    /// Only these paths (see [`Source`] for what they are relative to);
+    /// all when empty.
+    pub paths: Vec<PathBuf>,
+}
+
+/// Materialises a checkpoint (optionally only some paths) into a new or
+/// empty directory outside the workspace (and outside the store).
+pub fn restore_to(ctx: &Context, opts: &RestoreToOptions<'_>) -> Result<RestoreToReport> {
     let t0 = Instant::now();
+    let (source, rev, paths) = (opts.source, opts.rev.as_str(), &opts.paths[..]);
     refuse_flag_like(paths)?;
-    let dest = ctx.abs(dest);
+    let dest = ctx.abs(&opts.to);
     let (store, rel) = match source {
         Source::Workspace => {
             let ws = ctx.workspace()?;
@@ -237,7 +280,8 @@ pub fn restore_to(
         }
     }
     let rep = materialize::restore_to(&store, rev, &dest, &rel)?;
-    Ok(Materialized {
+    Ok(RestoreToReport {
+        schema: Schema,
         report: rep,
         to: dest,
         elapsed: t0.elapsed(),

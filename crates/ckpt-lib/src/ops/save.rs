@@ -12,15 +12,16 @@
 //! watcher's saves commit durably ([`Durable::AtCommit`]): it answers
 //! before its catalog closes.
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use ckpt_fs::fs;
 
-use serde_json::{json, Value};
+use serde::{Serialize, Serializer};
 
-use super::json::{self, serialize_via_to_json, SCHEMA};
+use super::json::{with, CheckpointForm, Schema, UnreadableForm};
 use super::Context;
-use crate::engine::save::{self, SaveOptions, SaveOutcome, ScanCounts};
+use crate::engine::save::{self, SaveJob, SaveOutcome, ScanCounts};
 use crate::engine::scanner::{ScanKind, Scanner};
 use crate::store::catalog::Durable;
 use crate::store::retention::{self, Policy, RetentionReport};
@@ -28,6 +29,17 @@ use crate::store::Store;
 use crate::workspace::scan::Unreadable;
 use crate::workspace::Workspace;
 use crate::Result;
+
+/// What [`save()`] records.
+#[derive(Clone, Debug, Default)]
+pub struct SaveOptions {
+    /// Message.
+    pub message: String,
+    /// Tags.
+    pub tags: BTreeMap<String, String>,
+    /// Record a checkpoint even if nothing changed.
+    pub allow_empty: bool,
+}
 
 /// What [`save()`] did.
 #[derive(Debug)]
@@ -48,31 +60,49 @@ pub struct SaveReport {
     pub through_watcher: bool,
 }
 
-impl SaveReport {
-    /// The JSON form: the new checkpoint's record with `saved: true`, or
-    /// `saved: false` and the head's `id`; `elapsed_ms`, `unreadable`.
-    pub fn to_json(&self) -> Value {
-        let mut v = match &self.outcome {
-            SaveOutcome::Saved(cp) => {
-                let mut v = json::checkpoint(cp, Some(cp.seq));
-                v["schema"] = json!(SCHEMA);
-                v["saved"] = json!(true);
-                v["elapsed_ms"] = json::ms(self.elapsed);
-                v
-            }
-            SaveOutcome::Unchanged(head) => json!({
-                "schema": SCHEMA,
-                "saved": false,
-                "id": head.as_ref().map(|h| h.id()),
-                "elapsed_ms": json::ms(self.elapsed),
-            }),
-        };
-        v["unreadable"] = json::unreadable(&self.unreadable);
-        v
-    }
+/// The JSON form of a [`SaveReport`]: the new checkpoint's record with
+/// `saved: true`, or `saved: false` and the head's `id`; `elapsed_ms`,
+/// `unreadable`.
+#[derive(Serialize)]
+struct SaveForm<'a> {
+    schema: Schema,
+    saved: bool,
+    #[serde(flatten)]
+    record: Record<'a>,
+    #[serde(serialize_with = "with::ms")]
+    elapsed_ms: Duration,
+    unreadable: Vec<UnreadableForm<'a>>,
 }
 
-serialize_via_to_json!(SaveReport);
+/// The new checkpoint's record, or the unchanged head's id.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Record<'a> {
+    Saved(CheckpointForm<'a>),
+    Unchanged { id: Option<String> },
+}
+
+impl Serialize for SaveReport {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        let (saved, record) = match &self.outcome {
+            SaveOutcome::Saved(cp) => (true, Record::Saved(CheckpointForm::new(cp, Some(cp.seq)))),
+            SaveOutcome::Unchanged(head) => (
+                false,
+                Record::Unchanged {
+                    id: head.as_ref().map(|h| h.id()),
+                },
+            ),
+        };
+        SaveForm {
+            schema: Schema,
+            saved,
+            record,
+            elapsed_ms: self.elapsed,
+            unreadable: self.unreadable.iter().map(UnreadableForm::from).collect(),
+        }
+        .serialize(s)
+    }
+}
 
 /// Records a checkpoint of the workspace.
 pub fn save(ctx: &Context, opts: &SaveOptions) -> Result<SaveReport> {
@@ -137,8 +167,14 @@ pub fn save_with(
         Some(p) if p.is_empty() => Durable::AtClose,
         _ => Durable::AtCommit,
     };
+    let job = SaveJob {
+        message: opts.message.clone(),
+        tags: opts.tags.clone(),
+        allow_empty: opts.allow_empty,
+        journal: None,
+    };
     let scan = scanner.scan(ws, store, ScanKind::Capture)?;
-    let captured = save::capture_scanned(ws, store, opts, scan, durable, t0)?;
+    let captured = save::capture_scanned(ws, store, &job, scan, durable, t0)?;
     let counts = captured.counts();
     let unreadable = captured.scan.unreadable.clone();
     let policy = match (&captured.outcome, early) {

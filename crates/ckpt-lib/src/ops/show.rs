@@ -1,9 +1,9 @@
 //! `ckpt show ID`: one checkpoint's record and what it changed from its
 //! parent (everything, for the first). Reads only.
 
-use serde_json::{json, Value};
+use serde::{Serialize, Serializer};
 
-use super::json::{self, serialize_via_to_json, SCHEMA};
+use super::json::{AnnotatedForm, ChangeForm, Schema};
 use super::Context;
 use crate::engine::diff::{self, Change, PathFilter, TreeSource};
 use crate::store::catalog::{Annotation, CatalogReader, Checkpoint};
@@ -16,7 +16,8 @@ pub struct ShowOptions {
     pub rev: String,
 }
 
-/// One checkpoint and its changes.
+/// One checkpoint and its changes. JSON: the checkpoint's record, its
+/// `annotations` and `changes`.
 #[derive(Debug)]
 pub struct ShowReport {
     /// The checkpoint.
@@ -35,18 +36,32 @@ impl ShowReport {
     pub fn is_head(&self) -> bool {
         self.head == Some(self.checkpoint.seq)
     }
-
-    /// The JSON form: the checkpoint's record, its `annotations` and
-    /// `changes`.
-    pub fn to_json(&self) -> Value {
-        let mut v = json::annotated(&self.checkpoint, self.head, self.annotation.as_ref());
-        v["schema"] = json!(SCHEMA);
-        v["changes"] = json::changes(&self.changes);
-        v
-    }
 }
 
-serialize_via_to_json!(ShowReport);
+/// The JSON form of a [`ShowReport`]: the record needs the head.
+#[derive(Serialize)]
+struct ShowForm<'a> {
+    schema: Schema,
+    #[serde(flatten)]
+    checkpoint: AnnotatedForm<'a>,
+    changes: Vec<ChangeForm<'a>>,
+}
+
+impl Serialize for ShowReport {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        ShowForm {
+            schema: Schema,
+            checkpoint: AnnotatedForm::new(&self.checkpoint, self.head, self.annotation.as_ref()),
+            changes: self
+                .changes
+                .iter()
+                .filter(|c| c.is_interesting())
+                .map(ChangeForm::from)
+                .collect(),
+        }
+        .serialize(s)
+    }
+}
 
 /// Reads one checkpoint and diffs it against its parent.
 pub fn show(ctx: &Context, opts: &ShowOptions) -> Result<ShowReport> {

@@ -10,15 +10,15 @@
 //! conflict.
 //!
 //! "No such key" ([`GetReport::found`] is `None`) and a compare-and-swap
-//! that found another version ([`CasOutcome::Mismatch`]) are report values,
+//! that found another version ([`Swap::Mismatch`]) are report values,
 //! not errors: the caller chooses the exit code (the CLI: 8 and
 //! [`crate::error::EXIT_CAS_MISMATCH`]).
 
 use std::io::Read;
 
-use serde_json::{json, Map, Value};
+use serde::{Serialize, Serializer};
 
-use super::json::{self, serialize_via_to_json, SCHEMA};
+use super::json::{with, KeyField, Schema, ValueField, VersionedForm};
 use super::Context;
 use crate::store::state::{LazyState, ScanEntry, StateError, Versioned};
 use crate::{Error, Result};
@@ -70,7 +70,7 @@ impl NewValue<'_> {
             }
         };
         if self.json_value {
-            if let Err(e) = serde_json::from_slice::<Value>(&value) {
+            if let Err(e) = serde_json::from_slice::<serde_json::Value>(&value) {
                 return Err(Error::Usage(format!(
                     "--json-value: the value is not valid JSON ({e}); nothing was written"
                 )));
@@ -95,14 +95,6 @@ fn check_empty_at(at: Option<u64>) -> Result<u64> {
     }
 }
 
-/// A JSON object with `"schema": 1` and `key`.
-fn keyed(key: &[u8]) -> Map<String, Value> {
-    let mut m = Map::new();
-    m.insert("schema".into(), json!(SCHEMA));
-    json::path_fields(&mut m, "key", key);
-    m
-}
-
 // ---- get ----
 
 /// What [`get`] reads.
@@ -115,28 +107,18 @@ pub struct GetOptions {
 }
 
 /// A key's value at one state version, if it has one.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize)]
 pub struct GetReport {
+    /// `"schema": 1`.
+    pub schema: Schema,
     /// The key.
+    #[serde(flatten, serialize_with = "with::key")]
     pub key: Vec<u8>,
     /// The state version read.
     pub at: u64,
     /// The value and the version that wrote it; `None`: no such key.
+    #[serde(flatten, serialize_with = "found")]
     pub found: Option<Versioned>,
-}
-
-impl GetReport {
-    /// The JSON form: `key`, `at`, `found`, and when found `version`, `value`.
-    pub fn to_json(&self) -> Value {
-        let mut m = keyed(&self.key);
-        m.insert("at".into(), json!(self.at));
-        m.insert("found".into(), json!(self.found.is_some()));
-        if let Some(f) = &self.found {
-            m.insert("version".into(), json!(f.version));
-            json::path_fields(&mut m, "value", &f.value);
-        }
-        Value::Object(m)
-    }
 }
 
 /// Reads a key's value.
@@ -150,6 +132,7 @@ pub fn get(ctx: &Context, opts: &GetOptions) -> Result<GetReport> {
         }
     };
     Ok(GetReport {
+        schema: Schema,
         key: opts.key.clone(),
         at,
         found,
@@ -168,21 +151,15 @@ pub struct PutOptions<'a> {
 }
 
 /// A key that was set.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize)]
 pub struct PutReport {
+    /// `"schema": 1`.
+    pub schema: Schema,
     /// The key.
+    #[serde(flatten, serialize_with = "with::key")]
     pub key: Vec<u8>,
     /// The state version of the write.
     pub version: u64,
-}
-
-impl PutReport {
-    /// The JSON form: `key`, `version`.
-    pub fn to_json(&self) -> Value {
-        let mut m = keyed(&self.key);
-        m.insert("version".into(), json!(self.version));
-        Value::Object(m)
-    }
 }
 
 /// Sets a key (creating the state store if needed).
@@ -192,6 +169,7 @@ pub fn put(ctx: &Context, opts: PutOptions<'_>) -> Result<PutReport> {
     let s = state.get_or_create()?;
     let version = s.put(&opts.key, &value)?;
     Ok(PutReport {
+        schema: Schema,
         key: opts.key,
         version,
     })
@@ -207,25 +185,18 @@ pub struct DelOptions {
 }
 
 /// A delete: whether the key existed.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize)]
 pub struct DelReport {
+    /// `"schema": 1`.
+    pub schema: Schema,
     /// The key.
+    #[serde(flatten, serialize_with = "with::key")]
     pub key: Vec<u8>,
     /// The key existed and was deleted.
     pub deleted: bool,
     /// The state version of the delete (when nothing was deleted: the
     /// latest version, or 0 without a state store).
     pub version: u64,
-}
-
-impl DelReport {
-    /// The JSON form: `key`, `deleted`, `version`.
-    pub fn to_json(&self) -> Value {
-        let mut m = keyed(&self.key);
-        m.insert("deleted".into(), json!(self.deleted));
-        m.insert("version".into(), json!(self.version));
-        Value::Object(m)
-    }
 }
 
 /// Deletes a key; deleting a missing key commits nothing and succeeds.
@@ -244,6 +215,7 @@ pub fn del(ctx: &Context, opts: &DelOptions) -> Result<DelReport> {
         })?,
     };
     Ok(DelReport {
+        schema: Schema,
         key: opts.key.clone(),
         deleted,
         version,
@@ -262,39 +234,18 @@ pub struct LsOptions {
 }
 
 /// Keys and values at one state version, in byte order of the keys.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize)]
 pub struct LsReport {
+    /// `"schema": 1`.
+    pub schema: Schema,
     /// The prefix listed.
+    #[serde(flatten, serialize_with = "with::prefix")]
     pub prefix: Vec<u8>,
     /// The state version listed.
     pub version: u64,
     /// The entries.
+    #[serde(serialize_with = "entries")]
     pub entries: Vec<ScanEntry>,
-}
-
-impl LsReport {
-    /// The JSON form: `version`, `prefix`, `entries` (`key`, `version`,
-    /// `size`, `value`).
-    pub fn to_json(&self) -> Value {
-        let mut m = Map::new();
-        m.insert("schema".into(), json!(SCHEMA));
-        m.insert("version".into(), json!(self.version));
-        json::path_fields(&mut m, "prefix", &self.prefix);
-        let list: Vec<Value> = self
-            .entries
-            .iter()
-            .map(|e| {
-                let mut m = Map::new();
-                json::path_fields(&mut m, "key", &e.key);
-                m.insert("version".into(), json!(e.version));
-                m.insert("size".into(), json!(e.value.len()));
-                json::path_fields(&mut m, "value", &e.value);
-                Value::Object(m)
-            })
-            .collect();
-        m.insert("entries".into(), Value::Array(list));
-        Value::Object(m)
-    }
 }
 
 /// Lists keys with their values.
@@ -309,6 +260,7 @@ pub fn ls(ctx: &Context, opts: &LsOptions) -> Result<LsReport> {
         }
     };
     Ok(LsReport {
+        schema: Schema,
         prefix: opts.prefix.clone(),
         version,
         entries,
@@ -325,34 +277,16 @@ pub struct HistoryOptions {
 }
 
 /// Every retained version of a key, oldest first.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize)]
 pub struct HistoryReport {
+    /// `"schema": 1`.
+    pub schema: Schema,
     /// The key.
+    #[serde(flatten, serialize_with = "with::key")]
     pub key: Vec<u8>,
     /// `(version, value)`; `None`: deleted at that version.
+    #[serde(serialize_with = "history_form")]
     pub history: Vec<(u64, Option<Vec<u8>>)>,
-}
-
-impl HistoryReport {
-    /// The JSON form: `key`, `history` (`version`, `deleted`, `value`).
-    pub fn to_json(&self) -> Value {
-        let mut m = keyed(&self.key);
-        let list: Vec<Value> = self
-            .history
-            .iter()
-            .map(|(v, val)| {
-                let mut m = Map::new();
-                m.insert("version".into(), json!(v));
-                m.insert("deleted".into(), json!(val.is_none()));
-                if let Some(val) = val {
-                    json::path_fields(&mut m, "value", val);
-                }
-                Value::Object(m)
-            })
-            .collect();
-        m.insert("history".into(), Value::Array(list));
-        Value::Object(m)
-    }
 }
 
 /// Reads a key's retained versions.
@@ -363,6 +297,7 @@ pub fn history(ctx: &Context, opts: &HistoryOptions) -> Result<HistoryReport> {
         Some(s) => s.history(&opts.key),
     };
     Ok(HistoryReport {
+        schema: Schema,
         key: opts.key.clone(),
         history,
     })
@@ -383,7 +318,7 @@ pub struct CasOptions<'a> {
 
 /// What a compare-and-swap did.
 #[derive(Debug)]
-pub enum CasOutcome {
+pub enum Swap {
     /// The key had the expected version; the value was written.
     Set {
         /// The state version of the write.
@@ -401,40 +336,25 @@ pub enum CasOutcome {
 }
 
 /// A compare-and-swap.
-#[derive(Debug)]
+#[derive(Debug, Serialize)]
 pub struct CasReport {
+    /// `"schema": 1`.
+    pub schema: Schema,
     /// The key.
+    #[serde(flatten, serialize_with = "with::key")]
     pub key: Vec<u8>,
     /// What happened.
-    pub outcome: CasOutcome,
+    #[serde(flatten, serialize_with = "swap")]
+    pub outcome: Swap,
 }
 
 impl CasReport {
-    /// The JSON form: `key`, `ok`, and `version`, or `expected` and `actual`.
-    pub fn to_json(&self) -> Value {
-        let mut m = keyed(&self.key);
-        match &self.outcome {
-            CasOutcome::Set { version } => {
-                m.insert("ok".into(), json!(true));
-                m.insert("version".into(), json!(version));
-            }
-            CasOutcome::Mismatch {
-                expected, actual, ..
-            } => {
-                m.insert("ok".into(), json!(false));
-                m.insert("expected".into(), json!(expected));
-                m.insert("actual".into(), json!(actual));
-            }
-        }
-        Value::Object(m)
-    }
-
     /// The report, or the mismatch as an error (exit code
     /// [`crate::error::EXIT_CAS_MISMATCH`]).
     pub fn into_result(self) -> Result<CasReport> {
         match self.outcome {
-            CasOutcome::Mismatch { error, .. } => Err(error.into()),
-            CasOutcome::Set { .. } => Ok(self),
+            Swap::Mismatch { error, .. } => Err(error.into()),
+            Swap::Set { .. } => Ok(self),
         }
     }
 }
@@ -446,12 +366,12 @@ pub fn cas(ctx: &Context, opts: CasOptions<'_>) -> Result<CasReport> {
     let value = opts.value.read()?;
     let s = state.get_or_create()?;
     let outcome = match s.cas(&opts.key, opts.expected_version, &value) {
-        Ok(version) => CasOutcome::Set { version },
+        Ok(version) => Swap::Set { version },
         Err(StateError::CasMismatch {
             key,
             expected,
             actual,
-        }) => CasOutcome::Mismatch {
+        }) => Swap::Mismatch {
             expected,
             actual,
             error: StateError::CasMismatch {
@@ -463,16 +383,92 @@ pub fn cas(ctx: &Context, opts: CasOptions<'_>) -> Result<CasReport> {
         Err(e) => return Err(e.into()),
     };
     Ok(CasReport {
+        schema: Schema,
         key: opts.key,
         outcome,
     })
 }
 
-serialize_via_to_json!(
-    GetReport,
-    PutReport,
-    DelReport,
-    LsReport,
-    HistoryReport,
-    CasReport
-);
+/// `found`, and the `version` and `value` of a value found.
+fn found<S: Serializer>(f: &Option<Versioned>, s: S) -> std::result::Result<S::Ok, S::Error> {
+    #[derive(Serialize)]
+    struct Form<'a> {
+        found: bool,
+        #[serde(flatten)]
+        value: Option<VersionedForm<'a>>,
+    }
+    Form {
+        found: f.is_some(),
+        value: f.as_ref().map(VersionedForm::from),
+    }
+    .serialize(s)
+}
+
+/// `[{key, version, size, value}]`.
+fn entries<S: Serializer>(list: &[ScanEntry], s: S) -> std::result::Result<S::Ok, S::Error> {
+    #[derive(Serialize)]
+    struct Form<'a> {
+        #[serde(flatten)]
+        key: KeyField<'a>,
+        version: u64,
+        size: usize,
+        #[serde(flatten)]
+        value: ValueField<'a>,
+    }
+    s.collect_seq(list.iter().map(|e| Form {
+        key: KeyField(&e.key),
+        version: e.version,
+        size: e.value.len(),
+        value: ValueField(&e.value),
+    }))
+}
+
+/// `[{version, deleted, value?}]`.
+fn history_form<S: Serializer>(
+    list: &[(u64, Option<Vec<u8>>)],
+    s: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    #[derive(Serialize)]
+    struct Form<'a> {
+        version: u64,
+        deleted: bool,
+        #[serde(flatten)]
+        value: Option<ValueField<'a>>,
+    }
+    s.collect_seq(list.iter().map(|(v, val)| Form {
+        version: *v,
+        deleted: val.is_none(),
+        value: val.as_deref().map(ValueField),
+    }))
+}
+
+/// `ok`, and `version`, or `expected` and `actual`.
+fn swap<S: Serializer>(w: &Swap, s: S) -> std::result::Result<S::Ok, S::Error> {
+    #[derive(Serialize)]
+    #[serde(untagged)]
+    enum Form {
+        Set {
+            ok: bool,
+            version: u64,
+        },
+        Mismatch {
+            ok: bool,
+            expected: u64,
+            actual: u64,
+        },
+    }
+    match w {
+        Swap::Set { version } => Form::Set {
+            ok: true,
+            version: *version,
+        },
+        Swap::Mismatch {
+            expected, actual, ..
+        } => Form::Mismatch {
+            ok: false,
+            expected: *expected,
+            actual: *actual,
+        },
+    }
+    .serialize(s)
+}

@@ -3,9 +3,9 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
+use serde::Serialize;
 
-use super::json::{self, serialize_via_to_json, SCHEMA};
+use super::json::{with, Schema};
 use super::Context;
 use crate::engine::diff::{Change, PathFilter};
 use crate::store::catalog::{Checkpoint, Journal, Skipped};
@@ -21,22 +21,35 @@ pub struct StatusOptions {
     pub paths: Vec<PathBuf>,
 }
 
-/// What changed since the head.
-#[derive(Debug)]
+/// What changed since the head. JSON: `head`, `clean`, `changes`,
+/// `state_changes`, `interrupted_restore`, `unreadable`, `warnings`.
+#[derive(Debug, Serialize)]
 pub struct StatusReport {
+    /// `"schema": 1`.
+    pub schema: Schema,
     /// The head (None before the first save).
+    #[serde(serialize_with = "with::opt_id")]
     pub head: Option<Checkpoint>,
+    /// Nothing changed, files or state (see [`StatusReport::clean`]).
+    #[serde(rename = "clean")]
+    pub is_clean: bool,
     /// Every difference from the head to the working directory.
+    #[serde(serialize_with = "with::changes")]
     pub changes: Vec<Change>,
     /// Agent-state keys changed since the head.
+    #[serde(serialize_with = "with::state_changes")]
     pub state_changes: Vec<StateChange>,
     /// Entries that would be skipped.
+    #[serde(skip)]
     pub skipped: Vec<Skipped>,
     /// Entries the scan was not allowed to read.
+    #[serde(serialize_with = "with::unreadable")]
     pub unreadable: Vec<Unreadable>,
-    /// An interrupted restore, if any.
+    /// An interrupted restore, if any (JSON: its target's id).
+    #[serde(rename = "interrupted_restore", serialize_with = "journal_target")]
     pub journal: Option<Journal>,
     /// How long it took.
+    #[serde(skip)]
     pub elapsed: Duration,
     /// Why an agent harness configured here will not run ckpt's hooks, or
     /// records nothing ([`super::harness_health`]).
@@ -46,28 +59,17 @@ pub struct StatusReport {
 impl StatusReport {
     /// Nothing changed, files or state.
     pub fn clean(&self) -> bool {
-        self.changes.is_empty() && self.state_changes.is_empty()
+        self.is_clean
     }
 }
 
-impl StatusReport {
-    /// The JSON form: `head`, `clean`, `changes`, `state_changes`,
-    /// `interrupted_restore`, `unreadable`, `warnings`.
-    pub fn to_json(&self) -> Value {
-        json!({
-            "schema": SCHEMA,
-            "head": self.head.as_ref().map(|h| h.id()),
-            "clean": self.clean(),
-            "changes": json::changes(&self.changes),
-            "state_changes": json::state_changes(&self.state_changes),
-            "interrupted_restore": self.journal.as_ref().map(|j| format!("v{}", j.target)),
-            "unreadable": json::unreadable(&self.unreadable),
-            "warnings": self.warnings,
-        })
-    }
+/// An interrupted restore as its target's id, or null.
+fn journal_target<S: serde::Serializer>(
+    j: &Option<Journal>,
+    s: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    with::opt_seq(&j.as_ref().map(|j| j.target), s)
 }
-
-serialize_via_to_json!(StatusReport);
 
 /// Compares the workspace with its head, writing nothing.
 pub fn status(ctx: &Context, opts: &StatusOptions) -> Result<StatusReport> {
@@ -89,8 +91,11 @@ pub fn status(ctx: &Context, opts: &StatusOptions) -> Result<StatusReport> {
             .map(|w| w.problem)
             .collect()
     };
+    let is_clean = st.changes.is_empty() && state_changes.is_empty();
     Ok(StatusReport {
+        schema: Schema,
         head: st.head,
+        is_clean,
         changes: st.changes,
         state_changes,
         skipped: st.skipped,

@@ -21,10 +21,10 @@
 use std::collections::BTreeMap;
 
 use ckpt_harness::Kind;
-use serde_json::{json, Value};
+use serde::{Serialize, Serializer};
 
-use super::json::{self, serialize_via_to_json, SCHEMA};
-use super::restore::{RestoreRequest, Restored};
+use super::json::{CheckpointForm, Schema};
+use super::restore::{RestoreOptions, RestoreReport};
 use super::Context;
 use crate::store::catalog::{CatalogReader, Checkpoint};
 use crate::{Error, Result};
@@ -40,35 +40,30 @@ pub struct UndoOptions {
     pub dry_run: bool,
 }
 
-/// What [`undo`] did.
-#[derive(Debug)]
+/// What [`undo`] did. JSON: `session`, `step` and `target` (checkpoint
+/// records), and `restore` (the restore's report).
+#[derive(Debug, Serialize)]
 pub struct UndoReport {
+    /// `"schema": 1`.
+    pub schema: Schema,
     /// The session.
     pub session: String,
     /// The checkpoint that recorded the step undone (the tool call's
     /// after-checkpoint, or the prompt's).
+    #[serde(serialize_with = "record")]
     pub step: Checkpoint,
     /// The checkpoint restored.
+    #[serde(serialize_with = "record")]
     pub target: Checkpoint,
     /// The restore.
-    pub restored: Restored,
+    #[serde(rename = "restore")]
+    pub restored: RestoreReport,
 }
 
-impl UndoReport {
-    /// The JSON form: `session`, `step` and `target` (checkpoint records),
-    /// and `restore` (the restore's JSON form).
-    pub fn to_json(&self) -> Value {
-        json!({
-            "schema": SCHEMA,
-            "session": self.session,
-            "step": json::checkpoint(&self.step, None),
-            "target": json::checkpoint(&self.target, None),
-            "restore": self.restored.to_json(),
-        })
-    }
+/// A checkpoint record (not marked as the head).
+fn record<S: Serializer>(cp: &Checkpoint, s: S) -> std::result::Result<S::Ok, S::Error> {
+    CheckpointForm::new(cp, None).serialize(s)
 }
-
-serialize_via_to_json!(UndoReport);
 
 /// Restores the workspace to before the session's last step (see the
 /// module doc).
@@ -81,13 +76,14 @@ pub fn undo(ctx: &Context, opts: &UndoOptions) -> Result<UndoReport> {
     };
     let restored = super::restore::restore(
         ctx,
-        &RestoreRequest {
+        &RestoreOptions {
             rev: target.id(),
             dry_run: opts.dry_run,
             ..Default::default()
         },
     )?;
     Ok(UndoReport {
+        schema: Schema,
         session,
         step,
         target,

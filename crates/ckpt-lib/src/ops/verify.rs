@@ -4,16 +4,16 @@
 //! read-only).
 //!
 //! A mismatch or a damaged store is a report, not an error: the report says
-//! [`WorkspaceVerified::matches`] / [`StoreVerified::ok`] and the caller
+//! [`WorkspaceCheck::matches`] / [`StoreCheck::ok`] and the caller
 //! decides what that means (the CLI's exit code).
 
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
+use serde::{Serialize, Serializer};
 
-use super::json::{self, serialize_via_to_json, with_schema, SCHEMA};
+use super::json::{self, with, ChangeForm, Schema};
 use super::Context;
-use crate::engine::verify::{self as engine, StoreReport, VerifyReport};
+use crate::engine::verify::{self as engine, Comparison, Integrity};
 use crate::Result;
 
 /// What [`verify`] checks.
@@ -41,16 +41,51 @@ pub struct VerifyOptions {
     pub target: VerifyTarget,
 }
 
-/// The workspace compared with a checkpoint.
-#[derive(Debug)]
-pub struct WorkspaceVerified {
+/// The workspace compared with a checkpoint. JSON: `checkpoint`,
+/// `matches`, `expected`, `actual`, `differences`, `files`, `bytes`,
+/// `elapsed_ms`.
+#[derive(Debug, Serialize)]
+pub struct WorkspaceCheck {
+    /// `"schema": 1`.
+    pub schema: Schema,
     /// The engine's report.
-    pub report: VerifyReport,
+    #[serde(flatten, serialize_with = "comparison")]
+    pub report: Comparison,
     /// How long it took.
+    #[serde(rename = "elapsed_ms", serialize_with = "with::ms")]
     pub elapsed: Duration,
 }
 
-impl WorkspaceVerified {
+/// The fields of [`WorkspaceCheck`] that come from the engine's report.
+fn comparison<S: Serializer>(rep: &Comparison, s: S) -> std::result::Result<S::Ok, S::Error> {
+    #[derive(Serialize)]
+    struct Form<'a> {
+        checkpoint: String,
+        matches: bool,
+        expected: String,
+        actual: String,
+        differences: Vec<ChangeForm<'a>>,
+        files: u64,
+        bytes: u64,
+    }
+    Form {
+        checkpoint: rep.checkpoint.id(),
+        matches: rep.matches(),
+        expected: json::hex(&rep.expected),
+        actual: json::hex(&rep.actual),
+        differences: rep
+            .differences
+            .iter()
+            .filter(|c| c.is_interesting())
+            .map(ChangeForm::from)
+            .collect(),
+        files: rep.files,
+        bytes: rep.bytes,
+    }
+    .serialize(s)
+}
+
+impl WorkspaceCheck {
     /// Whether the workspace is exactly the checkpoint's state.
     pub fn matches(&self) -> bool {
         self.report.matches()
@@ -69,86 +104,61 @@ impl WorkspaceVerified {
             .iter()
             .filter(|c| c.is_interesting())
     }
-
-    /// The JSON form: `checkpoint`, `matches`, `expected`, `actual`,
-    /// `differences`, `files`, `bytes`, `elapsed_ms`.
-    pub fn to_json(&self) -> Value {
-        let rep = &self.report;
-        json!({
-            "schema": SCHEMA,
-            "checkpoint": rep.checkpoint.id(),
-            "matches": self.matches(),
-            "expected": json::hex(&rep.expected),
-            "actual": json::hex(&rep.actual),
-            "differences": json::changes(&rep.differences),
-            "files": rep.files,
-            "bytes": rep.bytes,
-            "elapsed_ms": json::ms(self.elapsed),
-        })
-    }
 }
 
-/// The store's integrity check.
-#[derive(Debug)]
-pub struct StoreVerified {
+/// The store's integrity check. JSON: `checkpoints`, `trees`, `objects`,
+/// `bytes`, `problems` (`what`, `id`, `error`, `checkpoints`), `ok`.
+#[derive(Debug, Serialize)]
+pub struct StoreCheck {
+    /// `"schema": 1`.
+    pub schema: Schema,
     /// The engine's report.
-    pub report: StoreReport,
+    #[serde(flatten)]
+    pub report: Integrity,
+    /// Nothing is wrong (see [`StoreCheck::ok`]).
+    #[serde(rename = "ok")]
+    pub is_ok: bool,
     /// How long it took.
+    #[serde(skip)]
     pub elapsed: Duration,
 }
 
-impl StoreVerified {
+impl StoreCheck {
     /// Whether nothing is wrong.
     pub fn ok(&self) -> bool {
-        self.report.problems.is_empty()
-    }
-
-    /// The JSON form: `checkpoints`, `trees`, `objects`, `bytes`,
-    /// `problems` (`what`, `id`, `error`, `checkpoints`), `ok`.
-    pub fn to_json(&self) -> Value {
-        let mut v = with_schema(&self.report);
-        v["ok"] = json!(self.ok());
-        v
+        self.is_ok
     }
 }
 
-/// What [`verify`] found.
-#[derive(Debug)]
-pub enum Verified {
+/// What [`verify`] found. JSON: the check's, whichever was made.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+pub enum VerifyReport {
     /// The workspace against a checkpoint.
-    Workspace(Box<WorkspaceVerified>),
+    Workspace(Box<WorkspaceCheck>),
     /// The store.
-    Store(StoreVerified),
+    Store(StoreCheck),
 }
-
-impl Verified {
-    /// The JSON form of whichever was checked.
-    pub fn to_json(&self) -> Value {
-        match self {
-            Verified::Workspace(w) => w.to_json(),
-            Verified::Store(s) => s.to_json(),
-        }
-    }
-}
-
-serialize_via_to_json!(WorkspaceVerified, StoreVerified, Verified);
 
 /// Verifies the workspace against a checkpoint, or the store.
-pub fn verify(ctx: &Context, opts: &VerifyOptions) -> Result<Verified> {
+pub fn verify(ctx: &Context, opts: &VerifyOptions) -> Result<VerifyReport> {
     let t0 = Instant::now();
     let ws = ctx.workspace()?;
     let store = ws.open_store_read_only(&ctx.config)?;
     Ok(match &opts.target {
         VerifyTarget::Store => {
             let report = engine::verify_store(&store)?;
-            Verified::Store(StoreVerified {
+            VerifyReport::Store(StoreCheck {
+                schema: Schema,
+                is_ok: report.problems.is_empty(),
                 report,
                 elapsed: t0.elapsed(),
             })
         }
         VerifyTarget::Workspace { rev } => {
             let report = engine::verify_workspace(&ws, &store, rev.as_deref().unwrap_or("HEAD"))?;
-            Verified::Workspace(Box::new(WorkspaceVerified {
+            VerifyReport::Workspace(Box::new(WorkspaceCheck {
+                schema: Schema,
                 report,
                 elapsed: t0.elapsed(),
             }))

@@ -16,11 +16,11 @@ use crate::Result;
 
 /// What [`status`] asks (nothing yet).
 #[derive(Clone, Debug, Default)]
-pub struct StatusOptions {}
+pub struct WatchStatusOptions {}
 
 /// The running watcher's description of itself, if one answered.
 #[derive(Clone, Debug)]
-pub struct StatusReport {
+pub struct WatchStatusReport {
     /// The workspace root.
     pub root: PathBuf,
     /// What the watcher said; `None`: no watcher answered.
@@ -29,7 +29,7 @@ pub struct StatusReport {
     pub error: Option<String>,
 }
 
-impl StatusReport {
+impl WatchStatusReport {
     /// The JSON form: `running`, and when running the watcher's
     /// [`WatchStatus`] fields, with `epoch` as a decimal string (a full
     /// u64: JSON readers that use doubles would round it).
@@ -47,13 +47,13 @@ impl StatusReport {
 }
 
 /// Asks the workspace's watcher to describe itself.
-pub fn status(ctx: &Context, _opts: &StatusOptions) -> Result<StatusReport> {
+pub fn status(ctx: &Context, _opts: &WatchStatusOptions) -> Result<WatchStatusReport> {
     let ws = ctx.workspace()?;
     let (status, error) = match client::request(&ws.store_path, Op::Status, 0, 0) {
         Ok(r) => (r.status, None),
         Err(e) => (None, Some(e)),
     };
-    Ok(StatusReport {
+    Ok(WatchStatusReport {
         root: ws.root,
         status,
         error,
@@ -92,7 +92,7 @@ pub fn stop(ctx: &Context, _opts: &StopOptions) -> Result<StopReport> {
     })
 }
 
-serialize_via_to_json!(StatusReport, StopReport);
+serialize_via_to_json!(WatchStatusReport, StopReport);
 
 #[cfg(test)]
 mod tests {
@@ -104,7 +104,7 @@ mod tests {
             epoch: (1 << 53) + 1,
             ..WatchStatus::default()
         };
-        let r = StatusReport {
+        let r = WatchStatusReport {
             root: PathBuf::from("/w"),
             status: Some(st),
             error: None,

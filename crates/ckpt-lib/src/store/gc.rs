@@ -51,7 +51,7 @@ use crate::{Hash, Result};
 
 /// What gc removed (or, with `dry_run`, would remove).
 #[derive(Debug, Default, Serialize)]
-pub struct GcReport {
+pub struct SweepReport {
     /// Checkpoints kept.
     pub checkpoints: u64,
     /// Objects still referenced.
@@ -225,14 +225,14 @@ pub fn blocks_bytes(st: &rustix::fs::Stat) -> u64 {
 }
 
 /// Runs gc.
-pub fn gc(store: &Store, dry_run: bool) -> Result<GcReport> {
+pub fn gc(store: &Store, dry_run: bool) -> Result<SweepReport> {
     gc_excluding(store, &[], dry_run)
 }
 
 /// Runs gc as if the checkpoints in `exclude` were deleted (retention's
 /// dry run uses this to report exactly what dropping them would free; a
 /// real run deletes their records first, so the exclusion changes nothing).
-pub fn gc_excluding(store: &Store, exclude: &[u64], dry_run: bool) -> Result<GcReport> {
+pub fn gc_excluding(store: &Store, exclude: &[u64], dry_run: bool) -> Result<SweepReport> {
     let reach = Reach::of(store, exclude, false)?;
     let state = crate::store::state::gc(
         &store.state,
@@ -249,7 +249,7 @@ pub fn gc_excluding(store: &Store, exclude: &[u64], dry_run: bool) -> Result<GcR
         .filter(|h| !reach.trees.contains_key(h))
         .collect();
     let dead = reach.garbage(store);
-    let report = GcReport {
+    let report = SweepReport {
         checkpoints: reach.checkpoints.len() as u64,
         objects_live: (reach.stored_objects.len() - dead.objects.len()) as u64,
         objects_removed: dead.objects.len() as u64,

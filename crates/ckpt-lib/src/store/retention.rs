@@ -29,7 +29,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::store::catalog::Checkpoint;
-use crate::store::gc::{self, GcReport};
+use crate::store::gc::{self, SweepReport};
 use crate::store::Store;
 use crate::Result;
 
@@ -120,7 +120,7 @@ pub struct RetentionReport {
     pub selection: Selection,
     /// The gc that followed (None when nothing was dropped and gc was not
     /// asked for).
-    pub gc: Option<GcReport>,
+    pub gc: Option<SweepReport>,
 }
 
 /// Checkpoints that must survive any policy: the head and an interrupted

@@ -385,7 +385,7 @@ impl Client<'_> {
     pub fn save(
         &self,
         ws: &Workspace,
-        opts: &crate::engine::save::SaveOptions,
+        opts: &crate::ops::save::SaveOptions,
         lock_timeout: Duration,
     ) -> Option<super::SaveReply> {
         let req = Request {
@@ -421,9 +421,9 @@ impl Client<'_> {
         &self,
         ws: &Workspace,
         rev: &str,
-        opts: &crate::engine::restore::RestoreOptions,
+        opts: &crate::engine::restore::RestoreJob,
         lock_timeout: Duration,
-    ) -> Option<crate::engine::restore::RestoreReport> {
+    ) -> Option<crate::engine::restore::RestoreOutcome> {
         if opts.dry_run {
             return None;
         }

@@ -205,7 +205,7 @@ pub struct RestoreParams {
     /// The checkpoint to restore.
     pub rev: String,
     /// What to restore.
-    pub opts: crate::engine::restore::RestoreOptions,
+    pub opts: crate::engine::restore::RestoreJob,
     /// How long to wait for the store lock, ms.
     pub lock_timeout_ms: u64,
 }
@@ -413,7 +413,7 @@ pub struct Response {
     /// For `scan`.
     pub scanned: Option<ScanReply>,
     /// For `restore`: what it did, and how the watcher scanned.
-    pub restored: Option<(crate::engine::restore::RestoreReport, String)>,
+    pub restored: Option<(crate::engine::restore::RestoreOutcome, String)>,
 }
 
 /// The token recorded with the index (see the module doc).

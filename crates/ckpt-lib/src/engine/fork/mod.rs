@@ -146,7 +146,7 @@ use crate::engine::diff::ChangeKind;
 use crate::engine::fork::backend::{Backend, Choice};
 use crate::engine::fork::inherit::{Placement, Stats};
 use crate::engine::materialize::{self, MaterializeOptions, MaterializeReport};
-use crate::engine::restore::{self, RestoreOptions};
+use crate::engine::restore::{self, RestoreJob};
 use crate::engine::scanner::{OnDisk, ScanKind, ScanPlan, Scanner};
 use crate::error::IoContext;
 use crate::platform::btrfs;
@@ -980,9 +980,9 @@ fn restore_snapshot(
         &ws,
         fork_store,
         &rec.id(),
-        &RestoreOptions {
+        &RestoreJob {
             no_save: true,
-            ..RestoreOptions::default()
+            ..RestoreJob::default()
         },
         &mut scanner,
     )?;

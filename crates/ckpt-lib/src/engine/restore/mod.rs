@@ -36,7 +36,7 @@
 //! the target nor the pre-restore save, so unless `--no-save` it is recorded
 //! once more, after the files are written and before the journal is
 //! cleared: a checkpoint tagged `ckpt.reason=restore-paths`
-//! ([`RestoreReport::post_save`]; nothing when HEAD already equals the
+//! ([`RestoreOutcome::post_save`]; nothing when HEAD already equals the
 //! workspace), made by relisting only the directories the restore touched.
 //! So HEAD is always "the workspace as it is now": `ckpt status` shows the
 //! restored paths unchanged, repeating the same restore is a no-op, and the
@@ -116,7 +116,7 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Mutex;
 
 use crate::engine::diff::{Change, PathFilter};
-use crate::engine::save::{self, SaveOptions, SaveOutcome, REASON_TAG};
+use crate::engine::save::{self, SaveJob, SaveOutcome, REASON_TAG};
 use crate::engine::scanner::{scan_against, ScanKind, Scanner};
 use crate::error::IoContext;
 use crate::error::NoSpaceForUndo;
@@ -136,7 +136,7 @@ use plan::{check_objects, plan};
 
 /// Options of an in-place restore.
 #[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
-pub struct RestoreOptions {
+pub struct RestoreJob {
     /// Restore only these relative paths (and below); empty = everything.
     pub paths: Vec<Vec<u8>>,
     /// Only report what would change.
@@ -161,7 +161,7 @@ pub enum Scope {
 
 /// What a restore did (or, with `dry_run`, would do).
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
-pub struct RestoreReport {
+pub struct RestoreOutcome {
     /// The checkpoint restored.
     pub target: Checkpoint,
     /// The checkpoint that undoes this restore.
@@ -188,7 +188,7 @@ pub struct RestoreReport {
     pub unreadable: Vec<Unreadable>,
 }
 
-impl RestoreReport {
+impl RestoreOutcome {
     /// A report in which no file was written or removed (a state-only
     /// restore, or nothing to do).
     fn files_untouched(
@@ -196,8 +196,8 @@ impl RestoreReport {
         undo: Option<u64>,
         pre_save: Option<Checkpoint>,
         state: Option<StateRestore>,
-    ) -> RestoreReport {
-        RestoreReport {
+    ) -> RestoreOutcome {
+        RestoreOutcome {
             target,
             undo,
             pre_save,
@@ -218,12 +218,12 @@ impl RestoreReport {
         changes: Vec<Change>,
         state: Option<StateRestore>,
         unreadable: Vec<Unreadable>,
-    ) -> RestoreReport {
-        RestoreReport {
+    ) -> RestoreOutcome {
+        RestoreOutcome {
             changes,
             state,
             unreadable,
-            ..RestoreReport::files_untouched(target, None, None, None)
+            ..RestoreOutcome::files_untouched(target, None, None, None)
         }
     }
 }
@@ -240,9 +240,9 @@ pub fn restore(
     ws: &Workspace,
     store: &Store,
     rev: &str,
-    opts: &RestoreOptions,
+    opts: &RestoreJob,
     scanner: &mut dyn Scanner,
-) -> Result<RestoreReport> {
+) -> Result<RestoreOutcome> {
     // 0. What to restore; paths that match nothing are refused.
     let req = Request::new(ws, store, rev, opts)?;
     if opts.dry_run {
@@ -267,7 +267,7 @@ pub fn restore(
     if req.state_only {
         scanner.keep_index(store, now.scan)?;
         let state = state::restore_state(&store.state, &req.target, false)?;
-        return Ok(RestoreReport::files_untouched(
+        return Ok(RestoreOutcome::files_untouched(
             req.target,
             now.undo,
             now.pre_save,
@@ -320,7 +320,7 @@ pub fn restore(
                 .is_some_and(|e| !matches!(e.node, Node::Dir { .. }))
         })
         .count() as u64;
-    Ok(RestoreReport {
+    Ok(RestoreOutcome {
         target: req.target,
         undo: now.undo,
         pre_save: now.pre_save,
@@ -350,7 +350,7 @@ struct Request {
 }
 
 impl Request {
-    fn new(ws: &Workspace, store: &Store, rev: &str, opts: &RestoreOptions) -> Result<Request> {
+    fn new(ws: &Workspace, store: &Store, rev: &str, opts: &RestoreJob) -> Result<Request> {
         let filter = PathFilter::new(opts.paths.clone());
         let state_only = opts.scope == Scope::StateOnly;
         if state_only && !filter.is_all() {
@@ -393,13 +393,13 @@ fn dry_run(
     store: &Store,
     req: &Request,
     scanner: &mut dyn Scanner,
-) -> Result<RestoreReport> {
+) -> Result<RestoreOutcome> {
     let state = match req.with_state {
         true => state::restore_state(&store.state, &req.target, true)?,
         false => None,
     };
     if req.state_only {
-        return Ok(RestoreReport::files_untouched(
+        return Ok(RestoreOutcome::files_untouched(
             req.target.clone(),
             None,
             None,
@@ -416,7 +416,7 @@ fn dry_run(
         &req.ignore,
         &ws.root,
     )?;
-    Ok(RestoreReport::dry_run(
+    Ok(RestoreOutcome::dry_run(
         req.target.clone(),
         changes,
         state,
@@ -516,7 +516,7 @@ fn pre_save(
             unreadable,
         });
     }
-    let save_opts = SaveOptions {
+    let save_opts = SaveJob {
         message: format!("before restore to {}", req.target.id()),
         tags: [(REASON_TAG.to_string(), "pre-restore".to_string())].into(),
         allow_empty: false,
@@ -663,7 +663,7 @@ fn record_restored(
         .iter()
         .map(|p| String::from_utf8_lossy(p).into_owned())
         .collect();
-    let opts = SaveOptions {
+    let opts = SaveJob {
         message: format!("restored {} from {}", shown.join(", "), target.id()),
         tags: [(REASON_TAG.to_string(), "restore-paths".to_string())].into(),
         allow_empty: false,
