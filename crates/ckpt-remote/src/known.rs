@@ -101,7 +101,19 @@ impl Known {
                             let e = pack::open_index(client.keys(), &b, &shown)?;
                             Ok((e, b))
                         })
-                        .await?;
+                        .await;
+                    let got = match got {
+                        // An index that still does not decode after the
+                        // retries (a server whose PUTs are not atomic keeps
+                        // the first bytes of an upload killed mid-way) is
+                        // no index: the pack is an orphan, and
+                        // `recover_orphans` rebuilds its index from the
+                        // pack's own footer, which the pack's name and (on
+                        // an encrypted remote) its key vouch for.
+                        Err(crate::Error::Tampered(_)) => None,
+                        Err(crate::Error::Lib(ckpt_lib::Error::Corrupt(_))) => None,
+                        r => r?,
+                    };
                     let Some((entries, b)) = got else {
                         return Ok::<_, crate::Error>(None);
                     };
@@ -192,8 +204,11 @@ impl Known {
                     let Ok(entries) = pack::open_index(client.keys(), &idx, &key) else {
                         return Ok(None);
                     };
+                    // Over whatever is there: an index that did not decode
+                    // (see `load`). The bytes are the pack's own footer, so
+                    // every writer of this key writes the same bytes.
                     client
-                        .create(&layout::index_key(&p), Bytes::from(idx.to_vec()))
+                        .put(&layout::index_key(&p), Bytes::from(idx.to_vec()))
                         .await?;
                     write_cache(&dir, &p.to_hex(), &idx);
                     Ok::<_, crate::Error>(Some((p, entries)))
