@@ -69,7 +69,8 @@
 //!
 //! ## JSON
 //!
-//! Every report implements `Serialize` as its JSON form ([`json`]: schema 1,
+//! Every report implements `Serialize` as its JSON form (derived; see
+//! [`json`] for the encodings and the reports that still build it by hand) ([`json`]: schema 1,
 //! documented in `docs/CLI.md`, "JSON output"): `--json`, MCP results and
 //! (later) HTTP answers are the same bytes.
 
