@@ -69,10 +69,10 @@
 //!
 //! ## JSON
 //!
-//! Every report implements `Serialize` as its JSON form (derived; see
-//! [`json`] for the encodings and the reports that still build it by hand) ([`json`]: schema 1,
-//! documented in `docs/CLI.md`, "JSON output"): `--json`, MCP results and
-//! (later) HTTP answers are the same bytes.
+//! Every report implements `Serialize` as its JSON form: schema 1,
+//! documented in `docs/CLI.md` ("JSON output"); [`json`] has the shared
+//! encodings and lists the reports that still build their JSON by hand.
+//! `--json`, MCP results and (later) HTTP answers are the same bytes.
 
 pub mod adopt;
 pub mod agent;
