@@ -11,9 +11,9 @@ use std::path::PathBuf;
 
 use ckpt_harness::setup::{self, Action, Change, Plan};
 use ckpt_harness::Harness;
-use serde_json::{json, Value};
+use serde::{Serialize, Serializer};
 
-use super::json::{serialize_via_to_json, SCHEMA};
+use super::json::{with, Schema};
 use super::Context;
 use crate::{Error, Result};
 
@@ -58,31 +58,54 @@ fn change_name(c: &Change) -> &'static str {
     }
 }
 
-impl AgentReport {
-    /// The JSON form: `root`, `detected`, and `harnesses`: one object per
-    /// harness with `harness`, `path`, `change` (`create`, `update`,
-    /// `delete`, `unchanged`), `events`, `written`, `approval` (what the
-    /// user must do before the harness runs the hooks, or null) and, when
-    /// not written, `text` (the file as it would be).
-    pub fn to_json(&self) -> Value {
-        json!({
-            "schema": SCHEMA,
-            "root": self.root.display().to_string(),
-            "detected": self.detected,
-            "harnesses": self.changes.iter().map(|c| json!({
-                "harness": c.plan.harness.name(),
-                "path": c.plan.path.display().to_string(),
-                "change": change_name(&c.plan.change),
-                "events": c.plan.events,
-                "written": c.written,
-                "approval": c.plan.harness.approval(),
-                "text": (!c.written && c.plan.change != Change::Delete).then_some(&c.plan.text),
-            })).collect::<Vec<_>>(),
-        })
-    }
+/// The JSON form of an [`AgentReport`]: `root`, `detected`, and
+/// `harnesses`: per harness `harness`, `path`, `change` (`create`,
+/// `update`, `delete`, `unchanged`), `events`, `written`, `approval`, and
+/// `text` (what to write, when it was not written and is not a delete).
+#[derive(Serialize)]
+struct AgentForm<'a> {
+    schema: Schema,
+    #[serde(serialize_with = "with::path")]
+    root: &'a std::path::Path,
+    detected: bool,
+    harnesses: Vec<HarnessForm<'a>>,
 }
 
-serialize_via_to_json!(AgentReport);
+#[derive(Serialize)]
+struct HarnessForm<'a> {
+    harness: &'static str,
+    #[serde(serialize_with = "with::path")]
+    path: &'a std::path::Path,
+    change: &'static str,
+    events: &'a [String],
+    written: bool,
+    approval: Option<&'static str>,
+    text: Option<&'a String>,
+}
+
+impl Serialize for AgentReport {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        AgentForm {
+            schema: Schema,
+            root: &self.root,
+            detected: self.detected,
+            harnesses: self
+                .changes
+                .iter()
+                .map(|c| HarnessForm {
+                    harness: c.plan.harness.name(),
+                    path: &c.plan.path,
+                    change: change_name(&c.plan.change),
+                    events: &c.plan.events,
+                    written: c.written,
+                    approval: c.plan.harness.approval(),
+                    text: (!c.written && c.plan.change != Change::Delete).then_some(&c.plan.text),
+                })
+                .collect(),
+        }
+        .serialize(s)
+    }
+}
 
 /// Plans (and with [`AgentOptions::write`] writes) the hook configuration
 /// of each harness under the workspace root.

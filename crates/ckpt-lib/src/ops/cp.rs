@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 
 use ckpt_fs::copy::Strategy;
 use ckpt_fs::copytree::{self, CpOptions, CpReport, Progress};
-use serde_json::{json, Value};
+use serde::{Serialize, Serializer};
 
-use super::json::{self, serialize_via_to_json, SCHEMA};
+use super::json::{with, Schema};
 use super::Context;
 use crate::Result;
 
@@ -44,32 +44,51 @@ pub struct CopyReport {
     pub elapsed: Duration,
 }
 
-impl CopyReport {
-    /// The JSON form: `to`, `files`, `dirs`, `symlinks`, `hard_links`,
-    /// `specials`, `skipped_sockets`, `skipped_xattrs`, `bytes`,
-    /// `reflinked`, `kernel_copied`, `user_copied`, `elapsed_ms`.
-    pub fn to_json(&self) -> Value {
-        let rep = &self.report;
-        json!({
-            "schema": SCHEMA,
-            "to": rep.target.display().to_string(),
-            "files": rep.files,
-            "dirs": rep.dirs,
-            "symlinks": rep.symlinks,
-            "hard_links": rep.hard_links,
-            "specials": rep.specials,
-            "skipped_sockets": rep.skipped_sockets,
-            "skipped_xattrs": rep.skipped_xattrs,
-            "bytes": rep.bytes,
-            "reflinked": rep.reflinked,
-            "kernel_copied": rep.kernel_copied,
-            "user_copied": rep.user_copied,
-            "elapsed_ms": json::ms(self.elapsed),
-        })
-    }
+/// The JSON form of a [`CopyReport`]: `to`, `files`, `dirs`, `symlinks`,
+/// `hard_links`, `specials`, `skipped_sockets`, `skipped_xattrs`, `bytes`,
+/// `reflinked`, `kernel_copied`, `user_copied`, `elapsed_ms`.
+#[derive(Serialize)]
+struct CopyForm<'a> {
+    schema: Schema,
+    #[serde(serialize_with = "with::path")]
+    to: &'a Path,
+    files: u64,
+    dirs: u64,
+    symlinks: u64,
+    hard_links: u64,
+    specials: u64,
+    skipped_sockets: u64,
+    skipped_xattrs: u64,
+    bytes: u64,
+    reflinked: u64,
+    kernel_copied: u64,
+    user_copied: u64,
+    #[serde(serialize_with = "with::ms")]
+    elapsed_ms: Duration,
 }
 
-serialize_via_to_json!(CopyReport);
+impl Serialize for CopyReport {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        let rep = &self.report;
+        CopyForm {
+            schema: Schema,
+            to: &rep.target,
+            files: rep.files,
+            dirs: rep.dirs,
+            symlinks: rep.symlinks,
+            hard_links: rep.hard_links,
+            specials: rep.specials,
+            skipped_sockets: rep.skipped_sockets,
+            skipped_xattrs: rep.skipped_xattrs,
+            bytes: rep.bytes,
+            reflinked: rep.reflinked,
+            kernel_copied: rep.kernel_copied,
+            user_copied: rep.user_copied,
+            elapsed_ms: self.elapsed,
+        }
+        .serialize(s)
+    }
+}
 
 /// Copies `opts.src` to `opts.dst`.
 pub fn cp(ctx: &Context, opts: &CopyOptions<'_>) -> Result<CopyReport> {

@@ -20,9 +20,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use serde::Serialize;
 use serde_json::{json, Value};
 
-use super::json::{self as j, serialize_via_to_json, SCHEMA};
+use super::json::{self as j, serialize_via_to_json, Schema, SCHEMA};
 use super::stores::{self, Attachment, StoresOptions, BUSY_WAIT};
 use super::Context;
 use crate::engine::diff::{self, PathFilter, TreeSource};
@@ -178,45 +179,53 @@ pub struct RemoveOptions {
     pub dir: PathBuf,
 }
 
-/// What [`remove`] did.
-#[derive(Clone, Debug)]
+/// What [`remove`] did. JSON: `removed` (the directory), `store`,
+/// `subvolume`, `note`, `overlay` (an overlay fork: `unmounted`, `lower`,
+/// `lower_removed`; else null), `elapsed_ms`.
+#[derive(Clone, Debug, Serialize)]
 pub struct RemoveReport {
+    /// `"schema": 1`.
+    pub schema: Schema,
     /// The fork's directory (gone).
+    #[serde(rename = "removed", serialize_with = "j::with::path")]
     pub dir: PathBuf,
     /// Its store (gone).
+    #[serde(serialize_with = "j::with::path")]
     pub store: PathBuf,
     /// The fork was a btrfs subvolume, deleted as one.
     pub subvolume: bool,
     /// Why a subvolume was removed file by file instead, if it was.
     pub note: Option<String>,
     /// An overlay fork: what was unmounted and removed.
+    #[serde(serialize_with = "removed_overlay")]
     pub overlay: Option<RemovedOverlay>,
     /// How long it took.
+    #[serde(rename = "elapsed_ms", serialize_with = "j::with::ms")]
     pub elapsed: Duration,
 }
 
-impl RemoveReport {
-    /// The JSON form: `removed` (the directory), `store`, `subvolume`,
-    /// `note`, `overlay` (an overlay fork: `unmounted`, `lower`,
-    /// `lower_removed`; else null), `elapsed_ms`.
-    pub fn to_json(&self) -> Value {
-        json!({
-            "schema": SCHEMA,
-            "removed": self.dir.display().to_string(),
-            "store": self.store.display().to_string(),
-            "subvolume": self.subvolume,
-            "note": self.note,
-            "overlay": self.overlay.as_ref().map(|o| json!({
-                "unmounted": o.unmounted,
-                "lower": o.lower.display().to_string(),
-                "lower_removed": o.lower_removed,
-            })),
-            "elapsed_ms": j::ms(self.elapsed),
-        })
+/// An overlay fork's removal: `unmounted`, `lower`, `lower_removed`; or null.
+fn removed_overlay<S: serde::Serializer>(
+    o: &Option<RemovedOverlay>,
+    s: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    #[derive(Serialize)]
+    struct Form<'a> {
+        unmounted: bool,
+        #[serde(serialize_with = "j::with::path")]
+        lower: &'a Path,
+        lower_removed: bool,
     }
+    o.as_ref()
+        .map(|o| Form {
+            unmounted: o.unmounted,
+            lower: &o.lower,
+            lower_removed: o.lower_removed,
+        })
+        .serialize(s)
 }
 
-serialize_via_to_json!(ForksReport, RemoveReport);
+serialize_via_to_json!(ForksReport);
 
 /// Removes the fork at `dir` (relative to the context's directory): its
 /// files and its store. Refused, with nothing changed, unless `dir` is a
@@ -236,6 +245,7 @@ pub fn remove(ctx: &Context, opts: &RemoveOptions) -> Result<RemoveReport> {
     if overlay {
         let o = remove_overlay(ctx, &ws, &fork.root, &fork.store_path)?;
         return Ok(RemoveReport {
+            schema: Schema,
             dir: fork.root,
             store: fork.store_path,
             subvolume: false,
@@ -276,6 +286,7 @@ pub fn remove(ctx: &Context, opts: &RemoveOptions) -> Result<RemoveReport> {
         ));
     }
     Ok(RemoveReport {
+        schema: Schema,
         dir: fork.root,
         store: fork.store_path,
         subvolume: subvolume && note.is_none(),

@@ -11,6 +11,18 @@
 //!   values follow the same rule (`key`/`key_hex`, `value`/`value_hex`).
 //! - Times are UTC RFC 3339 (`time`) plus nanoseconds (`time_ns`).
 //! - Checkpoints are named by id (`"v12"`).
+//!
+//! Reports derive `Serialize`: fields carry serde attributes (`rename`,
+//! `skip`, `flatten`) and the encodings of [`with`] (ids, milliseconds,
+//! paths, the `*_hex` pairs, the shared parts). A report whose JSON needs
+//! two of its fields at once (a checkpoint record marked `head`, a diff's
+//! `to` label) serialises through a private derived form built in its
+//! `Serialize`. The shared parts are the `…Form` types here; the `Value`
+//! builders ([`checkpoint`], [`changes`], …) are those forms as values, for
+//! the reports that still build their JSON by hand (`du`, `forks`, `fork`,
+//! `doctor`, `stores`, `watch`) and for other crates.
+//! `crates/ckpt-cli/tests/json_reports.rs` holds every report to its
+//! golden JSON.
 
 use serde::{Serialize, Serializer};
 use serde_json::{json, Map, Value};
@@ -204,12 +216,8 @@ impl From<&crate::store::objects::Imported> for ImportedForm {
     }
 }
 
-// ---------------------------------------------------------------------------
-// Typed forms: the shared parts of the reports as `Serialize` types, and the
-// `serialize_with` encodings report fields use. The reports derive
-// `Serialize` from these; the `Value` builders above are what the fields of
-// reports not yet derived (and other crates) still call.
-// ---------------------------------------------------------------------------
+// Typed forms: the shared parts of the reports as `Serialize` types, and
+// the `serialize_with` encodings report fields use.
 
 macro_rules! bytes_field {
     ($(#[$doc:meta])* $t:ident, $key:literal, $hex:literal) => {
