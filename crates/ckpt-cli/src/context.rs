@@ -102,7 +102,7 @@ impl Ctx {
             band_min: positive("CKPT_BAND_MIN"),
             harness_homes: {
                 let in_home = |d: &str| set("HOME").map(|h| PathBuf::from(h).join(d));
-                ckpt_harness::gates::Homes {
+                ckpt_harness::Homes {
                     codex: set("CODEX_HOME")
                         .map(PathBuf::from)
                         .or_else(|| in_home(".codex")),

@@ -89,7 +89,7 @@ fn main() -> ExitCode {
 }
 
 /// Gives every thread this process starts the stack a tree walk needs
-/// ([`ckpt_lib::store::tree::WALK_STACK`]; the walks recurse), through the
+/// ([`ckpt_lib::ops::parts::WALK_STACK`]; the walks recurse), through the
 /// size the standard library gives a new thread that names none,
 /// `RUST_MIN_STACK`, set before any thread exists (a larger value of the
 /// user's is kept). So rayon's global pool can be left to build itself on
@@ -99,7 +99,7 @@ fn main() -> ExitCode {
 /// Commands ckpt runs (`fork -- CMD`) inherit the variable.
 fn walk_stack() {
     const VAR: &str = "RUST_MIN_STACK";
-    let want = ckpt_lib::store::tree::WALK_STACK;
+    let want = ckpt_lib::ops::parts::WALK_STACK;
     let set = std::env::var(VAR).ok().and_then(|v| v.trim().parse().ok());
     if set.is_none_or(|n: usize| n < want) {
         // Sound: no other thread exists yet to read the environment.

@@ -9,12 +9,10 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use ckpt_lib::engine::diff::Change;
-use ckpt_lib::store::catalog::Skipped;
-use ckpt_lib::store::catalog::{Annotation, Checkpoint};
-use ckpt_lib::store::state::{ChangeKind as StateChangeKind, StateChange};
-use ckpt_lib::store::tree::Node;
-use ckpt_lib::workspace::scan::{Unreadable, UNREADABLE};
+use ckpt_lib::ops::parts::{
+    Annotation, Change, Checkpoint, Node, Skipped, StateChange, StateChangeKind, Unreadable,
+    UNREADABLE,
+};
 use ckpt_lib::{Error, Result};
 
 /// Quotes a path for humans: as-is when it is printable UTF-8, else in
@@ -49,7 +47,7 @@ pub fn quote(path: &[u8]) -> String {
 
 /// Warns on stderr, prefixed with `who`, about each entry a scan was not
 /// allowed to read and what a checkpoint holds of it, then says how to stop
-/// the warning (see `ckpt_lib::workspace::scan`).
+/// the warning (see [`UNREADABLE`]).
 pub fn warn_unreadable(who: &str, list: &[Unreadable]) {
     for u in list {
         let p = quote(&u.path);
@@ -234,7 +232,7 @@ pub fn change_line(c: &Change) -> String {
     if is_dir {
         line.push('/');
     }
-    if let (ckpt_lib::engine::diff::ChangeKind::ModeChanged, Some(o), Some(n)) =
+    if let (ckpt_lib::ops::parts::ChangeKind::ModeChanged, Some(o), Some(n)) =
         (c.kind, &c.old, &c.new)
     {
         let _ = write!(line, " ({:o} → {:o})", o.mode, n.mode);

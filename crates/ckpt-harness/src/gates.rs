@@ -12,23 +12,10 @@
 //! Each check costs a `stat` when the harness's hooks file is absent, and
 //! two small file reads when it is there, so `ckpt status` can afford it.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::setup;
-use crate::Harness;
-
-/// Where the harnesses keep their user-level state.
-#[derive(Clone, Debug, Default)]
-pub struct Homes {
-    /// `$CODEX_HOME`, else `~/.codex`.
-    pub codex: Option<PathBuf>,
-    /// `$CLAUDE_CONFIG_DIR`, else `~/.claude`.
-    pub claude: Option<PathBuf>,
-    /// `~/.gemini`.
-    pub gemini: Option<PathBuf>,
-    /// `~/.copilot`.
-    pub copilot: Option<PathBuf>,
-}
+use crate::{Harness, Homes};
 
 /// A gate that stops a harness from running ckpt's hooks here.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -47,6 +47,19 @@ pub mod setup;
 
 pub use event::{HookEvent, Kind};
 
+/// Where the harnesses keep their user-level state.
+#[derive(Clone, Debug, Default)]
+pub struct Homes {
+    /// `$CODEX_HOME`, else `~/.codex`.
+    pub codex: Option<std::path::PathBuf>,
+    /// `$CLAUDE_CONFIG_DIR`, else `~/.claude`.
+    pub claude: Option<std::path::PathBuf>,
+    /// `~/.gemini`.
+    pub gemini: Option<std::path::PathBuf>,
+    /// `~/.copilot`.
+    pub copilot: Option<std::path::PathBuf>,
+}
+
 /// The exit code of a hook that could not record, when the harness is not
 /// known: a non-blocking error in most harnesses (never 2, which blocks a
 /// tool call in all of them). [`Harness::failure_exit`] is the one to use.

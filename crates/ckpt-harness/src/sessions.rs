@@ -18,8 +18,7 @@
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use crate::gates::Homes;
-use crate::{setup, Harness};
+use crate::{setup, Harness, Homes};
 
 /// A session a harness ran in the workspace after ckpt's hooks were
 /// written.

@@ -39,7 +39,7 @@ pub struct Config {
     /// their gates and the sessions they ran (`ckpt doctor`, `ckpt
     /// status`): `$CODEX_HOME`, else `~/.codex`; `$CLAUDE_CONFIG_DIR`, else
     /// `~/.claude`; `~/.gemini`; `~/.copilot`.
-    pub harness_homes: ckpt_harness::gates::Homes,
+    pub harness_homes: ckpt_harness::Homes,
 }
 
 /// How long a watcher started by a hook stays up without a request: long

@@ -44,16 +44,40 @@
 //! documented exception: [`trace::enable`], a diagnostics switch the CLI
 //! sets once at start-up.
 
+/// Declares a layer under the front door: `pub(crate)`, and `pub` with the
+/// feature `internals`, which only this crate's tests, benches and
+/// examples, ckpt-cli's tests and the fuzz targets turn on (they check the
+/// layers against reference models). `tests/layers.rs` checks that the
+/// crates above use the front door alone.
+macro_rules! internal {
+    ($($(#[$attr:meta])* mod $name:ident;)*) => {$(
+        $(#[$attr])*
+        #[cfg(feature = "internals")]
+        pub mod $name;
+        $(#[$attr])*
+        #[cfg(not(feature = "internals"))]
+        pub(crate) mod $name;
+    )*};
+}
+
+internal! {
+    mod engine;
+    mod platform;
+    mod store;
+    mod watch;
+    mod workspace;
+}
+
+// The public surface: the front door (the operations, their options and
+// reports), and what every caller needs besides it: the configuration
+// every operation takes, the one error type and its exit codes, the
+// diagnostics switch, and the watcher process that `ckpt watch` runs
+// (whose requests go through `ops`).
 pub mod config;
 pub mod daemon;
-pub mod engine;
 pub mod error;
 pub mod ops;
-pub mod platform;
-pub mod store;
 pub mod trace;
-pub mod watch;
-pub mod workspace;
 
 pub use ckpt_fs::Hash;
 pub use config::Config;

@@ -51,7 +51,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{middleware, Json, Router};
 use ckpt_harness::Kind;
-use ckpt_lib::engine::restore::Scope;
+use ckpt_lib::ops::parts::Scope;
 use ckpt_lib::ops::{self, Context};
 use ckpt_lib::{Error, Result};
 use serde::{Deserialize, Serialize};

@@ -93,7 +93,7 @@ pub fn serve(
     let ws = Context::new(cwd, config.clone()).workspace()?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
-        .thread_stack_size(ckpt_lib::store::tree::WALK_STACK)
+        .thread_stack_size(ckpt_lib::ops::parts::WALK_STACK)
         .enable_all()
         .build()
         .map_err(|e| Error::io("start the UI server's runtime", ".", e))?;

@@ -20,7 +20,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use ckpt_lib::platform::inotify::Inotify;
+use ckpt_lib::ops::parts::Inotify;
 use rustix::event::{poll, PollFd, PollFlags, Timespec};
 use tokio::sync::broadcast;
 

@@ -3,8 +3,8 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use ckpt_lib::engine::diff::{self, ContentDiff};
 use ckpt_lib::ops;
+use ckpt_lib::ops::parts::{ChangeKind, ContentDiff};
 use ckpt_lib::Result;
 
 use crate::context::Ctx;
@@ -74,10 +74,10 @@ pub fn run(ctx: &Ctx, args: &DiffArgs) -> Result<()> {
     for c in &d.changes {
         if !matches!(
             c.change.kind,
-            diff::ChangeKind::Added
-                | diff::ChangeKind::Deleted
-                | diff::ChangeKind::Modified
-                | diff::ChangeKind::TypeChanged
+            ChangeKind::Added
+                | ChangeKind::Deleted
+                | ChangeKind::Modified
+                | ChangeKind::TypeChanged
         ) {
             continue;
         }

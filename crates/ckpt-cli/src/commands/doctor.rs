@@ -5,7 +5,7 @@
 use ckpt_fs::copy::Caps;
 use ckpt_lib::ops;
 use ckpt_lib::ops::doctor::DoctorOptions;
-use ckpt_lib::platform::doctor::Report;
+use ckpt_lib::ops::parts::PlatformReport as Report;
 use ckpt_lib::Result;
 
 use crate::context::Ctx;

@@ -8,9 +8,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use ckpt_fs::copytree::Progress;
-use ckpt_lib::engine::fork::backend::Backend;
 use ckpt_lib::ops;
 use ckpt_lib::ops::fork::{ForkOptions, ForkReport};
+use ckpt_lib::ops::parts::{Backend, Mounted};
 use ckpt_lib::{Error, Result};
 
 use crate::context::Ctx;
@@ -157,7 +157,7 @@ pub fn run(ctx: &Ctx, args: &ForkArgs) -> Result<ExitCode> {
     ))
 }
 
-fn print_mount(m: &ckpt_lib::engine::fork::overlay::Mounted, dir: &std::path::Path) {
+fn print_mount(m: &Mounted, dir: &std::path::Path) {
     match m.status {
         Some(st) => println!(
             "overlay: ran the command over {} in a new namespace; it exited with {} and the mount is gone (the upper layer {} keeps its changes)",

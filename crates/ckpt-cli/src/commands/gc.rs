@@ -1,14 +1,13 @@
 //! `ckpt gc --keep-last N --keep-within 24h --keep-tagged KEY [--save-policy]`:
 //! flag parsing and printing for [`ckpt_lib::ops::gc`]; the rules and their
-//! invariants live in [`ckpt_lib::store::retention`]. Without keep flags and
+//! invariants live in ckpt-lib's `store/retention.rs`. Without keep flags and
 //! without a saved policy, `ckpt gc` is the plain unreferenced-data sweep.
 
 use std::time::Duration;
 
 use ckpt_lib::ops;
 use ckpt_lib::ops::gc::{GcOptions, GcRun};
-use ckpt_lib::store::gc::SweepReport;
-use ckpt_lib::store::retention::{self, Policy, RetentionReport};
+use ckpt_lib::ops::parts::{Policy, RetentionReport, SweepReport};
 use clap::Args;
 
 use crate::context::Ctx;
@@ -150,7 +149,7 @@ pub fn gc_summary(g: &SweepReport, dry_run: bool) -> String {
 }
 
 /// Applies the saved policy after a save (`ckpt save`, `ckpt hook`).
-pub fn report_retention(ctx: &Ctx, rep: &retention::RetentionReport) {
+pub fn report_retention(ctx: &Ctx, rep: &RetentionReport) {
     if ctx.verbose {
         let freed = rep.gc.as_ref().map_or(0, |g| g.bytes_freed);
         eprintln!(

@@ -29,8 +29,8 @@ use std::time::Duration;
 
 use ckpt_harness::{Harness, HookEvent, Kind};
 use ckpt_lib::ops::hook::{HookOptions, HookReport};
+use ckpt_lib::ops::parts::{watch_log_path, Workspace};
 use ckpt_lib::ops::Context;
-use ckpt_lib::workspace::Workspace;
 use ckpt_lib::{Error, Result};
 
 use crate::context::Ctx;
@@ -173,7 +173,7 @@ fn start_watcher(ctx: &Ctx, here: &Context, report: &HookReport) {
         Ok(child) if ctx.verbose => eprintln!(
             "ckpt hook: started the watcher (pid {}; log {})",
             child.id(),
-            ckpt_lib::watch::log_path(&ws.store_path).display()
+            watch_log_path(&ws.store_path).display()
         ),
         Ok(_) => {}
         Err(e) if ctx.verbose => eprintln!("ckpt hook: could not start the watcher: {e}"),

@@ -19,8 +19,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use ckpt_lib::engine::fork::backend::Backend;
-use ckpt_lib::engine::restore::Scope;
+use ckpt_lib::ops::parts::{Backend, Scope};
 use ckpt_lib::ops::save::SaveOptions;
 use ckpt_lib::ops::{self, Context};
 use ckpt_lib::{Config, Error, Result};
@@ -541,7 +540,7 @@ impl ServerHandler for CkptServer {
 /// `ckpt mcp`: serves until stdin closes.
 pub fn run(ctx: &Ctx) -> Result<()> {
     let rt = tokio::runtime::Builder::new_current_thread()
-        .thread_stack_size(ckpt_lib::store::tree::WALK_STACK)
+        .thread_stack_size(ckpt_lib::ops::parts::WALK_STACK)
         .enable_all()
         .build()
         .map_err(|e| Error::io("start", "async runtime", e))?;

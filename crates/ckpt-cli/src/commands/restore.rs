@@ -2,9 +2,8 @@
 
 use std::path::PathBuf;
 
-use ckpt_lib::engine::diff;
-use ckpt_lib::engine::restore::Scope;
 use ckpt_lib::ops;
+use ckpt_lib::ops::parts::{change_stats, Scope};
 use ckpt_lib::Result;
 
 use crate::context::Ctx;
@@ -113,7 +112,7 @@ pub(super) fn print_restored(ctx: &Ctx, r: &ops::restore::RestoreReport, scope: 
     render::warn_unreadable("", &rep.unreadable);
     let shown: Vec<_> = rep.changes.iter().filter(|c| c.is_interesting()).collect();
     if r.dry_run {
-        let stats = diff::stats(&rep.changes);
+        let stats = change_stats(&rep.changes);
         for c in &shown {
             println!("{}", render::change_line(c));
         }

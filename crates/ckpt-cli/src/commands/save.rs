@@ -1,7 +1,7 @@
 //! `ckpt save`: record a checkpoint of the whole workspace.
 
-use ckpt_lib::engine::save::SaveOutcome;
 use ckpt_lib::ops;
+use ckpt_lib::ops::parts::SaveOutcome;
 use ckpt_lib::ops::save::SaveOptions;
 use ckpt_lib::ops::save::SaveReport;
 use ckpt_lib::Result;

@@ -2,7 +2,7 @@
 //! (or, `--turn`, its last prompt), as an undoable restore
 //! ([`ckpt_lib::ops::undo`]).
 
-use ckpt_lib::engine::restore::Scope;
+use ckpt_lib::ops::parts::Scope;
 use ckpt_lib::ops::undo::UndoOptions;
 use ckpt_lib::{ops, Result};
 

@@ -1,5 +1,5 @@
 //! `ckpt watch`: run, detach, stop and describe the workspace's watcher
-//! (the watcher itself is `ckpt_lib::watch::server`).
+//! (the watcher itself is `ckpt_lib::daemon`).
 //!
 //! `--daemon` re-executes this binary as `ckpt -C ROOT watch …` in a new
 //! session (setsid), with stdin closed and output appended to
@@ -11,8 +11,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use ckpt_lib::daemon::server::{self, WatchOptions};
-use ckpt_lib::ops::watch::{self as ops, StopOptions, WatchStatusOptions, WatchStatusReport};
-use ckpt_lib::watch::{self, client, Op, WatchStatus};
+use ckpt_lib::ops::parts::{watch_log_path, WatchStatus, Workspace};
+use ckpt_lib::ops::watch::{self as ops, StopOptions, WatchStatusOptions};
 use ckpt_lib::{Error, Result};
 use clap::Args;
 
@@ -156,9 +156,9 @@ pub fn run(ctx: &Ctx, args: &WatchArgs) -> Result<()> {
     server::run(&ws, opts)
 }
 
-fn daemonize(ctx: &Ctx, ws: &ckpt_lib::workspace::Workspace, args: &WatchArgs) -> Result<()> {
+fn daemonize(ctx: &Ctx, ws: &Workspace, args: &WatchArgs) -> Result<()> {
     let store = &ws.store_path;
-    let log_path = watch::log_path(store);
+    let log_path = watch_log_path(store);
     let log_start = std::fs::metadata(&log_path).map(|m| m.len()).unwrap_or(0);
     let mut extra: Vec<String> = Vec::new();
     if let Some(q) = args.auto_save {
@@ -173,26 +173,21 @@ fn daemonize(ctx: &Ctx, ws: &ckpt_lib::workspace::Workspace, args: &WatchArgs) -
     let mut child = spawn_detached(ws, &extra)?;
     let t0 = Instant::now();
     loop {
-        if let Ok(r) = client::request(store, Op::Status, 0, 0) {
-            if let Some(st) = r.status.filter(|s| s.pid == child.id()) {
-                if args.json {
-                    print_report(&WatchStatusReport {
-                        root: ws.root.clone(),
-                        status: Some(st),
-                        error: None,
-                    });
-                } else if !ctx.quiet {
-                    println!(
-                        "watcher started (pid {}): {} directories in {:.0} ms; log {}",
-                        st.pid,
-                        st.watches,
-                        st.startup_ms.unwrap_or(0.0),
-                        log_path.display()
-                    );
-                    warn_incomplete(&st);
-                }
-                return Ok(());
+        let rep = ops::status(&ctx.ops, &WatchStatusOptions::default())?;
+        if let Some(st) = rep.status.as_ref().filter(|s| s.pid == child.id()) {
+            if args.json {
+                print_report(&rep);
+            } else if !ctx.quiet {
+                println!(
+                    "watcher started (pid {}): {} directories in {:.0} ms; log {}",
+                    st.pid,
+                    st.watches,
+                    st.startup_ms.unwrap_or(0.0),
+                    log_path.display()
+                );
+                warn_incomplete(st);
             }
+            return Ok(());
         }
         if let Ok(Some(status)) = child.try_wait() {
             let text = std::fs::read(&log_path).unwrap_or_default();
@@ -217,11 +212,8 @@ fn daemonize(ctx: &Ctx, ws: &ckpt_lib::workspace::Workspace, args: &WatchArgs) -
 /// outlives this process and its terminal), with stdin closed and output
 /// appended to `<store>/watch.log`, and returns without waiting for it.
 /// A second watcher of the same store exits at once (the watch lock).
-pub fn spawn_detached(
-    ws: &ckpt_lib::workspace::Workspace,
-    extra: &[String],
-) -> Result<std::process::Child> {
-    let log_path = watch::log_path(&ws.store_path);
+pub fn spawn_detached(ws: &Workspace, extra: &[String]) -> Result<std::process::Child> {
+    let log_path = watch_log_path(&ws.store_path);
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)

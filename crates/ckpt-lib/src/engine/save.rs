@@ -25,6 +25,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::engine::diff::{self, PathFilter, TreeSource};
 use crate::engine::digest;
+#[cfg(any(test, feature = "internals"))]
 use crate::engine::scanner::{save_index, OnDisk, ScanKind, Scanner};
 use crate::store::catalog::{ChangeStats, Checkpoint, Durable};
 use crate::store::Store;
@@ -72,7 +73,9 @@ pub struct Captured {
 }
 
 /// Records a checkpoint of the workspace, scanning all of it in this
-/// process (no watcher: that choice is [`crate::ops::save`]'s).
+/// process (no watcher: that choice is [`crate::ops::save`]'s). For the
+/// model tests and benches, which save without the front door's lock.
+#[cfg(any(test, feature = "internals"))]
 pub fn save(ws: &Workspace, store: &Store, opts: &SaveJob) -> Result<SaveOutcome> {
     let captured = capture(ws, store, opts, &mut OnDisk::default())?;
     Ok(captured.outcome)
@@ -106,6 +109,7 @@ impl Captured {
 
 /// Scans with `scanner`, stores and (if anything changed or
 /// `allow_empty`) commits a checkpoint, then writes the index file.
+#[cfg(any(test, feature = "internals"))]
 pub fn capture(
     ws: &Workspace,
     store: &Store,

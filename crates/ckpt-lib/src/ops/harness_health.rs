@@ -31,7 +31,7 @@ pub struct HarnessWarning {
 /// The warnings for the workspace `root` whose catalog `r` is.
 pub(crate) fn warnings(
     root: &std::path::Path,
-    homes: &ckpt_harness::gates::Homes,
+    homes: &ckpt_harness::Homes,
     r: &CatalogReader<'_>,
 ) -> Result<Vec<HarnessWarning>> {
     let mut out: Vec<HarnessWarning> = ckpt_harness::gates::closed(root, homes)

@@ -94,6 +94,7 @@ pub mod hook;
 pub mod init;
 pub mod json;
 pub mod log;
+pub mod parts;
 pub mod restore;
 pub mod save;
 pub mod show;

@@ -108,7 +108,13 @@ impl Serialize for SaveReport {
 pub fn save(ctx: &Context, opts: &SaveOptions) -> Result<SaveReport> {
     let t0 = Instant::now();
     let ws = ctx.workspace()?;
-    if let Some(r) = ctx.client().save(&ws, opts, ctx.config.lock_timeout) {
+    let params = crate::watch::SaveParams {
+        message: opts.message.clone(),
+        tags: opts.tags.clone(),
+        allow_empty: opts.allow_empty,
+        lock_timeout_ms: ctx.config.lock_timeout.as_millis() as u64,
+    };
+    if let Some(r) = ctx.client().save(&ws, params) {
         let unreadable = r.unreadable;
         let outcome = match (r.saved, r.checkpoint) {
             (true, Some(cp)) => Some(SaveOutcome::Saved(cp)),

@@ -35,7 +35,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 pub use ckpt_state::{
-    ChangeKind, Error as StateError, GcStats, Options, ScanEntry, StateChange, StateStore,
+    ChangeKind, Error as StateError, Options, ScanEntry, StateChange, StateStore,
     Versioned,
 };
 use serde::{Deserialize, Serialize};

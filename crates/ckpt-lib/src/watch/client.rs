@@ -328,12 +328,6 @@ pub fn write_token(store: &Path, token: &Token) -> std::io::Result<()> {
         .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", path.display())))
 }
 
-/// Forgets the recorded token, so the next scan is a full one (used when
-/// the index is rewritten by something that is not a scan, such as gc).
-pub fn forget(store: &Path) {
-    let _ = std::fs::remove_file(token_path(store));
-}
-
 /// How one kind of work handed to the watcher is named in `--verbose` notes.
 struct Job {
     /// "saved", as in "saved by the watcher".
@@ -382,19 +376,10 @@ impl Client<'_> {
     /// Asks a live watcher to save (see "The in-memory engine" in
     /// [`crate::watch`]). `None` (with a note saying why) means: save in this
     /// process instead. Called without holding the store lock.
-    pub fn save(
-        &self,
-        ws: &Workspace,
-        opts: &crate::ops::save::SaveOptions,
-        lock_timeout: Duration,
-    ) -> Option<super::SaveReply> {
+    pub fn save(&self, ws: &Workspace, params: super::SaveParams) -> Option<super::SaveReply> {
+        let lock_timeout = Duration::from_millis(params.lock_timeout_ms);
         let req = Request {
-            save: Some(super::SaveParams {
-                message: opts.message.clone(),
-                tags: opts.tags.clone(),
-                allow_empty: opts.allow_empty,
-                lock_timeout_ms: lock_timeout.as_millis() as u64,
-            }),
+            save: Some(params),
             ..Request::new(Op::Save)
         };
         // The watcher may wait for the lock and then capture many files.

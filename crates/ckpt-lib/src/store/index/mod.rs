@@ -122,7 +122,7 @@ mod files;
 
 #[cfg(test)]
 pub(crate) use dirs::unknown_trees;
-pub use dirs::{DirMap, Dirs, PathHasher, PathSet};
+pub use dirs::{DirMap, Dirs};
 pub(crate) use entries::EntryView;
 pub use entries::{DevMap, DirRecord, Entries, IndexEntry, RACY_WINDOW_NS, UNKNOWN_TREE};
 pub use files::{delta_path, remove, temp_path, Base};
