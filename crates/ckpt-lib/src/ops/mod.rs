@@ -96,6 +96,7 @@ pub mod json;
 pub mod log;
 pub mod restore;
 pub mod save;
+pub mod schema;
 pub mod show;
 pub mod state;
 pub mod status;
