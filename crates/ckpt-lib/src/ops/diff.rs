@@ -43,7 +43,7 @@ pub struct ChangedPath {
     pub change: Change,
     /// Its content diff, when asked for and when either side is a file.
     #[serde(flatten, serialize_with = "content")]
-    #[schemars(with = "Option<ContentForm<'static>>")]
+    #[schemars(with = "ContentForm<'static>")]
     pub content: Option<ContentDiff>,
 }
 
@@ -52,7 +52,10 @@ fn change<S: Serializer>(c: &Change, s: S) -> std::result::Result<S::Ok, S::Erro
 }
 
 /// `{diff}`, `{binary, old_size, new_size}`, or nothing.
-/// A content diff: the unified diff of text, or the sizes of binary content.
+/// A content diff: the unified diff of text, the sizes of binary content,
+/// or nothing (not asked for, or neither side a file). `None` is a variant,
+/// not an `Option`, so that the schema of the flattened choice allows no
+/// keys as well.
 #[derive(Serialize, JsonSchema)]
 #[serde(untagged)]
 enum ContentForm<'a> {
@@ -64,11 +67,12 @@ enum ContentForm<'a> {
         old_size: u64,
         new_size: u64,
     },
+    None {},
 }
 
 fn content<S: Serializer>(c: &Option<ContentDiff>, s: S) -> std::result::Result<S::Ok, S::Error> {
     match c {
-        None => s.serialize_none(),
+        None => ContentForm::None {}.serialize(s),
         Some(ContentDiff::Text(t)) => ContentForm::Text { diff: t }.serialize(s),
         Some(ContentDiff::Binary { old_size, new_size }) => ContentForm::Binary {
             binary: true,
