@@ -305,7 +305,7 @@ const SCHEMAS: &[(&str, Option<&str>)] = &[
     ("fork_remove", Some("fork-remove")),
     ("delete", Some("delete")),
     ("gc", Some("gc")),
-    ("du", None),
+    ("du", Some("du")),
     ("fork", None),
     ("forks", None),
     ("fork_many", None),

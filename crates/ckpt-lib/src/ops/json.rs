@@ -19,7 +19,7 @@
 //! `to` label) serialises through a private derived form built in its
 //! `Serialize`. The shared parts are the `…Form` types here; the `Value`
 //! builders ([`checkpoint`], [`changes`], …) are those forms as values, for
-//! the reports that still build their JSON by hand (`du`, `forks`, `fork`,
+//! the reports that still build their JSON by hand (`forks`, `fork`,
 //! `doctor`, `stores`, `watch`) and for other crates.
 //! `crates/ckpt-cli/tests/json_reports.rs` holds every report to its
 //! golden JSON.
@@ -547,6 +547,13 @@ impl<'a> From<&'a StateChange> for StateChangeForm<'a> {
     }
 }
 
+/// A checkpoint's sequence number and id ([`with::seq_and_id`]).
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct SeqAndId {
+    seq: u64,
+    id: String,
+}
+
 /// `serialize_with` encodings of report fields.
 pub mod with {
     use super::*;
@@ -567,6 +574,16 @@ pub mod with {
     /// A sequence number as a checkpoint id (`"v12"`).
     pub fn seq<S: Serializer>(seq: &u64, s: S) -> Result<S::Ok, S::Error> {
         s.collect_str(&format_args!("v{seq}"))
+    }
+
+    /// A sequence number as `seq` and the checkpoint's `id`, with
+    /// `flatten`.
+    pub fn seq_and_id<S: Serializer>(seq: &u64, s: S) -> Result<S::Ok, S::Error> {
+        SeqAndId {
+            seq: *seq,
+            id: format!("v{seq}"),
+        }
+        .serialize(s)
     }
 
     /// An optional sequence number as a checkpoint id, or null.

@@ -19,8 +19,8 @@ use schemars::JsonSchema;
 use serde_json::Value;
 
 use super::{
-    adopt, agent, annotate, cat, cp, delete, diff, forks, gc, hash, hook, init, log, restore, save,
-    show, state, status, undo, verify,
+    adopt, agent, annotate, cat, cp, delete, diff, du, forks, gc, hash, hook, init, log, restore,
+    save, show, state, status, undo, verify,
 };
 
 /// The JSON Schema of report type `T`, titled for `command`.
@@ -62,6 +62,7 @@ pub fn all() -> Vec<(&'static str, Value)> {
         ("gc", of::<gc::GcReport>("gc")),
         ("verify", of::<verify::VerifyReport>("verify")),
         ("hash", of::<hash::HashReport>("hash")),
+        ("du", of::<du::DuReport>("du")),
         ("cp", of::<cp::CopyReport>("cp")),
         ("state-get", of::<state::GetReport>("state get")),
         ("state-put", of::<state::PutReport>("state put")),

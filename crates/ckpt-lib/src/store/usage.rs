@@ -23,9 +23,11 @@ use crate::store::Store;
 use crate::Result;
 
 /// One checkpoint's share of the store.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct CheckpointUsage {
-    /// Sequence number.
+    /// Sequence number (JSON: `seq` and the id, `id`).
+    #[serde(flatten, serialize_with = "crate::ops::json::with::seq_and_id")]
+    #[schemars(with = "crate::ops::json::SeqAndId")]
     pub seq: u64,
     /// On-disk bytes of the objects (and band manifests) no other
     /// checkpoint reaches: what deleting this one alone, then gc, frees.
@@ -37,7 +39,7 @@ pub struct CheckpointUsage {
 }
 
 /// The whole store. Every size is on-disk (allocated) bytes.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct Usage {
     /// Every file ckpt keeps in the store directory.
     pub store_bytes: u64,
