@@ -310,6 +310,7 @@ const SCHEMAS: &[(&str, Option<&str>)] = &[
     ("forks", None),
     ("fork_many", None),
     ("watch", None),
+    ("watch_stop", Some("watch-stop")),
     ("doctor", None),
     ("stores", None),
 ];

@@ -20,7 +20,7 @@
 //! `Serialize`. The shared parts are the `…Form` types here; the `Value`
 //! builders ([`checkpoint`], [`changes`], …) are those forms as values, for
 //! the reports that still build their JSON by hand (`forks`, `fork`,
-//! `doctor`, `stores`, `watch`) and for other crates.
+//! `doctor`, `stores`, `watch --status`) and for other crates.
 //! `crates/ckpt-cli/tests/json_reports.rs` holds every report to its
 //! golden JSON.
 

@@ -20,7 +20,7 @@ use serde_json::Value;
 
 use super::{
     adopt, agent, annotate, cat, cp, delete, diff, du, forks, gc, hash, hook, init, log, restore,
-    save, show, state, status, undo, verify,
+    save, show, state, status, undo, verify, watch,
 };
 
 /// The JSON Schema of report type `T`, titled for `command`.
@@ -63,6 +63,7 @@ pub fn all() -> Vec<(&'static str, Value)> {
         ("verify", of::<verify::VerifyReport>("verify")),
         ("hash", of::<hash::HashReport>("hash")),
         ("du", of::<du::DuReport>("du")),
+        ("watch-stop", of::<watch::StopReport>("watch --stop")),
         ("cp", of::<cp::CopyReport>("cp")),
         ("state-get", of::<state::GetReport>("state get")),
         ("state-put", of::<state::PutReport>("state put")),
