@@ -547,13 +547,6 @@ impl<'a> From<&'a StateChange> for StateChangeForm<'a> {
     }
 }
 
-/// A checkpoint's sequence number and id ([`with::seq_and_id`]).
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct SeqAndId {
-    seq: u64,
-    id: String,
-}
-
 /// `serialize_with` encodings of report fields.
 pub mod with {
     use super::*;
@@ -574,16 +567,6 @@ pub mod with {
     /// A sequence number as a checkpoint id (`"v12"`).
     pub fn seq<S: Serializer>(seq: &u64, s: S) -> Result<S::Ok, S::Error> {
         s.collect_str(&format_args!("v{seq}"))
-    }
-
-    /// A sequence number as `seq` and the checkpoint's `id`, with
-    /// `flatten`.
-    pub fn seq_and_id<S: Serializer>(seq: &u64, s: S) -> Result<S::Ok, S::Error> {
-        SeqAndId {
-            seq: *seq,
-            id: format!("v{seq}"),
-        }
-        .serialize(s)
     }
 
     /// An optional sequence number as a checkpoint id, or null.
