@@ -16,6 +16,12 @@
 //! Parsed JSON values are compared, not text: key order is not part of the
 //! schema (docs/CLI.md, "JSON output").
 //!
+//! Each report, as printed, is also checked against its published JSON
+//! Schema (`docs/schemas`, generated from the types by
+//! `ckpt_lib::ops::schema`) with a small validator for what schemars writes
+//! (no validator crate: one would add some thirty crates to the build), which
+//! also fails a key the schema does not name.
+//!
 //! `UPDATE_GOLDEN=1 cargo test -p ckpt-cli --test json_reports` rewrites
 //! the golden files; the point of the files is that they are NOT rewritten
 //! when the code that builds a report changes shape by accident.
@@ -162,6 +168,7 @@ impl Golden {
     #[track_caller]
     fn check(&mut self, name: &str, r: Run) {
         let mut v = r.ok().json();
+        self.validate(name, &v);
         normalise(&mut v, &self.tmp);
         self.compare(name, v);
     }
@@ -177,8 +184,37 @@ impl Golden {
     #[track_caller]
     fn check_code(&mut self, name: &str, r: Run, code: i32) {
         let mut v = r.code(code).json();
+        self.validate(name, &v);
         normalise(&mut v, &self.tmp);
         self.compare(name, v);
+    }
+
+    /// Checks a report, as printed, against its published schema
+    /// (`docs/schemas`, see [`SCHEMAS`]).
+    fn validate(&mut self, name: &str, v: &Value) {
+        let Some(file) = schema_of(name) else {
+            return;
+        };
+        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../../docs/schemas")
+            .join(format!("{file}.json"));
+        let schema: Value = match std::fs::read_to_string(&path) {
+            Ok(t) => serde_json::from_str(&t).unwrap(),
+            Err(e) => {
+                self.failures
+                    .push(format!("{name}: no schema {} ({e})", path.display()));
+                return;
+            }
+        };
+        let mut errors = Vec::new();
+        conforms(&schema, &schema, v, "", &mut errors);
+        if !errors.is_empty() {
+            self.failures.push(format!(
+                "{name}: the report does not conform to {}:\n  {}",
+                path.display(),
+                errors.join("\n  ")
+            ));
+        }
     }
 
     fn compare(&mut self, name: &str, got: Value) {
@@ -237,6 +273,201 @@ impl Golden {
             self.failures.join("\n\n")
         );
     }
+}
+
+/// Which schema in `docs/schemas` each report conforms to, by the prefix
+/// of its golden name (the longest prefix wins); reports still built by
+/// hand have none yet.
+const SCHEMAS: &[(&str, Option<&str>)] = &[
+    ("init", Some("init")),
+    ("init_agent", Some("init-agent")),
+    ("save", Some("save")),
+    ("state_put", Some("state-put")),
+    ("state_del", Some("state-del")),
+    ("state_get", Some("state-get")),
+    ("state_cas", Some("state-cas")),
+    ("state_ls", Some("state-ls")),
+    ("state_history", Some("state-history")),
+    ("status", Some("status")),
+    ("diff", Some("diff")),
+    ("annotate", Some("annotate")),
+    ("hook", Some("hook")),
+    ("log", Some("log")),
+    ("show", Some("show")),
+    ("cat", Some("cat")),
+    ("verify", Some("verify")),
+    ("hash", Some("hash")),
+    ("undo", Some("undo")),
+    ("restore", Some("restore")),
+    ("restore_to", Some("restore-to")),
+    ("cp", Some("cp")),
+    ("adopt", Some("adopt")),
+    ("fork_remove", Some("fork-remove")),
+    ("delete", Some("delete")),
+    ("gc", Some("gc")),
+    ("du", Some("du")),
+    ("fork", None),
+    ("forks", None),
+    ("fork_many", None),
+    ("watch", None),
+    ("watch_stop", Some("watch-stop")),
+    ("doctor", None),
+    ("stores", None),
+];
+
+/// The schema file of golden report `name` ([`SCHEMAS`]); a name no
+/// prefix covers fails, so a new report gets an entry.
+fn schema_of(name: &str) -> Option<&'static str> {
+    SCHEMAS
+        .iter()
+        .filter(|(p, _)| name == *p || name.starts_with(&format!("{p}_")))
+        .max_by_key(|(p, _)| p.len())
+        .unwrap_or_else(|| panic!("no entry in SCHEMAS for report {name}"))
+        .1
+}
+
+/// Whether `v` conforms to `schema`, for the part of JSON Schema that
+/// schemars writes: `$ref` (to `#/$defs/…`), `anyOf`, `oneOf`, `type`,
+/// `const`, `enum`, `properties`, `required`, `items`,
+/// `additionalProperties`, `minimum`. Stricter than JSON Schema in one way:
+/// an object whose schema names properties may have no key that the schema
+/// (with its alternatives) does not name, so a field missing from the
+/// schema fails. Errors go to `errors`, with the JSON path.
+fn conforms(root: &Value, schema: &Value, v: &Value, at: &str, errors: &mut Vec<String>) {
+    check(root, schema, v, at, true, errors)
+}
+
+/// [`conforms`]; `strict`: unknown keys fail (not in an alternative, which
+/// describes only part of the object: its keys are checked where the
+/// object's own schema is).
+fn check(
+    root: &Value,
+    schema: &Value,
+    v: &Value,
+    at: &str,
+    strict: bool,
+    errors: &mut Vec<String>,
+) {
+    let schema = resolve(root, schema);
+    if let Some(Value::Bool(ok)) = Some(schema) {
+        if !ok {
+            errors.push(format!("{at}: no value allowed"));
+        }
+        return;
+    }
+    let fits = |s: &Value| {
+        let mut e = Vec::new();
+        check(root, s, v, at, false, &mut e);
+        e.is_empty()
+    };
+    if let Some(alts) = schema.get("anyOf").and_then(Value::as_array) {
+        if !alts.iter().any(fits) {
+            errors.push(format!("{at}: matches no alternative of anyOf: {v}"));
+        }
+    }
+    if let Some(alts) = schema.get("oneOf").and_then(Value::as_array) {
+        let n = alts.iter().filter(|s| fits(s)).count();
+        if n != 1 {
+            errors.push(format!("{at}: matches {n} alternatives of oneOf: {v}"));
+        }
+    }
+    if let Some(t) = schema.get("type") {
+        let types: Vec<&str> = match t {
+            Value::String(t) => vec![t.as_str()],
+            Value::Array(ts) => ts.iter().filter_map(Value::as_str).collect(),
+            _ => vec![],
+        };
+        let ok = types.iter().any(|t| match *t {
+            "null" => v.is_null(),
+            "boolean" => v.is_boolean(),
+            "string" => v.is_string(),
+            "number" => v.is_number(),
+            "integer" => v.is_i64() || v.is_u64(),
+            "array" => v.is_array(),
+            "object" => v.is_object(),
+            _ => false,
+        });
+        if !ok {
+            errors.push(format!("{at}: {v} is not of type {t}"));
+            return;
+        }
+    }
+    if let Some(c) = schema.get("const") {
+        if c != v {
+            errors.push(format!("{at}: {v} is not {c}"));
+        }
+    }
+    if let Some(Value::Array(e)) = schema.get("enum") {
+        if !e.contains(v) {
+            errors.push(format!("{at}: {v} is not one of {e:?}"));
+        }
+    }
+    if let (Some(min), Some(n)) = (schema.get("minimum").and_then(Value::as_f64), v.as_f64()) {
+        if n < min {
+            errors.push(format!("{at}: {n} is below {min}"));
+        }
+    }
+    if let (Some(items), Some(a)) = (schema.get("items"), v.as_array()) {
+        for (i, x) in a.iter().enumerate() {
+            check(root, items, x, &format!("{at}[{i}]"), true, errors);
+        }
+    }
+    let Some(obj) = v.as_object() else {
+        return;
+    };
+    let props = schema.get("properties").and_then(Value::as_object);
+    if let Some(req) = schema.get("required").and_then(Value::as_array) {
+        for k in req.iter().filter_map(Value::as_str) {
+            if !obj.contains_key(k) {
+                errors.push(format!("{at}: required key {k} is missing"));
+            }
+        }
+    }
+    for (k, x) in obj {
+        let path = format!("{at}.{k}");
+        match props.and_then(|p| p.get(k)) {
+            Some(s) => check(root, s, x, &path, true, errors),
+            None => match schema.get("additionalProperties") {
+                Some(s) => check(root, s, x, &path, true, errors),
+                None if strict && props.is_some() && !names(root, schema).contains(k) => {
+                    errors.push(format!("{path}: the schema does not name this key"))
+                }
+                None => {}
+            },
+        }
+    }
+}
+
+/// `schema`, or what its `$ref` points to.
+fn resolve<'a>(root: &'a Value, schema: &'a Value) -> &'a Value {
+    match schema.get("$ref").and_then(Value::as_str) {
+        Some(r) => {
+            let def = r.strip_prefix("#/$defs/").expect("a local $ref");
+            &root["$defs"][def]
+        }
+        None => schema,
+    }
+}
+
+/// The property names of an object schema and of its alternatives.
+fn names(root: &Value, schema: &Value) -> Vec<String> {
+    let schema = resolve(root, schema);
+    let mut out: Vec<String> = schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .map(|p| p.keys().cloned().collect())
+        .unwrap_or_default();
+    for key in ["anyOf", "oneOf", "allOf"] {
+        for alt in schema
+            .get(key)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            out.extend(names(root, alt));
+        }
+    }
+    out
 }
 
 fn hook_event(ws: &Ws, event: &str, extra: &str) -> Vec<u8> {

@@ -18,6 +18,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use ckpt_lib::ops::parts::{Backend, Scope};
 use ckpt_lib::ops::save::SaveOptions;
@@ -25,7 +26,9 @@ use ckpt_lib::ops::{self, Context};
 use ckpt_lib::{Config, Error, Result};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
+use rmcp::model::{
+    CallToolResult, ContentBlock, Implementation, JsonObject, ServerCapabilities, ServerConfig,
+};
 use rmcp::{tool, tool_handler, tool_router, ErrorData, ServerHandler, ServiceExt};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -239,6 +242,37 @@ impl CkptServer {
     }
 }
 
+/// A report's JSON Schema (`ckpt_lib::ops::schema`, the one in
+/// `docs/schemas`) as a tool's `outputSchema`.
+fn report<T: JsonSchema>(command: &str) -> Arc<JsonObject> {
+    match ops::schema::of::<T>(command) {
+        Value::Object(m) => Arc::new(m),
+        other => unreachable!("a report's schema is an object: {other}"),
+    }
+}
+
+/// `checkpoint_diff`'s `outputSchema`: the diff report, plus what
+/// [`cap_diffs`] adds.
+fn diff_report() -> Arc<JsonObject> {
+    let mut m = Arc::unwrap_or_clone(report::<ops::diff::DiffReport>("diff"));
+    let props = m
+        .get_mut("properties")
+        .and_then(Value::as_object_mut)
+        .expect("the diff report has properties");
+    props.insert(
+        "truncated".into(),
+        json!({"description": "Diff text was dropped to keep within max_bytes.", "type": "boolean"}),
+    );
+    props.insert(
+        "diff_bytes".into(),
+        json!({"description": "Bytes of diff text returned.", "type": "integer", "minimum": 0}),
+    );
+    if let Some(Value::Array(req)) = m.get_mut("required") {
+        req.extend([json!("truncated"), json!("diff_bytes")]);
+    }
+    Arc::new(m)
+}
+
 fn as_is<R>(_: &R, v: Value) -> CallToolResult {
     CallToolResult::structured(v)
 }
@@ -282,6 +316,7 @@ impl CkptServer {
     }
 
     #[tool(
+        output_schema = report::<ops::save::SaveReport>("save"),
         description = "Save a checkpoint of the whole workspace (every file, including ones changed by shell commands, plus the agent state). Cheap: call it before anything risky. Returns the new checkpoint id (e.g. \"v12\"), or saved=false when nothing changed."
     )]
     async fn checkpoint_save(
@@ -297,6 +332,7 @@ impl CkptServer {
     }
 
     #[tool(
+        output_schema = report::<ops::log::LogReport>("log"),
         description = "List checkpoints, newest first: id, time, message, tags, files added/modified/deleted, new bytes."
     )]
     async fn checkpoint_list(
@@ -310,7 +346,10 @@ impl CkptServer {
         Ok(self.call(move |c| ops::log::log(c, &opts), as_is).await)
     }
 
-    #[tool(description = "Show one checkpoint: its record and the paths it changed.")]
+    #[tool(
+        output_schema = report::<ops::show::ShowReport>("show"),
+        description = "Show one checkpoint: its record and the paths it changed."
+    )]
     async fn checkpoint_show(
         &self,
         Parameters(a): Parameters<ShowArgs>,
@@ -320,6 +359,7 @@ impl CkptServer {
     }
 
     #[tool(
+        output_schema = report::<ops::annotate::AnnotateReport>("annotate"),
         description = "Annotate an existing checkpoint: add or change tags, remove tags, set or clear (\"\") a note. Annotations are kept apart from the tags the checkpoint was saved with (those cannot change), show in checkpoint_list/checkpoint_show as `annotations`, and go when the checkpoint is deleted."
     )]
     async fn checkpoint_annotate(
@@ -338,6 +378,7 @@ impl CkptServer {
     }
 
     #[tool(
+        output_schema = diff_report(),
         description = "Diff two checkpoints, or a checkpoint (default HEAD) and the current files. Returns each changed path with its status and a unified diff (text files), capped at max_bytes of diff text in total."
     )]
     async fn checkpoint_diff(
@@ -360,6 +401,7 @@ impl CkptServer {
     }
 
     #[tool(
+        output_schema = report::<ops::restore::RestoreReport>("restore"),
         description = "Bring the workspace (or only `paths`) back to a checkpoint. DRY RUN BY DEFAULT: returns what would change; pass dry_run=false to really restore. A real restore first saves the current state, so it can itself be undone (the result's `undo` id)."
     )]
     async fn checkpoint_restore(
@@ -419,6 +461,7 @@ impl CkptServer {
     }
 
     #[tool(
+        output_schema = report::<ops::adopt::AdoptReport>("adopt"),
         description = "Adopt a fork: make this workspace exactly the fork's checkpoint (\"DIR\" = its head, or \"DIR#v7\"), files and agent state. DRY RUN BY DEFAULT: pass dry_run=false to adopt. It is an ordinary restore: the current state is saved first (the result's restore.pre_save / restore.undo id undoes it)."
     )]
     async fn fork_adopt(
@@ -432,7 +475,10 @@ impl CkptServer {
         Ok(self.call(move |c| ops::adopt::adopt(c, &opts), as_is).await)
     }
 
-    #[tool(description = "Remove a fork of this workspace: its directory and its store.")]
+    #[tool(
+        output_schema = report::<ops::forks::RemoveReport>("fork --remove"),
+        description = "Remove a fork of this workspace: its directory and its store."
+    )]
     async fn fork_remove(
         &self,
         Parameters(a): Parameters<ForkRemoveArgs>,
@@ -446,6 +492,7 @@ impl CkptServer {
     }
 
     #[tool(
+        output_schema = report::<ops::status::StatusReport>("status"),
         description = "What changed in the workspace since the last checkpoint (HEAD): changed paths and agent-state keys; clean=true when nothing did."
     )]
     async fn workspace_status(
@@ -461,6 +508,7 @@ impl CkptServer {
     }
 
     #[tool(
+        output_schema = report::<ops::state::GetReport>("state get"),
         description = "Read a key from the agent-state store (a key-value store that rewinds with checkpoints). Error if the key does not exist."
     )]
     async fn state_get(
@@ -487,6 +535,7 @@ impl CkptServer {
     }
 
     #[tool(
+        output_schema = report::<ops::state::PutReport>("state put"),
         description = "Write a key in the agent-state store (one transaction). The state is captured by the next checkpoint and restored with it."
     )]
     async fn state_put(
@@ -510,7 +559,10 @@ impl CkptServer {
         Ok(self.call(op, as_is).await)
     }
 
-    #[tool(description = "List agent-state keys (optionally only those starting with `prefix`).")]
+    #[tool(
+        output_schema = report::<ops::state::LsReport>("state ls"),
+        description = "List agent-state keys (optionally only those starting with `prefix`)."
+    )]
     async fn state_list(
         &self,
         Parameters(a): Parameters<StateListArgs>,

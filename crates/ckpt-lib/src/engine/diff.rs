@@ -18,7 +18,7 @@ use ckpt_fs::fs::is_within;
 use ckpt_fs::fs::join;
 
 /// How one path differs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ChangeKind {
     /// Only in the new state.

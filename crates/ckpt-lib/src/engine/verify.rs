@@ -140,7 +140,7 @@ pub fn hash_dir(dir: &Path) -> Result<(Digest, ScanResult)> {
 }
 
 /// One problem found by [`verify_store`].
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct Problem {
     /// `object`, `tree` or `checkpoint`.
     pub what: &'static str,
@@ -153,7 +153,7 @@ pub struct Problem {
 }
 
 /// What [`verify_store`] checked.
-#[derive(Debug, Default, Serialize)]
+#[derive(Debug, Default, Serialize, schemars::JsonSchema)]
 pub struct Integrity {
     /// Checkpoint records checked.
     pub checkpoints: u64,

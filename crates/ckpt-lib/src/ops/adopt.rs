@@ -47,28 +47,33 @@ pub struct AdoptOptions {
 /// `fork`, `fork_checkpoint`, `objects` (`linked`, `copied`, `present`),
 /// `restore` (the restore's report, with `undo` and `pre_save`; in a dry
 /// run `restored` is the fork's checkpoint id), `elapsed_ms`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct AdoptReport {
     /// `"schema": 1`.
     pub schema: Schema,
     /// The fork's workspace root.
     #[serde(serialize_with = "with::path")]
+    #[schemars(with = "String")]
     pub fork: PathBuf,
     /// The fork's checkpoint adopted (its id in the fork's store).
     #[serde(serialize_with = "with::id")]
+    #[schemars(with = "String")]
     pub fork_checkpoint: Checkpoint,
     /// The same checkpoint as recorded in this store (None in a dry run,
     /// which records nothing).
     #[serde(serialize_with = "with::opt_id")]
+    #[schemars(with = "Option<String>")]
     pub adopted: Option<Checkpoint>,
     /// How its objects came over.
     #[serde(serialize_with = "with::imported")]
+    #[schemars(with = "super::json::ImportedForm")]
     pub objects: Imported,
     /// The restore.
     #[serde(rename = "restore")]
     pub restored: RestoreReport,
     /// How long it took.
     #[serde(rename = "elapsed_ms", serialize_with = "with::ms")]
+    #[schemars(with = "f64")]
     pub elapsed: Duration,
 }
 

@@ -62,19 +62,21 @@ fn change_name(c: &Change) -> &'static str {
 /// `harnesses`: per harness `harness`, `path`, `change` (`create`,
 /// `update`, `delete`, `unchanged`), `events`, `written`, `approval`, and
 /// `text` (what to write, when it was not written and is not a delete).
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct AgentForm<'a> {
     schema: Schema,
     #[serde(serialize_with = "with::path")]
+    #[schemars(with = "String")]
     root: &'a std::path::Path,
     detected: bool,
     harnesses: Vec<HarnessForm<'a>>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct HarnessForm<'a> {
     harness: &'static str,
     #[serde(serialize_with = "with::path")]
+    #[schemars(with = "String")]
     path: &'a std::path::Path,
     change: &'static str,
     events: &'a [String],
@@ -82,6 +84,8 @@ struct HarnessForm<'a> {
     approval: Option<&'static str>,
     text: Option<&'a String>,
 }
+
+super::json::schema_via!(AgentReport => AgentForm<'static>);
 
 impl Serialize for AgentReport {
     fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {

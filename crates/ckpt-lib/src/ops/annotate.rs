@@ -39,15 +39,17 @@ pub struct AnnotateOptions {
 }
 
 /// What [`annotate`] did. JSON: `id`, `tags` (save-time), `annotations`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct AnnotateReport {
     /// `"schema": 1`.
     pub schema: Schema,
     /// The checkpoint annotated (`id`, and its save-time `tags`).
     #[serde(flatten, serialize_with = "id_and_tags")]
+    #[schemars(with = "IdAndTags<'static>")]
     pub checkpoint: Checkpoint,
     /// Its annotation now (`None`: none left).
     #[serde(rename = "annotations", serialize_with = "with::annotation")]
+    #[schemars(with = "Option<super::json::AnnotationForm<'static>>")]
     pub annotation: Option<Annotation>,
 }
 
@@ -109,17 +111,19 @@ pub fn annotate(ctx: &Context, opts: &AnnotateOptions) -> Result<AnnotateReport>
     })
 }
 
+/// A checkpoint's `id` and save-time `tags` (flattened into the report).
+#[derive(Serialize, schemars::JsonSchema)]
+struct IdAndTags<'a> {
+    id: String,
+    tags: &'a BTreeMap<String, String>,
+}
+
 /// A checkpoint as `id` and its save-time `tags`.
 fn id_and_tags<S: serde::Serializer>(
     cp: &Checkpoint,
     s: S,
 ) -> std::result::Result<S::Ok, S::Error> {
-    #[derive(Serialize)]
-    struct Form<'a> {
-        id: String,
-        tags: &'a BTreeMap<String, String>,
-    }
-    Form {
+    IdAndTags {
         id: cp.id(),
         tags: &cp.tags,
     }

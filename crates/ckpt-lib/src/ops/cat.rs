@@ -40,7 +40,7 @@ impl CatReport {}
 
 /// The JSON form of a [`CatReport`]: `id`, `path`, `size`, `hash`, and
 /// `content` (UTF-8) or `content_hex`.
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct CatForm<'a> {
     schema: Schema,
     id: &'a str,
@@ -53,6 +53,8 @@ struct CatForm<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     content_hex: Option<String>,
 }
+
+super::json::schema_via!(CatReport => CatForm<'static>);
 
 impl Serialize for CatReport {
     fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {

@@ -47,10 +47,11 @@ pub struct CopyReport {
 /// The JSON form of a [`CopyReport`]: `to`, `files`, `dirs`, `symlinks`,
 /// `hard_links`, `specials`, `skipped_sockets`, `skipped_xattrs`, `bytes`,
 /// `reflinked`, `kernel_copied`, `user_copied`, `elapsed_ms`.
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct CopyForm<'a> {
     schema: Schema,
     #[serde(serialize_with = "with::path")]
+    #[schemars(with = "String")]
     to: &'a Path,
     files: u64,
     dirs: u64,
@@ -64,8 +65,11 @@ struct CopyForm<'a> {
     kernel_copied: u64,
     user_copied: u64,
     #[serde(serialize_with = "with::ms")]
+    #[schemars(with = "f64")]
     elapsed_ms: Duration,
 }
+
+super::json::schema_via!(CopyReport => CopyForm<'static>);
 
 impl Serialize for CopyReport {
     fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {

@@ -16,12 +16,13 @@ pub struct DeleteOptions {
 }
 
 /// What [`delete`] did. JSON: `deleted` (an id).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct DeleteReport {
     /// `"schema": 1`.
     pub schema: Schema,
     /// The checkpoint record deleted.
     #[serde(serialize_with = "with::id")]
+    #[schemars(with = "String")]
     pub deleted: Checkpoint,
 }
 

@@ -3,9 +3,10 @@
 
 use std::path::{Path, PathBuf};
 
+use schemars::JsonSchema;
 use serde::{Serialize, Serializer};
 
-use super::json::{ChangeForm, Schema, StateChangeForm};
+use super::json::{schema_via, ChangeForm, Schema, StateChangeForm};
 use super::Context;
 use crate::engine::diff::{self, Change, ContentDiff, PathFilter, TreeSource};
 use crate::store::catalog::Checkpoint;
@@ -34,13 +35,15 @@ pub struct DiffOptions {
 
 /// One changed path. JSON: the change (`path`, `status`, `old`, `new`)
 /// with `diff`, or `binary` with `old_size` and `new_size`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct ChangedPath {
     /// What changed.
     #[serde(flatten, serialize_with = "change")]
+    #[schemars(with = "ChangeForm<'static>")]
     pub change: Change,
     /// Its content diff, when asked for and when either side is a file.
     #[serde(flatten, serialize_with = "content")]
+    #[schemars(with = "ContentForm<'static>")]
     pub content: Option<ContentDiff>,
 }
 
@@ -49,23 +52,29 @@ fn change<S: Serializer>(c: &Change, s: S) -> std::result::Result<S::Ok, S::Erro
 }
 
 /// `{diff}`, `{binary, old_size, new_size}`, or nothing.
+/// A content diff: the unified diff of text, the sizes of binary content,
+/// or nothing (not asked for, or neither side a file). `None` is a variant,
+/// not an `Option`, so that the schema of the flattened choice allows no
+/// keys as well.
+#[derive(Serialize, JsonSchema)]
+#[serde(untagged)]
+enum ContentForm<'a> {
+    Text {
+        diff: &'a str,
+    },
+    Binary {
+        binary: bool,
+        old_size: u64,
+        new_size: u64,
+    },
+    None {},
+}
+
 fn content<S: Serializer>(c: &Option<ContentDiff>, s: S) -> std::result::Result<S::Ok, S::Error> {
-    #[derive(Serialize)]
-    #[serde(untagged)]
-    enum Form<'a> {
-        Text {
-            diff: &'a str,
-        },
-        Binary {
-            binary: bool,
-            old_size: u64,
-            new_size: u64,
-        },
-    }
     match c {
-        None => s.serialize_none(),
-        Some(ContentDiff::Text(t)) => Form::Text { diff: t }.serialize(s),
-        Some(ContentDiff::Binary { old_size, new_size }) => Form::Binary {
+        None => ContentForm::None {}.serialize(s),
+        Some(ContentDiff::Text(t)) => ContentForm::Text { diff: t }.serialize(s),
+        Some(ContentDiff::Binary { old_size, new_size }) => ContentForm::Binary {
             binary: true,
             old_size: *old_size,
             new_size: *new_size,
@@ -101,7 +110,7 @@ impl DiffReport {
 
 /// The JSON form of a [`DiffReport`]: `from`, `to` (its label),
 /// `fork`, `changes`, `state_from`, `state_to`, `state_changes`.
-#[derive(Serialize)]
+#[derive(Serialize, JsonSchema)]
 struct DiffForm<'a> {
     schema: Schema,
     from: String,
@@ -112,6 +121,8 @@ struct DiffForm<'a> {
     state_to: Option<u64>,
     state_changes: Vec<StateChangeForm<'a>>,
 }
+
+schema_via!(DiffReport => DiffForm<'static>);
 
 impl Serialize for DiffReport {
     fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {

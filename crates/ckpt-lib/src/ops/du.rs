@@ -4,39 +4,27 @@
 
 use std::path::PathBuf;
 
-use serde_json::{json, Value};
+use serde::Serialize;
 
-use super::json::{serialize_via_to_json, with_schema};
+use super::json::{with, Schema};
 use super::Context;
 use crate::store::usage::{self, Usage};
 use crate::Result;
 
-/// What [`du`] found.
-#[derive(Debug)]
+/// What [`du`] found. JSON: the [`Usage`] fields (each checkpoint with its
+/// `id`), and `store`.
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct DuReport {
+    /// `"schema": 1`.
+    pub schema: Schema,
     /// The store's directory.
+    #[serde(serialize_with = "with::path")]
+    #[schemars(with = "String")]
     pub store: PathBuf,
     /// Its space accounting.
+    #[serde(flatten)]
     pub usage: Usage,
 }
-
-impl DuReport {
-    /// The JSON form: the [`Usage`] fields, `store`, and an `id` on every
-    /// checkpoint.
-    pub fn to_json(&self) -> Value {
-        let mut v = with_schema(&self.usage);
-        v["store"] = json!(self.store.display().to_string());
-        if let Some(cps) = v["checkpoints"].as_array_mut() {
-            for c in cps {
-                let seq = c["seq"].as_u64().unwrap_or(0);
-                c["id"] = json!(format!("v{seq}"));
-            }
-        }
-        v
-    }
-}
-
-serialize_via_to_json!(DuReport);
 
 /// Measures the workspace's store.
 pub fn du(ctx: &Context) -> Result<DuReport> {
@@ -44,6 +32,7 @@ pub fn du(ctx: &Context) -> Result<DuReport> {
     let store = ws.open_store_read_only(&ctx.config)?;
     let usage = usage::usage(&store)?;
     Ok(DuReport {
+        schema: Schema,
         store: ws.store_path,
         usage,
     })

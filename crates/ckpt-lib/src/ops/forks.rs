@@ -182,15 +182,17 @@ pub struct RemoveOptions {
 /// What [`remove`] did. JSON: `removed` (the directory), `store`,
 /// `subvolume`, `note`, `overlay` (an overlay fork: `unmounted`, `lower`,
 /// `lower_removed`; else null), `elapsed_ms`.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct RemoveReport {
     /// `"schema": 1`.
     pub schema: Schema,
     /// The fork's directory (gone).
     #[serde(rename = "removed", serialize_with = "j::with::path")]
+    #[schemars(with = "String")]
     pub dir: PathBuf,
     /// Its store (gone).
     #[serde(serialize_with = "j::with::path")]
+    #[schemars(with = "String")]
     pub store: PathBuf,
     /// The fork was a btrfs subvolume, deleted as one.
     pub subvolume: bool,
@@ -198,10 +200,22 @@ pub struct RemoveReport {
     pub note: Option<String>,
     /// An overlay fork: what was unmounted and removed.
     #[serde(serialize_with = "removed_overlay")]
+    #[schemars(with = "Option<RemovedOverlayForm<'static>>")]
     pub overlay: Option<RemovedOverlay>,
     /// How long it took.
     #[serde(rename = "elapsed_ms", serialize_with = "j::with::ms")]
+    #[schemars(with = "f64")]
     pub elapsed: Duration,
+}
+
+/// What removing an overlay fork did.
+#[derive(Serialize, schemars::JsonSchema)]
+struct RemovedOverlayForm<'a> {
+    unmounted: bool,
+    #[serde(serialize_with = "j::with::path")]
+    #[schemars(with = "String")]
+    lower: &'a Path,
+    lower_removed: bool,
 }
 
 /// An overlay fork's removal: `unmounted`, `lower`, `lower_removed`; or null.
@@ -209,15 +223,8 @@ fn removed_overlay<S: serde::Serializer>(
     o: &Option<RemovedOverlay>,
     s: S,
 ) -> std::result::Result<S::Ok, S::Error> {
-    #[derive(Serialize)]
-    struct Form<'a> {
-        unmounted: bool,
-        #[serde(serialize_with = "j::with::path")]
-        lower: &'a Path,
-        lower_removed: bool,
-    }
     o.as_ref()
-        .map(|o| Form {
+        .map(|o| RemovedOverlayForm {
             unmounted: o.unmounted,
             lower: &o.lower,
             lower_removed: o.lower_removed,

@@ -31,7 +31,7 @@ pub struct GcOptions {
 }
 
 /// Which kind of collection [`gc()`] ran.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 #[serde(untagged)]
 pub enum GcRun {
     /// No policy: removed the data no checkpoint references.
@@ -43,7 +43,7 @@ pub enum GcRun {
 /// What [`gc()`] did (or, with `dry_run`, would do). JSON: the sweep's or
 /// the retention run's report (see [`SweepReport`], [`RetentionReport`])
 /// with `dry_run`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct GcReport {
     /// `"schema": 1`.
     pub schema: Schema,

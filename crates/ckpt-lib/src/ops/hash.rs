@@ -31,12 +31,13 @@ pub struct HashOptions {
 
 /// A directory's digest. JSON: `path`, `checksum`, `entries`, `skipped`
 /// (a count), and `state` with [`HashForm::Full`].
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct HashReport {
     /// `"schema": 1`.
     pub schema: Schema,
     /// The directory, absolute against the context's directory.
     #[serde(serialize_with = "with::path")]
+    #[schemars(with = "String")]
     pub path: PathBuf,
     /// The digest's checksum, 64 lowercase hex digits.
     pub checksum: String,

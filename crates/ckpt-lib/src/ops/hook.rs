@@ -72,7 +72,7 @@ impl HookReport {
 /// The JSON form of a [`HookReport`]: `saved`, `id` (null when nothing
 /// was recorded), `message`, `tags`, `dropped` (checkpoints the retention
 /// policy dropped), `elapsed_ms`, `unreadable`.
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct HookForm<'a> {
     schema: Schema,
     saved: bool,
@@ -81,10 +81,14 @@ struct HookForm<'a> {
     tags: &'a BTreeMap<String, String>,
     dropped: &'a [u64],
     #[serde(serialize_with = "with::ms")]
+    #[schemars(with = "f64")]
     elapsed_ms: Duration,
     #[serde(serialize_with = "with::unreadable")]
+    #[schemars(with = "Vec<super::json::UnreadableForm<'static>>")]
     unreadable: &'a [crate::workspace::scan::Unreadable],
 }
+
+super::json::schema_via!(HookReport => HookForm<'static>);
 
 impl Serialize for HookReport {
     fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {

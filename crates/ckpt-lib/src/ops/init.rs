@@ -106,12 +106,14 @@ pub struct InitReport {
 /// (`created`, `kept`, `attached`), `subvolume` (with `--subvolume`: `dir`,
 /// `already`, `entries`; else null), `store_subvolume` (the same for the
 /// store), `git_exclude` (`file`, `added`; else null).
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct InitForm<'a> {
     schema: Schema,
     #[serde(serialize_with = "with::path")]
+    #[schemars(with = "String")]
     root: &'a std::path::Path,
     #[serde(serialize_with = "with::path")]
+    #[schemars(with = "String")]
     store: &'a std::path::Path,
     outcome: &'static str,
     subvolume: &'a Option<Converted>,
@@ -119,12 +121,15 @@ struct InitForm<'a> {
     git_exclude: Option<ExcludedForm<'a>>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 struct ExcludedForm<'a> {
     #[serde(serialize_with = "with::path")]
+    #[schemars(with = "String")]
     file: &'a std::path::Path,
     added: &'a [String],
 }
+
+super::json::schema_via!(InitReport => InitForm<'static>);
 
 impl Serialize for InitReport {
     fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {

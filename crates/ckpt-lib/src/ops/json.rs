@@ -19,11 +19,14 @@
 //! `to` label) serialises through a private derived form built in its
 //! `Serialize`. The shared parts are the `…Form` types here; the `Value`
 //! builders ([`checkpoint`], [`changes`], …) are those forms as values, for
-//! the reports that still build their JSON by hand (`du`, `forks`, `fork`,
-//! `doctor`, `stores`, `watch`) and for other crates.
+//! the reports that still build their JSON by hand (`forks`, `fork`,
+//! `doctor`, `stores`, `watch --status`) and for other crates.
 //! `crates/ckpt-cli/tests/json_reports.rs` holds every report to its
 //! golden JSON.
 
+use std::borrow::Cow;
+
+use schemars::{JsonSchema, SchemaGenerator};
 use serde::{Serialize, Serializer};
 use serde_json::{json, Map, Value};
 
@@ -45,6 +48,38 @@ impl Serialize for Schema {
         s.serialize_u32(SCHEMA)
     }
 }
+
+impl JsonSchema for Schema {
+    fn schema_name() -> Cow<'static, str> {
+        "Schema".into()
+    }
+    fn inline_schema() -> bool {
+        true
+    }
+    fn json_schema(_: &mut SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "The JSON schema version of ckpt's reports.",
+            "type": "integer",
+            "const": SCHEMA,
+        })
+    }
+}
+
+/// Implements `JsonSchema` for a report that serialises through a derived
+/// form: the report's schema is the form's.
+macro_rules! schema_via {
+    ($t:ty => $form:ty) => {
+        impl schemars::JsonSchema for $t {
+            fn schema_name() -> std::borrow::Cow<'static, str> {
+                stringify!($t).into()
+            }
+            fn json_schema(g: &mut schemars::SchemaGenerator) -> schemars::Schema {
+                <$form as schemars::JsonSchema>::json_schema(g)
+            }
+        }
+    };
+}
+pub(crate) use schema_via;
 
 /// Implements `Serialize` for report types through their `to_json`.
 macro_rules! serialize_via_to_json {
@@ -199,7 +234,7 @@ pub fn imported(i: &crate::store::objects::Imported) -> Value {
 }
 
 /// How a checkpoint's objects came from another store ([`imported`]).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct ImportedForm {
     linked: u64,
     copied: u64,
@@ -235,6 +270,31 @@ macro_rules! bytes_field {
                     m.serialize_entry($hex, &hex(self.0))?;
                 }
                 m.end()
+            }
+        }
+
+        impl JsonSchema for $t<'_> {
+            fn schema_name() -> Cow<'static, str> {
+                stringify!($t).into()
+            }
+            fn inline_schema() -> bool {
+                true
+            }
+            fn json_schema(_: &mut SchemaGenerator) -> schemars::Schema {
+                schemars::json_schema!({
+                    "type": "object",
+                    "properties": {
+                        $key: {
+                            "description": "UTF-8 (lossy).",
+                            "type": "string",
+                        },
+                        $hex: {
+                            "description": "The bytes in lowercase hex, when they are not UTF-8.",
+                            "type": "string",
+                        },
+                    },
+                    "required": [$key],
+                })
             }
         }
     };
@@ -273,7 +333,7 @@ bytes_field!(
 );
 
 /// A tree entry ([`entry`]).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct EntryForm<'a> {
     kind: &'static str,
     mode: String,
@@ -312,7 +372,7 @@ impl<'a> From<&'a Entry> for EntryForm<'a> {
 }
 
 /// One changed path ([`change`]).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct ChangeForm<'a> {
     #[serde(flatten)]
     path: PathField<'a>,
@@ -333,7 +393,7 @@ impl<'a> From<&'a Change> for ChangeForm<'a> {
 }
 
 /// An entry that was not captured.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 struct SkippedForm<'a> {
     #[serde(flatten)]
     path: PathField<'a>,
@@ -341,7 +401,7 @@ struct SkippedForm<'a> {
 }
 
 /// A checkpoint record ([`checkpoint`]).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct CheckpointForm<'a> {
     id: String,
     seq: u64,
@@ -389,7 +449,7 @@ impl<'a> CheckpointForm<'a> {
 }
 
 /// A checkpoint's annotations ([`annotation`]).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct AnnotationForm<'a> {
     tags: &'a std::collections::BTreeMap<String, String>,
     note: &'a Option<String>,
@@ -409,7 +469,7 @@ impl<'a> From<&'a Annotation> for AnnotationForm<'a> {
 }
 
 /// A checkpoint record with its `annotations` ([`annotated`]).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct AnnotatedForm<'a> {
     #[serde(flatten)]
     checkpoint: CheckpointForm<'a>,
@@ -427,7 +487,7 @@ impl<'a> AnnotatedForm<'a> {
 }
 
 /// An entry a scan was not allowed to read ([`unreadable`]).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct UnreadableForm<'a> {
     #[serde(flatten)]
     path: PathField<'a>,
@@ -446,7 +506,7 @@ impl<'a> From<&'a Unreadable> for UnreadableForm<'a> {
 }
 
 /// `{version, value, value_hex?}` ([`versioned`]).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct VersionedForm<'a> {
     version: u64,
     #[serde(flatten)]
@@ -463,7 +523,7 @@ impl<'a> From<&'a Versioned> for VersionedForm<'a> {
 }
 
 /// One agent-state key that changed ([`state_change`]).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct StateChangeForm<'a> {
     #[serde(flatten)]
     key: KeyField<'a>,

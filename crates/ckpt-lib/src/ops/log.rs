@@ -12,9 +12,10 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use schemars::JsonSchema;
 use serde::{Serialize, Serializer};
 
-use super::json::{with, AnnotatedForm, Schema};
+use super::json::{schema_via, with, AnnotatedForm, Schema};
 use super::show::changes_from_parent;
 use super::Context;
 use crate::engine::diff::PathFilter;
@@ -62,15 +63,18 @@ pub struct LogReport {
 
 /// The JSON form of a [`LogReport`]: each checkpoint's record needs the
 /// head and its annotation, which are fields of the report beside it.
-#[derive(Serialize)]
+#[derive(Serialize, JsonSchema)]
 struct LogForm<'a> {
     schema: Schema,
     #[serde(serialize_with = "with::opt_seq")]
+    #[schemars(with = "Option<String>")]
     head: Option<u64>,
     checkpoints: Vec<AnnotatedForm<'a>>,
     total: usize,
     more: bool,
 }
+
+schema_via!(LogReport => LogForm<'static>);
 
 impl Serialize for LogReport {
     fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {

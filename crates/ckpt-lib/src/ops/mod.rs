@@ -97,6 +97,7 @@ pub mod log;
 pub mod parts;
 pub mod restore;
 pub mod save;
+pub mod schema;
 pub mod show;
 pub mod state;
 pub mod status;

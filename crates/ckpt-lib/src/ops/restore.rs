@@ -13,6 +13,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use schemars::JsonSchema;
 use serde::{Serialize, Serializer};
 
 use super::json::{with, ChangeForm, Schema, StateChangeForm, UnreadableForm};
@@ -59,41 +60,47 @@ pub struct RestoreOptions {
 /// `dry_run`, `resumed`, `undo`, `pre_save`, `post_save`, `changes`,
 /// `state` (`target`, `before`, `after`, `changes`), `elapsed_ms`,
 /// `unreadable`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct RestoreReport {
     /// `"schema": 1`.
     pub schema: Schema,
     /// The engine's report.
     #[serde(flatten, serialize_with = "outcome")]
+    #[schemars(with = "OutcomeForm<'static>")]
     pub report: RestoreOutcome,
     /// It was a dry run.
     pub dry_run: bool,
     /// How long it took.
     #[serde(rename = "elapsed_ms", serialize_with = "with::ms")]
+    #[schemars(with = "f64")]
     pub elapsed: Duration,
 }
 
 /// The fields of [`RestoreReport`] that come from the engine's outcome.
+/// The JSON of an in-place restore's outcome (flattened into the report).
+#[derive(Serialize, JsonSchema)]
+struct OutcomeForm<'a> {
+    restored: String,
+    resumed: bool,
+    undo: Option<String>,
+    pre_save: Option<String>,
+    post_save: Option<String>,
+    changes: Vec<ChangeForm<'a>>,
+    state: Option<StateForm<'a>>,
+    unreadable: Vec<UnreadableForm<'a>>,
+}
+
+/// The agent-state part of a restore's outcome.
+#[derive(Serialize, JsonSchema)]
+struct StateForm<'a> {
+    target: u64,
+    before: u64,
+    after: u64,
+    changes: Vec<StateChangeForm<'a>>,
+}
+
 fn outcome<S: Serializer>(rep: &RestoreOutcome, s: S) -> std::result::Result<S::Ok, S::Error> {
-    #[derive(Serialize)]
-    struct Form<'a> {
-        restored: String,
-        resumed: bool,
-        undo: Option<String>,
-        pre_save: Option<String>,
-        post_save: Option<String>,
-        changes: Vec<ChangeForm<'a>>,
-        state: Option<StateForm<'a>>,
-        unreadable: Vec<UnreadableForm<'a>>,
-    }
-    #[derive(Serialize)]
-    struct StateForm<'a> {
-        target: u64,
-        before: u64,
-        after: u64,
-        changes: Vec<StateChangeForm<'a>>,
-    }
-    Form {
+    OutcomeForm {
         restored: rep.target.id(),
         resumed: rep.resumed,
         undo: rep.undo.map(|u| format!("v{u}")),
@@ -118,34 +125,39 @@ fn outcome<S: Serializer>(rep: &RestoreOutcome, s: S) -> std::result::Result<S::
 
 /// What `restore --to` did. JSON: `restored`, `to`, `files`, `dirs`,
 /// `bytes`, `elapsed_ms`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct RestoreToReport {
     /// `"schema": 1`.
     pub schema: Schema,
     /// The engine's report.
     #[serde(flatten, serialize_with = "materialized")]
+    #[schemars(with = "MaterializedForm")]
     pub report: MaterializeReport,
     /// The directory written.
     #[serde(serialize_with = "with::path")]
+    #[schemars(with = "String")]
     pub to: PathBuf,
     /// How long it took.
     #[serde(rename = "elapsed_ms", serialize_with = "with::ms")]
+    #[schemars(with = "f64")]
     pub elapsed: Duration,
 }
 
 /// The fields of [`RestoreToReport`] that come from the engine's report.
+/// The JSON of a restore into a new directory (flattened into the report).
+#[derive(Serialize, JsonSchema)]
+struct MaterializedForm {
+    restored: String,
+    files: u64,
+    dirs: u64,
+    bytes: u64,
+}
+
 fn materialized<S: Serializer>(
     rep: &MaterializeReport,
     s: S,
 ) -> std::result::Result<S::Ok, S::Error> {
-    #[derive(Serialize)]
-    struct Form {
-        restored: String,
-        files: u64,
-        dirs: u64,
-        bytes: u64,
-    }
-    Form {
+    MaterializedForm {
         restored: rep.target.id(),
         files: rep.files,
         dirs: rep.dirs,

@@ -17,9 +17,10 @@ use std::time::{Duration, Instant};
 
 use ckpt_fs::fs;
 
+use schemars::JsonSchema;
 use serde::{Serialize, Serializer};
 
-use super::json::{with, CheckpointForm, Schema, UnreadableForm};
+use super::json::{schema_via, with, CheckpointForm, Schema, UnreadableForm};
 use super::Context;
 use crate::engine::save::{self, SaveJob, SaveOutcome, ScanCounts};
 use crate::engine::scanner::{ScanKind, Scanner};
@@ -63,24 +64,27 @@ pub struct SaveReport {
 /// The JSON form of a [`SaveReport`]: the new checkpoint's record with
 /// `saved: true`, or `saved: false` and the head's `id`; `elapsed_ms`,
 /// `unreadable`.
-#[derive(Serialize)]
+#[derive(Serialize, JsonSchema)]
 struct SaveForm<'a> {
     schema: Schema,
     saved: bool,
     #[serde(flatten)]
     record: Record<'a>,
     #[serde(serialize_with = "with::ms")]
+    #[schemars(with = "f64")]
     elapsed_ms: Duration,
     unreadable: Vec<UnreadableForm<'a>>,
 }
 
 /// The new checkpoint's record, or the unchanged head's id.
-#[derive(Serialize)]
+#[derive(Serialize, JsonSchema)]
 #[serde(untagged)]
 enum Record<'a> {
     Saved(CheckpointForm<'a>),
     Unchanged { id: Option<String> },
 }
+
+schema_via!(SaveReport => SaveForm<'static>);
 
 impl Serialize for SaveReport {
     fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {

@@ -1,9 +1,10 @@
 //! `ckpt show ID`: one checkpoint's record and what it changed from its
 //! parent (everything, for the first). Reads only.
 
+use schemars::JsonSchema;
 use serde::{Serialize, Serializer};
 
-use super::json::{AnnotatedForm, ChangeForm, Schema};
+use super::json::{schema_via, AnnotatedForm, ChangeForm, Schema};
 use super::Context;
 use crate::engine::diff::{self, Change, PathFilter, TreeSource};
 use crate::store::catalog::{Annotation, CatalogReader, Checkpoint};
@@ -39,13 +40,15 @@ impl ShowReport {
 }
 
 /// The JSON form of a [`ShowReport`]: the record needs the head.
-#[derive(Serialize)]
+#[derive(Serialize, JsonSchema)]
 struct ShowForm<'a> {
     schema: Schema,
     #[serde(flatten)]
     checkpoint: AnnotatedForm<'a>,
     changes: Vec<ChangeForm<'a>>,
 }
+
+schema_via!(ShowReport => ShowForm<'static>);
 
 impl Serialize for ShowReport {
     fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {

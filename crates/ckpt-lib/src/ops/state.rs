@@ -107,17 +107,19 @@ pub struct GetOptions {
 }
 
 /// A key's value at one state version, if it has one.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct GetReport {
     /// `"schema": 1`.
     pub schema: Schema,
     /// The key.
     #[serde(flatten, serialize_with = "with::key")]
+    #[schemars(with = "KeyField<'static>")]
     pub key: Vec<u8>,
     /// The state version read.
     pub at: u64,
     /// The value and the version that wrote it; `None`: no such key.
     #[serde(flatten, serialize_with = "found")]
+    #[schemars(with = "FoundForm<'static>")]
     pub found: Option<Versioned>,
 }
 
@@ -151,12 +153,13 @@ pub struct PutOptions<'a> {
 }
 
 /// A key that was set.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct PutReport {
     /// `"schema": 1`.
     pub schema: Schema,
     /// The key.
     #[serde(flatten, serialize_with = "with::key")]
+    #[schemars(with = "KeyField<'static>")]
     pub key: Vec<u8>,
     /// The state version of the write.
     pub version: u64,
@@ -185,12 +188,13 @@ pub struct DelOptions {
 }
 
 /// A delete: whether the key existed.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct DelReport {
     /// `"schema": 1`.
     pub schema: Schema,
     /// The key.
     #[serde(flatten, serialize_with = "with::key")]
+    #[schemars(with = "KeyField<'static>")]
     pub key: Vec<u8>,
     /// The key existed and was deleted.
     pub deleted: bool,
@@ -234,17 +238,19 @@ pub struct LsOptions {
 }
 
 /// Keys and values at one state version, in byte order of the keys.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct LsReport {
     /// `"schema": 1`.
     pub schema: Schema,
     /// The prefix listed.
     #[serde(flatten, serialize_with = "with::prefix")]
+    #[schemars(with = "super::json::PrefixField<'static>")]
     pub prefix: Vec<u8>,
     /// The state version listed.
     pub version: u64,
     /// The entries.
     #[serde(serialize_with = "entries")]
+    #[schemars(with = "Vec<EntryForm<'static>>")]
     pub entries: Vec<ScanEntry>,
 }
 
@@ -277,15 +283,17 @@ pub struct HistoryOptions {
 }
 
 /// Every retained version of a key, oldest first.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct HistoryReport {
     /// `"schema": 1`.
     pub schema: Schema,
     /// The key.
     #[serde(flatten, serialize_with = "with::key")]
+    #[schemars(with = "KeyField<'static>")]
     pub key: Vec<u8>,
     /// `(version, value)`; `None`: deleted at that version.
     #[serde(serialize_with = "history_form")]
+    #[schemars(with = "Vec<HistoryForm<'static>>")]
     pub history: Vec<(u64, Option<Vec<u8>>)>,
 }
 
@@ -336,15 +344,17 @@ pub enum Swap {
 }
 
 /// A compare-and-swap.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct CasReport {
     /// `"schema": 1`.
     pub schema: Schema,
     /// The key.
     #[serde(flatten, serialize_with = "with::key")]
+    #[schemars(with = "KeyField<'static>")]
     pub key: Vec<u8>,
     /// What happened.
     #[serde(flatten, serialize_with = "swap")]
+    #[schemars(with = "SwapForm")]
     pub outcome: Swap,
 }
 
@@ -389,33 +399,37 @@ pub fn cas(ctx: &Context, opts: CasOptions<'_>) -> Result<CasReport> {
     })
 }
 
+/// Whether a key was found, and its value.
+#[derive(Serialize, schemars::JsonSchema)]
+struct FoundForm<'a> {
+    found: bool,
+    #[serde(flatten)]
+    value: Option<VersionedForm<'a>>,
+}
+
 /// `found`, and the `version` and `value` of a value found.
 fn found<S: Serializer>(f: &Option<Versioned>, s: S) -> std::result::Result<S::Ok, S::Error> {
-    #[derive(Serialize)]
-    struct Form<'a> {
-        found: bool,
-        #[serde(flatten)]
-        value: Option<VersionedForm<'a>>,
-    }
-    Form {
+    FoundForm {
         found: f.is_some(),
         value: f.as_ref().map(VersionedForm::from),
     }
     .serialize(s)
 }
 
+/// One key of a listing.
+#[derive(Serialize, schemars::JsonSchema)]
+struct EntryForm<'a> {
+    #[serde(flatten)]
+    key: KeyField<'a>,
+    version: u64,
+    size: usize,
+    #[serde(flatten)]
+    value: ValueField<'a>,
+}
+
 /// `[{key, version, size, value}]`.
 fn entries<S: Serializer>(list: &[ScanEntry], s: S) -> std::result::Result<S::Ok, S::Error> {
-    #[derive(Serialize)]
-    struct Form<'a> {
-        #[serde(flatten)]
-        key: KeyField<'a>,
-        version: u64,
-        size: usize,
-        #[serde(flatten)]
-        value: ValueField<'a>,
-    }
-    s.collect_seq(list.iter().map(|e| Form {
+    s.collect_seq(list.iter().map(|e| EntryForm {
         key: KeyField(&e.key),
         version: e.version,
         size: e.value.len(),
@@ -423,48 +437,52 @@ fn entries<S: Serializer>(list: &[ScanEntry], s: S) -> std::result::Result<S::Ok
     }))
 }
 
+/// One version of a key.
+#[derive(Serialize, schemars::JsonSchema)]
+struct HistoryForm<'a> {
+    version: u64,
+    deleted: bool,
+    #[serde(flatten)]
+    value: Option<ValueField<'a>>,
+}
+
 /// `[{version, deleted, value?}]`.
 fn history_form<S: Serializer>(
     list: &[(u64, Option<Vec<u8>>)],
     s: S,
 ) -> std::result::Result<S::Ok, S::Error> {
-    #[derive(Serialize)]
-    struct Form<'a> {
-        version: u64,
-        deleted: bool,
-        #[serde(flatten)]
-        value: Option<ValueField<'a>>,
-    }
-    s.collect_seq(list.iter().map(|(v, val)| Form {
+    s.collect_seq(list.iter().map(|(v, val)| HistoryForm {
         version: *v,
         deleted: val.is_none(),
         value: val.as_deref().map(ValueField),
     }))
 }
 
+/// What a compare-and-swap did.
+#[derive(Serialize, schemars::JsonSchema)]
+#[serde(untagged)]
+enum SwapForm {
+    Set {
+        ok: bool,
+        version: u64,
+    },
+    Mismatch {
+        ok: bool,
+        expected: u64,
+        actual: u64,
+    },
+}
+
 /// `ok`, and `version`, or `expected` and `actual`.
 fn swap<S: Serializer>(w: &Swap, s: S) -> std::result::Result<S::Ok, S::Error> {
-    #[derive(Serialize)]
-    #[serde(untagged)]
-    enum Form {
-        Set {
-            ok: bool,
-            version: u64,
-        },
-        Mismatch {
-            ok: bool,
-            expected: u64,
-            actual: u64,
-        },
-    }
     match w {
-        Swap::Set { version } => Form::Set {
+        Swap::Set { version } => SwapForm::Set {
             ok: true,
             version: *version,
         },
         Swap::Mismatch {
             expected, actual, ..
-        } => Form::Mismatch {
+        } => SwapForm::Mismatch {
             ok: false,
             expected: *expected,
             actual: *actual,

@@ -23,30 +23,35 @@ pub struct StatusOptions {
 
 /// What changed since the head. JSON: `head`, `clean`, `changes`,
 /// `state_changes`, `interrupted_restore`, `unreadable`, `warnings`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct StatusReport {
     /// `"schema": 1`.
     pub schema: Schema,
     /// The head (None before the first save).
     #[serde(serialize_with = "with::opt_id")]
+    #[schemars(with = "Option<String>")]
     pub head: Option<Checkpoint>,
     /// Nothing changed, files or state (see [`StatusReport::clean`]).
     #[serde(rename = "clean")]
     pub is_clean: bool,
     /// Every difference from the head to the working directory.
     #[serde(serialize_with = "with::changes")]
+    #[schemars(with = "Vec<super::json::ChangeForm<'static>>")]
     pub changes: Vec<Change>,
     /// Agent-state keys changed since the head.
     #[serde(serialize_with = "with::state_changes")]
+    #[schemars(with = "Vec<super::json::StateChangeForm<'static>>")]
     pub state_changes: Vec<StateChange>,
     /// Entries that would be skipped.
     #[serde(skip)]
     pub skipped: Vec<Skipped>,
     /// Entries the scan was not allowed to read.
     #[serde(serialize_with = "with::unreadable")]
+    #[schemars(with = "Vec<super::json::UnreadableForm<'static>>")]
     pub unreadable: Vec<Unreadable>,
     /// An interrupted restore, if any (JSON: its target's id).
     #[serde(rename = "interrupted_restore", serialize_with = "journal_target")]
+    #[schemars(with = "Option<String>")]
     pub journal: Option<Journal>,
     /// How long it took.
     #[serde(skip)]

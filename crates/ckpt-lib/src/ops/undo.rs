@@ -42,7 +42,7 @@ pub struct UndoOptions {
 
 /// What [`undo`] did. JSON: `session`, `step` and `target` (checkpoint
 /// records), and `restore` (the restore's report).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct UndoReport {
     /// `"schema": 1`.
     pub schema: Schema,
@@ -51,9 +51,11 @@ pub struct UndoReport {
     /// The checkpoint that recorded the step undone (the tool call's
     /// after-checkpoint, or the prompt's).
     #[serde(serialize_with = "record")]
+    #[schemars(with = "CheckpointForm<'static>")]
     pub step: Checkpoint,
     /// The checkpoint restored.
     #[serde(serialize_with = "record")]
+    #[schemars(with = "CheckpointForm<'static>")]
     pub target: Checkpoint,
     /// The restore.
     #[serde(rename = "restore")]

@@ -44,31 +44,35 @@ pub struct VerifyOptions {
 /// The workspace compared with a checkpoint. JSON: `checkpoint`,
 /// `matches`, `expected`, `actual`, `differences`, `files`, `bytes`,
 /// `elapsed_ms`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct WorkspaceCheck {
     /// `"schema": 1`.
     pub schema: Schema,
     /// The engine's report.
     #[serde(flatten, serialize_with = "comparison")]
+    #[schemars(with = "ComparisonForm<'static>")]
     pub report: Comparison,
     /// How long it took.
     #[serde(rename = "elapsed_ms", serialize_with = "with::ms")]
+    #[schemars(with = "f64")]
     pub elapsed: Duration,
+}
+
+/// The JSON of a workspace comparison (flattened into the report).
+#[derive(Serialize, schemars::JsonSchema)]
+struct ComparisonForm<'a> {
+    checkpoint: String,
+    matches: bool,
+    expected: String,
+    actual: String,
+    differences: Vec<ChangeForm<'a>>,
+    files: u64,
+    bytes: u64,
 }
 
 /// The fields of [`WorkspaceCheck`] that come from the engine's report.
 fn comparison<S: Serializer>(rep: &Comparison, s: S) -> std::result::Result<S::Ok, S::Error> {
-    #[derive(Serialize)]
-    struct Form<'a> {
-        checkpoint: String,
-        matches: bool,
-        expected: String,
-        actual: String,
-        differences: Vec<ChangeForm<'a>>,
-        files: u64,
-        bytes: u64,
-    }
-    Form {
+    ComparisonForm {
         checkpoint: rep.checkpoint.id(),
         matches: rep.matches(),
         expected: json::hex(&rep.expected),
@@ -108,7 +112,7 @@ impl WorkspaceCheck {
 
 /// The store's integrity check. JSON: `checkpoints`, `trees`, `objects`,
 /// `bytes`, `problems` (`what`, `id`, `error`, `checkpoints`), `ok`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct StoreCheck {
     /// `"schema": 1`.
     pub schema: Schema,
@@ -131,7 +135,7 @@ impl StoreCheck {
 }
 
 /// What [`verify`] found. JSON: the check's, whichever was made.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 #[serde(untagged)]
 pub enum VerifyReport {
     /// The workspace against a checkpoint.

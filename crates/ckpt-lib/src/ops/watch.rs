@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use serde_json::{json, Value};
 
-use super::json::{serialize_via_to_json, with_schema, SCHEMA};
+use super::json::{serialize_via_to_json, with_schema, Schema, SCHEMA};
 use super::Context;
 use crate::watch::{client, Op, WatchStatus};
 use crate::Result;
@@ -65,20 +65,16 @@ pub fn status(ctx: &Context, _opts: &WatchStatusOptions) -> Result<WatchStatusRe
 #[derive(Clone, Debug, Default)]
 pub struct StopOptions {}
 
-/// Whether a watcher was stopped.
-#[derive(Clone, Debug)]
+/// Whether a watcher was stopped. JSON: `stopped`.
+#[derive(Clone, Debug, serde::Serialize, schemars::JsonSchema)]
 pub struct StopReport {
+    /// `"schema": 1`.
+    pub schema: Schema,
     /// The workspace root.
+    #[serde(skip)]
     pub root: PathBuf,
     /// A watcher was running and has exited; `false`: none was running.
     pub stopped: bool,
-}
-
-impl StopReport {
-    /// The JSON form: `stopped`.
-    pub fn to_json(&self) -> Value {
-        json!({"schema": SCHEMA, "stopped": self.stopped})
-    }
 }
 
 /// Stops the workspace's watcher, waiting until it has exited. An error
@@ -87,12 +83,13 @@ pub fn stop(ctx: &Context, _opts: &StopOptions) -> Result<StopReport> {
     let ws = ctx.workspace()?;
     let stopped = client::stop(&ws.store_path, ctx.config.lock_timeout)?;
     Ok(StopReport {
+        schema: Schema,
         root: ws.root,
         stopped,
     })
 }
 
-serialize_via_to_json!(WatchStatusReport, StopReport);
+serialize_via_to_json!(WatchStatusReport);
 
 #[cfg(test)]
 mod tests {

@@ -188,7 +188,7 @@ const TREES: TableDefinition<&[u8], &[u8]> = TableDefinition::new("trees");
 const ANNOTATIONS: TableDefinition<u64, &[u8]> = TableDefinition::new("annotations");
 
 /// Counts of what a checkpoint changed relative to its parent.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ChangeStats {
     /// Files (and symlinks) that appeared.
     pub files_added: u64,

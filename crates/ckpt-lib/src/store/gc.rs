@@ -50,7 +50,7 @@ use crate::store::Store;
 use crate::{Hash, Result};
 
 /// What gc removed (or, with `dry_run`, would remove).
-#[derive(Debug, Default, Serialize)]
+#[derive(Debug, Default, Serialize, schemars::JsonSchema)]
 pub struct SweepReport {
     /// Checkpoints kept.
     pub checkpoints: u64,

@@ -34,7 +34,7 @@ use crate::store::Store;
 use crate::Result;
 
 /// Keep rules. See the module doc for the semantics.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Policy {
     /// Keep the N newest checkpoints.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -69,7 +69,7 @@ impl Policy {
 }
 
 /// The outcome of [`select`]: sequence numbers, oldest first.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Selection {
     /// Checkpoints that survive.
     pub keep: Vec<u64>,
@@ -112,7 +112,7 @@ pub fn select(
 }
 
 /// What [`apply`] did.
-#[derive(Debug, Default, Serialize)]
+#[derive(Debug, Default, Serialize, schemars::JsonSchema)]
 pub struct RetentionReport {
     /// The policy applied.
     pub policy: Policy,

@@ -208,7 +208,7 @@ pub fn pinned_versions(checkpoints: &[Checkpoint]) -> BTreeSet<u64> {
 }
 
 /// What gc did to the state store.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, schemars::JsonSchema)]
 pub struct StateGcReport {
     /// Distinct state versions pinned by checkpoints (including 0).
     pub pinned: u64,

@@ -23,9 +23,11 @@ use crate::store::Store;
 use crate::Result;
 
 /// One checkpoint's share of the store.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct CheckpointUsage {
-    /// Sequence number.
+    /// Sequence number (JSON: `seq` and the id, `id`).
+    #[serde(flatten, serialize_with = "seq_and_id")]
+    #[schemars(with = "SeqAndId")]
     pub seq: u64,
     /// On-disk bytes of the objects (and band manifests) no other
     /// checkpoint reaches: what deleting this one alone, then gc, frees.
@@ -36,8 +38,25 @@ pub struct CheckpointUsage {
     pub new_bytes: u64,
 }
 
+/// A checkpoint's sequence number and its id (`v12`), as `ckpt du --json`
+/// shows them. Here rather than in `ops::json` because a store module may
+/// not use the layer above it (`tests/layers.rs`).
+#[derive(Serialize, schemars::JsonSchema)]
+struct SeqAndId {
+    seq: u64,
+    id: String,
+}
+
+fn seq_and_id<S: serde::Serializer>(seq: &u64, s: S) -> std::result::Result<S::Ok, S::Error> {
+    SeqAndId {
+        seq: *seq,
+        id: format!("v{seq}"),
+    }
+    .serialize(s)
+}
+
 /// The whole store. Every size is on-disk (allocated) bytes.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct Usage {
     /// Every file ckpt keeps in the store directory.
     pub store_bytes: u64,

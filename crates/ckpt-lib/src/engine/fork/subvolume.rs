@@ -43,7 +43,7 @@ use ckpt_fs::fs;
 const TAG: &str = "ckpt-subvol";
 
 /// What [`make_subvolume`] did.
-#[derive(Clone, Debug, serde::Serialize)]
+#[derive(Clone, Debug, serde::Serialize, schemars::JsonSchema)]
 pub struct Converted {
     /// The directory.
     pub dir: PathBuf,
