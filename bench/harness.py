@@ -212,7 +212,15 @@ def main():
     results = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "corpus": a.corpus,
                "replicas": a.replicas,
                "ckpt": binary, "calls": a.calls, "rounds": a.rounds, "harnesses": {}}
-    path = os.path.dirname(binary) + ":" + os.environ.get("PATH", "/usr/bin:/bin")
+    # The hooks run `ckpt` from PATH: first on it, a directory holding only
+    # `ckpt`, a link to the binary measured (whatever that file is called).
+    bindir = os.path.join(a.scratch, "bin")
+    os.makedirs(bindir, exist_ok=True)
+    link = os.path.join(bindir, "ckpt")
+    if os.path.lexists(link):
+        os.remove(link)
+    os.symlink(binary, link)
+    path = bindir + ":" + os.environ.get("PATH", "/usr/bin:/bin")
     if a.fork:
         for name in a.harness.split(","):
             results["harnesses"][name] = fork_bench(a, binary, name, path)
@@ -247,12 +255,19 @@ def main():
                 print("%s round %d %-4s %.3f s" % (name, r, kind, res["seconds"]), file=sys.stderr)
         ckpt(binary, ws, "watch", "--stop", check=False)
         clear_hooks(ws)
-        cps = json.loads(ckpt(binary, ws, "log", "--json").stdout)["checkpoints"]
+        cps = json.loads(ckpt(binary, ws, "log", "--json", "--limit", "100000").stdout)["checkpoints"]
+        recorded = sum(1 for c in cps if c.get("tags", {}).get("harness") == name
+                       and c.get("tags", {}).get("tool"))
+        # Every call of every round changes a file, so the ckpt setup's hooks
+        # recorded one checkpoint each; fewer means they did not run ckpt.
+        if recorded < a.calls * (a.rounds + 1):
+            sys.exit("%s: the ckpt hooks recorded %d tool-call checkpoints, expected %d: the "
+                     "figures would not measure ckpt" % (name, recorded, a.calls * (a.rounds + 1)))
         med = {k: statistics.median(v) for k, v in times.items()}
         added = {k: (med[k] - med["none"]) / a.calls * 1e3 for k in ("noop", "ckpt")}
         ratio = added["ckpt"] / added["noop"] if added["noop"] > 0 else float("nan")
         results["harnesses"][name] = {"version": ver, "seconds": times, "median_s": med,
-                                      "added_ms_per_call": added, "ratio": ratio, "checkpoints": len(cps)}
+                                      "added_ms_per_call": added, "ratio": ratio, "checkpoints": len(cps), "tool_checkpoints": recorded}
         print("| %s %s | %.2f s | %.2f s (+%.1f ms/call) | %.2f s (+%.1f ms/call) | %.2f |" % (
             name, ver, med["none"], med["noop"], added["noop"], med["ckpt"], added["ckpt"], ratio))
         for d in (ws, ws + ".store", ws + ".home", ws + ".agent-home"):
