@@ -50,7 +50,7 @@
 
 use std::collections::BTreeMap;
 
-use ckpt_lib::ops::exchange::{ChangeStats, Checkpoint, Skipped};
+use ckpt_lib::ops::parts::{ChangeStats, Checkpoint, Skipped};
 use ckpt_lib::Hash;
 use serde::{Deserialize, Serialize};
 

@@ -5,9 +5,9 @@
 
 use std::time::Instant;
 
-use ckpt_lib::ops::exchange::ChangeStats;
 use ckpt_lib::ops::exchange::Local;
 use ckpt_lib::ops::json::{self, Schema};
+use ckpt_lib::ops::parts::ChangeStats;
 use ckpt_lib::ops::Context;
 use ckpt_lib::Hash;
 use futures::{stream, StreamExt, TryStreamExt};

@@ -39,8 +39,9 @@ use std::time::Instant;
 
 use ckpt_fs::copytree::Progress;
 use ckpt_lib::ops::exchange::tree::{self, Node, Tree};
-use ckpt_lib::ops::exchange::{self, Checkpoint, Import, Local, StateMode};
+use ckpt_lib::ops::exchange::{self, Import, Local, StateMode};
 use ckpt_lib::ops::json::Schema;
+use ckpt_lib::ops::parts::Checkpoint;
 use ckpt_lib::ops::Context;
 use ckpt_lib::trace;
 use ckpt_lib::Hash;

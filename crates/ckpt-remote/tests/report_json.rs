@@ -6,8 +6,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use ckpt_lib::ops::exchange::ChangeStats;
 use ckpt_lib::ops::json::{time, Schema};
+use ckpt_lib::ops::parts::ChangeStats;
 use ckpt_remote::gc::GcReport;
 use ckpt_remote::layout::{Identity, Record};
 use ckpt_remote::pull::{CloneReport, PullReport};

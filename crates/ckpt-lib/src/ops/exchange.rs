@@ -32,18 +32,18 @@
 //!   ([`ClonePlace::materialize`]); [`ClonePlace::undo`] removes what a
 //!   failed clone made.
 //!
-//! **Vocabulary.** The remote's records carry a [`Checkpoint`]'s fields,
-//! and its tree format encodes the store's trees ([`tree`]: entries, the
-//! varint and zigzag codec, the depth limit), so a pulled checkpoint
-//! rebuilds byte for byte: those items are re-exported here, and only
-//! those.
+//! **Vocabulary.** The remote's records carry a [`Checkpoint`]'s fields
+//! (named, with the other parts of reports, in [`super::parts`]), and its
+//! tree format encodes the store's trees ([`tree`]: entries, the varint and
+//! zigzag codec, the depth limit), so a pulled checkpoint rebuilds byte for
+//! byte: the tree items are re-exported here, and only those.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-pub use crate::store::catalog::{ChangeStats, Checkpoint, Skipped};
+use super::parts::Checkpoint;
 
 use super::{normalize, Context};
 use crate::engine::diff::TreeSource;
