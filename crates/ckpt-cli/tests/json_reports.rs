@@ -306,13 +306,13 @@ const SCHEMAS: &[(&str, Option<&str>)] = &[
     ("delete", Some("delete")),
     ("gc", Some("gc")),
     ("du", Some("du")),
-    ("fork", None),
-    ("forks", None),
-    ("fork_many", None),
-    ("watch", None),
+    ("fork", Some("fork")),
+    ("forks", Some("forks")),
+    ("fork_many", Some("fork-many")),
+    ("watch_status", Some("watch-status")),
     ("watch_stop", Some("watch-stop")),
-    ("doctor", None),
-    ("stores", None),
+    ("doctor", Some("doctor")),
+    ("stores", Some("stores")),
 ];
 
 /// The schema file of golden report `name` ([`SCHEMAS`]); a name no

@@ -47,7 +47,7 @@ use serde::{Deserialize, Serialize};
 use super::fs;
 
 /// How one file was copied.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Strategy {
     /// `FICLONE` ioctl.
@@ -84,7 +84,9 @@ impl Strategy {
 /// What a filesystem (or a pair of them) was found to support. Fields added
 /// after the first release default to `false` when an old store's cached
 /// probe lacks them.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 pub struct Caps {
     /// `FICLONE` works from a source file to a destination file.
     pub reflink: bool,

@@ -42,12 +42,11 @@ pub struct Transfer {
     /// Packs uploaded or downloaded.
     pub packs: u64,
     /// Wall time.
-    #[serde(rename = "elapsed_ms", serialize_with = "ms")]
+    #[serde(
+        rename = "elapsed_ms",
+        serialize_with = "ckpt_lib::ops::json::with::ms"
+    )]
     pub elapsed: Duration,
-}
-
-fn ms<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-    ckpt_lib::ops::json::ms(*d).serialize(s)
 }
 
 /// (local id, remote id) pairs as `[{id, remote_id}]`.

@@ -59,8 +59,8 @@ pub fn run(ctx: &Ctx, args: &DoctorArgs) -> Result<()> {
     {
         Some(s) => println!(
             "watcher: running (pid {}){}",
-            s.pid,
-            s.idle_stop_secs.map_or(String::new(), |i| format!(
+            s.facts.pid,
+            s.facts.idle_stop_secs.map_or(String::new(), |i| format!(
                 ", stops itself after {i} s without a request"
             ))
         ),

@@ -421,6 +421,7 @@ impl CkptServer {
     }
 
     #[tool(
+        output_schema = report::<ops::fork::ForkManyReport>("fork --count"),
         description = "Fork a checkpoint into `count` (default 1) new, independent, runnable workspaces (every file, node_modules included; each with its own history starting at that checkpoint), for parallel agents. dir is the new directory, or with count the prefix of dir1..dirN."
     )]
     async fn fork_create(
@@ -454,6 +455,7 @@ impl CkptServer {
     }
 
     #[tool(
+        output_schema = report::<ops::forks::ForksReport>("forks"),
         description = "List this workspace's forks: directory, the checkpoint it was forked from, its latest checkpoint, and how far it diverged (files added/modified/deleted, bytes)."
     )]
     async fn fork_list(&self) -> Result<CallToolResult, ErrorData> {

@@ -56,10 +56,10 @@ const START_TIMEOUT: Duration = Duration::from_secs(300);
 fn print_ready(st: &WatchStatus) {
     eprintln!(
         "ckpt watch: watching {} ({} directories, ready in {:.0} ms, pid {})",
-        st.root.display(),
-        st.watches,
-        st.startup_ms.unwrap_or(0.0),
-        st.pid
+        st.facts.root.display(),
+        st.facts.watches,
+        st.facts.startup_ms.unwrap_or(0.0),
+        st.facts.pid
     );
     warn_incomplete(st);
 }
@@ -67,7 +67,7 @@ fn print_ready(st: &WatchStatus) {
 /// Says why a watcher cannot vouch for every change (e.g. the inotify
 /// watch limit, with the sysctl to raise), if it cannot.
 fn warn_incomplete(st: &WatchStatus) {
-    if let Some(why) = st.reason.as_deref().filter(|_| !st.complete) {
+    if let Some(why) = st.facts.reason.as_deref().filter(|_| !st.facts.complete) {
         eprintln!("ckpt: warning: {why}");
     }
 }
@@ -85,33 +85,43 @@ pub fn run(ctx: &Ctx, args: &WatchArgs) -> Result<()> {
             match &r.status {
                 None => println!("no watcher is running for {}", r.root.display()),
                 Some(s) => {
-                    println!("watcher for {} (pid {})", s.root.display(), s.pid);
+                    println!(
+                        "watcher for {} (pid {})",
+                        s.facts.root.display(),
+                        s.facts.pid
+                    );
                     println!(
                         "  state: {}",
-                        match &s.reason {
+                        match &s.facts.reason {
                             None => "complete (saves scan only dirty directories)".to_string(),
                             Some(r) => format!("incomplete, saves do full scans: {r}"),
                         }
                     );
-                    println!("  epoch {:016x}, seq {}", s.epoch, s.seq);
-                    println!("  {} directories watched, {} dirty", s.watches, s.dirty);
+                    println!("  epoch {:016x}, seq {}", s.epoch, s.facts.seq);
+                    println!(
+                        "  {} directories watched, {} dirty",
+                        s.facts.watches, s.facts.dirty
+                    );
                     println!(
                         "  memory {} RSS, up {:.0} s, started in {:.0} ms, {} queue overflows",
-                        render::bytes(s.rss_bytes),
-                        s.uptime_secs,
-                        s.startup_ms.unwrap_or(0.0),
-                        s.overflows
+                        render::bytes(s.facts.rss_bytes),
+                        s.facts.uptime_secs,
+                        s.facts.startup_ms.unwrap_or(0.0),
+                        s.facts.overflows
                     );
-                    if let Some(i) = s.idle_stop_secs {
+                    if let Some(i) = s.facts.idle_stop_secs {
                         println!("  stops itself after {i} s without a request");
                     }
-                    if let Some(q) = s.auto_save_secs {
-                        println!("  auto-save after {q} s quiet ({} so far)", s.auto_saves);
+                    if let Some(q) = s.facts.auto_save_secs {
+                        println!(
+                            "  auto-save after {q} s quiet ({} so far)",
+                            s.facts.auto_saves
+                        );
                     }
-                    if s.warming > 0 || s.warmed_entries > 0 {
+                    if s.facts.warming > 0 || s.facts.warmed_entries > 0 {
                         println!(
                             "  forks: {} being warmed, {} entries warmed",
-                            s.warming, s.warmed_entries
+                            s.facts.warming, s.facts.warmed_entries
                         );
                     }
                 }
@@ -174,15 +184,15 @@ fn daemonize(ctx: &Ctx, ws: &Workspace, args: &WatchArgs) -> Result<()> {
     let t0 = Instant::now();
     loop {
         let rep = ops::status(&ctx.ops, &WatchStatusOptions::default())?;
-        if let Some(st) = rep.status.as_ref().filter(|s| s.pid == child.id()) {
+        if let Some(st) = rep.status.as_ref().filter(|s| s.facts.pid == child.id()) {
             if args.json {
                 print_report(&rep);
             } else if !ctx.quiet {
                 println!(
                     "watcher started (pid {}): {} directories in {:.0} ms; log {}",
-                    st.pid,
-                    st.watches,
-                    st.startup_ms.unwrap_or(0.0),
+                    st.facts.pid,
+                    st.facts.watches,
+                    st.facts.startup_ms.unwrap_or(0.0),
                     log_path.display()
                 );
                 warn_incomplete(st);

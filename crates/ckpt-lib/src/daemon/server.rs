@@ -47,7 +47,7 @@ use crate::store::lock::Lock;
 use crate::store::Store;
 use crate::watch::{
     client, lock_path, socket_path, Op, Request, Response, RestoreParams, SaveParams, SaveReply,
-    ScanReply, Token, WatchStatus, PROTOCOL,
+    ScanReply, Token, WatchStatus, WatcherFacts, PROTOCOL,
 };
 use crate::workspace::scan::{self, Mode, OnUnreadable, ScanInput, ScanResult};
 use crate::workspace::Workspace;
@@ -357,23 +357,25 @@ impl Watcher {
 
     fn status(&self) -> WatchStatus {
         WatchStatus {
-            pid: std::process::id(),
-            root: self.root.clone(),
             epoch: self.epoch,
-            seq: self.seq,
-            watches: self.wd_path.len() as u64,
-            dirty: self.dirty.len() as u64,
-            rss_bytes: rss_bytes(),
-            uptime_secs: self.started.elapsed().as_secs_f64(),
-            startup_ms: self.startup_ms,
-            complete: self.incomplete.is_none(),
-            reason: self.incomplete.clone(),
-            overflows: self.overflows,
-            auto_save_secs: self.opts.auto_save.map(|d| d.as_secs_f64()),
-            auto_saves: self.auto_saves,
-            idle_stop_secs: self.opts.idle_stop.map(|d| d.as_secs()),
-            warming: self.warming.running.load(Ordering::Relaxed),
-            warmed_entries: self.warming.entries.load(Ordering::Relaxed),
+            facts: WatcherFacts {
+                pid: std::process::id(),
+                root: self.root.clone(),
+                seq: self.seq,
+                watches: self.wd_path.len() as u64,
+                dirty: self.dirty.len() as u64,
+                rss_bytes: rss_bytes(),
+                uptime_secs: self.started.elapsed().as_secs_f64(),
+                startup_ms: self.startup_ms,
+                complete: self.incomplete.is_none(),
+                reason: self.incomplete.clone(),
+                overflows: self.overflows,
+                auto_save_secs: self.opts.auto_save.map(|d| d.as_secs_f64()),
+                auto_saves: self.auto_saves,
+                idle_stop_secs: self.opts.idle_stop.map(|d| d.as_secs()),
+                warming: self.warming.running.load(Ordering::Relaxed),
+                warmed_entries: self.warming.entries.load(Ordering::Relaxed),
+            },
         }
     }
 

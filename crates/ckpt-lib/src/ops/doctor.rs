@@ -6,9 +6,10 @@
 //! workspace gets ([`crate::engine::fork::backend`]). Changes nothing (the
 //! reflink probe's temporary files are removed).
 
-use serde_json::Value;
+use schemars::JsonSchema;
+use serde::Serialize;
 
-use super::json::{serialize_via_to_json, with_schema};
+use super::json::Schema;
 use super::Context;
 use crate::engine::fork::backend::{self, Backend, Choice, OverlayProbes};
 use crate::platform::doctor::{self, Report};
@@ -22,47 +23,39 @@ pub struct DoctorOptions {
     pub bad_strategy: Option<String>,
 }
 
-/// What [`doctor()`] found.
-#[derive(Debug)]
+/// What [`doctor()`] found. JSON: the [`Report`] fields, `fork_backend`
+/// (`backend`, `why`, `probes`: each `backend`, `works`, `why`),
+/// `overlay_mount` (`mount` (here, as root) and `namespace` (a new user and
+/// mount namespace, for `fork … -- CMD`): each `works`, `why`) and
+/// `harnesses`.
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct DoctorReport {
+    /// `"schema": 1`.
+    pub schema: Schema,
+    /// The diagnosis.
+    #[serde(flatten)]
+    pub report: Report,
+    /// The backend a fork beside the workspace (`../NAME-fork`) gets, and
+    /// every backend's probe (overlay's: either of `overlay`'s works).
+    #[serde(rename = "fork_backend")]
+    pub fork: Choice,
+    /// Whether overlay mounts work there: as root, and in a namespace.
+    #[serde(rename = "overlay_mount")]
+    pub overlay: OverlayProbes,
     /// The agent harnesses whose hooks call ckpt here, each with the
     /// reason it will not run them or records nothing, if any
     /// ([`super::harness_health`]).
     pub harnesses: Vec<HarnessHooks>,
-    /// The diagnosis.
-    pub report: Report,
-    /// The backend a fork beside the workspace (`../NAME-fork`) gets, and
-    /// every backend's probe (overlay's: either of `overlay`'s works).
-    pub fork: Choice,
-    /// Whether overlay mounts work there: as root, and in a namespace.
-    pub overlay: OverlayProbes,
 }
 
 /// One harness configured to call `ckpt hook` in the workspace.
-#[derive(Debug, serde::Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct HarnessHooks {
     /// The harness's name.
     pub harness: &'static str,
     /// Why the harness will not run the hooks yet (`null`: nothing known).
     pub warning: Option<String>,
 }
-
-impl DoctorReport {
-    /// The JSON form: the [`Report`] fields, `fork_backend` (`backend`,
-    /// `why`, `probes`: each `backend`, `works`, `why`) and
-    /// `overlay_mount` (`mount` (here, as root) and `namespace` (a new
-    /// user and mount namespace, for `fork … -- CMD`): each `works`,
-    /// `why`).
-    pub fn to_json(&self) -> Value {
-        let mut v = with_schema(&self.report);
-        v["fork_backend"] = serde_json::to_value(&self.fork).unwrap_or(Value::Null);
-        v["overlay_mount"] = serde_json::to_value(&self.overlay).unwrap_or(Value::Null);
-        v["harnesses"] = serde_json::to_value(&self.harnesses).unwrap_or(Value::Null);
-        v
-    }
-}
-
-serialize_via_to_json!(DoctorReport);
 
 /// Diagnoses the workspace's filesystems and copy strategy.
 pub fn doctor(ctx: &Context, opts: &DoctorOptions) -> Result<DoctorReport> {
@@ -114,6 +107,7 @@ pub fn doctor(ctx: &Context, opts: &DoctorOptions) -> Result<DoctorReport> {
         })
         .collect();
     Ok(DoctorReport {
+        schema: Schema,
         harnesses,
         report,
         fork,

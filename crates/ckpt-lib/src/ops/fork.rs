@@ -14,9 +14,10 @@ use std::time::{Duration, Instant};
 
 use ckpt_fs::copytree::Progress;
 use rayon::prelude::*;
-use serde_json::{json, Value};
+use schemars::JsonSchema;
+use serde::{Serialize, Serializer};
 
-use super::json::{self, serialize_via_to_json, SCHEMA};
+use super::json::{self, Schema};
 use super::{normalize, Context};
 use crate::engine::fork::backend::{self, Backend, Choice};
 use crate::engine::fork::overlay;
@@ -51,91 +52,86 @@ pub struct ForkOptions<'a> {
     pub command: Option<&'a [std::ffi::OsString]>,
 }
 
-/// What [`fork()`] did.
-#[derive(Debug)]
+/// What [`fork()`] did. JSON: `forked`, `to`, `store`, `backend`,
+/// `backend_why`, `files`, `dirs`, `bytes` (what was written: a subvolume
+/// fork writes only the differences), `restored` (subvolume: `written`,
+/// `removed`, `watcher`; else null), `link`, `objects`, `store_snapshot`
+/// (the fork's store is a snapshot of ours: `objects` then moved none),
+/// `overlay` (an overlay fork: `lower`, `lower_made`, `upper`, `work`,
+/// `mount` (`persistent` or `namespace`), `index_mapped`,
+/// `command_status`; else null), `elapsed_ms`.
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct ForkReport {
+    /// `"schema": 1` (also on each fork of a [`ForkManyReport`]).
+    pub schema: Schema,
     /// What was written.
+    #[serde(flatten, serialize_with = "forked")]
+    #[schemars(with = "ForkedForm")]
     pub report: MaterializeReport,
     /// The new workspace's root.
+    #[serde(serialize_with = "json::with::path")]
+    #[schemars(with = "String")]
     pub to: PathBuf,
     /// The new workspace's store.
+    #[serde(serialize_with = "json::with::path")]
+    #[schemars(with = "String")]
     pub store: PathBuf,
     /// Files were hard-linked to the source store's objects.
     pub link: bool,
     /// How the fork's store got the checkpoint's objects.
+    #[serde(serialize_with = "json::with::imported")]
+    #[schemars(with = "json::ImportedForm")]
     pub objects: Imported,
     /// The fork's store is a btrfs snapshot of this workspace's store.
     pub store_snapshot: bool,
     /// The backend that made it.
     pub backend: Backend,
     /// Why that backend (or why another than the chosen one was used).
+    #[serde(rename = "backend_why")]
     pub why: String,
     /// A subvolume fork: what the restore after the snapshot changed.
     pub restored: Option<SnapshotRestore>,
     /// An overlay fork: its layers and mount.
     pub overlay: Option<OverlayInfo>,
     /// How long it took.
+    #[serde(rename = "elapsed_ms", serialize_with = "json::with::ms")]
+    #[schemars(with = "f64")]
     pub elapsed: Duration,
 }
 
+/// The fields of [`ForkReport`] that come from the engine's report.
+#[derive(Serialize, JsonSchema)]
+struct ForkedForm {
+    forked: String,
+    files: u64,
+    dirs: u64,
+    bytes: u64,
+}
+
+fn forked<S: Serializer>(rep: &MaterializeReport, s: S) -> std::result::Result<S::Ok, S::Error> {
+    ForkedForm {
+        forked: rep.target.id(),
+        files: rep.files,
+        dirs: rep.dirs,
+        bytes: rep.bytes,
+    }
+    .serialize(s)
+}
+
 /// An overlay fork's layers and how it was mounted.
-#[derive(Debug)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct OverlayInfo {
     /// The shared lower directory (in this workspace's store).
+    #[serde(serialize_with = "json::with::path")]
+    #[schemars(with = "String")]
     pub lower: PathBuf,
     /// This fork wrote the lower (else an earlier fork of the checkpoint).
     pub lower_made: bool,
     /// The mount.
+    #[serde(flatten, serialize_with = "super::forks::mounted")]
+    #[schemars(with = "super::forks::MountedForm<'static>")]
     pub mounted: overlay::Mounted,
 }
-
-impl OverlayInfo {
-    /// The JSON form (the fork's `overlay`, and `ckpt fork --mount`'s).
-    pub fn to_json(&self) -> Value {
-        json!({
-            "lower": self.lower.display().to_string(),
-            "lower_made": self.lower_made,
-            "upper": self.mounted.layers.upper.display().to_string(),
-            "work": self.mounted.layers.work.display().to_string(),
-            "mount": if self.mounted.status.is_some() { "namespace" } else { "persistent" },
-            "index_mapped": self.mounted.index_mapped,
-            "command_status": self.mounted.status.map(json::exit_code),
-        })
-    }
-}
-
-impl ForkReport {
-    /// The JSON form: `forked`, `to`, `store`, `backend`, `backend_why`,
-    /// `files`, `dirs`, `bytes` (what was written: a subvolume fork writes
-    /// only the differences), `restored` (subvolume: `written`, `removed`,
-    /// `watcher`; else null), `link`, `objects`, `store_snapshot` (the
-    /// fork's store is a snapshot of ours: `objects` then moved none),
-    /// `overlay` (an overlay fork: `lower`, `lower_made`, `upper`, `work`,
-    /// `mount` (`persistent` or `namespace`), `index_mapped`,
-    /// `command_status`; else null), `elapsed_ms`.
-    pub fn to_json(&self) -> Value {
-        let rep = &self.report;
-        json!({
-            "schema": SCHEMA,
-            "forked": rep.target.id(),
-            "to": self.to.display().to_string(),
-            "store": self.store.display().to_string(),
-            "backend": self.backend.name(),
-            "backend_why": self.why,
-            "files": rep.files,
-            "dirs": rep.dirs,
-            "bytes": rep.bytes,
-            "restored": self.restored.map(|r| json!({"written": r.written, "removed": r.removed, "watcher": r.watcher})),
-            "link": self.link,
-            "objects": json::imported(&self.objects),
-            "store_snapshot": self.store_snapshot,
-            "overlay": self.overlay.as_ref().map(OverlayInfo::to_json),
-            "elapsed_ms": json::ms(self.elapsed),
-        })
-    }
-}
-
-serialize_via_to_json!(ForkReport);
 
 /// The fork's directory, refused when it is the workspace or inside it.
 fn outside(ctx: &Context, ws: &Workspace, dir: &Path) -> Result<PathBuf> {
@@ -310,6 +306,7 @@ fn report(ctx: &Context, forked: fork::Forked, choice: &Choice, t0: Instant) -> 
     let store_path = forked.workspace.store_path;
     crate::workspace::known::record(ctx.config.data_home.as_deref(), &store_path);
     ForkReport {
+        schema: Schema,
         report: forked.report,
         to: forked.workspace.root,
         store: store_path,
@@ -324,27 +321,19 @@ fn report(ctx: &Context, forked: fork::Forked, choice: &Choice, t0: Instant) -> 
     }
 }
 
-/// What [`fork_many`] made.
-#[derive(Debug)]
+/// What [`fork_many`] made. JSON: `forks` (each as `ckpt fork --json`),
+/// `elapsed_ms`.
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct ForkManyReport {
+    /// `"schema": 1`.
+    pub schema: Schema,
     /// One report per fork, in order.
     pub forks: Vec<ForkReport>,
     /// How long all of it took.
+    #[serde(rename = "elapsed_ms", serialize_with = "json::with::ms")]
+    #[schemars(with = "f64")]
     pub elapsed: Duration,
 }
-
-impl ForkManyReport {
-    /// The JSON form: `forks` (each as `ckpt fork --json`), `elapsed_ms`.
-    pub fn to_json(&self) -> Value {
-        json!({
-            "schema": SCHEMA,
-            "forks": self.forks.iter().map(ForkReport::to_json).collect::<Vec<_>>(),
-            "elapsed_ms": json::ms(self.elapsed),
-        })
-    }
-}
-
-serialize_via_to_json!(ForkManyReport);
 
 /// The directories of [`fork_many`]: `PREFIX1` … `PREFIXn`.
 pub fn numbered(prefix: &std::path::Path, n: usize) -> Vec<PathBuf> {
@@ -408,7 +397,11 @@ pub fn fork_many(ctx: &Context, opts: &ForkOptions<'_>, n: usize) -> Result<Fork
             // Copies of a template are never scanned: their inodes are cold.
             let dirs: Vec<PathBuf> = forks.iter().map(|f| f.to.clone()).collect();
             ctx.client().warm(&ws.store_path, &dirs);
-            ForkManyReport { forks, elapsed }
+            ForkManyReport {
+                schema: Schema,
+                forks,
+                elapsed,
+            }
         });
     }
     // Each object is hashed once for all the forks.
@@ -422,6 +415,7 @@ pub fn fork_many(ctx: &Context, opts: &ForkOptions<'_>, n: usize) -> Result<Fork
         }
     }
     Ok(ForkManyReport {
+        schema: Schema,
         forks,
         elapsed: t0.elapsed(),
     })

@@ -20,10 +20,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use serde::Serialize;
-use serde_json::{json, Value};
+use schemars::JsonSchema;
+use serde::{Serialize, Serializer};
 
-use super::json::{self as j, serialize_via_to_json, Schema, SCHEMA};
+use super::json::{self as j, CheckpointForm, Schema};
 use super::stores::{self, Attachment, StoresOptions, BUSY_WAIT};
 use super::Context;
 use crate::engine::diff::{self, PathFilter, TreeSource};
@@ -34,7 +34,11 @@ use crate::store::Store;
 use crate::workspace::Workspace;
 use crate::{Error, Result};
 
-/// One fork of this workspace.
+/// One fork of this workspace. JSON: `dir`, `store`, `origin` (`v…` in
+/// this workspace's store), `latest` (a checkpoint object of the fork's
+/// store), `diverged` (`files_added`, `files_modified`, `files_deleted`,
+/// `bytes_added`, `bytes_modified`, `bytes_deleted`), `overlay` (an overlay
+/// fork: `lower`, `upper`, `mounted`; else null).
 #[derive(Clone, Debug)]
 pub struct ForkInfo {
     /// The fork's workspace root.
@@ -53,46 +57,67 @@ pub struct ForkInfo {
     pub overlay: Option<(OverlayLayers, bool)>,
 }
 
-/// What [`forks`] found.
-#[derive(Clone, Debug)]
+/// The JSON of a [`ForkInfo`] (its `latest` needs its `head`).
+#[derive(Serialize, JsonSchema)]
+struct ForkInfoForm<'a> {
+    #[serde(serialize_with = "j::with::path")]
+    #[schemars(with = "String")]
+    dir: &'a Path,
+    #[serde(serialize_with = "j::with::path")]
+    #[schemars(with = "String")]
+    store: &'a Path,
+    origin: String,
+    latest: Option<CheckpointForm<'a>>,
+    diverged: &'a ChangeStats,
+    overlay: Option<LayersForm<'a>>,
+}
+
+/// An overlay fork's layers in a listing.
+#[derive(Serialize, JsonSchema)]
+struct LayersForm<'a> {
+    #[serde(serialize_with = "j::with::path")]
+    #[schemars(with = "String")]
+    lower: &'a Path,
+    #[serde(serialize_with = "j::with::path")]
+    #[schemars(with = "String")]
+    upper: &'a Path,
+    mounted: bool,
+}
+
+impl Serialize for ForkInfo {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        ForkInfoForm {
+            dir: &self.root,
+            store: &self.store,
+            origin: format!("v{}", self.origin.checkpoint),
+            latest: self
+                .latest
+                .as_ref()
+                .map(|c| CheckpointForm::new(c, self.head)),
+            diverged: &self.diverged,
+            overlay: self.overlay.as_ref().map(|(l, mounted)| LayersForm {
+                lower: &l.lower,
+                upper: &l.upper,
+                mounted: *mounted,
+            }),
+        }
+        .serialize(s)
+    }
+}
+
+j::schema_via!(ForkInfo => ForkInfoForm<'static>);
+
+/// What [`forks`] found. JSON: `workspace`, `forks` (each a [`ForkInfo`]).
+#[derive(Clone, Debug, Serialize, JsonSchema)]
 pub struct ForksReport {
+    /// `"schema": 1`.
+    pub schema: Schema,
     /// This workspace.
+    #[serde(serialize_with = "j::with::path")]
+    #[schemars(with = "String")]
     pub workspace: PathBuf,
     /// Its forks, by directory.
     pub forks: Vec<ForkInfo>,
-}
-
-impl ForksReport {
-    /// The JSON form: `workspace`, `forks` (each `dir`, `store`, `origin`
-    /// (`v…` in this workspace's store), `latest` (a checkpoint object of
-    /// the fork's store), `diverged` (`files_added`, `files_modified`,
-    /// `files_deleted`, `bytes_added`, `bytes_modified`, `bytes_deleted`),
-    /// `overlay` (an overlay fork: `lower`, `upper`, `mounted`; else null)).
-    pub fn to_json(&self) -> Value {
-        let forks: Vec<Value> = self
-            .forks
-            .iter()
-            .map(|f| {
-                json!({
-                    "dir": f.root.display().to_string(),
-                    "store": f.store.display().to_string(),
-                    "origin": format!("v{}", f.origin.checkpoint),
-                    "latest": f.latest.as_ref().map_or(Value::Null, |c| j::checkpoint(c, f.head)),
-                    "diverged": f.diverged,
-                    "overlay": f.overlay.as_ref().map(|(l, mounted)| json!({
-                        "lower": l.lower.display().to_string(),
-                        "upper": l.upper.display().to_string(),
-                        "mounted": mounted,
-                    })),
-                })
-            })
-            .collect();
-        json!({
-            "schema": SCHEMA,
-            "workspace": self.workspace.display().to_string(),
-            "forks": forks,
-        })
-    }
 }
 
 /// Lists this workspace's forks (see the module doc).
@@ -113,6 +138,7 @@ pub fn forks(ctx: &Context) -> Result<ForksReport> {
     }
     found.sort_by(|a, b| a.root.cmp(&b.root));
     Ok(ForksReport {
+        schema: Schema,
         workspace: ws.root,
         forks: found,
     })
@@ -231,8 +257,6 @@ fn removed_overlay<S: serde::Serializer>(
         })
         .serialize(s)
 }
-
-serialize_via_to_json!(ForksReport);
 
 /// Removes the fork at `dir` (relative to the context's directory): its
 /// files and its store. Refused, with nothing changed, unless `dir` is a
@@ -401,41 +425,92 @@ pub struct MountOptions {
     pub command: Option<Vec<std::ffi::OsString>>,
 }
 
-/// What [`mount`] did.
-#[derive(Debug)]
+/// What [`mount`] did. JSON: `mounted` (the directory), `store`,
+/// `lower`, `upper`, `work`, `mount` (`persistent` or `namespace`),
+/// `index_mapped`, `command_status`, `elapsed_ms`.
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct MountReport {
+    /// `"schema": 1`.
+    pub schema: Schema,
     /// The fork's directory.
+    #[serde(rename = "mounted", serialize_with = "j::with::path")]
+    #[schemars(with = "String")]
     pub dir: PathBuf,
     /// Its store.
+    #[serde(serialize_with = "j::with::path")]
+    #[schemars(with = "String")]
     pub store: PathBuf,
     /// The mount.
+    #[serde(flatten, serialize_with = "mounted_with_lower")]
+    #[schemars(with = "MountedWithLower<'static>")]
     pub mounted: overlay::Mounted,
     /// How long it took (with a command: until it exited).
+    #[serde(rename = "elapsed_ms", serialize_with = "j::with::ms")]
+    #[schemars(with = "f64")]
     pub elapsed: Duration,
 }
 
-impl MountReport {
-    /// The JSON form: `mounted` (the directory), `store`, `upper`, `work`,
-    /// `lower`, `mount` (`persistent` or `namespace`), `index_mapped`,
-    /// `command_status`, `elapsed_ms`.
-    pub fn to_json(&self) -> Value {
-        let m = &self.mounted;
-        json!({
-            "schema": SCHEMA,
-            "mounted": self.dir.display().to_string(),
-            "store": self.store.display().to_string(),
-            "lower": m.layers.lower.display().to_string(),
-            "upper": m.layers.upper.display().to_string(),
-            "work": m.layers.work.display().to_string(),
-            "mount": if m.status.is_some() { "namespace" } else { "persistent" },
-            "index_mapped": m.index_mapped,
-            "command_status": m.status.map(j::exit_code),
-            "elapsed_ms": j::ms(self.elapsed),
-        })
+/// How an overlay fork is mounted: `upper`, `work`, `mount` (`persistent`,
+/// or `namespace` for one made for a command), `index_mapped`,
+/// `command_status` (flattened into [`MountReport`] and a fork's
+/// `overlay`).
+#[derive(Serialize, JsonSchema)]
+pub(super) struct MountedForm<'a> {
+    #[serde(serialize_with = "j::with::path")]
+    #[schemars(with = "String")]
+    upper: &'a Path,
+    #[serde(serialize_with = "j::with::path")]
+    #[schemars(with = "String")]
+    work: &'a Path,
+    mount: &'static str,
+    index_mapped: bool,
+    command_status: Option<i32>,
+}
+
+impl<'a> From<&'a overlay::Mounted> for MountedForm<'a> {
+    fn from(m: &'a overlay::Mounted) -> Self {
+        MountedForm {
+            upper: &m.layers.upper,
+            work: &m.layers.work,
+            mount: if m.status.is_some() {
+                "namespace"
+            } else {
+                "persistent"
+            },
+            index_mapped: m.index_mapped,
+            command_status: m.status.map(j::exit_code),
+        }
     }
 }
 
-serialize_via_to_json!(MountReport);
+/// [`MountedForm`], as a `serialize_with` encoding.
+pub(super) fn mounted<S: Serializer>(
+    m: &overlay::Mounted,
+    s: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    MountedForm::from(m).serialize(s)
+}
+
+/// A mount with its lower layer (`ckpt fork --mount`).
+#[derive(Serialize, JsonSchema)]
+struct MountedWithLower<'a> {
+    #[serde(serialize_with = "j::with::path")]
+    #[schemars(with = "String")]
+    lower: &'a Path,
+    #[serde(flatten)]
+    mounted: MountedForm<'a>,
+}
+
+fn mounted_with_lower<S: Serializer>(
+    m: &overlay::Mounted,
+    s: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    MountedWithLower {
+        lower: &m.layers.lower,
+        mounted: MountedForm::from(m),
+    }
+    .serialize(s)
+}
 
 /// Mounts the overlay fork `dir` of this workspace again (after a reboot,
 /// or after a `-- CMD` run): here (root), or with `command` in a new
@@ -454,6 +529,7 @@ pub fn mount(ctx: &Context, opts: &MountOptions) -> Result<MountReport> {
     let mut cmd = command.map(self::command);
     let mounted = overlay::mount(&fork.root, &fork.store_path, &ctx.config, cmd.as_mut())?;
     Ok(MountReport {
+        schema: Schema,
         dir: fork.root,
         store: fork.store_path,
         mounted,

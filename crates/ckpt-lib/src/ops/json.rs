@@ -17,10 +17,9 @@
 //! paths, the `*_hex` pairs, the shared parts). A report whose JSON needs
 //! two of its fields at once (a checkpoint record marked `head`, a diff's
 //! `to` label) serialises through a private derived form built in its
-//! `Serialize`. The shared parts are the `…Form` types here; the `Value`
-//! builders ([`checkpoint`], [`changes`], …) are those forms as values, for
-//! the reports that still build their JSON by hand (`forks`, `fork`,
-//! `doctor`, `stores`, `watch --status`) and for other crates.
+//! `Serialize`. The shared parts are the `…Form` types here. No report
+//! builds its JSON by hand, so each report's schema ([`super::schema`])
+//! is generated from the same types that write it.
 //! `crates/ckpt-cli/tests/json_reports.rs` holds every report to its
 //! golden JSON.
 
@@ -28,7 +27,7 @@ use std::borrow::Cow;
 
 use schemars::{JsonSchema, SchemaGenerator};
 use serde::{Serialize, Serializer};
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 use crate::engine::diff::Change;
 use crate::store::catalog::{Annotation, Checkpoint};
@@ -81,29 +80,6 @@ macro_rules! schema_via {
 }
 pub(crate) use schema_via;
 
-/// Implements `Serialize` for report types through their `to_json`.
-macro_rules! serialize_via_to_json {
-    ($($t:ty),* $(,)?) => {$(
-        impl serde::Serialize for $t {
-            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                self.to_json().serialize(s)
-            }
-        }
-    )*};
-}
-pub(crate) use serialize_via_to_json;
-
-/// Adds `key` (and `key_hex` when the bytes are not UTF-8) to an object.
-pub fn path_fields(obj: &mut Map<String, Value>, key: &str, path: &[u8]) {
-    obj.insert(
-        key.into(),
-        Value::String(String::from_utf8_lossy(path).into_owned()),
-    );
-    if std::str::from_utf8(path).is_err() {
-        obj.insert(format!("{key}_hex"), Value::String(hex(path)));
-    }
-}
-
 /// Lowercase hex of bytes (the `*_hex` fields).
 pub fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
@@ -127,12 +103,8 @@ pub fn time(ns: i64) -> String {
     humantime::format_rfc3339_seconds(t).to_string()
 }
 
-/// Milliseconds, as a number rounded to 3 decimals (whole microseconds:
-/// `13.513`, not `13.512913999999999`).
-pub fn ms(d: std::time::Duration) -> Value {
-    json!(ms_f64(d))
-}
-
+/// Milliseconds, rounded to 3 decimals (whole microseconds: `13.513`, not
+/// `13.512913999999999`).
 fn ms_f64(d: std::time::Duration) -> f64 {
     let us = d.as_nanos().saturating_add(500) / 1000;
     us as f64 / 1e3
@@ -145,71 +117,6 @@ pub fn exit_code(st: std::process::ExitStatus) -> i32 {
     st.code().unwrap_or_else(|| 128 + st.signal().unwrap_or(0))
 }
 
-/// A tree entry: kind, mode, mtime, and size + hash, tree, or target.
-pub fn entry(e: &Entry) -> Value {
-    to_value(EntryForm::from(e))
-}
-
-/// One changed path: `path`, `status`, `old`, `new`.
-pub fn change(c: &Change) -> Value {
-    to_value(ChangeForm::from(c))
-}
-
-/// The interesting changes of a list (see [`Change::is_interesting`]).
-pub fn changes(cs: &[Change]) -> Value {
-    to_value(
-        cs.iter()
-            .filter(|c| c.is_interesting())
-            .map(ChangeForm::from)
-            .collect::<Vec<_>>(),
-    )
-}
-
-/// Entries a scan was not allowed to read: `[{path, kind: "file"|"dir",
-/// content: "unchanged"|"unknown"}]`. `unchanged`: recorded with the
-/// content last read, which the stat index proves unchanged; `unknown`:
-/// left out (also under `skipped`, kind `unreadable`, in a checkpoint).
-pub fn unreadable(list: &[Unreadable]) -> Value {
-    to_value(list.iter().map(UnreadableForm::from).collect::<Vec<_>>())
-}
-
-/// A checkpoint record; `head` is the head's sequence number.
-pub fn checkpoint(cp: &Checkpoint, head: Option<u64>) -> Value {
-    to_value(CheckpointForm::new(cp, head))
-}
-
-/// A checkpoint's annotations (tags and a note added after it was saved):
-/// `{tags, note, time, time_ns}` (`note` null when none), or null.
-pub fn annotation(a: Option<&Annotation>) -> Value {
-    to_value(a.map(AnnotationForm::from))
-}
-
-/// A checkpoint record as [`checkpoint`] plus its `annotations` (`log`,
-/// `show`).
-pub fn annotated(cp: &Checkpoint, head: Option<u64>, a: Option<&Annotation>) -> Value {
-    to_value(AnnotatedForm::new(cp, head, a))
-}
-
-/// `{version, value, value_hex?}`.
-pub fn versioned(v: &Versioned) -> Value {
-    to_value(VersionedForm::from(v))
-}
-
-/// One agent-state key that changed: `key`, `status`, `old`, `new`.
-pub fn state_change(c: &StateChange) -> Value {
-    to_value(StateChangeForm::from(c))
-}
-
-/// A list of agent-state changes.
-pub fn state_changes(cs: &[StateChange]) -> Value {
-    to_value(cs.iter().map(StateChangeForm::from).collect::<Vec<_>>())
-}
-
-/// A typed form as a `Value`.
-fn to_value<T: Serialize>(v: T) -> Value {
-    serde_json::to_value(v).expect("a report form serialises")
-}
-
 /// A failed operation: `{error, exit_code}` (ckpt's message and the exit
 /// code `ckpt` returns for it), as MCP tool errors and the UI's HTTP
 /// errors carry it.
@@ -217,23 +124,8 @@ pub fn error(e: &crate::Error) -> Value {
     json!({ "error": e.to_string(), "exit_code": e.exit_code() })
 }
 
-/// A serialisable value with `"schema": 1` added (for library types that
-/// already derive `Serialize`).
-pub fn with_schema<T: Serialize>(v: &T) -> Value {
-    let mut v = serde_json::to_value(v).expect("report serialises");
-    if let Some(m) = v.as_object_mut() {
-        m.insert("schema".into(), json!(SCHEMA));
-    }
-    v
-}
-
 /// How a checkpoint's objects came from another store (`fork`, `adopt`):
 /// `linked`, `copied`, `present`.
-pub fn imported(i: &crate::store::objects::Imported) -> Value {
-    to_value(ImportedForm::from(i))
-}
-
-/// How a checkpoint's objects came from another store ([`imported`]).
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct ImportedForm {
     linked: u64,
@@ -332,7 +224,7 @@ bytes_field!(
     "value_hex"
 );
 
-/// A tree entry ([`entry`]).
+/// A tree entry: kind, mode, mtime, and size + hash, tree, or target.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct EntryForm<'a> {
     kind: &'static str,
@@ -371,7 +263,7 @@ impl<'a> From<&'a Entry> for EntryForm<'a> {
     }
 }
 
-/// One changed path ([`change`]).
+/// One changed path: `path`, `status`, `old`, `new`.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct ChangeForm<'a> {
     #[serde(flatten)]
@@ -400,7 +292,7 @@ struct SkippedForm<'a> {
     kind: &'a str,
 }
 
-/// A checkpoint record ([`checkpoint`]).
+/// A checkpoint record; `head` is true for the head checkpoint.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct CheckpointForm<'a> {
     id: String,
@@ -448,7 +340,8 @@ impl<'a> CheckpointForm<'a> {
     }
 }
 
-/// A checkpoint's annotations ([`annotation`]).
+/// A checkpoint's annotations (tags and a note added after it was saved):
+/// `{tags, note, time, time_ns}` (`note` null when none).
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct AnnotationForm<'a> {
     tags: &'a std::collections::BTreeMap<String, String>,
@@ -468,7 +361,7 @@ impl<'a> From<&'a Annotation> for AnnotationForm<'a> {
     }
 }
 
-/// A checkpoint record with its `annotations` ([`annotated`]).
+/// A checkpoint record with its `annotations` (`log`, `show`).
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct AnnotatedForm<'a> {
     #[serde(flatten)]
@@ -486,7 +379,10 @@ impl<'a> AnnotatedForm<'a> {
     }
 }
 
-/// An entry a scan was not allowed to read ([`unreadable`]).
+/// An entry a scan was not allowed to read: `{path, kind: "file"|"dir",
+/// content: "unchanged"|"unknown"}`. `unchanged`: recorded with the
+/// content last read, which the stat index proves unchanged; `unknown`:
+/// left out (also under `skipped`, kind `unreadable`, in a checkpoint).
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct UnreadableForm<'a> {
     #[serde(flatten)]
@@ -505,7 +401,7 @@ impl<'a> From<&'a Unreadable> for UnreadableForm<'a> {
     }
 }
 
-/// `{version, value, value_hex?}` ([`versioned`]).
+/// A versioned agent-state value: `{version, value, value_hex?}`.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct VersionedForm<'a> {
     version: u64,
@@ -522,7 +418,7 @@ impl<'a> From<&'a Versioned> for VersionedForm<'a> {
     }
 }
 
-/// One agent-state key that changed ([`state_change`]).
+/// One agent-state key that changed: `key`, `status`, `old`, `new`.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct StateChangeForm<'a> {
     #[serde(flatten)]
@@ -577,7 +473,7 @@ pub mod with {
         }
     }
 
-    /// A checkpoint's annotations ([`super::annotation`]), or null.
+    /// A checkpoint's annotations ([`AnnotationForm`]), or null.
     pub fn annotation<S: Serializer>(a: &Option<Annotation>, s: S) -> Result<S::Ok, S::Error> {
         a.as_ref().map(AnnotationForm::from).serialize(s)
     }
@@ -597,7 +493,8 @@ pub mod with {
         PrefixField(k).serialize(s)
     }
 
-    /// A duration in milliseconds ([`super::ms`]).
+    /// A duration in milliseconds, rounded to 3 decimals (whole
+    /// microseconds: `13.513`, not `13.512913999999999`).
     pub fn ms<S: Serializer>(d: &std::time::Duration, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_f64(ms_f64(*d))
     }
@@ -607,7 +504,23 @@ pub mod with {
         s.collect_str(&p.display())
     }
 
-    /// The interesting changes of a list ([`super::changes`]).
+    /// An optional path as text (lossy), or null.
+    pub fn opt_path<S: Serializer, P: AsRef<std::path::Path>>(
+        p: &Option<P>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        match p {
+            Some(p) => path(p.as_ref(), s),
+            None => s.serialize_none(),
+        }
+    }
+
+    /// Paths as text (lossy).
+    pub fn paths<S: Serializer>(ps: &[std::path::PathBuf], s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(ps.iter().map(|p| p.display().to_string()))
+    }
+
+    /// The interesting changes of a list ([`Change::is_interesting`]).
     pub fn changes<S: Serializer>(cs: &[Change], s: S) -> Result<S::Ok, S::Error> {
         s.collect_seq(
             cs.iter()
@@ -616,17 +529,17 @@ pub mod with {
         )
     }
 
-    /// Agent-state changes ([`super::state_changes`]).
+    /// Agent-state changes ([`StateChangeForm`]).
     pub fn state_changes<S: Serializer>(cs: &[StateChange], s: S) -> Result<S::Ok, S::Error> {
         s.collect_seq(cs.iter().map(StateChangeForm::from))
     }
 
-    /// Entries a scan was not allowed to read ([`super::unreadable`]).
+    /// Entries a scan was not allowed to read ([`UnreadableForm`]).
     pub fn unreadable<S: Serializer>(list: &[Unreadable], s: S) -> Result<S::Ok, S::Error> {
         s.collect_seq(list.iter().map(UnreadableForm::from))
     }
 
-    /// Objects imported from another store ([`super::imported`]).
+    /// Objects imported from another store ([`ImportedForm`]).
     pub fn imported<S: Serializer>(
         i: &crate::store::objects::Imported,
         s: S,
@@ -642,10 +555,11 @@ mod tests {
     #[test]
     fn ms_has_at_most_three_decimals() {
         let d = std::time::Duration::from_nanos(13_512_913_999);
-        assert_eq!(ms(d).to_string(), "13512.914");
+        let ms = |d| serde_json::to_string(&ms_f64(d)).unwrap();
+        assert_eq!(ms(d), "13512.914");
         let d = std::time::Duration::from_nanos(13_512_914);
-        assert_eq!(ms(d).to_string(), "13.513");
-        assert_eq!(ms(std::time::Duration::ZERO).to_string(), "0.0");
+        assert_eq!(ms(d), "13.513");
+        assert_eq!(ms(std::time::Duration::ZERO), "0.0");
     }
 
     #[test]

@@ -70,10 +70,10 @@
 //!
 //! ## JSON
 //!
-//! Every report implements `Serialize` as its JSON form: schema 1,
-//! documented in `docs/CLI.md` ("JSON output"); [`json`] has the shared
-//! encodings and lists the reports that still build their JSON by hand.
-//! `--json`, MCP results and (later) HTTP answers are the same bytes.
+//! Every report derives `Serialize` (its JSON form: schema 1, documented
+//! in `docs/CLI.md`, "JSON output") and `JsonSchema` ([`schema`]); [`json`]
+//! has the shared encodings. `--json`, MCP results and (later) HTTP answers
+//! are the same bytes.
 
 pub mod adopt;
 pub mod agent;

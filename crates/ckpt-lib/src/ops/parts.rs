@@ -37,7 +37,7 @@ pub use crate::store::tree::WALK_STACK;
 /// The watcher's description of itself, and its log file
 /// (`<store>/watch.log`), which `ckpt watch --daemon` and the watcher a
 /// hook starts write to.
-pub use crate::watch::{log_path as watch_log_path, WatchStatus};
+pub use crate::watch::{log_path as watch_log_path, WatchStatus, WatcherFacts};
 /// An entry the scan was not allowed to read, and the sentence that
 /// explains what that means for it.
 pub use crate::workspace::scan::{Unreadable, UNREADABLE};

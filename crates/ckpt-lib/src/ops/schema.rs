@@ -19,8 +19,8 @@ use schemars::JsonSchema;
 use serde_json::Value;
 
 use super::{
-    adopt, agent, annotate, cat, cp, delete, diff, du, forks, gc, hash, hook, init, log, restore,
-    save, show, state, status, undo, verify, watch,
+    adopt, agent, annotate, cat, cp, delete, diff, doctor, du, fork, forks, gc, hash, hook, init,
+    log, restore, save, show, state, status, stores, undo, verify, watch,
 };
 
 /// The JSON Schema of report type `T`, titled for `command`.
@@ -57,13 +57,23 @@ pub fn all() -> Vec<(&'static str, Value)> {
         ("restore-to", of::<restore::RestoreToReport>("restore --to")),
         ("undo", of::<undo::UndoReport>("undo")),
         ("adopt", of::<adopt::AdoptReport>("adopt")),
+        ("fork", of::<fork::ForkReport>("fork")),
+        ("fork-many", of::<fork::ForkManyReport>("fork --count")),
+        ("fork-mount", of::<forks::MountReport>("fork --mount")),
         ("fork-remove", of::<forks::RemoveReport>("fork --remove")),
+        ("forks", of::<forks::ForksReport>("forks")),
         ("delete", of::<delete::DeleteReport>("delete")),
         ("gc", of::<gc::GcReport>("gc")),
         ("verify", of::<verify::VerifyReport>("verify")),
         ("hash", of::<hash::HashReport>("hash")),
         ("du", of::<du::DuReport>("du")),
+        (
+            "watch-status",
+            of::<watch::WatchStatusReport>("watch --status"),
+        ),
         ("watch-stop", of::<watch::StopReport>("watch --stop")),
+        ("doctor", of::<doctor::DoctorReport>("doctor")),
+        ("stores", of::<stores::StoresReport>("stores")),
         ("cp", of::<cp::CopyReport>("cp")),
         ("state-get", of::<state::GetReport>("state get")),
         ("state-put", of::<state::PutReport>("state put")),

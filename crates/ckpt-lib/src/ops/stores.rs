@@ -14,9 +14,10 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use schemars::JsonSchema;
+use serde::{Serialize, Serializer};
 
-use super::json::{self as j, serialize_via_to_json, SCHEMA};
+use super::json::{self as j, CheckpointForm, Schema};
 use super::Context;
 use crate::store::catalog::Checkpoint;
 use crate::store::Store;
@@ -35,7 +36,8 @@ pub struct StoresOptions {
 }
 
 /// How a store's recorded workspace stands today.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
 pub enum Attachment {
     /// The directory exists and its `.ckpt` names this store.
     Attached,
@@ -61,16 +63,23 @@ impl Attachment {
     }
 }
 
-/// One store found.
-#[derive(Clone, Debug)]
+/// One store found. JSON: `path`, `workspace`, `attachment`, then
+/// `checkpoints`, `head`, `latest`, or `error`.
+#[derive(Clone, Debug, Serialize, JsonSchema)]
 pub struct StoreInfo {
     /// The store directory.
+    #[serde(serialize_with = "j::with::path")]
+    #[schemars(with = "String")]
     pub path: PathBuf,
     /// The workspace root it records.
+    #[serde(serialize_with = "j::with::opt_path")]
+    #[schemars(with = "Option<String>")]
     pub workspace: Option<PathBuf>,
     /// Whether that workspace is still there.
     pub attachment: Attachment,
     /// Its checkpoints (oldest first) and head, when the store could be read.
+    #[serde(flatten, serialize_with = "contents")]
+    #[schemars(with = "ContentsForm<'static>")]
     pub contents: std::result::Result<Contents, String>,
 }
 
@@ -85,51 +94,51 @@ pub struct Contents {
     pub latest: Option<Checkpoint>,
 }
 
-/// What [`stores`] found.
-#[derive(Clone, Debug)]
+/// A store's contents, or why it could not be read (flattened into
+/// [`StoreInfo`]).
+// One lives for one serialisation, on the stack: its size does not matter.
+#[allow(clippy::large_enum_variant)]
+#[derive(Serialize, JsonSchema)]
+#[serde(untagged)]
+enum ContentsForm<'a> {
+    Read {
+        checkpoints: usize,
+        head: Option<String>,
+        latest: Option<CheckpointForm<'a>>,
+    },
+    Unreadable {
+        error: &'a str,
+    },
+}
+
+fn contents<S: Serializer>(
+    c: &std::result::Result<Contents, String>,
+    s: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    match c {
+        Ok(c) => ContentsForm::Read {
+            checkpoints: c.count,
+            head: c.head.map(|h| format!("v{h}")),
+            latest: c.latest.as_ref().map(|cp| CheckpointForm::new(cp, c.head)),
+        },
+        Err(e) => ContentsForm::Unreadable { error: e },
+    }
+    .serialize(s)
+}
+
+/// What [`stores`] found. JSON: `stores` (each a [`StoreInfo`]),
+/// `searched`.
+#[derive(Clone, Debug, Serialize, JsonSchema)]
 pub struct StoresReport {
+    /// `"schema": 1`.
+    pub schema: Schema,
     /// Every store, most recently saved first.
     pub stores: Vec<StoreInfo>,
     /// Where it looked.
+    #[serde(serialize_with = "j::with::paths")]
+    #[schemars(with = "Vec<String>")]
     pub searched: Vec<PathBuf>,
 }
-
-impl StoresReport {
-    /// The JSON form: `stores` (each `path`, `workspace`, `attachment`,
-    /// then `checkpoints`, `head`, `latest`, or `error`), `searched`.
-    pub fn to_json(&self) -> Value {
-        let stores: Vec<Value> = self
-            .stores
-            .iter()
-            .map(|s| {
-                let mut v = json!({
-                    "path": s.path.display().to_string(),
-                    "workspace": s.workspace.as_ref().map(|w| w.display().to_string()),
-                    "attachment": s.attachment.as_str(),
-                });
-                match &s.contents {
-                    Ok(c) => {
-                        v["checkpoints"] = json!(c.count);
-                        v["head"] = json!(c.head.map(|h| format!("v{h}")));
-                        v["latest"] = c
-                            .latest
-                            .as_ref()
-                            .map_or(Value::Null, |cp| j::checkpoint(cp, c.head));
-                    }
-                    Err(e) => v["error"] = json!(e),
-                }
-                v
-            })
-            .collect();
-        json!({
-            "schema": SCHEMA,
-            "stores": stores,
-            "searched": self.searched.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
-        })
-    }
-}
-
-serialize_via_to_json!(StoresReport);
 
 /// Lists the stores (see the module doc).
 pub fn stores(ctx: &Context, opts: &StoresOptions) -> Result<StoresReport> {
@@ -166,6 +175,7 @@ pub fn stores(ctx: &Context, opts: &StoresOptions) -> Result<StoresReport> {
     };
     found.sort_by(|a, b| newest(b).cmp(&newest(a)).then_with(|| a.path.cmp(&b.path)));
     Ok(StoresReport {
+        schema: Schema,
         stores: found,
         searched,
     })

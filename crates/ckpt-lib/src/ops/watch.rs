@@ -7,43 +7,56 @@
 
 use std::path::PathBuf;
 
-use serde_json::{json, Value};
+use schemars::JsonSchema;
+use serde::{Serialize, Serializer};
 
-use super::json::{serialize_via_to_json, with_schema, Schema, SCHEMA};
+use super::json::Schema;
 use super::Context;
-use crate::watch::{client, Op, WatchStatus};
+use crate::watch::{client, Op, WatchStatus, WatcherFacts};
 use crate::Result;
 
 /// What [`status`] asks (nothing yet).
 #[derive(Clone, Debug, Default)]
 pub struct WatchStatusOptions {}
 
-/// The running watcher's description of itself, if one answered.
-#[derive(Clone, Debug)]
+/// The running watcher's description of itself, if one answered. JSON:
+/// `running`, and when running the watcher's [`WatchStatus`] fields, with
+/// `epoch` as a decimal string (a full u64: JSON readers that use doubles
+/// would round it).
+#[derive(Clone, Debug, Serialize, JsonSchema)]
 pub struct WatchStatusReport {
+    /// `"schema": 1`.
+    pub schema: Schema,
     /// The workspace root.
+    #[serde(skip)]
     pub root: PathBuf,
     /// What the watcher said; `None`: no watcher answered.
+    #[serde(flatten, serialize_with = "running")]
+    #[schemars(with = "RunningForm<'static>")]
     pub status: Option<WatchStatus>,
     /// Why no watcher answered (for `--verbose`).
+    #[serde(skip)]
     pub error: Option<String>,
 }
 
-impl WatchStatusReport {
-    /// The JSON form: `running`, and when running the watcher's
-    /// [`WatchStatus`] fields, with `epoch` as a decimal string (a full
-    /// u64: JSON readers that use doubles would round it).
-    pub fn to_json(&self) -> Value {
-        match &self.status {
-            None => json!({"schema": SCHEMA, "running": false}),
-            Some(st) => {
-                let mut v = with_schema(st);
-                v["running"] = json!(true);
-                v["epoch"] = json!(st.epoch.to_string());
-                v
-            }
-        }
+/// Whether a watcher answered, and what it said (flattened into
+/// [`WatchStatusReport`]).
+#[derive(Serialize, JsonSchema)]
+struct RunningForm<'a> {
+    running: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    epoch: Option<String>,
+    #[serde(flatten)]
+    facts: Option<&'a WatcherFacts>,
+}
+
+fn running<S: Serializer>(st: &Option<WatchStatus>, s: S) -> std::result::Result<S::Ok, S::Error> {
+    RunningForm {
+        running: st.is_some(),
+        epoch: st.as_ref().map(|st| st.epoch.to_string()),
+        facts: st.as_ref().map(|st| &st.facts),
     }
+    .serialize(s)
 }
 
 /// Asks the workspace's watcher to describe itself.
@@ -54,6 +67,7 @@ pub fn status(ctx: &Context, _opts: &WatchStatusOptions) -> Result<WatchStatusRe
         Err(e) => (None, Some(e)),
     };
     Ok(WatchStatusReport {
+        schema: Schema,
         root: ws.root,
         status,
         error,
@@ -89,8 +103,6 @@ pub fn stop(ctx: &Context, _opts: &StopOptions) -> Result<StopReport> {
     })
 }
 
-serialize_via_to_json!(WatchStatusReport);
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -102,12 +114,18 @@ mod tests {
             ..WatchStatus::default()
         };
         let r = WatchStatusReport {
+            schema: Schema,
             root: PathBuf::from("/w"),
             status: Some(st),
             error: None,
         };
-        let v = r.to_json();
-        assert_eq!(v["epoch"], json!("9007199254740993"));
-        assert_eq!(v["running"], json!(true));
+        let v = serde_json::to_value(&r).unwrap();
+        assert_eq!(v["epoch"], "9007199254740993");
+        assert_eq!(v["running"], true);
+        // The wire keeps it a number, for the client that reads it back.
+        let wire = serde_json::to_value(r.status.as_ref().unwrap()).unwrap();
+        assert_eq!(wire["epoch"], (1u64 << 53) + 1);
+        let back: WatchStatus = serde_json::from_value(wire).unwrap();
+        assert_eq!(back.epoch, (1 << 53) + 1);
     }
 }

@@ -10,6 +10,7 @@
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 
+use schemars::JsonSchema;
 use serde::Serialize;
 
 use crate::error::IoContext;
@@ -18,7 +19,7 @@ use ckpt_fs::copy::{probe, probe_pair, Caps, Strategy};
 use ckpt_fs::fs;
 
 /// One filesystem as seen from a path.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct FsInfo {
     /// The path asked about.
     pub path: PathBuf,
@@ -31,7 +32,7 @@ pub struct FsInfo {
 }
 
 /// The inotify limits (`/proc/sys/fs/inotify/*`), if readable.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct InotifyLimits {
     /// `max_user_watches`: directories one user can watch.
     pub max_user_watches: Option<u64>,
@@ -64,7 +65,7 @@ pub fn watch_limit_advice(limit: Option<u64>, dirs: u64) -> Option<String> {
 }
 
 /// Everything `ckpt doctor` prints.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct Report {
     /// The workspace filesystem.
     pub workspace: FsInfo,

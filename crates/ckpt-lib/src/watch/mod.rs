@@ -345,15 +345,25 @@ impl Request {
     }
 }
 
-/// A watcher's description of itself (`ckpt watch --status`).
+/// A watcher's description of itself (`ckpt watch --status`): its epoch
+/// and the rest, which the wire carries as one flat object.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct WatchStatus {
+    /// Current epoch (a random u64: `--json` writes it as a decimal string,
+    /// which JSON readers that use doubles do not round).
+    pub epoch: u64,
+    /// Everything else.
+    #[serde(flatten)]
+    pub facts: WatcherFacts,
+}
+
+/// What a watcher says about itself besides its epoch ([`WatchStatus`]).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct WatcherFacts {
     /// Process id.
     pub pid: u32,
     /// The workspace root.
     pub root: PathBuf,
-    /// Current epoch.
-    pub epoch: u64,
     /// Current sequence number.
     pub seq: u64,
     /// Directories watched.

@@ -34,7 +34,7 @@ use ckpt_fs::copy::probe_pair;
 use ckpt_fs::fs;
 
 /// How a fork's files are made (docs/FORK.md, "Backends").
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Backend {
     /// A btrfs snapshot of the workspace subvolume, then a restore of the
@@ -82,7 +82,7 @@ impl Backend {
 }
 
 /// One backend's probe: whether it works here, and why (not).
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct Probe {
     /// The backend probed.
     pub backend: Backend,
@@ -97,7 +97,7 @@ pub struct Probe {
 }
 
 /// The backend a fork gets.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct Choice {
     /// The one chosen.
     pub backend: Backend,
@@ -223,7 +223,7 @@ fn probe_reflink(store_root: &Path, dest_dir: &Path) -> std::result::Result<Stri
 /// Whether overlay mounts work beside `dir` (the fork's parent
 /// directory): in this mount namespace (root), and in a new user and mount
 /// namespace of a child (what `ckpt fork … -- CMD` does).
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct OverlayProbes {
     /// A mount here, which lasts until unmounted (root only).
     pub mount: OverlayCheck,
@@ -232,7 +232,7 @@ pub struct OverlayProbes {
 }
 
 /// One overlay probe.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct OverlayCheck {
     /// It works.
     pub works: bool,

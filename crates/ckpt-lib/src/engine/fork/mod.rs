@@ -856,14 +856,16 @@ impl StagedCopy {
     }
 }
 
-/// What the restore inside a subvolume fork changed.
-#[derive(Clone, Copy, Debug, Default)]
+/// What the restore inside a subvolume fork changed (a fork's `restored`;
+/// its bytes are the fork's `bytes`).
+#[derive(Clone, Copy, Debug, Default, serde::Serialize, schemars::JsonSchema)]
 pub struct SnapshotRestore {
     /// Files and symlinks written.
     pub written: u64,
     /// Entries removed.
     pub removed: u64,
     /// Bytes of the files written.
+    #[serde(skip)]
     pub bytes: u64,
     /// The origin's live watcher vouched for every directory it did not
     /// name, so only those (and the records that do not claim every name)
