@@ -1,16 +1,16 @@
-//! Every local command's `--json` report, field for field, against golden
-//! files (`tests/golden/json_reports/<name>.json`).
+//! Every command's `--json` report, field for field, against golden files
+//! (`tests/golden/json_reports/<name>.json`).
 //!
 //! One fixed workspace (files, one with a non-UTF-8 name, a symlink,
 //! checkpoints with messages and tags, an annotation, agent state, harness
-//! hook checkpoints, forks) is taken through every command that has
-//! `--json` (remote commands have their own tests). What varies from run to
-//! run or machine to machine is normalised before comparing: the temporary
+//! hook checkpoints, forks, a `file://` remote) is taken through every
+//! command that has `--json`. What varies from run to run or machine to machine is normalised before comparing: the temporary
 //! directory becomes `@TMP@`, and the values of times, durations, hashes
 //! that cover times, process ids, inode-ish numbers and on-disk sizes become
 //! a placeholder of the same JSON type, so a field that appears, vanishes,
 //! is renamed or changes type still fails. Reports whose content is the
-//! machine itself (`doctor`, `stores`) keep only their shape: keys and
+//! machine itself (`doctor`, `stores`) or one run's transfer (the remote
+//! commands) keep only their shape: keys and
 //! types.
 //!
 //! Parsed JSON values are compared, not text: key order is not part of the
@@ -177,6 +177,7 @@ impl Golden {
     #[track_caller]
     fn check_shape(&mut self, name: &str, r: Run) {
         let v = r.ok().json();
+        self.validate(name, &v);
         self.compare(name, shape(&v));
     }
 
@@ -313,6 +314,12 @@ const SCHEMAS: &[(&str, Option<&str>)] = &[
     ("watch_stop", Some("watch-stop")),
     ("doctor", Some("doctor")),
     ("stores", Some("stores")),
+    ("remote_add", Some("remote")),
+    ("push", Some("push")),
+    ("log_remote", Some("log-remote")),
+    ("clone", Some("clone")),
+    ("pull", Some("pull")),
+    ("gc_remote", Some("gc-remote")),
 ];
 
 /// The schema file of golden report `name` ([`SCHEMAS`]); a name no
@@ -815,6 +822,55 @@ fn every_local_json_report_matches_its_golden_file() {
     g.check_shape(
         "stores",
         ckpt(&tmp, &["stores", tmp.to_str().unwrap(), "--json"]),
+    );
+
+    // The remote commands, through a `file://` remote (after `stores`,
+    // which would list the clone's store). Remote ids, byte and request
+    // counts are this run's: shape only.
+    let remote = format!("file://{}", tmp.join("remote").display());
+    g.check_shape(
+        "remote_add",
+        ws.run(&[
+            "remote",
+            "add",
+            "origin",
+            &remote,
+            "--workspace",
+            "app",
+            "--json",
+        ]),
+    );
+    g.check_shape("push", ws.run(&["push", "--json"]));
+    g.check_shape(
+        "log_remote",
+        ws.run(&["log", "--remote", "origin", "--json"]),
+    );
+    let cloned = tmp.join("cloned");
+    g.check_shape(
+        "clone",
+        ckpt(
+            &tmp,
+            &[
+                "clone",
+                &remote,
+                cloned.to_str().unwrap(),
+                "--workspace",
+                "app",
+                "--json",
+            ],
+        ),
+    );
+    write(
+        &ws.root,
+        "src/after_clone.rs",
+        b"// pushed after the clone\n",
+    );
+    ws.run(&["save", "-m", "after the clone"]).ok();
+    ws.run(&["push"]).ok();
+    g.check_shape("pull", ckpt(&cloned, &["pull", "--json"]));
+    g.check_shape(
+        "gc_remote",
+        ws.run(&["gc", "--remote", "origin", "--dry-run", "--json"]),
     );
 
     g.finish();

@@ -111,7 +111,7 @@ pub struct GcOptions<'a> {
 
 /// What [`gc`] did; serialises as its `--json` form (every field, then
 /// the transfer fields).
-#[derive(Debug, Default, Serialize)]
+#[derive(Debug, Default, Serialize, schemars::JsonSchema)]
 pub struct GcReport {
     /// `schema`.
     pub schema: Schema,

@@ -53,6 +53,7 @@ pub mod push;
 pub mod refs;
 pub mod remotes;
 pub mod report;
+pub mod schema;
 pub mod trees;
 pub mod url;
 

@@ -34,7 +34,7 @@ pub struct LogOptions<'a> {
 
 /// The remote checkpoints; serialises as the `--json` form (each record
 /// as [`RecordJson`], then the transfer fields).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct LogReport {
     /// `schema`.
     pub schema: Schema,
@@ -45,6 +45,7 @@ pub struct LogReport {
     pub workspace: String,
     /// Records, newest first.
     #[serde(serialize_with = "records")]
+    #[schemars(with = "Vec<RecordJson<'static>>")]
     pub checkpoints: Vec<Record>,
     /// How many the ref lists.
     pub total: usize,
@@ -55,7 +56,7 @@ pub struct LogReport {
 
 /// One remote record as a report shows it (log, clone): not its stored
 /// form ([`Record`]'s own `Serialize`).
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 pub struct RecordJson<'a> {
     remote_id: &'a str,
     seq: u64,

@@ -46,6 +46,7 @@ use ckpt_lib::ops::Context;
 use ckpt_lib::trace;
 use ckpt_lib::Hash;
 use futures::{stream, StreamExt, TryStreamExt};
+use schemars::JsonSchema;
 use serde::Serialize;
 
 use crate::client::Client;
@@ -56,7 +57,7 @@ use crate::pack::{self, Entry};
 use crate::push::records;
 use crate::refs;
 use crate::remotes;
-use crate::report::{display, remote_local, Transfer};
+use crate::report::{display, remote_local, RemoteIdPair, Transfer};
 use crate::trees::{self, MNode, Rebuild, Sub};
 use crate::url::RemoteUrl;
 use crate::{usage, Error, Result, Settings};
@@ -530,7 +531,7 @@ pub struct PullOptions<'a> {
 
 /// What [`pull`] did; serialises as its `--json` form (`pulled` as
 /// `{remote_id, id}`, then the transfer fields).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct PullReport {
     /// `schema`.
     pub schema: Schema,
@@ -541,6 +542,7 @@ pub struct PullReport {
     pub workspace: String,
     /// Imported: (remote id, local id).
     #[serde(serialize_with = "remote_local")]
+    #[schemars(with = "Vec<RemoteIdPair<'static>>")]
     pub pulled: Vec<(String, String)>,
     /// Already here.
     pub already: u64,
@@ -628,7 +630,7 @@ pub struct CloneOptions<'a> {
 /// What [`clone`] did; serialises as its `--json` form (`cloned`: the
 /// local id; `checkpoint`: the remote record as in `log --remote`; then
 /// the transfer fields).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct CloneReport {
     /// `schema`.
     pub schema: Schema,
@@ -642,12 +644,15 @@ pub struct CloneReport {
     pub id: String,
     /// The record cloned.
     #[serde(rename = "checkpoint", serialize_with = "crate::log::record")]
+    #[schemars(with = "crate::log::RecordJson<'static>")]
     pub record: Record,
     /// The new workspace.
     #[serde(serialize_with = "display")]
+    #[schemars(with = "String")]
     pub to: PathBuf,
     /// Its store.
     #[serde(serialize_with = "display")]
+    #[schemars(with = "String")]
     pub store: PathBuf,
     /// Files and symlinks written.
     pub files: u64,

@@ -46,6 +46,7 @@ use ckpt_lib::ops::Context;
 use ckpt_lib::{trace, Hash};
 use futures::{stream, StreamExt, TryStreamExt};
 use rayon::prelude::*;
+use schemars::JsonSchema;
 use serde::Serialize;
 
 use crate::client::{Client, Created};
@@ -55,7 +56,7 @@ use crate::layout::{self, Record};
 use crate::pack::{self, Builder, Entry, Kind};
 use crate::refs;
 use crate::remotes;
-use crate::report::{local_remote, Transfer};
+use crate::report::{local_remote, IdPair, Transfer};
 use crate::trees::{self, Encoder};
 use crate::{Error, Result, Settings};
 
@@ -79,7 +80,7 @@ pub struct PushOptions<'a> {
 
 /// What [`push`] did; serialises as its `--json` form (`pushed` and
 /// `already` each as `{id, remote_id}`, then the transfer fields).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct PushReport {
     /// `schema`.
     pub schema: Schema,
@@ -90,9 +91,11 @@ pub struct PushReport {
     pub workspace: String,
     /// Checkpoints added to the ref: (local id, remote id).
     #[serde(serialize_with = "local_remote")]
+    #[schemars(with = "Vec<IdPair<'static>>")]
     pub pushed: Vec<(String, String)>,
     /// Checkpoints the ref already had.
     #[serde(serialize_with = "local_remote")]
+    #[schemars(with = "Vec<IdPair<'static>>")]
     pub already: Vec<(String, String)>,
     /// Packs left without an index by an interrupted push, recovered.
     pub recovered_packs: u64,

@@ -22,7 +22,7 @@ use crate::url::RemoteUrl;
 use crate::{usage, Error, Result, Settings};
 
 /// One configured remote.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RemoteEntry {
     /// Its URL.
     pub url: String,
@@ -39,7 +39,7 @@ pub struct RemoteEntry {
 }
 
 /// `remotes.json`.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Remotes {
     /// Name → remote.
     pub remotes: BTreeMap<String, RemoteEntry>,
@@ -179,7 +179,7 @@ pub fn resolve(local: &Local, remote: Option<&str>, workspace: Option<&str>) -> 
 /// What `remote add/remove/list` did and what is configured now;
 /// serialises as its `--json` form: `remotes` (name → {url, workspace,
 /// …}), and `added` or `removed` (a name) when one was.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct RemotesReport {
     /// `schema`.
     pub schema: Schema,

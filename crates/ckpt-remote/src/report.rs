@@ -5,6 +5,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use schemars::JsonSchema;
 use serde::{Serialize, Serializer};
 
 /// Requests and bytes of one operation.
@@ -23,7 +24,7 @@ pub struct Counters {
 
 /// What went over the wire. Its JSON fields (`elapsed` as `elapsed_ms`)
 /// are part of every report's.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, JsonSchema)]
 pub struct Transfer {
     /// Blobs (file contents, trees, mtimes nodes, state snapshots) sent or
     /// received.
@@ -46,30 +47,40 @@ pub struct Transfer {
         rename = "elapsed_ms",
         serialize_with = "ckpt_lib::ops::json::with::ms"
     )]
+    #[schemars(with = "f64")]
     pub elapsed: Duration,
+}
+
+/// A checkpoint's id here and on the remote.
+#[derive(Serialize, JsonSchema)]
+pub(crate) struct IdPair<'a> {
+    /// Its id in the local store (`v12`).
+    id: &'a str,
+    /// Its id on the remote.
+    remote_id: &'a str,
 }
 
 /// (local id, remote id) pairs as `[{id, remote_id}]`.
 pub(crate) fn local_remote<S: Serializer>(v: &[(String, String)], s: S) -> Result<S::Ok, S::Error> {
-    #[derive(Serialize)]
-    struct Pair<'a> {
-        id: &'a str,
-        remote_id: &'a str,
-    }
-    s.collect_seq(v.iter().map(|(l, r)| Pair {
+    s.collect_seq(v.iter().map(|(l, r)| IdPair {
         id: l,
         remote_id: r,
     }))
 }
 
+/// A checkpoint's id on the remote and here (what `pull` lists: the
+/// remote's first).
+#[derive(Serialize, JsonSchema)]
+pub(crate) struct RemoteIdPair<'a> {
+    /// Its id on the remote.
+    remote_id: &'a str,
+    /// Its id in the local store (`v12`).
+    id: &'a str,
+}
+
 /// (remote id, local id) pairs as `[{remote_id, id}]`.
 pub(crate) fn remote_local<S: Serializer>(v: &[(String, String)], s: S) -> Result<S::Ok, S::Error> {
-    #[derive(Serialize)]
-    struct Pair<'a> {
-        remote_id: &'a str,
-        id: &'a str,
-    }
-    s.collect_seq(v.iter().map(|(r, l)| Pair {
+    s.collect_seq(v.iter().map(|(r, l)| RemoteIdPair {
         remote_id: r,
         id: l,
     }))

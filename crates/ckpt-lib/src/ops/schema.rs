@@ -9,10 +9,11 @@
 //! `required`. Key order is not part of a schema.
 //!
 //! [`all`] names each report by its command; `docs/schemas/<name>.json`
-//! holds them (a test below fails when those files are stale:
-//! `UPDATE_SCHEMAS=1 cargo test -p ckpt-lib --lib schema` rewrites them),
-//! and `ckpt mcp` gives each tool that returns a report its schema as the
-//! tool's `outputSchema`.
+//! holds them with the remote reports' (`ckpt_remote::schema::all`;
+//! `crates/ckpt-cli/tests/schemas.rs` fails when those files are stale,
+//! and `UPDATE_SCHEMAS=1 cargo test -p ckpt-cli --test schemas` rewrites
+//! them), and `ckpt mcp` gives each tool that returns a report its schema
+//! as the tool's `outputSchema`.
 
 use schemars::generate::SchemaSettings;
 use schemars::JsonSchema;
@@ -87,76 +88,4 @@ pub fn all() -> Vec<(&'static str, Value)> {
 /// A schema as the text of its file (pretty, with a final newline).
 pub fn text(schema: &Value) -> String {
     serde_json::to_string_pretty(schema).expect("a schema serialises") + "\n"
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::path::PathBuf;
-
-    fn dir() -> PathBuf {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/schemas")
-    }
-
-    /// `docs/schemas` is what the types generate, file for file; with
-    /// `UPDATE_SCHEMAS=1` the files are rewritten instead.
-    #[test]
-    fn docs_schemas_are_current() {
-        let update = std::env::var_os("UPDATE_SCHEMAS").is_some_and(|v| v != "0" && !v.is_empty());
-        let dir = dir();
-        let all = all();
-        if update {
-            std::fs::create_dir_all(&dir).unwrap();
-            for e in std::fs::read_dir(&dir).unwrap() {
-                std::fs::remove_file(e.unwrap().path()).unwrap();
-            }
-        }
-        let mut stale = Vec::new();
-        for (name, schema) in &all {
-            let path = dir.join(format!("{name}.json"));
-            let want = text(schema);
-            if update {
-                std::fs::write(&path, want).unwrap();
-            } else if std::fs::read_to_string(&path).ok().as_deref() != Some(want.as_str()) {
-                stale.push(path.display().to_string());
-            }
-        }
-        for e in std::fs::read_dir(&dir).unwrap() {
-            let name = e.unwrap().file_name().to_string_lossy().into_owned();
-            if !all.iter().any(|(n, _)| format!("{n}.json") == name) {
-                stale.push(format!("{name} (no report has this name)"));
-            }
-        }
-        assert!(
-            stale.is_empty(),
-            "docs/schemas is stale: {stale:?}; run \
-             `UPDATE_SCHEMAS=1 cargo test -p ckpt-lib --lib schema` and commit the result"
-        );
-    }
-
-    /// Every report is an object carrying `"schema": 1`; names are unique.
-    #[test]
-    fn every_schema_is_an_object_with_the_schema_field() {
-        let all = all();
-        for (i, (name, s)) in all.iter().enumerate() {
-            assert!(
-                !all[..i].iter().any(|(n, _)| n == name),
-                "two schemas named {name}"
-            );
-            // A report that is one of several (verify) is `anyOf` them; a
-            // report with a flattened choice has its own properties too.
-            let objects: Vec<&Value> = match s.get("anyOf").and_then(Value::as_array) {
-                Some(alts) if s.get("properties").is_none() => alts.iter().collect(),
-                _ => vec![s],
-            };
-            for o in objects {
-                let o = match o.get("$ref").and_then(Value::as_str) {
-                    Some(r) => &s["$defs"][r.trim_start_matches("#/$defs/")],
-                    None => o,
-                };
-                assert_eq!(o["type"], "object", "{name}: {o}");
-                assert_eq!(o["properties"]["schema"]["const"], 1, "{name}: {o}");
-            }
-        }
-    }
 }
