@@ -1,7 +1,7 @@
 //! `ckpt state get|put|del|ls|history|cas`: the agent-state key-value store.
 //!
 //! Keys and values are bytes; in the JSON form they are strings plus
-//! `key_hex`/`value_hex` when not UTF-8 ([`json::path_fields`]).
+//! `key_hex`/`value_hex` when not UTF-8 ([`json::KeyField`], [`json::ValueField`]).
 //!
 //! These operations open only the state store, `<store>/state.redb`
 //! ([`Workspace::state`](crate::workspace::Workspace::state)), and never the
