@@ -143,6 +143,16 @@ def manifest(root: str, exclude_top=()) -> dict:
     return out
 
 
+def subtree(root: str, rel: str) -> dict:
+    """The manifest() entries of directory `rel` of the tree at `root` and of
+    everything under it, keyed as manifest(root) keys them."""
+    relb = os.fsencode(rel)
+    st = os.lstat(os.path.join(root, rel))
+    out = {relb: ("d", st.st_mode & 0o7777, 0, st.st_mtime_ns, None)}
+    out.update({relb + b"/" + p: v for p, v in manifest(os.path.join(root, rel)).items()})
+    return out
+
+
 def compare(expected: dict, actual: dict, *, exec_bit_only=False, check_mtime=True,
             ignore_empty_dirs=False):
     """Returns (errors, warnings) as lists of strings."""
@@ -204,6 +214,7 @@ class Tool:
         self.base = None      # id of the baseline save (== corpus)
         self.latest = None    # id of the latest save
         self.exclude_top = set()  # top-level names to ignore when comparing ws with corpus
+        self.setup_wrote = {}     # manifest entries the tool's setup changed in ws
 
     def versions(self) -> str:
         return ""
@@ -259,6 +270,11 @@ class CkptTool(Tool):
         run([self.bin, "init", "--store", self.store], cwd=self.ws)
         self.marker = set(os.listdir(self.ws)) - before
         self.exclude_top = set(self.marker)
+        # In a git repository `ckpt init` adds its marker to .git/info/exclude
+        # (docs/CLI.md): the tree every checkpoint holds is the corpus with it.
+        info = os.path.join(".git", "info")
+        self.setup_wrote = (subtree(self.ws, info)
+                            if os.path.isdir(os.path.join(self.ws, info)) else {})
 
     def _id(self, p) -> str:
         out = p.stdout.decode(errors="replace").strip()
@@ -551,7 +567,7 @@ class Bench:
         if self.args.no_verify:
             return
         t0 = time.time()
-        exp = expected if expected is not None else self.expected
+        exp = expected if expected is not None else {**self.expected, **tool.setup_wrote}
         excl = tool.exclude_top if exclude_top is None else exclude_top
         if excl:
             exp = {p: v for p, v in exp.items()
