@@ -57,7 +57,7 @@ use crate::pack::{self, Entry};
 use crate::push::records;
 use crate::refs;
 use crate::remotes;
-use crate::report::{display, remote_local, RemoteIdPair, Transfer};
+use crate::report::{remote_local, RemoteIdPair, Transfer};
 use crate::trees::{self, MNode, Rebuild, Sub};
 use crate::url::RemoteUrl;
 use crate::{usage, Error, Result, Settings};
@@ -647,11 +647,11 @@ pub struct CloneReport {
     #[schemars(with = "crate::log::RecordJson<'static>")]
     pub record: Record,
     /// The new workspace.
-    #[serde(serialize_with = "display")]
+    #[serde(serialize_with = "ckpt_lib::ops::json::with::path")]
     #[schemars(with = "String")]
     pub to: PathBuf,
     /// Its store.
-    #[serde(serialize_with = "display")]
+    #[serde(serialize_with = "ckpt_lib::ops::json::with::path")]
     #[schemars(with = "String")]
     pub store: PathBuf,
     /// Files and symlinks written.

@@ -86,11 +86,6 @@ pub(crate) fn remote_local<S: Serializer>(v: &[(String, String)], s: S) -> Resul
     }))
 }
 
-/// A path as text (lossy where it is not UTF-8).
-pub(crate) fn display<S: Serializer>(p: &std::path::Path, s: S) -> Result<S::Ok, S::Error> {
-    s.collect_str(&p.display())
-}
-
 impl Transfer {
     /// Fills the counters from a client.
     pub fn counted(mut self, c: &Counters, elapsed: Duration) -> Transfer {
